@@ -1,0 +1,35 @@
+"""The one place netcl.core imports pyopencl, lazily, so ``import netcl.core`` never needs it."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_INSTALL_HINT = (
+    "pyopencl required for OpenCL devices: install it with "
+    "`pip install 'netcl-core[cpu]'` (pyopencl plus the PoCL CPU device) or "
+    "`pip install 'netcl-core[opencl]'` (pyopencl for your own OpenCL driver); "
+    "the NumPy backend (NETCL_DEVICE=cpu) works without it"
+)
+
+_cl: Any = None
+
+
+def cl() -> Any:
+    """Return the ``pyopencl`` module, or raise ``ImportError`` saying how to install it."""
+    global _cl
+    if _cl is None:
+        try:
+            _cl = importlib.import_module("pyopencl")
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+    return _cl
+
+
+def have_pyopencl() -> bool:
+    """True when pyopencl can be imported."""
+    try:
+        cl()
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""Transports between host memory and a device: ``opencl.OpenCLBackend`` and ``cpu.CPUBackend``."""

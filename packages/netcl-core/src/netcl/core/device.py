@@ -1,0 +1,285 @@
+"""Device discovery, the process-wide ``manager`` and the thread-local active device.
+
+Importing this module touches no driver: ``manager`` is constructed here, but platforms are
+only enumerated on the first ``discover()`` / ``default()`` call.
+
+Examples:
+    >>> from netcl.core.device import manager
+    >>> dev = manager.default("cpu")
+    >>> dev.backend, dev.device_type
+    ('cpu', 'cpu')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._cl import cl, have_pyopencl
+
+__all__ = [
+    "CPUQueue",
+    "DeviceHandle",
+    "DeviceManager",
+    "device",
+    "get_active_device",
+    "manager",
+]
+
+
+class CPUQueue:
+    """Stand-in queue for the NumPy backend: every call is synchronous, so ``finish`` is a no-op.
+
+    Examples:
+        >>> q = CPUQueue()
+        >>> q.backend, q.context, q.device
+        ('cpu', None, None)
+        >>> q.finish()
+    """
+
+    backend = "cpu"
+    context: Any = None
+    device: Any = None
+
+    def finish(self) -> None:
+        """Nothing is ever pending on the NumPy backend."""
+
+    def flush(self) -> None:
+        """Nothing is ever pending on the NumPy backend."""
+
+    def __repr__(self) -> str:
+        return "CPUQueue()"
+
+
+@dataclass(frozen=True)
+class DeviceHandle:
+    """Immutable handle on one device: what every other layer needs to run work there.
+
+    ``context`` is ``None`` and ``queue`` a :class:`CPUQueue` on the NumPy backend.
+    """
+
+    platform_name: str
+    device_name: str
+    backend: str
+    device_type: str
+    context: Any
+    queue: Any
+    cl_device: Any = None
+
+    @property
+    def device(self) -> Any:
+        """The ``pyopencl.Device`` (``None`` on the NumPy backend)."""
+        return self.cl_device
+
+    def __str__(self) -> str:
+        if self.backend == "cpu":
+            return "cpu (NumPy)"
+        return f"cl:{self.platform_name}:{self.device_name}"
+
+
+_CPU_HANDLE = DeviceHandle("NumPy", "NumPy", "cpu", "cpu", None, CPUQueue())
+
+# Selection order for "auto": a GPU, then an accelerator, then an OpenCL CPU device.
+_AUTO_ORDER = ("gpu", "accel", "cpu", "other")
+
+
+class DeviceManager:
+    """Discovers OpenCL platforms and devices and caches one :class:`DeviceHandle` per selector.
+
+    Selectors: ``"auto"`` (GPU, then accelerator, then OpenCL CPU device, then NumPy; the
+    ``NETCL_DEVICE`` variable overrides it), ``"gpu"``, ``"cpu"`` / ``"numpy"`` (the NumPy
+    backend), ``"cl"`` (the best OpenCL device), ``"cl:P:D"`` (platform and device index), or a
+    fragment of a platform or device name (case-insensitive).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._devices: list[tuple[Any, Any]] | None = None
+        self._handles: dict[str, DeviceHandle | None] = {}
+
+    def discover(self) -> list[tuple[Any, Any]]:
+        """Every ``(platform, device)`` pair the OpenCL drivers report (empty without pyopencl)."""
+        with self._lock:
+            if self._devices is None:
+                found: list[tuple[Any, Any]] = []
+                if have_pyopencl():
+                    try:
+                        platforms = cl().get_platforms()
+                    except Exception:  # no ICD loader, or no platform at all
+                        platforms = []
+                    for platform in platforms:
+                        try:
+                            devices = platform.get_devices()
+                        except Exception:
+                            devices = []
+                        found.extend((platform, dev) for dev in devices)
+                self._devices = found
+            return list(self._devices)
+
+    @staticmethod
+    def _device_type(dev: Any) -> str:
+        """Map a ``cl.Device.type`` bitfield to ``"gpu"``, ``"cpu"``, ``"accel"`` or ``"other"``."""
+        kind = int(dev.type)
+        types = cl().device_type
+        if kind & int(types.GPU):
+            return "gpu"
+        if kind & int(types.ACCELERATOR):
+            return "accel"
+        if kind & int(types.CPU):
+            return "cpu"
+        return "other"
+
+    def default(self, selector: str = "auto") -> DeviceHandle | None:
+        """Return the cached handle for ``selector``; ``None`` when no such device exists.
+
+        Raises:
+            ValueError: the selector names no known device kind, index or name.
+        """
+        if not isinstance(selector, str):
+            raise TypeError(f"DeviceManager.default: selector must be a str, got {selector!r}")
+        key = selector.strip().lower()
+        if key == "auto":
+            key = os.environ.get("NETCL_DEVICE", "auto").strip().lower() or "auto"
+        with self._lock:
+            if key not in self._handles:
+                self._handles[key] = self._select(key, selector)
+            return self._handles[key]
+
+    def all_handles(self) -> list[DeviceHandle]:
+        """A handle for every OpenCL device found, then the NumPy backend."""
+        handles = [self._handle(i) for i in range(len(self.discover()))]
+        return [*handles, _CPU_HANDLE]
+
+    def reset(self) -> None:
+        """Forget every cached handle and discovery result (used after ``fork``)."""
+        with self._lock:
+            self._devices = None
+            self._handles.clear()
+
+    # -- selection -------------------------------------------------------------------------
+
+    def _select(self, key: str, original: str) -> DeviceHandle | None:
+        if key in ("cpu", "numpy"):
+            return _CPU_HANDLE
+        devices = self.discover()
+        if key in ("auto", "cl"):
+            for kind in _AUTO_ORDER:
+                for i, (_, dev) in enumerate(devices):
+                    if self._device_type(dev) == kind:
+                        return self._handle(i)
+            return _CPU_HANDLE if key == "auto" else None
+        if key in ("gpu", "accel"):
+            for i, (_, dev) in enumerate(devices):
+                if self._device_type(dev) == key:
+                    return self._handle(i)
+            return None
+        if key.startswith("cl:"):
+            return self._select_index(key, original, devices)
+        for i, (platform, dev) in enumerate(devices):
+            if key in dev.name.lower() or key in platform.name.lower():
+                return self._handle(i)
+        names = [f"{p.name.strip()}: {d.name.strip()}" for p, d in devices] or ["no OpenCL device"]
+        raise ValueError(
+            f"DeviceManager.default: unknown device selector {original!r}; use auto, gpu, cpu, "
+            f"cl, cl:PLATFORM:DEVICE or a name fragment of one of: {'; '.join(names)}"
+        )
+
+    def _select_index(
+        self, key: str, original: str, devices: list[tuple[Any, Any]]
+    ) -> DeviceHandle | None:
+        parts = key.split(":")
+        try:
+            p_index, d_index = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+        except (IndexError, ValueError):
+            raise ValueError(
+                f"DeviceManager.default: selector {original!r} must look like cl:PLATFORM:DEVICE "
+                f"with integer indices"
+            ) from None
+        platforms: list[Any] = []
+        for platform, _ in devices:
+            if platform not in platforms:
+                platforms.append(platform)
+        if not 0 <= p_index < len(platforms):
+            raise ValueError(
+                f"DeviceManager.default: platform index {p_index} in {original!r} is out of range "
+                f"(found {len(platforms)} platforms)"
+            )
+        on_platform = [i for i, (p, _) in enumerate(devices) if p == platforms[p_index]]
+        if not 0 <= d_index < len(on_platform):
+            raise ValueError(
+                f"DeviceManager.default: device index {d_index} in {original!r} is out of range "
+                f"(platform {p_index} has {len(on_platform)} devices)"
+            )
+        return self._handle(on_platform[d_index])
+
+    def _handle(self, index: int) -> DeviceHandle:
+        key = f"#{index}"
+        with self._lock:
+            cached = self._handles.get(key)
+            if cached is not None:
+                return cached
+            platform, dev = self.discover()[index]
+            context = cl().Context([dev])
+            props = 0
+            if os.environ.get("NETCL_PROFILE_EVENTS", "0") == "1":
+                props = cl().command_queue_properties.PROFILING_ENABLE
+            queue = cl().CommandQueue(context, dev, properties=props)
+            from .backend.opencl import register_queue
+
+            register_queue(queue)
+            handle = DeviceHandle(
+                platform_name=platform.name.strip(),
+                device_name=dev.name.strip(),
+                backend="cl",
+                device_type=self._device_type(dev),
+                context=context,
+                queue=queue,
+                cl_device=dev,
+            )
+            self._handles[key] = handle
+            return handle
+
+
+manager = DeviceManager()
+
+_active = threading.local()
+
+
+def get_active_device() -> DeviceHandle:
+    """The current thread's active device, else ``manager.default("auto")``."""
+    stack: list[DeviceHandle] = getattr(_active, "stack", [])
+    if stack:
+        return stack[-1]
+    handle = manager.default("auto")
+    return handle if handle is not None else _CPU_HANDLE
+
+
+@contextlib.contextmanager
+def device(selector: str | DeviceHandle = "auto") -> Iterator[DeviceHandle]:
+    """Make a device the thread's active one for the ``with`` block; restore the previous on exit.
+
+    Raises:
+        RuntimeError: the selector names a device kind that is not present.
+
+    Examples:
+        >>> with device("cpu") as dev:
+        ...     get_active_device() is dev
+        True
+    """
+    if isinstance(selector, DeviceHandle):
+        handle: DeviceHandle | None = selector
+    else:
+        handle = manager.default(selector)
+    if handle is None:
+        raise RuntimeError(f"device: no device matches selector {selector!r} on this machine")
+    stack: list[DeviceHandle] = getattr(_active, "stack", None) or []
+    _active.stack = stack
+    stack.append(handle)
+    try:
+        yield handle
+    finally:
+        stack.pop()

@@ -1,0 +1,1 @@
+"""Kernel codegen (``primitives``) and the program cache (``cache``)."""

@@ -1,0 +1,393 @@
+"""Kernel codegen: ``KernelSpec``, the macro preamble, the work-group tuner, elementwise builders.
+
+``KernelSpec`` takes either a whole ``src`` or ``params`` + ``body`` (+ ``preamble``), and
+``build(queue_or_context)`` returns a :class:`BuiltKernel` whose ``run(queue, global, local,
+*args)`` accepts Tensors and Python scalars.
+
+Examples:
+    >>> spec = KernelSpec(name="vec_add", params=["__global const float* a",
+    ...                   "__global float* c"], body="c[get_global_id(0)] = a[0];")
+    >>> "__kernel void vec_add(__global const float* a, __global float* c)" in spec.to_source()
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._cl import cl
+from ..dtypes import canonical_dtype
+from ..tensor import Tensor
+from .cache import get_kernel
+
+__all__ = [
+    "PRIMITIVE_PREAMBLE",
+    "BuiltKernel",
+    "KernelSpec",
+    "PrimitiveBuilder",
+    "WorkGroupTuner",
+    "build_elementwise_kernel",
+    "count_launches",
+    "launch",
+    "launch_count",
+]
+
+PRIMITIVE_PREAMBLE = """\
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+"""
+
+_FP16_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+_FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+
+# -- launches -------------------------------------------------------------------------------
+
+_launches = [0]
+_launch_lock = threading.Lock()
+
+
+def launch_count() -> int:
+    """Kernels launched through :func:`launch` in this process so far."""
+    return _launches[0]
+
+
+@contextlib.contextmanager
+def count_launches() -> Iterator[list[int]]:
+    """Count kernel launches inside the block; the yielded list holds the count at exit.
+
+    Examples:
+        >>> with count_launches() as n:
+        ...     pass
+        >>> n[0]
+        0
+    """
+    start = _launches[0]
+    box = [0]
+    try:
+        yield box
+    finally:
+        box[0] = _launches[0] - start
+
+
+def _kernel_arg(arg: Any, name: str) -> Any:
+    if isinstance(arg, Tensor):
+        if arg.array is not None:
+            raise TypeError(f"{name}: Tensor argument is on the NumPy backend, not an OpenCL one")
+        if arg.offset:
+            raise ValueError(f"{name}: Tensor argument has element offset {arg.offset}; "
+                             "pass the offset as a kernel argument instead")
+        arg.wait()
+        return arg.buffer
+    if isinstance(arg, bool):
+        return np.int32(arg)
+    if isinstance(arg, int):
+        return np.int32(arg)
+    if isinstance(arg, float):
+        return np.float32(arg)
+    return arg
+
+
+def launch(
+    queue: Any,
+    kernel: Any,
+    global_size: Sequence[int],
+    local_size: Sequence[int] | None,
+    *args: Any,
+) -> Any:
+    """Set ``args`` on ``kernel`` and enqueue it; Tensors become their buffers.
+
+    Every netcl kernel launch goes through here, which is what :func:`launch_count` counts.
+    """
+    name = getattr(kernel, "function_name", "kernel")
+    kernel.set_args(*(_kernel_arg(a, name) for a in args))
+    with _launch_lock:
+        _launches[0] += 1
+    if any(g == 0 for g in global_size):
+        return None
+    return cl().enqueue_nd_range_kernel(
+        queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size)
+    )
+
+
+# -- work-group sizes ----------------------------------------------------------------------
+
+
+@dataclass
+class WorkGroupTuner:
+    """Heuristic local sizes; rounds global sizes up to a multiple (kernels guard the tail).
+
+    Examples:
+        >>> WorkGroupTuner().launch_1d(1000)
+        ((1024,), (256,))
+        >>> WorkGroupTuner().launch_2d(7, 33)
+        ((16, 48), (16, 16))
+    """
+
+    max_local: int = 256
+    tile_2d: tuple[int, int] = (16, 16)
+
+    def local_size_1d(self, n: int) -> int:
+        """A power of two <= ``max_local``, smaller for tiny problems."""
+        return max(1, min(self.max_local, 1 << max(0, (max(1, n) - 1).bit_length())))
+
+    @staticmethod
+    def round_up(n: int, multiple: int) -> int:
+        """``n`` rounded up to a multiple of ``multiple``."""
+        return int(math.ceil(max(n, 1) / multiple) * multiple)
+
+    def launch_1d(self, n: int) -> tuple[tuple[int], tuple[int]]:
+        """``(global, local)`` for ``n`` work items."""
+        local = self.local_size_1d(n)
+        return (self.round_up(n, local),), (local,)
+
+    def launch_2d(self, rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """``(global, local)`` covering ``rows x cols`` (dimension 0 is rows)."""
+        lr, lc = self.tile_2d
+        return (self.round_up(rows, lr), self.round_up(cols, lc)), (lr, lc)
+
+
+_DEFAULT_LOCAL = 64
+
+
+def _local_candidates(global_size: tuple[int, ...], max_wg: int) -> list[tuple[int, ...] | None]:
+    if len(global_size) == 1:
+        sizes: list[tuple[int, ...]] = [(s,) for s in (32, 64, 128, 256, 512)]
+    else:
+        sizes = [(8, 8), (16, 16), (8, 32), (32, 8), (16, 8)]
+        sizes = [s + (1,) * (len(global_size) - 2) for s in sizes]
+    ok: list[tuple[int, ...] | None] = [
+        s for s in sizes
+        if math.prod(s) <= max_wg and all(g % s_ == 0 for g, s_ in zip(global_size, s))
+    ]
+    return [*ok, None]
+
+
+# -- KernelSpec ------------------------------------------------------------------------------
+
+
+@dataclass
+class KernelSpec:
+    """One OpenCL kernel: its name and source (whole ``src`` or ``params`` + ``body``).
+
+    Args:
+        name: the ``__kernel`` function's name.
+        src: complete OpenCL C source (may hold several kernels).
+        params: parameter declarations, used with ``body`` when ``src`` is not given.
+        body: the kernel's statements.
+        preamble: code placed before the kernel (macros, helpers).
+        shape_sig: shape signature the op dispatch uses as a cache slot.
+        workgroup_size: local size; ``None`` means autotune (``tune``) or the default of 64.
+        extra_flags: extra build options.
+        tune: time candidate local sizes on the first run of each global size.
+    """
+
+    name: str
+    src: str | None = None
+    params: Sequence[str] = ()
+    body: str = ""
+    preamble: str = ""
+    shape_sig: tuple[Any, ...] = ()
+    workgroup_size: int | tuple[int, ...] | None = None
+    extra_flags: tuple[str, ...] = ()
+    tune: bool = True
+    _built: dict[int, BuiltKernel] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"KernelSpec: name must be a C identifier, got {self.name!r}")
+        if self.src is None and not self.body:
+            raise ValueError(f"KernelSpec {self.name!r}: give either src or params + body")
+
+    def to_source(self) -> str:
+        """The complete OpenCL C source, preamble spliced in."""
+        parts = [PRIMITIVE_PREAMBLE]
+        if self.preamble and self.preamble != PRIMITIVE_PREAMBLE:
+            parts.append(self.preamble)
+        if self.src is not None:
+            parts.append(self.src)
+        else:
+            params = ", ".join(self.params)
+            parts.append(f"__kernel void {self.name}({params}) {{\n{self.body}\n}}\n")
+        return "\n".join(parts)
+
+    def build(self, queue_or_context: Any) -> BuiltKernel:
+        """Compile for the context of ``queue_or_context`` (once; cached in the spec and on disk).
+
+        Raises:
+            KernelBuildError: compilation failed; the error carries the build log.
+        """
+        context = getattr(queue_or_context, "context", queue_or_context)
+        if context is None:
+            raise TypeError(f"KernelSpec.build({self.name!r}): needs an OpenCL queue or context, "
+                            "got the NumPy backend's queue")
+        built = self._built.get(id(context))
+        if built is None:
+            source = self.to_source()
+            dev = context.devices[0]
+            if "half" in source and "cl_khr_fp16" in dev.extensions:
+                source = _FP16_PRAGMA + source
+            if "double" in source and "cl_khr_fp64" in dev.extensions:
+                source = _FP64_PRAGMA + source
+            options = " ".join(self.extra_flags)
+            kernel = get_kernel(context, source, self.name, options)
+            built = self._built[id(context)] = BuiltKernel(self, kernel, context, source)
+        return built
+
+
+@dataclass
+class BuiltKernel:
+    """A compiled :class:`KernelSpec`: ``run(queue, global, local, *args)`` launches it."""
+
+    spec: KernelSpec
+    kernel: Any
+    context: Any
+    source: str
+    tuned: dict[tuple[int, ...], tuple[int, ...] | None] = field(default_factory=dict)
+
+    def run(
+        self,
+        queue: Any,
+        global_size: int | Sequence[int],
+        local_size: int | Sequence[int] | None,
+        *args: Any,
+    ) -> Any:
+        """Launch with ``args`` (Tensors, buffers, NumPy scalars, Python ints/floats).
+
+        With ``local_size=None`` the spec's ``workgroup_size`` is used; if that is ``None`` and
+        ``tune`` is set, the first run of each global size times the candidate local sizes on
+        scratch copies of the buffer arguments (so in-place kernels are not applied twice) and
+        keeps the fastest.
+        """
+        gsize = (global_size,) if isinstance(global_size, int) else tuple(global_size)
+        local: tuple[int, ...] | None
+        if local_size is not None:
+            local = (local_size,) if isinstance(local_size, int) else tuple(local_size)
+        else:
+            local = self._choose_local(queue, gsize, args)
+        return launch(queue, self.kernel, gsize, local, *args)
+
+    def _choose_local(
+        self, queue: Any, gsize: tuple[int, ...], args: Sequence[Any]
+    ) -> tuple[int, ...] | None:
+        wg = self.spec.workgroup_size
+        if wg is not None:
+            cand = (wg,) if isinstance(wg, int) else tuple(wg)
+            fits = len(cand) == len(gsize) and all(g % c == 0 for g, c in zip(gsize, cand))
+            return cand if fits else None
+        if gsize in self.tuned:
+            return self.tuned[gsize]
+        if not self.spec.tune:
+            return (_DEFAULT_LOCAL,) if len(gsize) == 1 and gsize[0] % _DEFAULT_LOCAL == 0 else None
+        winner = self._autotune(queue, gsize, args)
+        self.tuned[gsize] = winner
+        return winner
+
+    def _autotune(
+        self, queue: Any, gsize: tuple[int, ...], args: Sequence[Any]
+    ) -> tuple[int, ...] | None:
+        max_wg = int(queue.device.max_work_group_size)
+        candidates = _local_candidates(gsize, max_wg)
+        if len(candidates) == 1:
+            return None
+        scratch = [_scratch_copy(queue, a) for a in args]
+        best: tuple[float, tuple[int, ...] | None] = (math.inf, None)
+        for cand in candidates:
+            try:
+                self.kernel.set_args(*(_kernel_arg(a, self.spec.name) for a in scratch))
+                cl().enqueue_nd_range_kernel(queue, self.kernel, gsize, cand)
+                queue.finish()
+                start = time.perf_counter()
+                cl().enqueue_nd_range_kernel(queue, self.kernel, gsize, cand)
+                queue.finish()
+                elapsed = time.perf_counter() - start
+            except Exception:
+                continue  # the device rejects this local size for this kernel
+            if elapsed < best[0]:
+                best = (elapsed, cand)
+        if best[1] is not None and len(best[1]) == 1:
+            self.spec.workgroup_size = None  # per-global-size winners live in self.tuned
+        return best[1]
+
+
+def _scratch_copy(queue: Any, arg: Any) -> Any:
+    """A device-side copy of a buffer argument (other arguments pass through)."""
+    buffer = arg.buffer if isinstance(arg, Tensor) else arg
+    if isinstance(buffer, cl().Buffer):
+        copy = cl().Buffer(queue.context, cl().mem_flags.READ_WRITE, buffer.size)
+        cl().enqueue_copy(queue, copy, buffer, byte_count=buffer.size)
+        return copy
+    return arg
+
+
+# -- elementwise builders -------------------------------------------------------------------
+
+
+@dataclass
+class PrimitiveBuilder:
+    """Builds elementwise :class:`KernelSpec` objects from a C expression over ``v0, v1, ...``.
+
+    float16 is stored as ``half`` and loaded/stored with ``vload_half``/``vstore_half``, so the
+    arithmetic runs in float and works on devices without ``cl_khr_fp16``.
+
+    Examples:
+        >>> b = PrimitiveBuilder(dtype="float")
+        >>> spec = b.elementwise_spec(name="mul_add", arity=2, expression="MUL(ADD(v0, v1), 2.0f)")
+        >>> spec.params[-1]
+        'const int n'
+    """
+
+    dtype: str = "float"
+    tuner: WorkGroupTuner = field(default_factory=WorkGroupTuner)
+
+    def elementwise_spec(self, name: str, arity: int, expression: str) -> KernelSpec:
+        """``out[i] = expression(v0[i], ..., v{arity-1}[i])`` for ``i < n``."""
+        if arity < 1:
+            raise ValueError(f"PrimitiveBuilder.elementwise_spec: arity must be >= 1, got {arity}")
+        dtype = canonical_dtype(self.dtype, "PrimitiveBuilder")
+        ctype = {"float32": "float", "float16": "half", "float64": "double"}.get(dtype)
+        if ctype is None:
+            raise ValueError(
+                f"PrimitiveBuilder.elementwise_spec: dtype must be a float type, got {self.dtype!r}"
+            )
+        params = [f"__global const {ctype}* in{i}" for i in range(arity)]
+        params += [f"__global {ctype}* out", "const int n"]
+        if ctype == "half":
+            loads = "".join(f"    float v{i} = vload_half(gid, in{i});\n" for i in range(arity))
+            store = f"    vstore_half(({expression}), gid, out);\n"
+        else:
+            loads = "".join(f"    {ctype} v{i} = in{i}[gid];\n" for i in range(arity))
+            store = f"    out[gid] = ({expression});\n"
+        body = f"  int gid = get_global_id(0);\n  if (gid < n) {{\n{loads}{store}  }}"
+        flags: tuple[str, ...] = ("-cl-fast-relaxed-math",) if ctype == "half" else ()
+        return KernelSpec(name=name, params=params, body=body, extra_flags=flags, tune=False)
+
+
+def build_elementwise_kernel(
+    context: Any, name: str, arity: int, expression: str, dtype: str = "float"
+) -> tuple[KernelSpec, BuiltKernel]:
+    """Make and build an elementwise spec; half dtypes get the fp16 pragma where supported."""
+    spec = PrimitiveBuilder(dtype=dtype).elementwise_spec(name, arity, expression)
+    return spec, spec.build(context)

@@ -1,0 +1,340 @@
+"""Device-buffer pools: recycle ``cl.Buffer`` objects instead of allocating per call.
+
+``BufferPool`` is unbounded with power-of-two buckets; ``PersistentBufferPool`` has a fixed
+bucket table (1 KiB ... 256 MiB), a byte cap and a per-bucket count cap; ``PinnedBufferPool``
+hands out ``ALLOC_HOST_PTR`` buffers for fast host transfers. With ``context=None`` the pools
+hold host ``bytearray`` blocks, which is how the NumPy backend and the pool tests use them.
+
+Examples:
+    >>> pool = BufferPool(None)
+    >>> h = pool.allocate(1000)
+    >>> h.capacity
+    1024
+    >>> h.release()
+    >>> pool.allocate(900).capacity, pool.stats.hits
+    (1024, 1)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._cl import cl
+
+__all__ = [
+    "BufferHandle",
+    "BufferPool",
+    "PersistentBufferPool",
+    "PinnedBufferPool",
+    "PoolStats",
+    "create_pinned_buffer",
+    "create_zero_copy_buffer",
+    "get_persistent_pool",
+    "get_pinned_pool",
+    "has_svm_support",
+    "is_integrated_gpu",
+]
+
+_MIN_BUCKET = 1024
+_MAX_BUCKET = 256 * 1024 * 1024
+
+
+@dataclass
+class PoolStats:
+    """Counters of one pool.
+
+    Examples:
+        >>> PoolStats(hits=3, misses=1).hit_rate
+        0.75
+    """
+
+    hits: int = 0
+    misses: int = 0
+    releases: int = 0
+    bytes_allocated: int = 0
+    bytes_cached: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of allocations served from the free lists (0.0 before any)."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class BufferHandle:
+    """One lease of a buffer from a pool. ``release()`` gives it back; a second call is harmless.
+
+    Reading ``buffer`` after release raises ``RuntimeError`` (the buffer may already belong to
+    another tensor). A handle dropped without release is released by its finalizer.
+    """
+
+    __slots__ = ("__weakref__", "_buffer", "_pool", "capacity", "nbytes")
+
+    def __init__(self, buffer: Any, nbytes: int, capacity: int, pool: BufferPool | None) -> None:
+        self._buffer = buffer
+        self._pool = pool
+        self.nbytes = nbytes
+        self.capacity = capacity
+
+    @property
+    def buffer(self) -> Any:
+        """The leased buffer."""
+        if self._buffer is None:
+            raise RuntimeError(
+                f"BufferHandle: use after release (a {self.nbytes}-byte lease was already "
+                "returned to its pool)"
+            )
+        return self._buffer
+
+    @property
+    def released(self) -> bool:
+        """True once the lease went back to the pool."""
+        return self._buffer is None
+
+    def release(self) -> None:
+        """Return the buffer to its pool. Idempotent."""
+        buffer, self._buffer = self._buffer, None
+        if buffer is not None and self._pool is not None:
+            self._pool._give_back(buffer, self.capacity)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "released" if self._buffer is None else "leased"
+        return f"BufferHandle(nbytes={self.nbytes}, capacity={self.capacity}, {state})"
+
+
+def _bucket(nbytes: int) -> int:
+    """Smallest power of two >= nbytes, at least 1 KiB."""
+    return max(_MIN_BUCKET, 1 << max(0, int(nbytes) - 1).bit_length())
+
+
+class BufferPool:
+    """Power-of-two bucketed pool of device buffers for one context (unbounded).
+
+    Args:
+        context: a ``pyopencl.Context``, or ``None`` for host memory blocks.
+        flags: ``cl.mem_flags`` for new buffers (default ``READ_WRITE``).
+    """
+
+    def __init__(self, context: Any, flags: int | None = None) -> None:
+        self.context = context
+        self._flags = flags
+        self._free: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+        self.stats = PoolStats()
+
+    # -- the policy hooks PersistentBufferPool overrides ----------------------------------
+
+    def _bucket_for(self, nbytes: int) -> int:
+        return _bucket(nbytes)
+
+    def _may_cache(self, capacity: int) -> bool:
+        return True
+
+    # -- public API --------------------------------------------------------------------------
+
+    def allocate(self, nbytes: int) -> BufferHandle:
+        """Lease a buffer of at least ``nbytes`` bytes.
+
+        Raises:
+            ValueError: ``nbytes`` is negative or not an integer.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ValueError(f"BufferPool.allocate: nbytes must be an integer >= 0, got {nbytes!r}")
+        capacity = self._bucket_for(int(nbytes))
+        with self._lock:
+            free = self._free.get(capacity)
+            if free:
+                buffer = free.pop()
+                self.stats.hits += 1
+                self.stats.bytes_cached -= capacity
+                return BufferHandle(buffer, int(nbytes), capacity, self)
+            self.stats.misses += 1
+            self.stats.bytes_allocated += capacity
+        return BufferHandle(self._new_buffer(capacity), int(nbytes), capacity, self)
+
+    def _new_buffer(self, capacity: int) -> Any:
+        if self.context is None:
+            return bytearray(capacity)
+        flags = self._flags if self._flags is not None else cl().mem_flags.READ_WRITE
+        try:
+            return cl().Buffer(self.context, flags, capacity)
+        except Exception:
+            # Out of device memory: drop what we cache and try once more.
+            self.clear()
+            return cl().Buffer(self.context, flags, capacity)
+
+    def _give_back(self, buffer: Any, capacity: int) -> None:
+        with self._lock:
+            self.stats.releases += 1
+            if self._may_cache(capacity):
+                self._free.setdefault(capacity, []).append(buffer)
+                self.stats.bytes_cached += capacity
+            else:
+                self.stats.bytes_allocated -= capacity
+
+    def clear(self) -> None:
+        """Drop every cached buffer (the driver frees them)."""
+        with self._lock:
+            for capacity, free in self._free.items():
+                self.stats.bytes_allocated -= capacity * len(free)
+            self._free.clear()
+            self.stats.bytes_cached = 0
+
+    def get_stats(self) -> dict[str, Any]:
+        """Counters as a dict: hits, misses, hit_rate, bytes_allocated, bytes_cached, buckets."""
+        with self._lock:
+            buckets = {cap: len(free) for cap, free in sorted(self._free.items()) if free}
+        return {
+            "hits": self.stats.hits,
+            "misses": self.stats.misses,
+            "hit_rate": self.stats.hit_rate,
+            "bytes_allocated": self.stats.bytes_allocated,
+            "bytes_cached": self.stats.bytes_cached,
+            "buckets": buckets,
+        }
+
+
+class PersistentBufferPool(BufferPool):
+    """A bounded pool: buckets 1 KiB ... 256 MiB, ``max_cached_bytes`` and a per-bucket cap.
+
+    Buffers above 256 MiB are never cached. A released buffer that would push the cached bytes
+    over ``max_cached_bytes`` (default ``NETCL_MAX_CACHED_GB``, 4 GB), or its bucket over
+    ``max_per_bucket`` buffers, is freed instead.
+
+    Examples:
+        >>> pool = PersistentBufferPool(None, max_cached_bytes=4096)
+        >>> hs = [pool.allocate(2048) for _ in range(3)]
+        >>> for h in hs:
+        ...     h.release()
+        >>> pool.get_stats()["bytes_cached"]
+        4096
+    """
+
+    def __init__(
+        self,
+        context: Any,
+        max_cached_bytes: int | None = None,
+        max_per_bucket: int = 64,
+        flags: int | None = None,
+    ) -> None:
+        super().__init__(context, flags)
+        if max_cached_bytes is None:
+            raw = os.environ.get("NETCL_MAX_CACHED_GB", "4")
+            try:
+                max_cached_bytes = int(float(raw) * 1e9)
+            except ValueError:
+                raise ValueError(
+                    f"PersistentBufferPool: NETCL_MAX_CACHED_GB must be a number, got {raw!r}"
+                ) from None
+        if max_cached_bytes < 0 or max_per_bucket < 0:
+            raise ValueError(
+                f"PersistentBufferPool: caps must be >= 0, got max_cached_bytes="
+                f"{max_cached_bytes}, max_per_bucket={max_per_bucket}"
+            )
+        self.max_cached_bytes = int(max_cached_bytes)
+        self.max_per_bucket = int(max_per_bucket)
+
+    def _bucket_for(self, nbytes: int) -> int:
+        if nbytes > _MAX_BUCKET:
+            return int(nbytes)  # exact size, never cached
+        return _bucket(nbytes)
+
+    def _may_cache(self, capacity: int) -> bool:
+        if capacity > _MAX_BUCKET:
+            return False
+        if self.stats.bytes_cached + capacity > self.max_cached_bytes:
+            return False
+        return len(self._free.get(capacity, ())) < self.max_per_bucket
+
+
+class PinnedBufferPool(BufferPool):
+    """Pool of page-locked (``ALLOC_HOST_PTR``) buffers used for host-device transfers."""
+
+    def __init__(self, context: Any) -> None:
+        flags = None
+        if context is not None:
+            mf = cl().mem_flags
+            flags = mf.READ_WRITE | mf.ALLOC_HOST_PTR
+        super().__init__(context, flags)
+
+
+_pools_lock = threading.Lock()
+_persistent: weakref.WeakKeyDictionary[Any, PersistentBufferPool] = weakref.WeakKeyDictionary()
+_pinned: weakref.WeakKeyDictionary[Any, PinnedBufferPool] = weakref.WeakKeyDictionary()
+_host_persistent: list[PersistentBufferPool] = []
+
+
+def get_persistent_pool(queue: Any) -> PersistentBufferPool:
+    """The process-wide :class:`PersistentBufferPool` of ``queue``'s context."""
+    context = getattr(queue, "context", None)
+    with _pools_lock:
+        if context is None:
+            if not _host_persistent:
+                _host_persistent.append(PersistentBufferPool(None))
+            return _host_persistent[0]
+        pool = _persistent.get(context)
+        if pool is None:
+            pool = _persistent[context] = PersistentBufferPool(context)
+        return pool
+
+
+def get_pinned_pool(queue: Any) -> PinnedBufferPool:
+    """The process-wide :class:`PinnedBufferPool` of ``queue``'s context."""
+    context = queue.context
+    with _pools_lock:
+        pool = _pinned.get(context)
+        if pool is None:
+            pool = _pinned[context] = PinnedBufferPool(context)
+        return pool
+
+
+def _device_of(queue_or_device: Any) -> Any:
+    return getattr(queue_or_device, "device", queue_or_device)
+
+
+def is_integrated_gpu(queue_or_device: Any) -> bool:
+    """True when host and device share memory (iGPUs, APUs and OpenCL CPU devices)."""
+    dev = _device_of(queue_or_device)
+    if dev is None:
+        return True
+    try:
+        if int(dev.type) & int(cl().device_type.CPU):
+            return True
+        return bool(dev.host_unified_memory)
+    except Exception:
+        return False
+
+
+def has_svm_support(queue_or_device: Any) -> bool:
+    """True when the device reports any shared-virtual-memory capability."""
+    dev = _device_of(queue_or_device)
+    try:
+        return bool(int(dev.svm_capabilities))
+    except Exception:
+        return False
+
+
+def create_pinned_buffer(context: Any, nbytes: int) -> Any:
+    """One ``ALLOC_HOST_PTR | READ_WRITE`` buffer of ``nbytes`` bytes."""
+    mf = cl().mem_flags
+    return cl().Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, max(1, int(nbytes)))
+
+
+def create_zero_copy_buffer(context: Any, host_array: np.ndarray[Any, Any]) -> Any:
+    """A ``USE_HOST_PTR`` buffer over ``host_array`` (which must stay alive and contiguous)."""
+    if not host_array.flags.c_contiguous:
+        raise ValueError("create_zero_copy_buffer: host_array must be C-contiguous")
+    mf = cl().mem_flags
+    return cl().Buffer(context, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=host_array)

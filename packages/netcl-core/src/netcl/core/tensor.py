@@ -1,0 +1,371 @@
+"""``Tensor``: a contiguous n-d array on a device (an OpenCL buffer or a NumPy array).
+
+A tensor is contiguous with an element ``offset`` into its storage; :func:`reshape` is the only
+view. Everything else (transpose, slicing, concat) is an op in ``netcl.ops``.
+
+Examples:
+    >>> import numpy as np
+    >>> from netcl.core.device import manager
+    >>> q = manager.default("cpu").queue
+    >>> t = Tensor.from_host(q, np.arange(6, dtype=np.float32))
+    >>> m = reshape(t, (2, 3))
+    >>> m.shape, m.dtype, m._base is t
+    ((2, 3), 'float32', True)
+    >>> m.to_host().sum()
+    np.float32(15.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backend.cpu import CPUBackend
+from .device import CPUQueue, get_active_device
+from .dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
+from .memory import BufferHandle, BufferPool
+
+__all__ = ["Tensor", "check_same_device", "reshape"]
+
+_CPU_BACKEND = CPUBackend()
+_backends: dict[int, Any] = {}
+
+
+def _backend_for(queue: Any, backend: str | None = None) -> Any:
+    """The backend object serving ``queue`` (one OpenCLBackend per queue)."""
+    name = backend or ("cpu" if isinstance(queue, CPUQueue) else "cl")
+    if name not in ("cl", "cpu"):
+        raise ValueError(f"Tensor: backend must be 'cl' or 'cpu', got {backend!r}")
+    if name == "cpu":
+        return _CPU_BACKEND
+    if isinstance(queue, CPUQueue):
+        raise ValueError("Tensor: backend 'cl' needs an OpenCL queue, got a CPUQueue")
+    found = _backends.get(id(queue))
+    if found is None or found.queue is not queue:
+        from .backend.opencl import OpenCLBackend
+
+        found = _backends[id(queue)] = OpenCLBackend(queue)
+    return found
+
+
+def _check_shape(shape: Any, op: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{op}: shape entries must be integers, got {shape!r}")
+        if d < 0:
+            raise ValueError(f"{op}: shape entries must be >= 0, got {shape!r}")
+        out.append(int(d))
+    return tuple(out)
+
+
+def _check_dtype_on_device(dtype: str, queue: Any, op: str) -> None:
+    if dtype != "float64" or isinstance(queue, CPUQueue):
+        return
+    from .capabilities import device_profile
+
+    if not device_profile(queue.device).has_fp64:
+        raise ValueError(
+            f"{op}: dtype float64 needs cl_khr_fp64, which {queue.device.name.strip()!r} lacks; "
+            "use float32"
+        )
+
+
+@dataclass(eq=False)
+class Tensor:
+    """An n-d array on a device. Build it with :meth:`from_host` or :meth:`from_shape`.
+
+    On the OpenCL backend ``buffer`` holds the data (``offset`` elements in); on the NumPy
+    backend ``array`` does. ``requires_grad``, ``grad`` and ``grad_fn`` belong to autograd.
+    """
+
+    buffer: Any = None
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    context: Any = None
+    queue: Any = None
+    pool_handle: BufferHandle | None = None
+    persistent: bool = False
+    requires_grad: bool = False
+    grad: Tensor | None = None
+    grad_fn: Callable[..., Any] | None = None
+    pending_event: Any = None
+    pending_release: BufferHandle | None = None
+    host_ref: np.ndarray[Any, Any] | None = None
+    array: np.ndarray[Any, Any] | None = None
+    offset: int = 0
+    _base: Tensor | None = field(default=None, repr=False)
+    _backend: Any = field(default=None, repr=False)
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_host(
+        cls,
+        queue: Any,
+        data: Any,
+        dtype: str | None = None,
+        backend: str | None = None,
+        async_copy: bool | None = None,
+        use_pinned: bool | None = None,
+    ) -> Tensor:
+        """Copy host data onto the device of ``queue`` (``None``: the active device).
+
+        ``dtype=None`` gives float32, except that int32/int64/uint8 NumPy arrays keep their dtype
+        (labels and images stay integers).
+
+        Raises:
+            ValueError: unsupported dtype.
+            TypeError: object or string data.
+
+        Examples:
+            >>> import numpy as np
+            >>> from netcl.core.device import manager
+            >>> q = manager.default("cpu").queue
+            >>> Tensor.from_host(q, np.eye(2)).dtype
+            'float32'
+            >>> Tensor.from_host(q, np.array([1, 2], dtype=np.int64)).dtype
+            'int64'
+        """
+        if queue is None:
+            queue = get_active_device().queue
+        src = np.asarray(data)
+        if src.dtype.kind in "OUSVM":
+            raise TypeError(
+                f"Tensor.from_host: data of NumPy dtype {src.dtype} cannot go on a device; "
+                "pass numeric data"
+            )
+        if dtype is None:
+            name = src.dtype.name
+            dtype = name if name in ("int32", "int64", "uint8") else "float32"
+        dtype = canonical_dtype(dtype, "Tensor.from_host")
+        _check_dtype_on_device(dtype, queue, "Tensor.from_host")
+        host = np.ascontiguousarray(src, dtype=numpy_dtype(dtype))
+        be = _backend_for(queue, backend)
+        if be.name == "cpu":
+            arr = be.from_host(host, dtype)
+            return cls(shape=host.shape, dtype=dtype, queue=queue, array=arr, _backend=be)
+        tensor = cls(shape=host.shape, dtype=dtype, queue=queue, context=queue.context,
+                     _backend=be)
+        if host.size == 0:
+            return tensor
+        up = be.from_host(host, async_copy=async_copy, use_pinned=use_pinned)
+        tensor.buffer = up.buffer
+        tensor.pool_handle = up.pool_handle
+        tensor.pending_event = up.event
+        tensor.pending_release = up.pending_release
+        tensor.host_ref = up.host_ref
+        return tensor
+
+    @classmethod
+    def from_shape(
+        cls,
+        queue: Any,
+        shape: Sequence[int],
+        dtype: str = "float32",
+        fill: float | None = 0,
+        pool: BufferPool | None = None,
+        backend: str | None = None,
+    ) -> Tensor:
+        """A new tensor of ``shape`` filled with ``fill`` (``None``: uninitialized).
+
+        On the OpenCL backend the buffer is leased from ``pool`` (default: the persistent pool of
+        the queue's context) and goes back to it when the tensor dies.
+
+        Examples:
+            >>> from netcl.core.device import manager
+            >>> q = manager.default("cpu").queue
+            >>> Tensor.from_shape(q, (2, 2), fill=3).to_host().tolist()
+            [[3.0, 3.0], [3.0, 3.0]]
+        """
+        if queue is None:
+            queue = get_active_device().queue
+        dims = _check_shape(shape, "Tensor.from_shape")
+        dtype = canonical_dtype(dtype, "Tensor.from_shape")
+        _check_dtype_on_device(dtype, queue, "Tensor.from_shape")
+        be = _backend_for(queue, backend)
+        if be.name == "cpu":
+            arr = be.from_shape(dims, dtype, fill)
+            return cls(shape=dims, dtype=dtype, queue=queue, array=arr, _backend=be)
+        tensor = cls(shape=dims, dtype=dtype, queue=queue, context=queue.context, _backend=be)
+        nbytes = math.prod(dims) * numpy_dtype(dtype).itemsize
+        if nbytes:
+            lease = be.from_shape(nbytes, dtype, fill, pool)
+            tensor.pool_handle = lease
+            tensor.buffer = lease.buffer
+        return tensor
+
+    # -- attributes --------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """``"cl"`` or ``"cpu"``."""
+        return "cpu" if self.array is not None or isinstance(self.queue, CPUQueue) else "cl"
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data."""
+        return self.size * numpy_dtype(self.dtype).itemsize
+
+    @property
+    def device(self) -> Any:
+        """The ``pyopencl.Device`` (``None`` on the NumPy backend)."""
+        return getattr(self.queue, "device", None)
+
+    @property
+    def is_floating_point(self) -> bool:
+        """True for float16/32/64."""
+        return self.dtype in FLOAT_DTYPES
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        """Block until the pending upload finished; release its pinned lease. Idempotent."""
+        if self.pending_event is not None:
+            self.pending_event.wait()
+        self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        release, self.pending_release = self.pending_release, None
+        self.pending_event = None
+        if release is not None:
+            release.release()
+        if self.buffer is None or self.array is not None:
+            self.host_ref = None
+        elif self.pool_handle is not None:
+            self.host_ref = None  # a zero-copy buffer keeps its host_ref: it *is* the storage
+
+    def to_host(self) -> np.ndarray[Any, Any]:
+        """Synchronously read the data into a NumPy array (the array itself on NumPy)."""
+        self.wait()
+        if self.array is not None:
+            return self.array.reshape(self.shape)
+        if self.size == 0:
+            return np.empty(self.shape, dtype=numpy_dtype(self.dtype))
+        out: np.ndarray[Any, Any] = self._backend.to_host(
+            self.buffer, self.shape, self.dtype, self.offset
+        )
+        return out
+
+    def to_host_async(self) -> tuple[np.ndarray[Any, Any], Any]:
+        """Start a download; returns ``(array, event)``; the array is valid once event is done."""
+        self.wait()
+        if self.array is not None or self.size == 0:
+            return self.to_host(), None
+        out: tuple[np.ndarray[Any, Any], Any] = self._backend.to_host_async(
+            self.buffer, self.shape, self.dtype, self.offset
+        )
+        return out
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """A host copy of the data, always a new array."""
+        return np.array(self.to_host(), copy=True)
+
+    def release(self) -> None:
+        """Give the buffer back to its pool now (the tensor must not be used afterwards)."""
+        self.wait()
+        handle, self.pool_handle = self.pool_handle, None
+        if handle is not None and not self.persistent:
+            handle.release()
+        self.buffer = None
+        self.array = None
+
+    def __del__(self) -> None:
+        try:
+            self.wait()
+            handle = self.pool_handle
+            if handle is not None and not self.persistent:
+                self.pool_handle = None
+                handle.release()
+        except Exception:
+            pass
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        host = self.to_host()
+        if dtype is not None:
+            host = host.astype(dtype, copy=False)
+        return np.array(host, copy=True) if copy else host
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d Tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        where = "cpu" if self.backend == "cpu" else f"cl:{self.device.name.strip()}"
+        head = f"Tensor(shape={self.shape}, dtype={self.dtype}, device={where}"
+        if self.requires_grad:
+            head += ", requires_grad=True"
+        if self.size <= 16 and (self.buffer is not None or self.array is not None):
+            body = np.array2string(self.to_host(), separator=", ")
+            return f"{head}, data={body})"
+        return head + ")"
+
+
+def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
+    """A view of ``t`` with ``shape`` (same element count; no ``-1`` inference).
+
+    The view shares storage and keeps ``_base`` pointing at ``t``.
+
+    Raises:
+        ValueError: the element counts differ.
+    """
+    dims = _check_shape(shape, "reshape")
+    if math.prod(dims) != t.size:
+        raise ValueError(
+            f"reshape: cannot view {t.size} elements of shape {t.shape} as shape {dims} "
+            f"({math.prod(dims)} elements)"
+        )
+    t.wait()
+    array = None if t.array is None else t.array.reshape(dims)
+    return Tensor(
+        buffer=t.buffer,
+        shape=dims,
+        dtype=t.dtype,
+        context=t.context,
+        queue=t.queue,
+        persistent=True,
+        host_ref=t.host_ref,
+        array=array,
+        offset=t.offset,
+        _base=t,
+        _backend=t._backend,
+    )
+
+
+def check_same_device(op: str, *tensors: Tensor) -> Any:
+    """Return the queue all ``tensors`` share; ``ValueError`` naming both if they differ."""
+    first = tensors[0]
+    for t in tensors[1:]:
+        if t.queue is not first.queue and (
+            t.backend != first.backend or t.context != first.context
+        ):
+            raise ValueError(
+                f"{op}: tensors are on different devices: {first.shape} on "
+                f"{_where(first)} and {t.shape} on {_where(t)}; move them with Tensor.from_host"
+            )
+    return first.queue
+
+
+def _where(t: Tensor) -> str:
+    return "cpu" if t.backend == "cpu" else f"cl:{t.device.name.strip()}"
