@@ -81,6 +81,14 @@ class DeviceHandle:
         return f"cl:{self.platform_name}:{self.device_name}"
 
 
+_opencl_disabled: list[str] = []
+
+
+def disable_opencl(reason: str) -> None:
+    """From now on ``auto`` picks NumPy and any OpenCL selector raises ``RuntimeError(reason)``."""
+    _opencl_disabled[:] = [reason]
+
+
 _CPU_HANDLE = DeviceHandle("NumPy", "NumPy", "cpu", "cpu", None, CPUQueue())
 
 # Selection order for "auto": a GPU, then an accelerator, then an OpenCL CPU device.
@@ -165,6 +173,10 @@ class DeviceManager:
     def _select(self, key: str, original: str) -> DeviceHandle | None:
         if key in ("cpu", "numpy"):
             return _CPU_HANDLE
+        if _opencl_disabled:
+            if key == "auto":
+                return _CPU_HANDLE
+            raise RuntimeError(f"DeviceManager.default({original!r}): {_opencl_disabled[0]}")
         devices = self.discover()
         if key in ("auto", "cl"):
             for kind in _AUTO_ORDER:
@@ -223,14 +235,17 @@ class DeviceManager:
             if cached is not None:
                 return cached
             platform, dev = self.discover()[index]
+            if _opencl_disabled:
+                raise RuntimeError(f"DeviceManager: {_opencl_disabled[0]}")
             context = cl().Context([dev])
             props = 0
             if os.environ.get("NETCL_PROFILE_EVENTS", "0") == "1":
                 props = cl().command_queue_properties.PROFILING_ENABLE
             queue = cl().CommandQueue(context, dev, properties=props)
-            from .backend.opencl import register_queue
+            from .backend.opencl import install_process_hooks, register_queue
 
             register_queue(queue)
+            install_process_hooks()
             handle = DeviceHandle(
                 platform_name=platform.name.strip(),
                 device_name=dev.name.strip(),

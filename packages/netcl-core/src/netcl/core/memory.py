@@ -133,6 +133,10 @@ class BufferPool:
         self._free: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
         self.stats = PoolStats()
+        if context is not None:
+            from .backend.opencl import track_owner
+
+            track_owner(self)
 
     # -- the policy hooks PersistentBufferPool overrides ----------------------------------
 

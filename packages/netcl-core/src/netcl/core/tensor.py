@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .backend.cpu import CPUBackend
+from .backend.opencl import track_owner
 from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
@@ -157,6 +158,7 @@ class Tensor:
             return cls(shape=host.shape, dtype=dtype, queue=queue, array=arr, _backend=be)
         tensor = cls(shape=host.shape, dtype=dtype, queue=queue, context=queue.context,
                      _backend=be)
+        track_owner(tensor)
         if host.size == 0:
             return tensor
         up = be.from_host(host, async_copy=async_copy, use_pinned=use_pinned)
@@ -198,6 +200,7 @@ class Tensor:
             arr = be.from_shape(dims, dtype, fill)
             return cls(shape=dims, dtype=dtype, queue=queue, array=arr, _backend=be)
         tensor = cls(shape=dims, dtype=dtype, queue=queue, context=queue.context, _backend=be)
+        track_owner(tensor)
         nbytes = math.prod(dims) * numpy_dtype(dtype).itemsize
         if nbytes:
             lease = be.from_shape(nbytes, dtype, fill, pool)

@@ -36,7 +36,14 @@ from ..memory import (
     is_integrated_gpu,
 )
 
-__all__ = ["HostUpload", "OpenCLBackend", "interruptible_finish", "register_queue"]
+__all__ = [
+    "HostUpload",
+    "OpenCLBackend",
+    "install_process_hooks",
+    "interruptible_finish",
+    "register_queue",
+    "track_owner",
+]
 
 SIGINT_GRACE_S = 3.0
 
@@ -69,7 +76,7 @@ class OpenCLBackend:
         self.context = queue.context
         self.integrated = is_integrated_gpu(queue)
         register_queue(queue)
-        _install_process_hooks()
+        install_process_hooks()
 
     def from_host(
         self,
@@ -188,7 +195,11 @@ def interruptible_finish(queue: Any, timeout: float = 30.0) -> bool:
 
 # -- process-level hooks --------------------------------------------------------------------
 
-_queues: weakref.WeakSet[Any] = weakref.WeakSet()
+# CommandQueue and Buffer objects cannot be weakly referenced: queues are held strongly (there
+# are few, and the device handles keep them alive anyway); buffers are reached through the
+# Python objects that own them (tensors, pools), which are tracked weakly.
+_queues: list[Any] = []
+_owners: weakref.WeakSet[Any] = weakref.WeakSet()
 _fork_snapshot: list[Any] = []
 _inherited: list[Any] = []  # parent's objects, kept alive forever in a forked child
 _hooks_lock = threading.Lock()
@@ -197,8 +208,14 @@ _hooks_installed = False
 
 def register_queue(queue: Any) -> None:
     """Track a queue for the atexit finish and the fork snapshot."""
-    with contextlib.suppress(TypeError):
-        _queues.add(queue)
+    with _hooks_lock:
+        if not any(q is queue for q in _queues):
+            _queues.append(queue)
+
+
+def track_owner(owner: Any) -> None:
+    """Track a Python object that owns device buffers (a Tensor, a pool) for the fork snapshot."""
+    _owners.add(owner)
 
 
 def _finish_all_queues() -> None:
@@ -208,7 +225,7 @@ def _finish_all_queues() -> None:
 
 
 def _before_fork() -> None:
-    _fork_snapshot[:] = list(_queues)
+    _fork_snapshot[:] = [*_queues, *list(_owners)]
 
 
 def _after_fork_in_parent() -> None:
@@ -220,11 +237,17 @@ def _after_fork_in_child() -> None:
     _inherited.extend(_fork_snapshot)
     _fork_snapshot.clear()
     _queues.clear()
-    from ..device import manager
+    from .. import device
 
-    # The child may start its own devices; it must not reuse the parent's handles.
-    _inherited.append(list(manager._handles.values()))
-    manager.reset()
+    # Drivers such as PoCL cannot be used again in a forked child (their threads are gone):
+    # the child keeps the parent's handles alive, forgets them, and runs on NumPy.
+    _inherited.append(list(device.manager._handles.values()))
+    device.manager.reset()
+    device.disable_opencl(
+        "this process was forked after OpenCL was initialised in its parent; OpenCL drivers "
+        "cannot be used after fork: use the NumPy backend here, or start the process with "
+        "multiprocessing's 'spawn' context"
+    )
 
 
 _sigints_handled = [0]  # SIGINTs that reached the Python-level handler
@@ -279,7 +302,7 @@ def _install_sigint_watchdog() -> None:
     threading.Thread(target=_watchdog, args=(read_fd,), name="netcl-sigint", daemon=True).start()
 
 
-def _install_process_hooks() -> None:
+def install_process_hooks() -> None:
     global _hooks_installed
     with _hooks_lock:
         if _hooks_installed:

@@ -1,0 +1,64 @@
+"""The ``netcl`` command.
+
+``netcl devices`` lists every OpenCL platform and device found plus the NumPy backend, and
+which one ``auto`` picks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from netcl.core.device import DeviceHandle, manager
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _describe(handle: DeviceHandle) -> list[str]:
+    if handle.backend == "cpu":
+        return ["NumPy backend", "  type: cpu (host NumPy, always available)"]
+    dev: Any = handle.cl_device
+    ext = dev.extensions
+    return [
+        f"{handle.platform_name}: {handle.device_name}",
+        f"  type: {handle.device_type}, compute units: {dev.max_compute_units}, "
+        f"OpenCL: {dev.version.strip()}, driver: {dev.driver_version.strip()}",
+        f"  global memory: {dev.global_mem_size / 2**30:.1f} GiB, "
+        f"local memory: {dev.local_mem_size / 1024:.0f} KiB",
+        f"  fp16: {_yes('cl_khr_fp16' in ext)}, fp64: {_yes('cl_khr_fp64' in ext)}",
+    ]
+
+
+def devices(out: Any = None) -> int:
+    """Print every device and the one ``auto`` selects."""
+    out = out or sys.stdout
+    chosen = manager.default("auto")
+    for i, handle in enumerate(manager.all_handles()):
+        marker = "*" if handle == chosen else " "
+        selector = "cpu" if handle.backend == "cpu" else f"#{i}"
+        lines = _describe(handle)
+        print(f"{marker} [{selector}] {lines[0]}", file=out)
+        for line in lines[1:]:
+            print(f"      {line}", file=out)
+    print(f"auto picks: {chosen}  (override with NETCL_DEVICE)", file=out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``netcl`` console command."""
+    parser = argparse.ArgumentParser(prog="netcl", description="netcl command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("devices", help="list OpenCL devices and the NumPy backend")
+    args = parser.parse_args(argv)
+    if args.command == "devices":
+        return devices()
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
