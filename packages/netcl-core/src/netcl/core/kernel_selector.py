@@ -1,0 +1,824 @@
+"""Choose a kernel variant and its launch parameters by shape, dtype and device.
+
+:class:`KernelSelector` is a policy over an :class:`ExtendedDeviceProfile`. Each ``select_*``
+decision is cached per (op, shape, dtype, flags, environment switches), so a shape is decided
+once per process. The order of precedence for a decision is:
+
+1. :func:`force_variant` (thread-local) or ``NETCL_FORCE_<FAMILY>=<VARIANT_NAME>``: the
+   variant with its default parameters (for tests and benchmarks);
+2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device);
+3. the rules documented on each ``select_*`` method.
+
+Examples:
+    >>> sel = get_kernel_selector()          # the NumPy backend's selector
+    >>> sel.select_conv2d_kernel(8, 64, 32, 32, 64, 3, 3, padding=1).variant.name
+    'CONV2D_IM2COL'
+    >>> with force_variant(KernelVariant.MATMUL_TILED):
+    ...     sel.select_matmul_kernel(4, 4, 4).variant.name
+    'MATMUL_TILED'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+import operator
+import os
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from netcl.core._paths import cache_dir
+from netcl.core.capabilities import kernel_strategy
+from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
+from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, itemsize
+from netcl.core.kernels.primitives import KernelSpec as KernelSpec
+
+__all__ = [
+    "KernelConfig",
+    "KernelSelector",
+    "KernelSpec",
+    "KernelVariant",
+    "force_variant",
+    "get_kernel_selector",
+    "select_conv2d_config",
+    "select_matmul_config",
+]
+
+Family = Literal["matmul", "conv2d", "elementwise", "reduction", "batchnorm"]
+FAMILIES: tuple[Family, ...] = ("matmul", "conv2d", "elementwise", "reduction", "batchnorm")
+REDUCTION_KINDS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
+
+_MATMUL_NAIVE_MAX_WORK = 32**3  # M*N*K below this: launch overhead dominates, no tiling
+_MATMUL_LARGE_WORK = 512**3  # M*N*K from here: register tiling pays off
+_MATMUL_LARGE_WORK_TUNED = 256**3  # ... earlier on the vendor-tuned GPUs
+_ELEMENTWISE_VECTOR_MIN = 1024
+_REDUCTION_SEQUENTIAL_MAX = 256
+_REDUCTION_PARALLEL_MAX = 64 * 1024
+_TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
+_NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
+_AMD_TUNED_ARCHS = ("rdna2", "rdna3")
+_TUNE_FORMAT = 1
+
+
+class KernelVariant(enum.Enum):
+    """Every kernel implementation the selector knows; :attr:`family` groups them by op."""
+
+    MATMUL_NAIVE = "matmul_naive"
+    MATMUL_TILED = "matmul_tiled"
+    MATMUL_REGISTER_TILED = "matmul_register_tiled"
+    MATMUL_VECTORIZED = "matmul_vectorized"
+    CONV2D_NAIVE = "conv2d_naive"
+    CONV2D_IM2COL = "conv2d_im2col"
+    CONV2D_IMPLICIT_GEMM = "conv2d_implicit_gemm"
+    CONV2D_TILED_LOCAL = "conv2d_tiled_local"
+    CONV2D_WINOGRAD = "conv2d_winograd"
+    ELEMENTWISE_SCALAR = "elementwise_scalar"
+    ELEMENTWISE_VECTORIZED = "elementwise_vectorized"
+    REDUCTION_SEQUENTIAL = "reduction_sequential"
+    REDUCTION_PARALLEL = "reduction_parallel"
+    REDUCTION_WORKGROUP = "reduction_workgroup"
+    BATCHNORM_NAIVE = "batchnorm_naive"
+    BATCHNORM_FUSED = "batchnorm_fused"
+
+    @property
+    def family(self) -> Family:
+        """The op family: ``"matmul"``, ``"conv2d"``, ``"elementwise"``, ``"reduction"``, ...
+
+        Examples:
+            >>> KernelVariant.CONV2D_WINOGRAD.family
+            'conv2d'
+        """
+        return cast(Family, self.value.split("_", 1)[0])
+
+
+@dataclass
+class KernelConfig:
+    """Tile and launch parameters of one decision.
+
+    A work-group computes a ``tile_m`` x ``tile_n`` output tile, stepping ``tile_k`` along the
+    reduced dimension; ``local_size_2d`` is its (dim 0, dim 1) shape and each work-item
+    computes ``work_per_thread`` outputs per tiled dimension. Configs returned by
+    :class:`KernelSelector` are shared through its cache: treat them as read-only.
+
+    Examples:
+        >>> KernelConfig(KernelVariant.MATMUL_TILED).tile_m
+        32
+    """
+
+    variant: KernelVariant
+    tile_m: int = 32
+    tile_n: int = 32
+    tile_k: int = 8
+    work_per_thread: int = 4
+    local_size_1d: int = 256
+    local_size_2d: tuple[int, int] = (16, 16)
+    use_local_memory: bool = True
+    use_vectorization: bool = True
+    vector_width: int = 4
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_SCALAR: dict[str, Any] = {"use_vectorization": False, "vector_width": 1}
+_NO_LOCAL: dict[str, Any] = {"use_local_memory": False, **_SCALAR}
+
+# NOTE [ Default parameters per variant ]
+# What each variant runs with before any device override; also what force_variant returns.
+_DEFAULTS: dict[KernelVariant, dict[str, Any]] = {
+    KernelVariant.MATMUL_NAIVE: {"tile_m": 1, "tile_n": 1, "tile_k": 1, "work_per_thread": 1,
+                                 **_NO_LOCAL},
+    KernelVariant.MATMUL_TILED: {"tile_m": 16, "tile_n": 16, "tile_k": 16, "work_per_thread": 1,
+                                 **_SCALAR},
+    KernelVariant.MATMUL_REGISTER_TILED: {"tile_m": 64, "tile_n": 64, "tile_k": 16},
+    KernelVariant.MATMUL_VECTORIZED: {"tile_m": 64, "tile_n": 64, "tile_k": 16},
+    KernelVariant.CONV2D_NAIVE: dict(_NO_LOCAL),
+    KernelVariant.CONV2D_IM2COL: {},
+    KernelVariant.CONV2D_IMPLICIT_GEMM: {"tile_m": 16, "tile_n": 16, "tile_k": 16,
+                                         "work_per_thread": 1, **_SCALAR},
+    KernelVariant.CONV2D_TILED_LOCAL: {"tile_m": 16, "tile_n": 16, "work_per_thread": 1,
+                                       **_SCALAR},
+    KernelVariant.CONV2D_WINOGRAD: {"work_per_thread": 1, "extra": {"winograd": "F(2x2,3x3)"}},
+    KernelVariant.ELEMENTWISE_SCALAR: {"work_per_thread": 1, **_NO_LOCAL},
+    KernelVariant.ELEMENTWISE_VECTORIZED: {"use_local_memory": False},
+    KernelVariant.REDUCTION_SEQUENTIAL: {"local_size_1d": 1, "work_per_thread": 1, **_NO_LOCAL},
+    KernelVariant.REDUCTION_PARALLEL: {},
+    KernelVariant.REDUCTION_WORKGROUP: {"extra": {"stages": 2}},
+    KernelVariant.BATCHNORM_NAIVE: {"work_per_thread": 1, **_NO_LOCAL},
+    KernelVariant.BATCHNORM_FUSED: {"work_per_thread": 1, **_NO_LOCAL},
+}
+
+
+def default_config(variant: KernelVariant) -> KernelConfig:
+    """A fresh config of ``variant`` with its default parameters (no device overrides).
+
+    Examples:
+        >>> default_config(KernelVariant.MATMUL_NAIVE).use_local_memory
+        False
+    """
+    params = dict(_DEFAULTS[variant])
+    params["extra"] = dict(params.get("extra", {}))
+    return KernelConfig(variant, **params)
+
+
+# --- forcing ----------------------------------------------------------------------------
+
+_forced = threading.local()
+
+
+@contextlib.contextmanager
+def force_variant(*variants: KernelVariant) -> Iterator[None]:
+    """Make ``select_*`` return these variants (one per family) in this thread while active.
+
+    The forced config carries the variant's default parameters (see :func:`default_config`).
+    It wins over autotuned winners and rules, and over ``NETCL_FORCE_<FAMILY>``.
+
+    Raises:
+        TypeError: an argument is not a :class:`KernelVariant`.
+        ValueError: two variants of one family.
+
+    Examples:
+        >>> with force_variant(KernelVariant.REDUCTION_WORKGROUP):
+        ...     get_kernel_selector().select_reduction_kernel(10).variant.name
+        'REDUCTION_WORKGROUP'
+    """
+    chosen: dict[Family, KernelVariant] = {}
+    for v in variants:
+        if not isinstance(v, KernelVariant):
+            raise TypeError(f"force_variant: expected KernelVariant members, got {v!r}")
+        if v.family in chosen:
+            raise ValueError(
+                f"force_variant: one variant per family, got {chosen[v.family].name} and {v.name}"
+            )
+        chosen[v.family] = v
+    previous: dict[Family, KernelVariant] = getattr(_forced, "variants", {})
+    _forced.variants = {**previous, **chosen}
+    try:
+        yield
+    finally:
+        _forced.variants = previous
+
+
+def _forced_variant(family: Family) -> KernelVariant | None:
+    variants: dict[Family, KernelVariant] = getattr(_forced, "variants", {})
+    if family in variants:
+        return variants[family]
+    env = f"NETCL_FORCE_{family.upper()}"
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return None
+    valid = [v.name for v in KernelVariant if v.family == family]
+    if raw.upper() not in valid:
+        raise ValueError(f"{env}={raw!r} names no {family} kernel; valid: {', '.join(valid)}")
+    return KernelVariant[raw.upper()]
+
+
+# --- argument checks --------------------------------------------------------------------
+
+
+def _int_arg(fn: str, name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{fn}: {name} must be an integer, got {value!r}")
+    try:
+        result = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an integer, got {value!r}") from None
+    if result < minimum:
+        raise ValueError(f"{fn}: {name} must be >= {minimum}, got {result}")
+    return result
+
+
+def _pair_arg(fn: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{fn}: {name} must be an int or a pair, got {value!r}")
+        return (_int_arg(fn, name, value[0], minimum), _int_arg(fn, name, value[1], minimum))
+    v = _int_arg(fn, name, value, minimum)
+    return (v, v)
+
+
+def _bool_arg(fn: str, name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{fn}: {name} must be a bool, got {value!r}")
+    return value
+
+
+def _float_dtype(fn: str, dtype: Any) -> str:
+    name = canonical_dtype(dtype, op=fn)
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{fn}: dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
+    return name
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value == "":
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
+
+
+def _json_key(fn: str, key: Any) -> list[Any]:
+    """The JSON form of a tuning key; rejects what would not come back equal."""
+    if not isinstance(key, tuple):
+        raise TypeError(f"{fn}: key must be a tuple, got {type(key).__name__}")
+    out: list[Any] = []
+    for item in key:
+        if isinstance(item, tuple):
+            out.append(_json_key(fn, item))
+        elif item is None or isinstance(item, (str, int, float)):
+            out.append(item)
+        else:
+            raise TypeError(f"{fn}: key items must be str/int/float/bool/None/tuple, got {item!r}")
+    return out
+
+
+def _tuple_key(value: Any) -> Any:
+    return tuple(_tuple_key(v) for v in value) if isinstance(value, list) else value
+
+
+# --- the selector -----------------------------------------------------------------------
+
+_TunedKey = tuple[str, Hashable]
+
+
+class KernelSelector:
+    """Decide kernel variants and launch parameters for one device.
+
+    Args:
+        profile: the device's :class:`ExtendedDeviceProfile` (``extended_profile(device)``).
+
+    Examples:
+        >>> sel = KernelSelector(extended_profile(None))
+        >>> sel.select_matmul_kernel(8, 8, 8).variant.name
+        'MATMUL_NAIVE'
+        >>> sel.select_elementwise_kernel(4096).vector_width
+        4
+    """
+
+    def __init__(self, profile: ExtendedDeviceProfile) -> None:
+        if not isinstance(profile, ExtendedDeviceProfile):
+            raise TypeError(
+                f"KernelSelector: profile must be an ExtendedDeviceProfile, got {profile!r}"
+            )
+        self.profile = profile
+        self._decisions: dict[tuple[Any, ...], KernelConfig] = {}
+        self._tuned: dict[_TunedKey, KernelVariant] = {}
+        self._tuned_loaded = False
+        self._lock = threading.Lock()
+
+    def clear_cache(self) -> None:
+        """Drop every cached decision and in-memory tuned winner (the JSON file stays).
+
+        Examples:
+            >>> sel = KernelSelector(extended_profile(None))
+            >>> sel.select_reduction_kernel(10).variant.name
+            'REDUCTION_SEQUENTIAL'
+            >>> sel.clear_cache()
+        """
+        with self._lock:
+            self._decisions.clear()
+            self._tuned.clear()
+            self._tuned_loaded = False
+
+    # -- the shared decision path --
+
+    def _decide(
+        self,
+        family: Family,
+        shape_key: tuple[Any, ...],
+        env_key: tuple[Any, ...],
+        rules: Callable[[], KernelVariant],
+        configure: Callable[[KernelVariant], KernelConfig],
+    ) -> KernelConfig:
+        forced = _forced_variant(family)
+        if forced is not None:
+            return default_config(forced)
+        tuned = self.lookup_tuned(family, shape_key)
+        key = (family, shape_key, env_key, kernel_strategy(self.profile), tuned)
+        config = self._decisions.get(key)
+        if config is None:
+            config = self._fit_device(configure(tuned if tuned is not None else rules()))
+            self._decisions[key] = config
+        return config
+
+    def _fit_device(self, cfg: KernelConfig) -> KernelConfig:
+        """Shrink work-groups and ``tile_k`` to what the device accepts."""
+        if self.profile.local_mem_size == 0:  # the NumPy backend: no work-groups to fit
+            return cfg
+        max_wg = max(1, self.profile.max_work_group_size)
+        d0, d1 = cfg.local_size_2d
+        tile_m, tile_n = cfg.tile_m, cfg.tile_n
+        while d0 * d1 > max_wg:  # halve the larger side and the tile it covers
+            if d0 >= d1:
+                d0, tile_n = d0 // 2, max(1, tile_n // 2)
+            else:
+                d1, tile_m = d1 // 2, max(1, tile_m // 2)
+        tile_k = cfg.tile_k
+        if cfg.use_local_memory:
+            width = itemsize(cfg.extra.get("dtype", "float32"))
+            while tile_k > 1 and (tile_m + tile_n) * tile_k * width > self.profile.local_mem_size:
+                tile_k //= 2
+        return dataclasses.replace(
+            cfg,
+            tile_m=tile_m,
+            tile_n=tile_n,
+            tile_k=tile_k,
+            local_size_1d=min(cfg.local_size_1d, max_wg),
+            local_size_2d=(d0, d1),
+        )
+
+    def _tuned_vendor(self) -> Literal["nvidia", "rdna", None]:
+        """Which vendor overrides apply: none under the portable strategy."""
+        p = self.profile
+        if kernel_strategy(p) == "portable":
+            return None
+        if p.vendor_family == "nvidia" and p.architecture in _NVIDIA_TUNED_ARCHS:
+            return "nvidia"
+        if p.vendor_family == "amd" and p.architecture in _AMD_TUNED_ARCHS:
+            return "rdna"
+        return None
+
+    # -- matmul --
+
+    def select_matmul_kernel(self, M: int, N: int, K: int, dtype: Any = "float32") -> KernelConfig:
+        """Choose the matmul kernel for ``(M, K) @ (K, N)``.
+
+        Rules: ``M*N*K < 32**3`` -> naive; ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
+        Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled;
+        otherwise tiled. Under the ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and
+        128x128 tiles, 8x8 per work-item, when ``min(M, N) >= 1024`` (register-tiled); AMD
+        RDNA2/3 uses the float4 vectorized kernel when ``N`` and ``K`` are multiples of 4.
+        The tuned winner for key ``(M, N, K, dtype)`` wins over the rules.
+
+        Examples:
+            >>> get_kernel_selector().select_matmul_kernel(256, 256, 256).variant.name
+            'MATMUL_TILED'
+        """
+        fn = "select_matmul_kernel"
+        M, N, K = (_int_arg(fn, n, v, 1) for n, v in (("M", M), ("N", N), ("K", K)))
+        dt = _float_dtype(fn, dtype)
+        return self._decide(
+            "matmul",
+            (M, N, K, dt),
+            (),
+            lambda: self._matmul_rule(M, N, K),
+            lambda v: self._matmul_config(v, M, N, dt),
+        )
+
+    def _matmul_rule(self, M: int, N: int, K: int) -> KernelVariant:
+        work = M * N * K
+        if work < _MATMUL_NAIVE_MAX_WORK:
+            return KernelVariant.MATMUL_NAIVE
+        vendor = self._tuned_vendor()
+        large = _MATMUL_LARGE_WORK_TUNED if vendor else _MATMUL_LARGE_WORK
+        if work < large or min(M, N) < 64:
+            return KernelVariant.MATMUL_TILED
+        if vendor == "rdna" and N % 4 == 0 and K % 4 == 0:
+            return KernelVariant.MATMUL_VECTORIZED
+        return KernelVariant.MATMUL_REGISTER_TILED
+
+    def _matmul_config(self, variant: KernelVariant, M: int, N: int, dtype: str) -> KernelConfig:
+        cfg = default_config(variant)
+        cfg.extra["dtype"] = dtype
+        if self._tuned_vendor() == "nvidia":
+            if variant is KernelVariant.MATMUL_TILED:  # 4 outputs per item down a column
+                return dataclasses.replace(
+                    cfg, tile_m=32, tile_n=32, tile_k=16, work_per_thread=4, local_size_2d=(32, 8)
+                )
+            if variant is KernelVariant.MATMUL_REGISTER_TILED and min(M, N) >= 1024:
+                return dataclasses.replace(cfg, tile_m=128, tile_n=128, work_per_thread=8)
+        if self._tuned_vendor() == "rdna" and variant is KernelVariant.MATMUL_VECTORIZED:
+            cfg.extra["wave_size"] = 32
+        return cfg
+
+    # -- conv2d --
+
+    def select_conv2d_kernel(
+        self,
+        N: int,
+        C: int,
+        H: int,
+        W: int,
+        K: int,
+        R: int,
+        S: int,
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+        dtype: Any = "float32",
+    ) -> KernelConfig:
+        """Choose the conv2d kernel for input ``(N, C, H, W)`` and weight ``(K, C/groups, R, S)``.
+
+        Rules, first match wins: a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
+        implicit GEMM; 3x3, stride 1, dilation 1, groups 1 -> Winograd F(2x2, 3x3) unless
+        ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1`` and an output plane of at
+        most 32x32 -> tiled-local; otherwise implicit GEMM, with the matmul tiles of the
+        equivalent GEMM. ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
+        ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
+
+        Examples:
+            >>> sel = KernelSelector(extended_profile(None))
+            >>> sel.select_conv2d_kernel(1, 3, 8, 8, 4, 3, 3).extra["output_shape"]
+            (1, 4, 6, 6)
+        """
+        fn = "select_conv2d_kernel"
+        dims = {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S}
+        N, C, H, W, K, R, S = (_int_arg(fn, n, v, 1) for n, v in dims.items())
+        st = _pair_arg(fn, "stride", stride, 1)
+        pad = _pair_arg(fn, "padding", padding, 0)
+        dil = _pair_arg(fn, "dilation", dilation, 1)
+        groups = _int_arg(fn, "groups", groups, 1)
+        dt = _float_dtype(fn, dtype)
+        if C % groups or K % groups:
+            raise ValueError(f"{fn}: groups must divide C and K, got C={C}, K={K}, groups={groups}")
+        oh = (H + 2 * pad[0] - dil[0] * (R - 1) - 1) // st[0] + 1
+        ow = (W + 2 * pad[1] - dil[1] * (S - 1) - 1) // st[1] + 1
+        if oh < 1 or ow < 1:
+            raise ValueError(
+                f"{fn}: empty output {oh}x{ow} for input {H}x{W}, kernel {R}x{S}, stride {st}, "
+                f"padding {pad}, dilation {dil}"
+            )
+        winograd = _env_flag("NETCL_CONV_WINOGRAD", True)
+        tiled_local = _env_flag("NETCL_CONV_TILED_LOCAL", False)
+        gemm = (N * oh * ow, K // groups, C // groups * R * S)
+
+        def rules() -> KernelVariant:
+            if self.profile.device_type == "cpu":
+                return KernelVariant.CONV2D_IM2COL
+            if R == 1 and S == 1:
+                return KernelVariant.CONV2D_IMPLICIT_GEMM
+            if (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd:
+                return KernelVariant.CONV2D_WINOGRAD
+            if tiled_local and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
+                return KernelVariant.CONV2D_TILED_LOCAL
+            return KernelVariant.CONV2D_IMPLICIT_GEMM
+
+        def configure(variant: KernelVariant) -> KernelConfig:
+            cfg = default_config(variant)
+            if variant is KernelVariant.CONV2D_IMPLICIT_GEMM:
+                mm = self._matmul_config(self._matmul_rule(*gemm), gemm[0], gemm[1], dt)
+                if mm.variant is not KernelVariant.MATMUL_NAIVE:
+                    cfg = dataclasses.replace(mm, variant=variant, extra={})
+            cfg.extra.update(dtype=dt, output_shape=(N, K, oh, ow), gemm_shape=gemm)
+            return cfg
+
+        shape_key = (N, C, H, W, K, R, S, st, pad, dil, groups, dt)
+        return self._decide("conv2d", shape_key, (winograd, tiled_local), rules, configure)
+
+    # -- elementwise, reduction, batchnorm --
+
+    def select_elementwise_kernel(self, n: int, dtype: Any = "float32") -> KernelConfig:
+        """Choose the elementwise kernel for ``n`` elements.
+
+        Above 1024 elements: vectorized, width 8 where the device's preferred vector width
+        for the dtype (half for float16, float otherwise) is 8 or more, else 4. Otherwise
+        scalar. Tuned key: ``(n, dtype)``.
+
+        Examples:
+            >>> get_kernel_selector().select_elementwise_kernel(100).variant.name
+            'ELEMENTWISE_SCALAR'
+        """
+        fn = "select_elementwise_kernel"
+        n = _int_arg(fn, "n", n, 0)
+        dt = canonical_dtype(dtype, op=fn)
+        p = self.profile
+        preferred = (
+            p.preferred_vector_width_half if dt == "float16" else p.preferred_vector_width_float
+        )
+
+        def configure(variant: KernelVariant) -> KernelConfig:
+            cfg = default_config(variant)
+            if variant is KernelVariant.ELEMENTWISE_VECTORIZED:
+                cfg.vector_width = 8 if preferred >= 8 else 4
+            cfg.extra["dtype"] = dt
+            return cfg
+
+        def rules() -> KernelVariant:
+            if n > _ELEMENTWISE_VECTOR_MIN:
+                return KernelVariant.ELEMENTWISE_VECTORIZED
+            return KernelVariant.ELEMENTWISE_SCALAR
+
+        return self._decide("elementwise", (n, dt), (), rules, configure)
+
+    def select_reduction_kernel(self, n: int, kind: str = "sum") -> KernelConfig:
+        """Choose the reduction kernel for ``n`` elements and ``kind`` (sum, mean, max, ...).
+
+        Sequential below 256 elements, one parallel work-group below 64 Ki, multi-stage
+        work-group reduction above. ``extra["use_subgroups"]`` is set where the device has
+        subgroups. Tuned key: ``(n, kind)``.
+
+        Examples:
+            >>> get_kernel_selector().select_reduction_kernel(1000, "max").variant.name
+            'REDUCTION_PARALLEL'
+        """
+        fn = "select_reduction_kernel"
+        n = _int_arg(fn, "n", n, 0)
+        if kind not in REDUCTION_KINDS:
+            valid = ", ".join(REDUCTION_KINDS)
+            raise ValueError(f"{fn}: kind must be one of {valid}, got {kind!r}")
+
+        def rules() -> KernelVariant:
+            if n < _REDUCTION_SEQUENTIAL_MAX:
+                return KernelVariant.REDUCTION_SEQUENTIAL
+            if n < _REDUCTION_PARALLEL_MAX:
+                return KernelVariant.REDUCTION_PARALLEL
+            return KernelVariant.REDUCTION_WORKGROUP
+
+        def configure(variant: KernelVariant) -> KernelConfig:
+            cfg = default_config(variant)
+            if variant is not KernelVariant.REDUCTION_SEQUENTIAL and self.profile.has_subgroups:
+                cfg.extra["use_subgroups"] = True
+            return cfg
+
+        return self._decide("reduction", (n, kind), (), rules, configure)
+
+    def select_batchnorm_kernel(
+        self, N: int, C: int, HW: int, training: bool, fuse_relu: bool = False,
+        dtype: Any = "float32",
+    ) -> KernelConfig:
+        """Choose the batch-norm kernel: fused BN+ReLU when ``fuse_relu`` and not ``training``.
+
+        Tuned key: ``(N, C, HW, training, fuse_relu, dtype)``.
+
+        Examples:
+            >>> get_kernel_selector().select_batchnorm_kernel(8, 16, 64, False, True).variant.name
+            'BATCHNORM_FUSED'
+        """
+        fn = "select_batchnorm_kernel"
+        N, C, HW = (_int_arg(fn, n, v, 1) for n, v in (("N", N), ("C", C), ("HW", HW)))
+        training = _bool_arg(fn, "training", training)
+        fuse_relu = _bool_arg(fn, "fuse_relu", fuse_relu)
+        dt = _float_dtype(fn, dtype)
+
+        def rules() -> KernelVariant:
+            if fuse_relu and not training:
+                return KernelVariant.BATCHNORM_FUSED
+            return KernelVariant.BATCHNORM_NAIVE
+
+        def configure(variant: KernelVariant) -> KernelConfig:
+            cfg = default_config(variant)
+            cfg.extra["dtype"] = dt
+            return cfg
+
+        shape_key = (N, C, HW, training, fuse_relu, dt)
+        return self._decide("batchnorm", shape_key, (), rules, configure)
+
+    # -- autotuning --
+
+    def tuned_path(self) -> Path:
+        """The JSON file holding this device's winners (named from vendor, name and driver)."""
+        p = self.profile
+        ident = f"{p.vendor}\0{p.name}\0{p.driver_version}".encode()
+        return cache_dir("autotune") / f"{hashlib.sha256(ident).hexdigest()[:20]}.json"
+
+    def _read_tuned(self) -> dict[_TunedKey, KernelVariant]:
+        path: Path | str = "<autotune cache>"
+        try:
+            path = self.tuned_path()
+            if not path.exists():
+                return {}
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return {
+                (str(e["op"]), _tuple_key(e["key"])): KernelVariant[e["variant"]]
+                for e in data["winners"]
+            }
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(
+                f"KernelSelector: ignoring unreadable autotune cache {path}: {exc!r}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return {}
+
+    def _ensure_tuned_loaded(self) -> None:
+        if self._tuned_loaded:
+            return
+        with self._lock:
+            if not self._tuned_loaded:
+                self._tuned = {**self._read_tuned(), **self._tuned}
+                self._tuned_loaded = True
+
+    def lookup_tuned(self, op: str, key: Hashable) -> KernelVariant | None:
+        """The autotuned winner for ``(op, key)``, from memory or this device's JSON file.
+
+        Examples:
+            >>> KernelSelector(extended_profile(None)).lookup_tuned("no-such-op", (1,)) is None
+            True
+        """
+        self._ensure_tuned_loaded()
+        return self._tuned.get((op, key))
+
+    def autotune(
+        self,
+        op: str,
+        key: tuple[Any, ...],
+        candidates: Mapping[KernelVariant, Callable[[], None]],
+        repeats: int = 3,
+        retune: bool = False,
+    ) -> KernelVariant:
+        """Time each candidate, keep the fastest for ``(op, key)`` and persist it per device.
+
+        Each callable runs once to warm up (build, first-launch costs), then ``repeats``
+        times under ``time.perf_counter``; it must block until its work is done. The best
+        time of each decides. A candidate that raises is skipped with a warning. When
+        ``op`` is a family name (``"matmul"``, ``"conv2d"``, ...), ``select_*`` returns the
+        winner for the key documented there. Unless ``retune``, a known winner that is
+        among the candidates is returned without timing anything.
+
+        Raises:
+            TypeError: bad ``op``, ``key`` or candidate types.
+            ValueError: no candidates, ``repeats < 1``, or a candidate of another family.
+            RuntimeError: every candidate raised.
+
+        Examples:
+            >>> import os, tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     os.environ["NETCL_CACHE_DIR"] = d
+            ...     sel = KernelSelector(extended_profile(None))
+            ...     won = sel.autotune("matmul", (2, 2, 2, "float32"),
+            ...                        {KernelVariant.MATMUL_TILED: lambda: None})
+            ...     print(won.name, sel.select_matmul_kernel(2, 2, 2).variant.name)
+            ...     del os.environ["NETCL_CACHE_DIR"]
+            MATMUL_TILED MATMUL_TILED
+        """
+        fn = "KernelSelector.autotune"
+        if not isinstance(op, str) or not op:
+            raise TypeError(f"{fn}: op must be a non-empty str, got {op!r}")
+        json_key = _json_key(fn, key)
+        repeats = _int_arg(fn, "repeats", repeats, 1)
+        if not candidates:
+            raise ValueError(f"{fn}: no candidates for op {op!r}, key {key!r}")
+        for v, call in candidates.items():
+            if not isinstance(v, KernelVariant) or not callable(call):
+                raise TypeError(f"{fn}: candidates must map KernelVariant to a callable, got {v!r}")
+            if op in FAMILIES and v.family != op:
+                raise ValueError(f"{fn}: candidate {v.name} is not a {op} kernel")
+        known = self.lookup_tuned(op, key)
+        if known is not None and known in candidates and not retune:
+            return known
+        best: tuple[float, KernelVariant] | None = None
+        for variant, call in candidates.items():
+            try:
+                call()
+                elapsed = min(_timed(call) for _ in range(repeats))
+            except Exception as exc:  # a kernel that fails to build or run here loses
+                warnings.warn(f"{fn}: {op} candidate {variant.name} failed: {exc!r}",
+                              RuntimeWarning, stacklevel=2)
+                continue
+            if best is None or elapsed < best[0]:
+                best = (elapsed, variant)
+        if best is None:
+            raise RuntimeError(f"{fn}: every candidate for op {op!r}, key {key!r} raised")
+        winner = best[1]
+        with self._lock:
+            self._tuned[(op, key)] = winner
+            self._persist({(op, _tuple_key(json_key)): winner})
+        return winner
+
+    def _persist(self, new: dict[_TunedKey, KernelVariant]) -> None:
+        """Merge ``new`` into the device's JSON file: temp file + os.replace, never a crash."""
+        tmp: str | None = None
+        try:
+            path = self.tuned_path()
+            merged = {**self._read_tuned(), **self._tuned, **new}
+            self._tuned.update(merged)
+            payload = {
+                "format": _TUNE_FORMAT,
+                "device": {"vendor": self.profile.vendor, "name": self.profile.name,
+                           "driver_version": self.profile.driver_version},
+                "winners": [
+                    {"op": op, "key": _json_key("autotune", k), "variant": v.name}
+                    for (op, k), v in merged.items()
+                    if isinstance(k, tuple)
+                ],
+            }
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(payload, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            tmp = None
+        except (OSError, TypeError) as exc:
+            warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _timed(call: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+# --- per-device selectors and the ops-facing shortcuts ---------------------------------
+
+
+def get_kernel_selector(cl_device: Any | None = None) -> KernelSelector:
+    """The process-wide selector of a PyOpenCL device; None gives the NumPy backend's.
+
+    Examples:
+        >>> get_kernel_selector() is get_kernel_selector(None)
+        True
+    """
+    return _selector_for(cl_device)
+
+
+@functools.cache
+def _selector_for(cl_device: Any | None) -> KernelSelector:
+    return KernelSelector(extended_profile(cl_device))
+
+
+def select_matmul_config(
+    M: int, N: int, K: int, dtype: Any = "float32", device: Any | None = None
+) -> KernelConfig:
+    """``get_kernel_selector(device).select_matmul_kernel(M, N, K, dtype)``.
+
+    Examples:
+        >>> select_matmul_config(2048, 2048, 2048).variant.name
+        'MATMUL_REGISTER_TILED'
+    """
+    return get_kernel_selector(device).select_matmul_kernel(M, N, K, dtype)
+
+
+def select_conv2d_config(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    K: int,
+    R: int,
+    S: int,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    dtype: Any = "float32",
+    device: Any | None = None,
+) -> KernelConfig:
+    """``get_kernel_selector(device).select_conv2d_kernel(...)``.
+
+    Examples:
+        >>> select_conv2d_config(1, 16, 8, 8, 16, 1, 1).variant.name
+        'CONV2D_IM2COL'
+    """
+    return get_kernel_selector(device).select_conv2d_kernel(
+        N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype
+    )
