@@ -33,6 +33,7 @@ from .memory import BufferHandle, BufferPool
 __all__ = ["Tensor", "check_same_device", "reshape"]
 
 _CPU_BACKEND = CPUBackend()
+_NO_DATA: Any = object()
 _backends: dict[int, Any] = {}
 
 
@@ -114,7 +115,7 @@ class Tensor:
     def from_host(
         cls,
         queue: Any,
-        data: Any,
+        data: Any = _NO_DATA,
         dtype: str | None = None,
         backend: str | None = None,
         async_copy: bool | None = None,
@@ -122,6 +123,7 @@ class Tensor:
     ) -> Tensor:
         """Copy host data onto the device of ``queue`` (``None``: the active device).
 
+        ``Tensor.from_host(array)`` (data only) uses the active device, as the spec pages do.
         ``dtype=None`` gives float32, except that int32/int64/uint8 NumPy arrays keep their dtype
         (labels and images stay integers).
 
@@ -138,6 +140,8 @@ class Tensor:
             >>> Tensor.from_host(q, np.array([1, 2], dtype=np.int64)).dtype
             'int64'
         """
+        if data is _NO_DATA:
+            queue, data = None, queue
         if queue is None:
             queue = get_active_device().queue
         src = np.asarray(data)
@@ -148,7 +152,8 @@ class Tensor:
             )
         if dtype is None:
             name = src.dtype.name
-            dtype = name if name in ("int32", "int64", "uint8") else "float32"
+            keep = isinstance(data, np.ndarray) and name in ("int32", "int64", "uint8")
+            dtype = name if keep else "float32"
         dtype = canonical_dtype(dtype, "Tensor.from_host")
         _check_dtype_on_device(dtype, queue, "Tensor.from_host")
         host = np.ascontiguousarray(src, dtype=numpy_dtype(dtype))
