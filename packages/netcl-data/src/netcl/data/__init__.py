@@ -1,5 +1,38 @@
-"""netcl.data: DataLoader with worker processes and a shared-memory ring; augmentation on CPU and device."""
+"""netcl.data: the input pipeline of netcl.
 
+Datasets, a :class:`DataLoader` whose worker processes hand batches over through a
+shared-memory ring (:mod:`netcl.data.shared_batch`), batch augmentation on the CPU
+(:mod:`netcl.data.augment`, :mod:`netcl.data.filters`) and on an OpenCL device
+(:mod:`netcl.data.augment_gpu`, needs pyopencl). It emits NumPy batches and imports no other
+netcl layer, so any compute layer can consume it.
+"""
+
+from . import augment as augment
+from . import filters as filters
+from . import shared_batch as shared_batch
 from .__about__ import __version__ as __version__
+from ._collate import default_collate as default_collate
+from ._datasets import ArrayDataset as ArrayDataset
+from ._datasets import Dataset as Dataset
+from ._datasets import DigitsDataset as DigitsDataset
+from ._datasets import ImageFolder as ImageFolder
+from ._datasets import Subset as Subset
+from ._datasets import random_split as random_split
+from ._loader import DataLoader as DataLoader
+from ._loader import LoaderIterator as LoaderIterator
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "ArrayDataset",
+    "DataLoader",
+    "Dataset",
+    "DigitsDataset",
+    "ImageFolder",
+    "LoaderIterator",
+    "Subset",
+    "augment",
+    "default_collate",
+    "filters",
+    "random_split",
+    "shared_batch",
+]
