@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from netcl.core.backend.cpu import CPUBackend
 from netcl.core.backend.opencl import interruptible_finish
 from netcl.core.device import DeviceHandle
@@ -98,7 +97,7 @@ def test_interruptible_finish_times_out() -> None:
         def finish(self) -> None:
             time.sleep(0.5)
 
-    with pytest.raises(TimeoutError, match="did not finish within 0.05 s"):
+    with pytest.raises(TimeoutError, match=r"did not finish within 0\.05 s"):
         interruptible_finish(SlowQueue(), timeout=0.05)
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor, check_same_device, reshape
 from netcl.core.testing import supports_dtype
@@ -180,7 +179,8 @@ def test_object_arrays_rejected(dev: DeviceHandle) -> None:
 
 def test_reshape_element_count(dev: DeviceHandle) -> None:
     t = Tensor.from_shape(dev.queue, (12,))
-    with pytest.raises(ValueError, match=r"cannot view 12 elements of shape \(12,\) as shape \(5, 3\)"):
+    msg = r"cannot view 12 elements of shape \(12,\) as shape \(5, 3\)"
+    with pytest.raises(ValueError, match=msg):
         reshape(t, (5, 3))
     with pytest.raises(ValueError, match=">= 0"):
         reshape(t, (-1, 12))
@@ -192,7 +192,8 @@ def test_mixing_devices_names_both() -> None:
         pytest.skip("needs an OpenCL device beside NumPy")
     a = Tensor.from_host(handles[0].queue, np.ones(3))  # type: ignore[union-attr]
     b = Tensor.from_host(handles[1].queue, np.ones(3))  # type: ignore[union-attr]
-    with pytest.raises(ValueError, match=r"matmul: tensors are on different devices: \(3,\) on cpu"):
+    msg = r"matmul: tensors are on different devices: \(3,\) on cpu"
+    with pytest.raises(ValueError, match=msg):
         check_same_device("matmul", a, b)
     assert check_same_device("add", a, a) is a.queue
 
