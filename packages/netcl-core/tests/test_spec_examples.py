@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from netcl.core.device import DeviceHandle
 
 
@@ -106,8 +105,8 @@ def test_page_000_capabilities(dev: DeviceHandle) -> None:
 def test_pages_002_003_scale_by_two(dev: DeviceHandle) -> None:
     if dev.backend != "cl":
         pytest.skip("KernelSpec runs on OpenCL devices")
-    import netcl as nc
-    from netcl.core.device import get_active_device, device
+    import netcl.core as nc  # the root shortcut form is tested in the meta-package
+    from netcl.core.device import device, get_active_device
 
     queue = dev.queue
     n = 257
@@ -130,7 +129,7 @@ def test_pages_002_003_scale_by_two(dev: DeviceHandle) -> None:
 def test_page_003_autotuned_matmul(dev: DeviceHandle) -> None:
     if dev.backend != "cl":
         pytest.skip("KernelSpec runs on OpenCL devices")
-    import netcl as nc
+    import netcl.core as nc  # the root shortcut form is tested in the meta-package
     from netcl.core.device import device
 
     queue = dev.queue

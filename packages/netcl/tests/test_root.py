@@ -1,0 +1,81 @@
+"""The meta-package: extend_path, lazy typed shortcuts, the ``netcl`` command."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import netcl as nc
+from netcl.cli import devices, main
+from netcl.core.device import DeviceHandle
+
+
+def test_first_statement_is_extend_path() -> None:
+    from pathlib import Path
+
+    init = Path(nc.__file__).read_text().splitlines()
+    assert init[0] == '__path__ = __import__("pkgutil").extend_path(__path__, __name__)'
+
+
+def test_every_layer_is_reachable() -> None:
+    import netcl.autograd
+    import netcl.core
+    import netcl.data
+    import netcl.distributed
+    import netcl.nn
+    import netcl.ops
+    import netcl.optim
+    import netcl.runtime
+
+    for mod in (netcl.core, netcl.ops, netcl.runtime, netcl.autograd, netcl.nn, netcl.optim,
+                netcl.data, netcl.distributed):
+        assert mod.__version__
+
+
+def test_shortcuts_are_lazy() -> None:
+    code = "import sys, netcl; print('netcl.core' in sys.modules); netcl.Tensor; " \
+           "print('netcl.core.tensor' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = nc.nope  # type: ignore[attr-defined]
+
+
+def test_pages_002_003_root_shortcuts(dev: DeviceHandle) -> None:
+    if dev.backend != "cl":
+        pytest.skip("KernelSpec runs on OpenCL devices")
+    from netcl.core.device import device
+
+    queue = dev.queue
+    n = 33
+    numpy_array = np.arange(n, dtype=np.float32)
+    with device(dev):
+        spec = nc.KernelSpec(
+            name="scale_by_two",
+            src="__kernel void scale_by_two(__global float* x) {"
+                "  int gid = get_global_id(0);"
+                "  x[gid] *= 2.0f;"
+                "}",
+        )
+        prg = spec.build(queue)
+        x = nc.Tensor.from_host(numpy_array)
+        prg.run(queue, (x.size,), None, x)
+    np.testing.assert_array_equal(x.to_host(), 2 * numpy_array)
+
+
+def test_devices_command_lists_numpy_and_auto() -> None:
+    out = io.StringIO()
+    assert devices(out) == 0
+    text = out.getvalue()
+    assert "NumPy backend" in text and "auto picks:" in text
+    from netcl.core.device import manager
+
+    for _, d in manager.discover():
+        assert d.name.strip() in text
+    assert "compute units" in text or not manager.discover()
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
