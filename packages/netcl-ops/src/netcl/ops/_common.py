@@ -1,0 +1,148 @@
+"""What every op shares: argument checks, output allocation, scalar promotion, kernel launch.
+
+Ops take and return :class:`netcl.core.tensor.Tensor`. On the NumPy backend (``t.array`` is set)
+an op computes with NumPy on ``t.array``; on OpenCL it launches a cached kernel on ``t.queue``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.core.dtypes import c_type, canonical_dtype, numpy_dtype
+from netcl.core.kernels.cache import get_kernel
+from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
+from netcl.core.tensor import Tensor, check_same_device
+
+__all__ = [
+    "TUNER",
+    "as_tensor",
+    "check_tensor",
+    "cl_kernel",
+    "empty",
+    "kernel_header",
+    "from_numpy",
+    "launch_1d",
+    "normalize_axes",
+    "normalize_axis",
+    "result",
+    "same_device",
+]
+
+TUNER = WorkGroupTuner()
+
+_PRAGMAS = {
+    "float16": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n",
+    "float64": "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+}
+
+
+def check_tensor(op: str, x: Any, name: str = "input") -> Tensor:
+    """``x`` itself when it is a Tensor; ``TypeError`` naming the op otherwise."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a netcl Tensor, got {type(x).__name__}")
+    return x
+
+
+def same_device(op: str, *tensors: Tensor) -> Any:
+    """The queue shared by ``tensors``; ``ValueError`` naming both devices otherwise."""
+    return check_same_device(op, *tensors)
+
+
+def empty(queue: Any, shape: Sequence[int], dtype: str) -> Tensor:
+    """An uninitialized output tensor on ``queue`` (pooled on OpenCL)."""
+    return Tensor.from_shape(queue, tuple(int(d) for d in shape), dtype, fill=None)
+
+
+def from_numpy(queue: Any, array: np.ndarray[Any, Any], dtype: str | None = None) -> Tensor:
+    """Wrap a NumPy result as a Tensor on ``queue`` (no copy on the NumPy backend)."""
+    dtype = canonical_dtype(dtype or array.dtype.name)
+    arr = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
+    if getattr(queue, "backend", None) == "cpu":
+        from netcl.core.tensor import _CPU_BACKEND
+
+        return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=_CPU_BACKEND)
+    return Tensor.from_host(queue, arr, dtype=dtype)
+
+
+def result(like: Tensor, array: np.ndarray[Any, Any], dtype: str | None = None) -> Tensor:
+    """A NumPy-backend result on ``like``'s queue."""
+    return from_numpy(like.queue, array, dtype)
+
+
+def as_tensor(op: str, x: Any, like: Tensor, dtype: str | None = None) -> Tensor:
+    """A Tensor for ``x``: Tensors pass through (device-checked), scalars/arrays are uploaded."""
+    if isinstance(x, Tensor):
+        same_device(op, like, x)
+        return x
+    return from_numpy(like.queue, np.asarray(x, dtype=numpy_dtype(dtype or like.dtype)))
+
+
+def normalize_axis(op: str, axis: int, ndim: int) -> int:
+    """``axis`` in ``[0, ndim)``; ``IndexError`` naming the op and values otherwise."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise IndexError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
+    return int(axis) % max(ndim, 1)
+
+
+def normalize_axes(op: str, axes: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """Sorted unique axes (all axes for ``None``); ``IndexError`` for bad or repeated ones."""
+    if axes is None:
+        return tuple(range(ndim))
+    items = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+    out = tuple(sorted(normalize_axis(op, a, ndim) for a in items))
+    if len(set(out)) != len(out):
+        raise IndexError(f"{op}: repeated axis in {axes!r}")
+    return out
+
+
+def cl_kernel(context: Any, name: str, source: str, dtype: str = "float32",
+              options: str = "") -> Any:
+    """The cached ``cl.Kernel`` ``name`` from ``source`` (preamble and dtype pragma added).
+
+    ``source`` may use these, defined for ``dtype``:
+
+    - ``T``: the storage type (``half`` for float16);
+    - ``CT``: the compute type (``float`` for float16 and float32, ``double`` for float64, ``T``
+      for integers), so float16 works on devices without ``cl_khr_fp16``;
+    - ``LD(p, i)`` / ``ST(p, i, v)``: load element ``i`` of ``p`` as ``CT`` / store ``v``
+      (``vload_half``/``vstore_half`` for float16).
+
+    Built once per (context, source, options): see :mod:`netcl.core.kernels.cache`.
+    """
+    full = kernel_header(context, dtype) + source
+    return get_kernel(context, full, name, options)
+
+
+def kernel_header(context: Any, dtype: str) -> str:
+    """Pragma, preamble and the ``T``/``CT``/``LD``/``ST`` definitions for ``dtype``."""
+    dtype = canonical_dtype(dtype)
+    pragma = _PRAGMAS[dtype] if dtype in _PRAGMAS and _needs_pragma(context, dtype) else ""
+    storage = c_type(dtype)
+    if dtype == "float16":
+        compute = "float"
+        access = (
+            "#define LD(p, i) vload_half((i), (p))\n"
+            "#define ST(p, i, v) vstore_half((v), (i), (p))\n"
+        )
+    else:
+        compute = storage
+        access = "#define LD(p, i) ((CT)(p)[(i)])\n#define ST(p, i, v) ((p)[(i)] = (T)(v))\n"
+    return f"{pragma}{PRIMITIVE_PREAMBLE}#define T {storage}\n#define CT {compute}\n{access}"
+
+
+def _needs_pragma(context: Any, dtype: str) -> bool:
+    ext = context.devices[0].extensions
+    return ("cl_khr_fp16" in ext) if dtype == "float16" else ("cl_khr_fp64" in ext)
+
+
+def launch_1d(queue: Any, kernel: Any, n: int, *args: Any) -> Any:
+    """Launch ``kernel`` over ``n`` work items (rounded up; kernels guard ``gid < n``)."""
+    if n == 0:
+        return None
+    gsize, lsize = TUNER.launch_1d(n)
+    return launch(queue, kernel, gsize, lsize, *args)
