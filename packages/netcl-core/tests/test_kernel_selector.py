@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from netcl.core import kernel_selector
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.kernel_selector import (
@@ -430,6 +431,12 @@ def test_force_variant_context() -> None:
             assert s.select_conv2d_kernel(1, 3, 8, 8, 4, 3, 3).variant is V.CONV2D_NAIVE
         assert s.select_matmul_kernel(8, 8, 8).variant is V.MATMUL_TILED
     assert s.select_matmul_kernel(8, 8, 8).variant is V.MATMUL_NAIVE  # cache not polluted
+
+
+def test_forced_config_still_fits_the_device() -> None:
+    with force_variant(V.MATMUL_REGISTER_TILED):
+        cfg = sel(small()).select_matmul_kernel(8, 8, 8)
+    assert tiles(cfg) == (V.MATMUL_REGISTER_TILED, 32, 32, 16, 4, (8, 8), 4)
 
 
 def test_force_variant_is_thread_local() -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "select_matmul_config",
 ]
 
+IntPair = int | tuple[int, int]
 Family = Literal["matmul", "conv2d", "elementwise", "reduction", "batchnorm"]
 FAMILIES: tuple[Family, ...] = ("matmul", "conv2d", "elementwise", "reduction", "batchnorm")
 REDUCTION_KINDS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
@@ -271,17 +272,15 @@ def _env_flag(name: str, default: bool) -> bool:
 
 
 def _json_key(fn: str, key: Any) -> list[Any]:
-    """The JSON form of a tuning key; rejects what would not come back equal."""
+    """The JSON form of a tuning key; rejects keys that would not come back equal."""
     if not isinstance(key, tuple):
         raise TypeError(f"{fn}: key must be a tuple, got {type(key).__name__}")
-    out: list[Any] = []
-    for item in key:
-        if isinstance(item, tuple):
-            out.append(_json_key(fn, item))
-        elif item is None or isinstance(item, (str, int, float)):
-            out.append(item)
-        else:
-            raise TypeError(f"{fn}: key items must be str/int/float/bool/None/tuple, got {item!r}")
+    try:
+        out: list[Any] = json.loads(json.dumps(key))
+    except (TypeError, ValueError):
+        out = []
+    if _tuple_key(out) != key:
+        raise TypeError(f"{fn}: key items must be str/int/float/bool/None/tuple, got {key!r}")
     return out
 
 
@@ -336,16 +335,12 @@ class KernelSelector:
     # -- the shared decision path --
 
     def _decide(
-        self,
-        family: Family,
-        shape_key: tuple[Any, ...],
-        env_key: tuple[Any, ...],
-        rules: Callable[[], KernelVariant],
-        configure: Callable[[KernelVariant], KernelConfig],
+        self, family: Family, shape_key: tuple[Any, ...], env_key: tuple[Any, ...],
+        rules: Callable[[], KernelVariant], configure: Callable[[KernelVariant], KernelConfig],
     ) -> KernelConfig:
         forced = _forced_variant(family)
         if forced is not None:
-            return default_config(forced)
+            return self._fit_device(default_config(forced))
         tuned = self.lookup_tuned(family, shape_key)
         key = (family, shape_key, env_key, kernel_strategy(self.profile), tuned)
         config = self._decisions.get(key)
@@ -371,14 +366,9 @@ class KernelSelector:
             width = itemsize(cfg.extra.get("dtype", "float32"))
             while tile_k > 1 and (tile_m + tile_n) * tile_k * width > self.profile.local_mem_size:
                 tile_k //= 2
-        return dataclasses.replace(
-            cfg,
-            tile_m=tile_m,
-            tile_n=tile_n,
-            tile_k=tile_k,
-            local_size_1d=min(cfg.local_size_1d, max_wg),
-            local_size_2d=(d0, d1),
-        )
+        return dataclasses.replace(cfg, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k,
+                                   local_size_1d=min(cfg.local_size_1d, max_wg),
+                                   local_size_2d=(d0, d1))
 
     def _tuned_vendor(self) -> Literal["nvidia", "rdna", None]:
         """Which vendor overrides apply: none under the portable strategy."""
@@ -410,13 +400,8 @@ class KernelSelector:
         fn = "select_matmul_kernel"
         M, N, K = (_int_arg(fn, n, v, 1) for n, v in (("M", M), ("N", N), ("K", K)))
         dt = _float_dtype(fn, dtype)
-        return self._decide(
-            "matmul",
-            (M, N, K, dt),
-            (),
-            lambda: self._matmul_rule(M, N, K),
-            lambda v: self._matmul_config(v, M, N, dt),
-        )
+        return self._decide("matmul", (M, N, K, dt), (), lambda: self._matmul_rule(M, N, K),
+                            lambda v: self._matmul_config(v, M, N, dt))
 
     def _matmul_rule(self, M: int, N: int, K: int) -> KernelVariant:
         work = M * N * K
@@ -447,19 +432,8 @@ class KernelSelector:
     # -- conv2d --
 
     def select_conv2d_kernel(
-        self,
-        N: int,
-        C: int,
-        H: int,
-        W: int,
-        K: int,
-        R: int,
-        S: int,
-        stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
-        dilation: int | tuple[int, int] = 1,
-        groups: int = 1,
-        dtype: Any = "float32",
+        self, N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: IntPair = 1,
+        padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1, dtype: Any = "float32",
     ) -> KernelConfig:
         """Choose the conv2d kernel for input ``(N, C, H, W)`` and weight ``(K, C/groups, R, S)``.
 
@@ -632,16 +606,14 @@ class KernelSelector:
             if not path.exists():
                 return {}
             data = json.loads(path.read_text(encoding="utf-8"))
-            return {
-                (str(e["op"]), _tuple_key(e["key"])): KernelVariant[e["variant"]]
-                for e in data["winners"]
-            }
+            entries = [(str(e["op"]), e["key"], KernelVariant[e["variant"]])
+                       for e in data["winners"]]
+            if not all(isinstance(key, list) for _, key, _ in entries):
+                raise TypeError("a key is not a list")
+            return {(op, _tuple_key(key)): variant for op, key, variant in entries}
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(
-                f"KernelSelector: ignoring unreadable autotune cache {path}: {exc!r}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            warnings.warn(f"KernelSelector: ignoring unreadable autotune cache {path}: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
             return {}
 
     def _ensure_tuned_loaded(self) -> None:
@@ -698,7 +670,7 @@ class KernelSelector:
         fn = "KernelSelector.autotune"
         if not isinstance(op, str) or not op:
             raise TypeError(f"{fn}: op must be a non-empty str, got {op!r}")
-        json_key = _json_key(fn, key)
+        _json_key(fn, key)
         repeats = _int_arg(fn, "repeats", repeats, 1)
         if not candidates:
             raise ValueError(f"{fn}: no candidates for op {op!r}, key {key!r}")
@@ -723,28 +695,23 @@ class KernelSelector:
                 best = (elapsed, variant)
         if best is None:
             raise RuntimeError(f"{fn}: every candidate for op {op!r}, key {key!r} raised")
-        winner = best[1]
         with self._lock:
-            self._tuned[(op, key)] = winner
-            self._persist({(op, _tuple_key(json_key)): winner})
-        return winner
+            self._tuned[(op, key)] = best[1]
+            self._persist()
+        return best[1]
 
-    def _persist(self, new: dict[_TunedKey, KernelVariant]) -> None:
-        """Merge ``new`` into the device's JSON file: temp file + os.replace, never a crash."""
+    def _persist(self) -> None:
+        """Merge the winners into the device's JSON file: temp file + os.replace, never a crash."""
         tmp: str | None = None
         try:
             path = self.tuned_path()
-            merged = {**self._read_tuned(), **self._tuned, **new}
-            self._tuned.update(merged)
+            self._tuned = merged = {**self._read_tuned(), **self._tuned}  # other processes' too
             payload = {
                 "format": _TUNE_FORMAT,
                 "device": {"vendor": self.profile.vendor, "name": self.profile.name,
                            "driver_version": self.profile.driver_version},
-                "winners": [
-                    {"op": op, "key": _json_key("autotune", k), "variant": v.name}
-                    for (op, k), v in merged.items()
-                    if isinstance(k, tuple)
-                ],
+                "winners": [{"op": op, "key": _json_key("autotune", k), "variant": v.name}
+                            for (op, k), v in merged.items()],
             }
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -799,18 +766,8 @@ def select_matmul_config(
 
 
 def select_conv2d_config(
-    N: int,
-    C: int,
-    H: int,
-    W: int,
-    K: int,
-    R: int,
-    S: int,
-    stride: int | tuple[int, int] = 1,
-    padding: int | tuple[int, int] = 0,
-    dilation: int | tuple[int, int] = 1,
-    groups: int = 1,
-    dtype: Any = "float32",
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: IntPair = 1,
+    padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1, dtype: Any = "float32",
     device: Any | None = None,
 ) -> KernelConfig:
     """``get_kernel_selector(device).select_conv2d_kernel(...)``.
