@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import pytest
+
 from netcl.core import capabilities, device_profile
 from netcl.core.capabilities import (
     DeviceProfile,
