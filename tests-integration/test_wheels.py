@@ -1,0 +1,54 @@
+"""Every distribution builds alone; only the meta-package ships ``netcl/__init__.py``; and
+installing only the ``netcl-core[cpu]`` wheel in a fresh venv gives a working netcl.core whose
+own test suite passes there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DISTS = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheels")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "release.py"), "--all", "--out",
+                    str(out)], check=True)
+    return out
+
+
+def test_nine_wheels_and_only_meta_has_root_init(wheels: Path) -> None:
+    built = sorted(wheels.glob("*.whl"))
+    assert len(DISTS) == 9 and len(built) == 9, [w.name for w in built]
+    with_init = [w.name.split("-")[0] for w in built
+                 if "netcl/__init__.py" in zipfile.ZipFile(w).namelist()]
+    assert with_init == ["netcl"]
+
+
+def test_release_script_rejects_wrong_tag_version() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "release.py"),
+                          "netcl-core-v9.9.9", "--no-install"], capture_output=True, text=True)
+    assert out.returncode == 1 and "says version 9.9.9 but netcl-core is at" in out.stderr
+
+
+def test_core_alone_in_fresh_venv(wheels: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = str(env_dir / "bin" / "python")
+    core = next(wheels.glob("netcl_core-*.whl"))
+    subprocess.run([py, "-m", "pip", "install", "-q", f"{core}[cpu]", "pytest"], check=True)
+    listed = subprocess.run([py, "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "netcl-core" in listed and "netcl-ops" not in listed and "netcl " not in listed
+    result = subprocess.run(
+        [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "packages/netcl-core/tests"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
