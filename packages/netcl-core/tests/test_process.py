@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+
 from netcl.core.backend.cpu import CPUBackend
 from netcl.core.backend.opencl import interruptible_finish
 from netcl.core.device import DeviceHandle

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor, check_same_device, reshape
 from netcl.core.testing import supports_dtype
