@@ -1,0 +1,17 @@
+"""netcl.distributed installs as a PEP 420 portion of netcl, typed, with a static version."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata, resources
+
+import netcl.distributed
+
+
+def test_version_matches_distribution() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", netcl.distributed.__version__)
+    assert metadata.version("netcl-distributed") == netcl.distributed.__version__
+
+
+def test_ships_py_typed() -> None:
+    assert resources.files("netcl.distributed").joinpath("py.typed").is_file()

@@ -1,0 +1,17 @@
+"""netcl.nn installs as a PEP 420 portion of netcl, typed, with a static version."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata, resources
+
+import netcl.nn
+
+
+def test_version_matches_distribution() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", netcl.nn.__version__)
+    assert metadata.version("netcl-nn") == netcl.nn.__version__
+
+
+def test_ships_py_typed() -> None:
+    assert resources.files("netcl.nn").joinpath("py.typed").is_file()

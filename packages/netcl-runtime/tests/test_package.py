@@ -1,0 +1,17 @@
+"""netcl.runtime installs as a PEP 420 portion of netcl, typed, with a static version."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata, resources
+
+import netcl.runtime
+
+
+def test_version_matches_distribution() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", netcl.runtime.__version__)
+    assert metadata.version("netcl-runtime") == netcl.runtime.__version__
+
+
+def test_ships_py_typed() -> None:
+    assert resources.files("netcl.runtime").joinpath("py.typed").is_file()
