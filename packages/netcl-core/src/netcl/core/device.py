@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._cl import cl, have_pyopencl
+from .capabilities import device_type_name
 
 __all__ = [
     "CPUQueue",
@@ -131,15 +132,7 @@ class DeviceManager:
     @staticmethod
     def _device_type(dev: Any) -> str:
         """Map a ``cl.Device.type`` bitfield to ``"gpu"``, ``"cpu"``, ``"accel"`` or ``"other"``."""
-        kind = int(dev.type)
-        types = cl().device_type
-        if kind & int(types.GPU):
-            return "gpu"
-        if kind & int(types.ACCELERATOR):
-            return "accel"
-        if kind & int(types.CPU):
-            return "cpu"
-        return "other"
+        return device_type_name(int(dev.type))
 
     def default(self, selector: str = "auto") -> DeviceHandle | None:
         """Return the cached handle for ``selector``; ``None`` when no such device exists.
