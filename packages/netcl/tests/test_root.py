@@ -42,7 +42,7 @@ def test_shortcuts_are_lazy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = nc.nope  # type: ignore[attr-defined]
+        _ = nc.nope
 
 
 def test_pages_002_003_root_shortcuts(dev: DeviceHandle) -> None:

@@ -1,0 +1,18 @@
+"""netcl.io: checkpoints as data (safetensors + JSON), written atomically and checksummed.
+
+Examples:
+    >>> import numpy as np, tempfile, os
+    >>> from netcl.io import save_tensors, load_tensors
+    >>> p = os.path.join(tempfile.mkdtemp(), "state.netcl")
+    >>> _ = save_tensors(p, {"b": np.zeros(3, np.float32)}, {"epoch": 1})
+    >>> sorted(load_tensors(p)[0])
+    ['b']
+"""
+
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import load_tensors as load_tensors
+from ._checkpoint import save_tensors as save_tensors
+from ._model import load_model as load_model
+from ._model import save_model as save_model
+
+__all__ = ["CheckpointError", "load_model", "load_tensors", "save_model", "save_tensors"]
