@@ -28,7 +28,8 @@ from .shared_batch import BatchLayout, SharedBatchRing, read_batch
 _MIN_SLOT_BYTES = 64 * 1024
 _FALLBACK_SLOT_BYTES = 1 << 20
 _GROWTH = 1.25
-_SHUTDOWN_GRACE_S = 1.0
+# Workers hold no state worth saving: a busy one is terminated after this long.
+_SHUTDOWN_GRACE_S = 0.25
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -147,6 +148,7 @@ class DataLoader:
             raise ValueError(f"DataLoader: timeout must be None or a number > 0, got {timeout!r}")
         self.timeout = None if timeout is None else float(timeout)
         self._epoch = 0
+        self._slot_bytes: int | None = None  # guessed at the first epoch with workers, then learnt
 
     @property
     def epoch(self) -> int:
@@ -268,8 +270,12 @@ class WorkerTraceback(Exception):  # noqa: N818
         return "\n\n" + self.text
 
 
-def _slot_bytes(loader: DataLoader) -> int:
-    """Guess a batch's size from item 0; a wrong guess only costs one pickled batch per slot."""
+def _guess_slot_bytes(loader: DataLoader) -> int:
+    """Guess a batch's size from item 0; a wrong guess only costs one pickled batch per slot.
+
+    This loads item 0 in the parent, once per loader; later epochs start from the largest
+    batch seen so far.
+    """
     try:
         item = loader.dataset[0]
     except Exception:
@@ -303,6 +309,7 @@ def _describe_exit(code: int | None) -> str:
 class _WorkerIterator(LoaderIterator):
     def __init__(self, loader: DataLoader, epoch: int, batches: list[npt.NDArray[np.int64]]):
         super().__init__(epoch, batches)
+        self._loader = loader
         self._timeout = loader.timeout
         self._pool = _Pool(owner_pid=os.getpid())
         self._finalizer = weakref.finalize(self, _shutdown, self._pool)
@@ -312,7 +319,9 @@ class _WorkerIterator(LoaderIterator):
         self._sent = 0
         self._pickled = 0
         try:
-            self._ring = SharedBatchRing(num_workers * loader.prefetch, _slot_bytes(loader))
+            if loader._slot_bytes is None:
+                loader._slot_bytes = _guess_slot_bytes(loader)
+            self._ring = SharedBatchRing(num_workers * loader.prefetch, loader._slot_bytes)
             self._pool.ring = self._ring
             self._free: deque[int] = deque(range(len(self._ring)))
             self._start_workers(loader)
@@ -371,6 +380,8 @@ class _WorkerIterator(LoaderIterator):
         try:
             self._wait_for(self._next)
             batch = self._ready.pop(self._next)
+            if isinstance(batch, RemoteError):  # raised in batch order, like the batches
+                self._raise_remote(batch)
             self._next += 1
             if self._next == len(self._batches):
                 self.close()
@@ -421,7 +432,7 @@ class _WorkerIterator(LoaderIterator):
                 if conn in ready:
                     try:
                         message = conn.recv()
-                    except EOFError:
+                    except (EOFError, OSError):  # closed, or reset with unread tasks in it
                         self._worker_died(worker)
                     self._handle(worker, message)
             for obj in ready:
@@ -436,10 +447,14 @@ class _WorkerIterator(LoaderIterator):
             self._ready[batch_index] = read_batch(self._ring.buffer(slot), layout)
         elif kind == "inline":
             self._ready[batch_index] = message[3]
-            self._ring.resize(slot, int(message[4] * _GROWTH))
+            nbytes = int(message[4] * _GROWTH)
+            self._ring.resize(slot, nbytes)
+            self._loader._slot_bytes = max(self._loader._slot_bytes or 0, nbytes)
             self._pickled += 1
-        else:
+        elif batch_index is None:  # worker_init_fn failed: the worker serves nothing
             self._raise_remote(message[3])
+        else:
+            self._ready[batch_index] = message[3]
         self._outstanding[worker].discard(batch_index)
         self._free.append(slot)
 

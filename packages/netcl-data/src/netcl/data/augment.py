@@ -223,8 +223,8 @@ class RandomCrop(_Augmentation[CropParams]):
     def output_shape(self, shape: Shape) -> Shape:
         return (shape[0], shape[1], self.size[0], self.size[1])
 
-    def apply(self, x: npt.NDArray[Any], params: CropParams) -> npt.NDArray[Any]:
-        shape = check_batch(self.op, x)
+    def check_params(self, shape: Shape, params: CropParams) -> npt.NDArray[np.int64]:
+        """The offsets, checked against a batch of ``shape`` (shared with the device path)."""
         rows, cols = self._room(shape)
         offsets = np.asarray(params.offsets, dtype=np.int64)
         _check_params(self.op, "offsets", offsets, (shape[0], 2))
@@ -236,6 +236,11 @@ class RandomCrop(_Augmentation[CropParams]):
                 f"rows {offsets[:, 0].min()}..{offsets[:, 0].max()} and "
                 f"columns {offsets[:, 1].min()}..{offsets[:, 1].max()}"
             )
+        return offsets
+
+    def apply(self, x: npt.NDArray[Any], params: CropParams) -> npt.NDArray[Any]:
+        shape = check_batch(self.op, x)
+        offsets = self.check_params(shape, params)
         fill = cast_scalar(self.op, "fill", self.fill, x.dtype)
         pad = self.padding
         padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=fill)
@@ -273,10 +278,14 @@ class RandomHorizontalFlip(_Augmentation[FlipParams]):
     def draw(self, rng: np.random.Generator, shape: Shape) -> FlipParams:
         return FlipParams(rng.random(shape[0]) < self.p)
 
-    def apply(self, x: npt.NDArray[Any], params: FlipParams) -> npt.NDArray[Any]:
-        shape = check_batch(self.op, x)
+    def check_params(self, shape: Shape, params: FlipParams) -> npt.NDArray[np.bool_]:
+        """The flags, checked against a batch of ``shape`` (shared with the device path)."""
         flags = np.asarray(params.flags, dtype=np.bool_)
         _check_params(self.op, "flags", flags, (shape[0],))
+        return flags
+
+    def apply(self, x: npt.NDArray[Any], params: FlipParams) -> npt.NDArray[Any]:
+        flags = self.check_params(check_batch(self.op, x), params)
         out = np.array(x, copy=True, order="C")
         out[flags] = x[flags, :, :, ::-1]
         return out
@@ -413,10 +422,18 @@ class RandomErasing(_Augmentation[EraseParams]):
         keep = (erase & fits.any(axis=1)).astype(np.int64)
         return EraseParams(np.stack([top, left, h, w], axis=1) * keep[:, None])
 
-    def apply(self, x: npt.NDArray[Any], params: EraseParams) -> npt.NDArray[Any]:
-        n, _, height, width = check_batch(self.op, x)
+    def check_params(self, shape: Shape, params: EraseParams) -> npt.NDArray[np.int64]:
+        """The boxes, checked against a batch of ``shape`` (shared with the device path)."""
         boxes = np.asarray(params.boxes, dtype=np.int64)
-        _check_params(self.op, "boxes", boxes, (n, 4))
+        _check_params(self.op, "boxes", boxes, (shape[0], 4))
+        if boxes.size and boxes.min() < 0:
+            raise ValueError(f"{self.op}: boxes must be >= 0, got minimum {boxes.min()}")
+        return boxes
+
+    def apply(self, x: npt.NDArray[Any], params: EraseParams) -> npt.NDArray[Any]:
+        shape = check_batch(self.op, x)
+        _, _, height, width = shape
+        boxes = self.check_params(shape, params)
         value = cast_scalar(self.op, "value", self.value, x.dtype)
         top, left, h, w = (boxes[:, k, None, None] for k in range(4))
         r = np.arange(height)[None, :, None]
@@ -467,10 +484,14 @@ class ColorJitter(_Augmentation[JitterParams]):
         u = rng.random((shape[0], 3))
         return JitterParams((lo + u * (hi - lo)).astype(np.float32))
 
-    def apply(self, x: npt.NDArray[Any], params: JitterParams) -> npt.NDArray[np.float32]:
-        shape = check_batch(self.op, x)
+    def check_params(self, shape: Shape, params: JitterParams) -> npt.NDArray[np.float32]:
+        """The factors, checked against a batch of ``shape`` (shared with the device path)."""
         factors = np.asarray(params.factors, dtype=np.float32)
         _check_params(self.op, "factors", factors, (shape[0], 3))
+        return factors
+
+    def apply(self, x: npt.NDArray[Any], params: JitterParams) -> npt.NDArray[np.float32]:
+        factors = self.check_params(check_batch(self.op, x), params)
         fb, fc, fs = (factors[:, k, None, None, None] for k in range(3))
         # In-place float32 steps, each rounded as the kernel rounds it (no fused multiply-add).
         y: npt.NDArray[np.float32] = np.multiply(

@@ -25,6 +25,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import sys
 from dataclasses import dataclass
@@ -42,12 +43,20 @@ __all__ = [
     "SlotAttachments",
     "layout_of",
     "read_batch",
+    "segment_prefix",
     "write_batch",
 ]
 
-#: Every segment this module creates is named ``SEGMENT_PREFIX + <16 hex digits>`` (it shows
-#: up as ``/dev/shm/netcl_data_...`` on Linux). 27 characters keep within macOS's limit of 31.
+#: Every segment this module creates is named ``SEGMENT_PREFIX + <pid>_<8 hex digits>``, the
+#: pid (in hex) being the process that owns it (see :func:`segment_prefix`); on Linux it shows
+#: up as ``/dev/shm/netcl_data_...``. At most 27 characters keep within macOS's limit of 31.
 SEGMENT_PREFIX = "netcl_data_"
+
+
+def segment_prefix(pid: int | None = None) -> str:
+    """The name prefix of the segments owned by process ``pid`` (default: this process)."""
+    return f"{SEGMENT_PREFIX}{os.getpid() if pid is None else pid:x}_"
+
 
 _ALIGN = 64
 _PAGE = 4096
@@ -152,9 +161,9 @@ def _create_segment(nbytes: int) -> shared_memory.SharedMemory:
     while True:
         try:
             return shared_memory.SharedMemory(
-                name=SEGMENT_PREFIX + secrets.token_hex(8), create=True, size=size
+                name=segment_prefix() + secrets.token_hex(4), create=True, size=size
             )
-        except FileExistsError:  # pragma: no cover - 64 random bits collided
+        except FileExistsError:  # pragma: no cover - 32 random bits collided
             continue
 
 

@@ -1,0 +1,73 @@
+"""Shared fixtures: a shared-memory leak check around every test, and every OpenCL device."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netcl.data.shared_batch import segment_prefix
+
+SHM_DIR = Path("/dev/shm")
+
+
+def netcl_segments() -> set[str]:
+    """Names of the shared-memory segments that this process owns now."""
+    if not SHM_DIR.is_dir():
+        return set()
+    prefix = segment_prefix()
+    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(prefix)}
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Every test must leave no segment in /dev/shm and no live worker process behind."""
+    before = netcl_segments()
+    yield
+    leaked = netcl_segments() - before
+    children = mp.active_children()
+    assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
+    assert not children, f"worker processes left behind: {children}"
+
+
+def _opencl_devices() -> list[Any]:
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except Exception:  # no ICD loader or no platform
+        return []
+    wanted = os.environ.get("NETCL_DEVICE", "")
+    if wanted == "cpu":  # NumPy only: no OpenCL device tests
+        return []
+    devices = [d for p in platforms for d in p.get_devices()]
+    if wanted and wanted not in ("cl", "auto") and not wanted.startswith("cl:"):
+        devices = [d for d in devices if wanted.lower() in d.name.lower()]
+    return devices
+
+
+OPENCL_DEVICES = _opencl_devices()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``cl_device`` over every OpenCL device found (none: the test is skipped)."""
+    if "cl_device" in metafunc.fixturenames:
+        ids = [f"{d.platform.name}:{d.name}".replace(" ", "_") for d in OPENCL_DEVICES]
+        params: list[Any] = OPENCL_DEVICES or [
+            pytest.param(None, marks=pytest.mark.skip(reason="no OpenCL device or no pyopencl"))
+        ]
+        metafunc.parametrize("cl_device", params, ids=ids or ["no-opencl"], scope="module")
+
+
+@pytest.fixture(scope="module")
+def cl_queue(cl_device: Any) -> Any:
+    """An in-order command queue on a context of its own for ``cl_device``."""
+    import pyopencl as cl
+
+    return cl.CommandQueue(cl.Context([cl_device]))
