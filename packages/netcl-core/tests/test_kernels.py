@@ -183,3 +183,20 @@ def test_numpy_tensor_is_rejected_as_kernel_arg(cl_dev: DeviceHandle) -> None:
         kernel.run(cl_dev.queue, (4,), None, host_t, host_t, 4)
     with pytest.raises(TypeError, match="needs an OpenCL queue"):
         spec.build(manager.default("cpu").queue)  # type: ignore[union-attr]
+
+
+def test_dropping_inputs_while_kernels_are_queued(cl_dev: DeviceHandle) -> None:
+    """A tensor dropped right after a launch that reads it must not free memory under the
+    queued kernel (zero-copy buffers are retired behind a queue marker)."""
+    q = cl_dev.queue
+    _, kernel = build_elementwise_kernel(q.context, "acc_add", 2, "ADD(v0, v1)")
+    n = 4099
+    acc = Tensor.from_host(q, np.zeros(n, np.float32))
+    expect = np.zeros(n, np.float32)
+    rng = np.random.default_rng(0)
+    g, loc = WorkGroupTuner().launch_1d(n)
+    for _ in range(60):
+        host = rng.standard_normal(n).astype(np.float32)
+        expect += host
+        kernel.run(q, g, loc, acc, Tensor.from_host(q, host), acc, n)  # input dies at once
+    np.testing.assert_allclose(acc.to_host(), expect, rtol=1e-5, atol=1e-5)

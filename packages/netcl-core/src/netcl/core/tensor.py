@@ -295,8 +295,16 @@ class Tensor:
         handle, self.pool_handle = self.pool_handle, None
         if handle is not None and not self.persistent:
             handle.release()
+        self._retire_zero_copy()
         self.buffer = None
         self.array = None
+
+    def _retire_zero_copy(self) -> None:
+        # A zero-copy buffer (no pool lease, host memory in host_ref) owned by this tensor.
+        if self.buffer is not None and self.host_ref is not None and self.pool_handle is None \
+                and self._base is None and self._backend is not None:
+            self._backend.retire(self.buffer, self.host_ref)
+            self.host_ref = None
 
     def __del__(self) -> None:
         try:
@@ -305,6 +313,7 @@ class Tensor:
             if handle is not None and not self.persistent:
                 self.pool_handle = None
                 handle.release()
+            self._retire_zero_copy()
         except Exception:
             pass
 

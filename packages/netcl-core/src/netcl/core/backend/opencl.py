@@ -75,6 +75,9 @@ class OpenCLBackend:
         self.queue = queue
         self.context = queue.context
         self.integrated = is_integrated_gpu(queue)
+        # Zero-copy buffers retired by dead tensors, with the marker event after which no
+        # queued command can still use them (their host memory must outlive those commands).
+        self._retired: list[tuple[Any, Any, Any]] = []
         register_queue(queue)
         install_process_hooks()
 
@@ -95,6 +98,8 @@ class OpenCLBackend:
             async_copy = _env_flag("NETCL_ASYNC_H2D", "1")
         if use_pinned is None:
             use_pinned = _env_flag("NETCL_PINNED_H2D", "1")
+        if self._retired:
+            self._purge_retired()
         if self.integrated and pool is None:
             private = np.array(host, order="C", copy=True)
             buffer = create_zero_copy_buffer(self.context, private)
@@ -120,6 +125,28 @@ class OpenCLBackend:
         if not async_copy:
             return HostUpload(lease.buffer, None, None, None, lease)
         return HostUpload(lease.buffer, event, None, host, lease)
+
+    def retire(self, buffer: Any, host_memory: Any) -> None:
+        """Keep a zero-copy buffer and its host memory alive until the queue passes this point.
+
+        A tensor that dies while a kernel using its zero-copy buffer is still queued must not
+        free the host memory under it.
+        """
+        marker = cl().enqueue_marker(self.queue)
+        self._retired.append((marker, buffer, host_memory))
+        if len(self._retired) > 64:
+            self._purge_retired()
+
+    def _purge_retired(self) -> None:
+        complete = cl().command_execution_status.COMPLETE
+        keep = 0
+        for i, (marker, _, _) in enumerate(self._retired):
+            if marker.command_execution_status != complete:
+                keep = i
+                break
+        else:
+            keep = len(self._retired)
+        del self._retired[:keep]
 
     def from_shape(
         self,

@@ -1,0 +1,68 @@
+"""Gradient clipping by global norm: ``clip_grad_norm`` (returns a float, one host read) and
+``clip_grad_norm_device`` (no host synchronisation: the norm and the scale stay on the device).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from netcl.core.tensor import Tensor
+
+from ._kernels import NORM_GROUPS, clip_factor, scale_by_factor, sum_squares_into
+
+__all__ = ["clip_grad_norm", "clip_grad_norm_device"]
+
+
+def _grads(params: Iterable[Tensor], op: str) -> list[Tensor]:
+    grads = [p.grad for p in params if p.grad is not None]
+    if grads and len({g.backend for g in grads}) > 1:
+        raise ValueError(f"{op}: gradients live on different backends")
+    return grads
+
+
+def clip_grad_norm_device(params: Iterable[Tensor], max_norm: float) -> Tensor:
+    """Scale all gradients so their global L2 norm is at most ``max_norm``, on the device.
+
+    Returns a 2-element float32 Tensor ``[total_norm, scale]`` that stays on the device (read it
+    only when you need it). On the NumPy backend the same happens with NumPy.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> w = Tensor.from_host(q, np.zeros(2)); w.grad = Tensor.from_host(q, [3.0, 4.0])
+        >>> [round(float(v), 4) for v in clip_grad_norm_device([w], 1.0).to_host()]
+        [5.0, 0.2]
+        >>> [round(float(v), 4) for v in w.grad.to_host()]
+        [0.6, 0.8]
+    """
+    if max_norm <= 0:
+        raise ValueError(f"clip_grad_norm_device: max_norm must be > 0, got {max_norm}")
+    grads = _grads(params, "clip_grad_norm_device")
+    if not grads:
+        raise ValueError("clip_grad_norm_device: no parameter has a gradient")
+    queue = grads[0].queue
+    arrays = [g.array for g in grads if g.array is not None]
+    if arrays:
+        total = float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+        scale = min(1.0, max_norm / (total + 1e-6))
+        for a in arrays:
+            a *= scale
+        return Tensor.from_host(queue, np.array([total, scale], np.float32))
+    partial = Tensor.from_shape(queue, (NORM_GROUPS * len(grads),), "float32", fill=None)
+    for i, g in enumerate(grads):
+        sum_squares_into(g, partial, i * NORM_GROUPS)
+    out = Tensor.from_shape(queue, (2,), "float32", fill=None)
+    clip_factor(partial, out, max_norm)
+    for g in grads:
+        scale_by_factor(g, out)
+    return out
+
+
+def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
+    """Like :func:`clip_grad_norm_device`, and return the total norm as a Python float."""
+    result: Any = clip_grad_norm_device(params, max_norm).to_host()
+    return float(result[0])

@@ -1,0 +1,272 @@
+"""Each update rule against a float64 NumPy transcription of PyTorch's documented formula, over
+many steps, on every backend; plus groups, state round trips, schedulers and clipping."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle
+from netcl.core.kernels.primitives import count_launches
+from netcl.core.tensor import Tensor
+from netcl.optim import (
+    SGD,
+    Adam,
+    AdamW,
+    CosineAnnealingLR,
+    Momentum,
+    Optimizer,
+    ReduceLROnPlateau,
+    RMSProp,
+    StepLR,
+    WarmupCosine,
+    clip_grad_norm,
+    clip_grad_norm_device,
+)
+
+STEPS = 25
+SHAPES = [(1,), (7,), (33, 3), (257,)]
+
+
+def ref_sgd(p: Any, grads: Any, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+            weight_decay: float = 0.0, nesterov: bool = False) -> Any:
+    buf = None
+    for g in grads:
+        g = g + weight_decay * p
+        if momentum:
+            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
+            g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+    return p
+
+
+def ref_adam(p: Any, grads: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+             eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False) -> Any:
+    m = np.zeros_like(p)
+    v = np.zeros_like(p)
+    b1, b2 = betas
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        p = p - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+    return p
+
+
+def ref_rmsprop(p: Any, grads: Any, lr: float, alpha: float = 0.99, eps: float = 1e-8,
+                weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False) -> Any:
+    sq = np.zeros_like(p)
+    buf = np.zeros_like(p)
+    gavg = np.zeros_like(p)
+    for g in grads:
+        g = g + weight_decay * p
+        sq = alpha * sq + (1 - alpha) * g * g
+        denom = sq
+        if centered:
+            gavg = alpha * gavg + (1 - alpha) * g
+            denom = sq - gavg * gavg
+        step = g / (np.sqrt(denom) + eps)
+        if momentum > 0:
+            buf = momentum * buf + step
+            step = buf
+        p = p - lr * step
+    return p
+
+
+CASES: list[tuple[str, Callable[..., Optimizer], Callable[..., Any], dict[str, Any]]] = [
+    ("sgd", SGD, ref_sgd, {"lr": 0.05}),
+    ("sgd_wd", SGD, ref_sgd, {"lr": 0.05, "weight_decay": 0.1}),
+    ("sgd_momentum_damp", SGD, ref_sgd, {"lr": 0.05, "momentum": 0.9, "dampening": 0.1}),
+    ("sgd_nesterov", SGD, ref_sgd, {"lr": 0.05, "momentum": 0.9, "nesterov": True,
+                                    "weight_decay": 0.01}),
+    ("momentum", Momentum, ref_sgd, {"lr": 0.01, "momentum": 0.9}),
+    ("adam", Adam, ref_adam, {"lr": 0.01}),
+    ("adam_l2", Adam, ref_adam, {"lr": 0.01, "weight_decay": 0.1, "betas": (0.8, 0.99)}),
+    ("adamw", AdamW, lambda p, g, **k: ref_adam(p, g, decoupled=True, **k),
+     {"lr": 0.01, "weight_decay": 0.1}),
+    ("rmsprop", RMSProp, ref_rmsprop, {"lr": 0.01}),
+    ("rmsprop_centered_momentum", RMSProp, ref_rmsprop,
+     {"lr": 0.01, "momentum": 0.5, "centered": True, "weight_decay": 0.01}),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name,cls,ref,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_rule_matches_formula(dev: DeviceHandle, name: str, cls: Callable[..., Optimizer],
+                              ref: Callable[..., Any], kwargs: dict[str, Any],
+                              shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(abs(hash((name, shape))) % 2**32)
+    p0 = rng.standard_normal(shape).astype(np.float32)
+    grads = [rng.standard_normal(shape).astype(np.float32) for _ in range(STEPS)]
+    p = Tensor.from_host(dev.queue, p0)
+    opt = cls([p], **kwargs)
+    for g in grads:
+        p.grad = Tensor.from_host(dev.queue, g)
+        opt.step()
+    expect = ref(p0.astype(np.float64), [g.astype(np.float64) for g in grads], **kwargs)
+    np.testing.assert_allclose(p.to_host(), expect, rtol=2e-4, atol=2e-5)
+
+
+def test_one_launch_per_parameter_per_step(dev: DeviceHandle) -> None:
+    if dev.backend != "cl":
+        pytest.skip("counts OpenCL launches")
+    ps = [Tensor.from_host(dev.queue, np.ones(n, np.float32)) for n in (3, 7, 33)]
+    for p in ps:
+        p.grad = Tensor.from_host(dev.queue, np.ones(p.shape, np.float32))
+    opt = Adam(ps, lr=0.1)
+    opt.step()
+    with count_launches() as n:
+        opt.step()
+    assert n[0] == 3
+
+
+def test_param_groups_and_skip_missing_grads(dev: DeviceHandle) -> None:
+    a = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    b = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    c = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    groups: list[dict[str, Any]] = [{"params": [a]}, {"params": [b, c], "lr": 0.5}]
+    opt = SGD(groups, lr=0.1)
+    a.grad = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    b.grad = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    opt.step()
+    np.testing.assert_allclose(a.to_host(), 0.9)
+    np.testing.assert_allclose(b.to_host(), 0.5)
+    np.testing.assert_allclose(c.to_host(), 1.0)
+    opt.zero_grad()
+    assert a.grad is None and b.grad is None
+    a.grad = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    opt.zero_grad(set_to_none=False)
+    assert a.grad is not None
+    np.testing.assert_array_equal(a.grad.to_host(), 0)
+
+
+def test_state_dict_round_trip_resumes_exactly(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(7).astype(np.float32) for _ in range(10)]
+    p1 = Tensor.from_host(dev.queue, np.ones(7, np.float32))
+    opt1 = Adam([p1], lr=0.01)
+    for g in grads:
+        p1.grad = Tensor.from_host(dev.queue, g)
+        opt1.step()
+    p2 = Tensor.from_host(dev.queue, np.ones(7, np.float32))
+    opt2 = Adam([p2], lr=0.01)
+    for g in grads[:5]:
+        p2.grad = Tensor.from_host(dev.queue, g)
+        opt2.step()
+    saved = opt2.state_dict()
+    p3 = Tensor.from_host(dev.queue, p2.to_host())
+    opt3 = Adam([p3], lr=0.5)
+    opt3.load_state_dict(saved)
+    assert opt3.param_groups[0]["lr"] == 0.01 and opt3.state[0]["step"] == 5
+    for g in grads[5:]:
+        p3.grad = Tensor.from_host(dev.queue, g)
+        opt3.step()
+    np.testing.assert_array_equal(p3.to_host(), p1.to_host())
+
+
+def test_bad_input() -> None:
+    from netcl.core.device import manager
+
+    q = manager.default("cpu").queue  # type: ignore[union-attr]
+    p = Tensor.from_host(q, np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="empty parameter list"):
+        SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="lr must be >= 0, got -1"):
+        SGD([p], lr=-1)
+    with pytest.raises(ValueError, match="nesterov needs momentum > 0"):
+        SGD([p], lr=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="more than one group"):
+        SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+    with pytest.raises(TypeError, match="floating point, got int64"):
+        SGD([Tensor.from_host(q, np.ones(3, np.int64))], lr=0.1)
+    with pytest.raises(ValueError, match=r"betas must be in \[0, 1\)"):
+        Adam([p], betas=(1.0, 0.9))
+    opt = SGD([p], lr=0.1)
+    p.grad = Tensor.from_host(q, np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"gradient shape \(4,\) does not match parameter"):
+        opt.step()
+    with pytest.raises(ValueError, match="2 param groups in the state, 1 in the optimizer"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}, {"params": []}]})
+
+
+def _opt() -> SGD:
+    from netcl.core.device import manager
+
+    q = manager.default("cpu").queue  # type: ignore[union-attr]
+    return SGD([Tensor.from_host(q, np.ones(1, np.float32))], lr=1.0)
+
+
+def test_step_and_cosine() -> None:
+    opt = _opt()
+    s = StepLR(opt, step_size=3, gamma=0.1)
+    lrs = []
+    for _ in range(7):
+        s.step()
+        lrs.append(s.get_last_lr()[0])
+    np.testing.assert_allclose(lrs, [1, 1, 0.1, 0.1, 0.1, 0.01, 0.01])
+    opt = _opt()
+    c = CosineAnnealingLR(opt, T_max=10, eta_min=0.1)
+    got = []
+    for _ in range(10):
+        c.step()
+        got.append(c.get_last_lr()[0])
+    want = [0.1 + 0.9 * (1 + math.cos(math.pi * t / 10)) / 2 for t in range(1, 11)]
+    np.testing.assert_allclose(got, want)
+
+
+def test_warmup_cosine() -> None:
+    opt = _opt()
+    w = WarmupCosine(opt, warmup_steps=4, total_steps=12, min_lr=0.0)
+    lrs = [w.get_last_lr()[0]]
+    for _ in range(12):
+        w.step()
+        lrs.append(w.get_last_lr()[0])
+    np.testing.assert_allclose(lrs[:4], [0.25, 0.5, 0.75, 1.0])
+    assert lrs[-1] == pytest.approx(0.0) and all(a >= b for a, b in itertools.pairwise(lrs[3:]))
+    state = w.state_dict()
+    w2 = WarmupCosine(_opt(), warmup_steps=4, total_steps=12)
+    w2.load_state_dict(state)
+    assert w2.last_epoch == 12
+
+
+def test_reduce_on_plateau() -> None:
+    opt = _opt()
+    r = ReduceLROnPlateau(opt, factor=0.5, patience=2, cooldown=1)
+    for metric in [1.0, 0.9, 0.9, 0.9, 0.9]:
+        r.step(metric)
+    assert r.get_last_lr()[0] == 0.5
+    with pytest.raises(ValueError, match="needs the metric"):
+        r.step()
+    with pytest.raises(ValueError, match="mode must be 'min' or 'max'"):
+        ReduceLROnPlateau(opt, mode="up")
+
+
+@pytest.mark.parametrize("sizes", [(1,), (7, 33), (257, 3, 1000)], ids=str)
+def test_clip_grad_norm_device_matches_numpy(dev: DeviceHandle, sizes: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(len(sizes))
+    grads = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    ps = []
+    for g in grads:
+        p = Tensor.from_host(dev.queue, np.zeros_like(g))
+        p.grad = Tensor.from_host(dev.queue, g)
+        ps.append(p)
+    total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
+    out = clip_grad_norm_device(ps, max_norm=1.0)
+    assert out.shape == (2,)
+    host = out.to_host()
+    assert host[0] == pytest.approx(total, rel=1e-5)
+    scale = min(1.0, 1.0 / (total + 1e-6))
+    for p, g in zip(ps, grads):
+        assert p.grad is not None
+        np.testing.assert_allclose(p.grad.to_host(), g * scale, rtol=1e-5, atol=1e-7)
+    assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(min(total, 1.0), rel=1e-4)
+    with pytest.raises(ValueError, match="max_norm must be > 0"):
+        clip_grad_norm_device(ps, 0.0)

@@ -1,0 +1,31 @@
+"""Every docstring example in every netcl module runs and prints what it says (CONVENTIONS 9)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+from types import ModuleType
+
+import pytest
+
+import netcl
+
+
+def _modules() -> list[str]:
+    names = ["netcl"]
+    for info in pkgutil.walk_packages(netcl.__path__, prefix="netcl."):
+        names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_DEVICE", "cpu")  # examples use the NumPy backend
+    try:
+        module: ModuleType = importlib.import_module(name)
+    except ImportError as err:  # an optional dependency (e.g. torch in a benchmark helper)
+        pytest.skip(f"{name}: {err}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+                             verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
