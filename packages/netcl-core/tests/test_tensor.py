@@ -206,3 +206,15 @@ def test_float64_needs_the_extension(dev: DeviceHandle) -> None:
     else:
         with pytest.raises(ValueError, match="cl_khr_fp64"):
             Tensor.from_host(dev.queue, np.ones(3), dtype="float64")
+
+
+def test_copy_from_host_in_place(dev: DeviceHandle) -> None:
+    from netcl.core.tensor import copy_from_host
+
+    t = Tensor.from_shape(dev.queue, (7, 3))
+    buffer, array = t.buffer, t.array
+    copy_from_host(t, np.arange(21).reshape(7, 3))
+    np.testing.assert_array_equal(t.to_host(), np.arange(21).reshape(7, 3))
+    assert t.buffer is buffer and t.array is array
+    with pytest.raises(ValueError, match=r"data of shape \(3, 7\) does not fit .* \(7, 3\)"):
+        copy_from_host(t, np.zeros((3, 7)))

@@ -30,7 +30,7 @@ from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
 
-__all__ = ["Tensor", "check_same_device", "reshape"]
+__all__ = ["Tensor", "check_same_device", "copy_from_host", "reshape"]
 
 _CPU_BACKEND = CPUBackend()
 _NO_DATA: Any = object()
@@ -368,6 +368,37 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
         _base=t,
         _backend=t._backend,
     )
+
+
+def copy_from_host(t: Tensor, data: Any) -> Tensor:
+    """Overwrite ``t``'s data in place with ``data`` (same shape; cast to ``t.dtype``).
+
+    The buffer stays the same object, so everything holding ``t`` (an optimizer, a view) sees
+    the new values.
+
+    Raises:
+        ValueError: the shapes differ.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> t = Tensor.from_shape(manager.default("cpu").queue, (2,))
+        >>> copy_from_host(t, [3, 4]).to_host().tolist()
+        [3.0, 4.0]
+    """
+    host = np.ascontiguousarray(np.asarray(data), dtype=numpy_dtype(t.dtype))
+    if host.shape != t.shape:
+        raise ValueError(f"copy_from_host: data of shape {host.shape} does not fit a tensor of "
+                         f"shape {t.shape}")
+    t.wait()
+    if t.array is not None:
+        t.array[...] = host
+    elif host.size:
+        from ._cl import cl
+
+        cl().enqueue_copy(t.queue, t.buffer, host, dst_offset=t.offset * host.itemsize,
+                          is_blocking=True)
+    return t
 
 
 def check_same_device(op: str, *tensors: Tensor) -> Any:

@@ -1,0 +1,300 @@
+"""``Module`` and ``Parameter``: the tree of layers, its parameters, buffers, modes and hooks."""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core.device import DeviceHandle, get_active_device
+from netcl.core.tensor import Tensor, copy_from_host
+
+__all__ = ["HookHandle", "Module", "Parameter"]
+
+
+@dataclass(eq=False, repr=False)
+class Parameter(Tensor):
+    """A Tensor that is a module's learnable weight: ``requires_grad`` and never pooled away.
+
+    Build it like a Tensor: ``Parameter.from_host(queue, data)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> w = Parameter.from_host(manager.default("cpu").queue, np.ones((2, 3)))
+        >>> w.requires_grad, w.persistent, w.shape
+        (True, True, (2, 3))
+    """
+
+    def __post_init__(self) -> None:
+        self.requires_grad = True
+        self.persistent = True
+
+    def __repr__(self) -> str:
+        return "Parameter" + super().__repr__()[len("Tensor"):]
+
+
+_hook_ids = itertools.count()
+
+
+class HookHandle:
+    """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook."""
+
+    def __init__(self, table: dict[int, Any], key: int) -> None:
+        self._table, self._key = table, key
+
+    def remove(self) -> None:
+        """Unregister the hook (idempotent)."""
+        self._table.pop(self._key, None)
+
+
+class Module:
+    """Base class of every layer: holds parameters, buffers and child modules by attribute.
+
+    Subclasses call ``super().__init__()`` first, assign :class:`Parameter` s, child modules and
+    :meth:`register_buffer` tensors as attributes, and implement ``forward``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> class Scale(Module):
+        ...     def __init__(self) -> None:
+        ...         super().__init__()
+        ...         self.w = Parameter.from_host(manager.default("cpu").queue, np.ones(3))
+        ...     def forward(self, x: Any) -> Any:
+        ...         return x
+        >>> m = Scale()
+        >>> [name for name, _ in m.named_parameters()]
+        ['w']
+        >>> sorted(m.state_dict())
+        ['w']
+    """
+
+    training: bool
+    _parameters: OrderedDict[str, Parameter]
+    _buffers: OrderedDict[str, Tensor | None]
+    _modules: OrderedDict[str, Module]
+    _forward_hooks: OrderedDict[int, Callable[..., Any]]
+    _forward_pre_hooks: OrderedDict[int, Callable[..., Any]]
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # -- registration ----------------------------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning "
+                               f"attribute {name!r}")
+        for table in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[table].pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        elif name in self.__dict__.get("_buffer_names", ()):
+            self._buffers[name] = value
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        for table in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[table].pop(name, None)
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """A tensor that is state but not learnable (running statistics): saved, not trained."""
+        names = self.__dict__.setdefault("_buffer_names", set())
+        names.add(name)
+        if tensor is not None:
+            tensor.persistent = True
+        setattr(self, name, tensor)
+        if tensor is None:
+            self._buffers.pop(name, None)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register a child under ``name`` (what attribute assignment does)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module, got {type(module).__name__}")
+        setattr(self, name, module)
+
+    # -- traversal -------------------------------------------------------------------------
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Direct children with their attribute names."""
+        yield from self._modules.items()
+
+    def children(self) -> Iterator[Module]:
+        """Direct children."""
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module and every descendant, with dotted names."""
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every descendant."""
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True
+                         ) -> Iterator[tuple[str, Parameter]]:
+        """Every parameter with its dotted name (each object once)."""
+        seen: set[int] = set()
+        mods = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        for mod_name, mod in mods:
+            for name, p in mod._parameters.items():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mod_name}.{name}" if mod_name else name), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter (what an optimizer takes)."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Every buffer with its dotted name."""
+        for mod_name, mod in self.named_modules(prefix):
+            for name, b in mod._buffers.items():
+                if b is not None:
+                    yield (f"{mod_name}.{name}" if mod_name else name), b
+
+    def buffers(self) -> Iterator[Tensor]:
+        """Every buffer."""
+        for _, b in self.named_buffers():
+            yield b
+
+    # -- modes, grads ----------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout active, batch norm uses batch statistics) for the whole tree."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Set every parameter's ``.grad`` to ``None``."""
+        for p in self.parameters():
+            p.grad = None
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state_dict(self) -> OrderedDict[str, Tensor]:
+        """Parameters and buffers by dotted name (the tensors themselves, not copies)."""
+        out: OrderedDict[str, Tensor] = OrderedDict()
+        for name, p in self.named_parameters():
+            out[name] = p
+        for name, b in self.named_buffers():
+            out[name] = b
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Copy values into this module's tensors in place.
+
+        Every key and shape is checked before anything is written, so a mismatch leaves the
+        module untouched.
+
+        Raises:
+            KeyError: ``strict`` and keys are missing or unexpected (both listed).
+            ValueError: a shape differs (all listed).
+        """
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, "
+                           f"unexpected keys {unexpected}")
+        bad = [
+            f"{k}: module {own[k].shape}, state {tuple(np.shape(_host(state[k])))}"
+            for k in sorted(set(own) & set(state))
+            if tuple(np.shape(_host(state[k]))) != own[k].shape
+        ]
+        if bad:
+            raise ValueError(f"load_state_dict({type(self).__name__}): shape mismatch for "
+                             + "; ".join(bad))
+        for k in set(own) & set(state):
+            copy_from_host(own[k], _host(state[k]))
+
+    def to(self, device: DeviceHandle | Any) -> Module:
+        """Move every parameter and buffer to ``device`` (a DeviceHandle or a queue)."""
+        queue = device.queue if isinstance(device, DeviceHandle) else device
+        for mod in self.modules():
+            for name, p in list(mod._parameters.items()):
+                setattr(mod, name, Parameter.from_host(queue, p.to_host(), dtype=p.dtype))
+            for name, b in list(mod._buffers.items()):
+                if b is not None:
+                    moved = Tensor.from_host(queue, b.to_host(), dtype=b.dtype)
+                    moved.persistent = True
+                    setattr(mod, name, moved)
+        return self
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def register_forward_pre_hook(self, hook: Callable[[Module, tuple[Any, ...]], Any]
+                                  ) -> HookHandle:
+        """``hook(module, inputs)`` before forward; a non-None return replaces the inputs."""
+        key = next(_hook_ids)
+        self._forward_pre_hooks[key] = hook
+        return HookHandle(self._forward_pre_hooks, key)
+
+    def register_forward_hook(self, hook: Callable[[Module, tuple[Any, ...], Any], Any]
+                              ) -> HookHandle:
+        """``hook(module, inputs, output)`` after forward; a non-None return replaces output."""
+        key = next(_hook_ids)
+        self._forward_hooks[key] = hook
+        return HookHandle(self._forward_hooks, key)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation; every subclass defines it."""
+        raise TypeError(f"{type(self).__name__} defines no forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for hook in list(self._forward_pre_hooks.values()):
+            changed = hook(self, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            changed = hook(self, args, out)
+            if changed is not None:
+                out = changed
+        return out
+
+    # -- display ---------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        """The part inside the parentheses of ``repr`` (layers describe their sizes)."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): " + repr(child).replace("\n", "\n  ")
+                 for name, child in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _host(value: Any) -> Any:
+    return value.to_host() if isinstance(value, Tensor) else np.asarray(value)
+
+
+def default_queue() -> Any:
+    """The active device's queue (layers are built there unless told otherwise)."""
+    return get_active_device().queue

@@ -1,0 +1,124 @@
+"""Weight initialisers, PyTorch's formulas, each taking an explicit ``np.random.Generator``.
+
+Initialisation is not a hot path: values are drawn on the host and written into the tensor in
+place (so an optimizer holding it keeps working).
+
+Examples:
+    >>> import numpy as np
+    >>> from netcl.core import Tensor, manager
+    >>> w = Tensor.from_shape(manager.default("cpu").queue, (64, 32))
+    >>> _ = kaiming_uniform_(w, rng=np.random.default_rng(0))
+    >>> float(np.abs(w.to_host()).max()) <= np.sqrt(6 / 32)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netcl.core.tensor import Tensor, copy_from_host
+
+__all__ = [
+    "calculate_gain",
+    "constant_",
+    "kaiming_normal_",
+    "kaiming_uniform_",
+    "normal_",
+    "ones_",
+    "uniform_",
+    "xavier_normal_",
+    "xavier_uniform_",
+    "zeros_",
+]
+
+
+def _fans(t: Tensor) -> tuple[int, int]:
+    if t.ndim < 2:
+        raise ValueError(f"init: fan in/out need a tensor of at least 2 dims, got shape {t.shape}")
+    receptive = math.prod(t.shape[2:])
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for ``nonlinearity`` (linear, sigmoid, tanh, relu, leaky_relu)."""
+    if nonlinearity in ("linear", "conv2d", "sigmoid"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope**2))
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _rng(rng: np.random.Generator | None) -> np.random.Generator:
+    return rng if rng is not None else np.random.default_rng()
+
+
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0,
+             rng: np.random.Generator | None = None) -> Tensor:
+    """Fill with U(a, b)."""
+    return copy_from_host(t, _rng(rng).uniform(a, b, t.shape))
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0,
+            rng: np.random.Generator | None = None) -> Tensor:
+    """Fill with N(mean, std^2)."""
+    return copy_from_host(t, _rng(rng).normal(mean, std, t.shape))
+
+
+def constant_(t: Tensor, value: float) -> Tensor:
+    """Fill with ``value``."""
+    return copy_from_host(t, np.full(t.shape, value))
+
+
+def zeros_(t: Tensor) -> Tensor:
+    """Fill with 0."""
+    return constant_(t, 0.0)
+
+
+def ones_(t: Tensor) -> Tensor:
+    """Fill with 1."""
+    return constant_(t, 1.0)
+
+
+def xavier_uniform_(t: Tensor, gain: float = 1.0,
+                    rng: np.random.Generator | None = None) -> Tensor:
+    """U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot & Bengio)."""
+    fan_in, fan_out = _fans(t)
+    a = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -a, a, rng)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0,
+                   rng: np.random.Generator | None = None) -> Tensor:
+    """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), rng)
+
+
+def _kaiming_std(t: Tensor, a: float, mode: str, nonlinearity: str) -> float:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"kaiming init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
+def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu",
+                     rng: np.random.Generator | None = None) -> Tensor:
+    """U(-b, b) with ``b = gain * sqrt(3 / fan)`` (He et al.)."""
+    bound = math.sqrt(3.0) * _kaiming_std(t, a, mode, nonlinearity)
+    return uniform_(t, -bound, bound, rng)
+
+
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu",
+                    rng: np.random.Generator | None = None) -> Tensor:
+    """N(0, std^2) with ``std = gain / sqrt(fan)`` (He et al.)."""
+    return normal_(t, 0.0, _kaiming_std(t, a, mode, nonlinearity), rng)
