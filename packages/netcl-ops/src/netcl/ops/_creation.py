@@ -1,0 +1,224 @@
+"""Creation ops: fill, full, zeros, ones, arange, one_hot.
+
+Creation functions take the queue of the device to create on (``None``: the active device),
+like :meth:`netcl.core.tensor.Tensor.from_shape`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.core.device import get_active_device
+from netcl.core.dtypes import INT_DTYPES, canonical_dtype
+from netcl.core.tensor import Tensor
+
+from ._common import check_tensor, cl_kernel, empty
+from ._elementwise import host, wrap
+from ._elementwise_base import (
+    SCALAR_FLOAT,
+    device_buffer,
+    index_defs,
+    kernel_scalar,
+    launch_items,
+    np_compute,
+    scalar_kind,
+)
+
+__all__ = ["arange", "fill", "full", "one_hot", "ones", "zeros"]
+
+_SOURCE = """
+__kernel void fill_k(__global T* out, const IDX oo, const CT value, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i < n) ST(out, oo + i, value);
+}
+
+__kernel void arange_k(__global T* out, const CT start, const CT step, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i < n) ST(out, i, start + (CT)i * step);
+}
+"""
+
+_ONE_HOT = """
+__kernel void one_hot_k(__global T* out, __global const LT* labels, const IDX lo,
+                        const IDX C, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const long label = (long)labels[lo + i / C];
+  ST(out, i, label == (long)(i % C) ? (CT)1 : (CT)0);  /* out of range: a row of zeros */
+}
+"""
+
+
+def _queue(queue: Any) -> Any:
+    return get_active_device().queue if queue is None else queue
+
+
+def _kernel(queue: Any, name: str, dtype: str, wide: bool, extra: str = "",
+            source: str = _SOURCE) -> Any:
+    defs = index_defs(2**31 if wide else 0)[0]
+    return cl_kernel(queue.context, name, defs + extra + source, dtype)
+
+
+def fill(x: Tensor, value: float) -> Tensor:
+    """Set every element of ``x`` to ``value`` in place; returns ``x``.
+
+    Raises:
+        ValueError: an integer ``value`` out of range for ``x``'s integer dtype.
+        TypeError: a float ``value`` for an integer tensor.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = zeros(manager.default("cpu").queue, (2,))
+        >>> fill(x, 7).to_host().tolist()
+        [7.0, 7.0]
+    """
+    x = check_tensor("fill", x)
+    if x.dtype in INT_DTYPES and scalar_kind("fill", value) == SCALAR_FLOAT:
+        raise TypeError(f"fill: float value {value!r} for an integer tensor ({x.dtype})")
+    v = kernel_scalar("fill", value, x.dtype)
+    if x.array is not None:
+        x.array[...] = v
+        return x
+    n = x.size
+    if n:
+        _, idx = index_defs(x.offset + n)
+        kernel = _kernel(x.queue, "fill_k", x.dtype, idx is np.int64)
+        launch_items(x.queue, kernel, n, device_buffer(x), idx(x.offset), v, idx(n))
+    return x
+
+
+def full(queue: Any, shape: Sequence[int], value: float, dtype: Any = None) -> Tensor:
+    """A new tensor of ``shape`` filled with ``value``.
+
+    ``dtype=None`` gives int64 for an int ``value`` and float32 for a float one (as PyTorch).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> full(manager.default("cpu").queue, (2,), 1.5).to_host().tolist()
+        [1.5, 1.5]
+    """
+    kind = scalar_kind("full", value)
+    if dtype is None:
+        dtype = "float32" if kind == SCALAR_FLOAT else "int64"
+    return fill(empty(_queue(queue), _shape(shape), canonical_dtype(dtype, "full")), value)
+
+
+def zeros(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
+    """A new tensor of ``shape`` filled with 0.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> zeros(manager.default("cpu").queue, (1, 2)).to_host().tolist()
+        [[0.0, 0.0]]
+    """
+    return full(queue, shape, 0, dtype)
+
+
+def ones(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
+    """A new tensor of ``shape`` filled with 1.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> ones(manager.default("cpu").queue, (2,), "int32").to_host().tolist()
+        [1, 1]
+    """
+    return full(queue, shape, 1, dtype)
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"shape entries must be ints, got {shape!r}")
+        if d < 0:
+            raise ValueError(f"shape entries must be >= 0, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
+           dtype: Any = None) -> Tensor:
+    """``start, start + step, ...`` below ``stop`` (one argument: ``0 .. start``), as NumPy.
+
+    ``dtype=None`` gives int64 when every argument is an int, else float32. Element ``i`` is
+    ``start + i * step`` computed in the dtype.
+
+    Raises:
+        ValueError: ``step`` is 0.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> arange(q, 4).to_host().tolist(), arange(q, 1, 2, 0.25).to_host().tolist()
+        ([0, 1, 2, 3], [1.0, 1.25, 1.5, 1.75])
+    """
+    if stop is None:
+        start, stop = 0, start
+    kinds = [scalar_kind("arange", v) for v in (start, stop, step)]
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
+    if dtype is None:
+        dtype = "float32" if SCALAR_FLOAT in kinds else "int64"
+    dtype = canonical_dtype(dtype, "arange")
+    n = max(0, math.ceil((stop - start) / step))
+    if SCALAR_FLOAT not in kinds:
+        n = max(0, -(-(int(stop) - int(start)) // int(step)))
+    q = _queue(queue)
+    a, d = kernel_scalar("arange", start, dtype), kernel_scalar("arange", step, dtype)
+    if getattr(q, "backend", None) == "cpu":
+        ct = np_compute(dtype)
+        return wrap(q, a + np.arange(n).astype(ct) * d, dtype)
+    out = empty(q, (n,), dtype)
+    if n:
+        _, idx = index_defs(n)
+        kernel = _kernel(q, "arange_k", dtype, idx is np.int64)
+        launch_items(q, kernel, n, device_buffer(out), a, d, idx(n))
+    return out
+
+
+def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
+    """``labels`` (int32/int64, any shape) as one-hot rows: shape ``labels.shape + (C,)``.
+
+    ``num_classes`` is required (inferring it would need the labels on the host).
+
+    Raises:
+        TypeError: labels that are not int32/int64.
+        ValueError: ``num_classes < 1``; on the NumPy backend a label outside
+            ``[0, num_classes)``. On OpenCL such a label gives a row of zeros (checking would
+            need a host round trip).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> y = Tensor.from_host(manager.default("cpu").queue, np.array([2, 0]))
+        >>> one_hot(y, 3).to_host().tolist()
+        [[0, 0, 1], [1, 0, 0]]
+    """
+    labels = check_tensor("one_hot", labels, "labels")
+    if labels.dtype not in ("int32", "int64"):
+        raise TypeError(f"one_hot: labels must be int32 or int64, got {labels.dtype}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or \
+            num_classes < 1:
+        raise ValueError(f"one_hot: num_classes must be an int >= 1, got {num_classes!r}")
+    dtype = canonical_dtype(dtype, "one_hot")
+    C = int(num_classes)
+    shape = (*labels.shape, C)
+    if labels.array is not None:
+        y = host(labels)
+        bad = (y < 0) | (y >= C)
+        if bad.any():
+            raise ValueError(f"one_hot: label {int(y[bad][0])} is out of range for "
+                             f"{C} classes")
+        return wrap(labels.queue, np.arange(C) == y[..., None], dtype)
+    out = empty(labels.queue, shape, dtype)
+    n = out.size
+    if n:
+        _, idx = index_defs(n, labels.offset + labels.size)
+        extra = f"#define LT {'int' if labels.dtype == 'int32' else 'long'}\n"
+        kernel = _kernel(labels.queue, "one_hot_k", dtype, idx is np.int64, extra, _ONE_HOT)
+        launch_items(labels.queue, kernel, n, device_buffer(out), device_buffer(labels),
+                     idx(labels.offset), idx(C), idx(n))
+    return out
+

@@ -1,0 +1,508 @@
+"""Machinery under every elementwise op: dtype promotion, broadcasting, the kernel family.
+
+An elementwise op is a row of :data:`netcl.ops._elementwise.OPS` (an :class:`EwOp`: its C
+expression and its NumPy function). This module turns a row into OpenCL kernels and launches
+them; it knows no op by name.
+
+# NOTE [ Elementwise kernel family ]
+# One *program* holds a kernel for every op of one group ("arith", "cmp" or "copy") and arity
+# that has an expression for the compute type, for one signature: operand storage dtypes (or a
+# scalar passed by value), compute dtype, output dtype and layout. PoCL and most drivers pay
+# ~0.3 s per program build and far less per extra kernel in it, so bundling a family keeps a
+# model's (and the test suite's) compile time down; a kernel object is still per op.
+#
+# Layouts (shapes and strides are scalar kernel arguments, never buffers):
+# - "flat": every operand contiguous over the output (same shape), one element per work item
+#   (KernelVariant.ELEMENTWISE_SCALAR);
+# - "vec": the same with vloadN/vstoreN of ``width`` elements per work item and a scalar tail
+#   (KernelVariant.ELEMENTWISE_VECTORIZED);
+# - "nd": any element strides (broadcast stride 0, permuted, sliced, offset output) over an
+#   iteration shape of at most MAX_DIMS dims left after merging dims that are contiguous for
+#   every operand.
+# Every launch uses one fixed local size per device: PoCL compiles a work-group function per
+# (kernel, local size), so a size-dependent local size would recompile for every new shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, c_type, numpy_dtype
+from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+from ._common import cl_kernel, empty
+
+__all__ = [
+    "MAX_DIMS",
+    "SCALAR_FLOAT",
+    "SCALAR_INT",
+    "EwOp",
+    "Strided",
+    "broadcast_shapes",
+    "broadcast_strides",
+    "contiguous_strides",
+    "device_buffer",
+    "index_defs",
+    "kernel_scalar",
+    "launch_items",
+    "local_size",
+    "np_compute",
+    "promote",
+    "run_broadcast",
+    "run_strided",
+    "scalar_kind",
+]
+
+MAX_DIMS = 6
+SCALAR_INT = "<python int>"
+SCALAR_FLOAT = "<python float>"
+_INT32_LIMIT = 2**31 - 1
+_FLOAT_RANK = {"float16": 0, "float32": 1, "float64": 2}
+_INT_RANK = {"uint8": 0, "int32": 1, "int64": 2}
+_LOCAL = 256
+
+Scalar = int | float
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+
+
+def scalar_kind(op: str, value: Any) -> str:
+    """``SCALAR_INT`` or ``SCALAR_FLOAT`` for a Python/NumPy number; ``TypeError`` otherwise."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return SCALAR_INT
+    if isinstance(value, (float, np.floating)):
+        return SCALAR_FLOAT
+    raise TypeError(f"{op}: operands must be netcl Tensors or Python numbers, "
+                    f"got {type(value).__name__}")
+
+
+def promote(op: str, kinds: Sequence[str]) -> str:
+    """The result dtype of tensors (dtype names) and scalars (``SCALAR_*``), as in PyTorch.
+
+    Any float tensor wins over integer tensors (the widest float); integer tensors give the
+    widest integer; a Python scalar never widens a tensor's dtype, except that a float scalar
+    makes an integer result float32.
+
+    Examples:
+        >>> promote("add", ["int32", "float16"]), promote("add", ["float16", SCALAR_FLOAT])
+        ('float16', 'float16')
+        >>> promote("add", ["uint8", "int64"]), promote("add", ["int32", SCALAR_FLOAT])
+        ('int64', 'float32')
+    """
+    tensors = [k for k in kinds if k not in (SCALAR_INT, SCALAR_FLOAT)]
+    if not tensors:
+        raise TypeError(f"{op}: needs at least one Tensor operand, got only Python numbers")
+    floats = [k for k in tensors if k in _FLOAT_RANK]
+    if floats:
+        return max(floats, key=_FLOAT_RANK.__getitem__)
+    if SCALAR_FLOAT in kinds:
+        return "float32"
+    return max(tensors, key=_INT_RANK.__getitem__)
+
+
+def np_compute(dtype: str) -> np.dtype[Any]:
+    """The NumPy dtype arithmetic runs in: float32 for float16 (as on OpenCL), else ``dtype``."""
+    return np.dtype(np.float32) if dtype == "float16" else numpy_dtype(dtype)
+
+
+def kernel_scalar(op: str, value: Scalar, dtype: str) -> Any:
+    """``value`` as the NumPy scalar type of ``CT`` for ``dtype`` (range-checked for ints)."""
+    if dtype in INT_DTYPES:
+        ivalue = int(value)
+        info = np.iinfo(numpy_dtype(dtype))
+        if not info.min <= ivalue <= info.max:
+            raise ValueError(
+                f"{op}: scalar {value!r} is out of range for {dtype} "
+                f"[{info.min}, {info.max}]; cast the tensor to a wider dtype first"
+            )
+        return numpy_dtype(dtype).type(ivalue)
+    return np_compute(dtype).type(value)
+
+
+# -- shapes ---------------------------------------------------------------------------------
+
+
+def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy broadcasting of ``shapes``; ``ValueError`` naming the op and the shapes.
+
+    Examples:
+        >>> broadcast_shapes("add", (3, 1), (4,))
+        (3, 4)
+    """
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for k, d in enumerate(shape, start=ndim - len(shape)):
+            if d != out[k] and out[k] != 1 and d != 1:
+                listed = " and ".join(str(s) for s in shapes)
+                raise ValueError(
+                    f"{op}: shapes {listed} cannot be broadcast together: dimension "
+                    f"{k - ndim} is {out[k]} in one and {d} in another"
+                )
+            if d != 1:
+                out[k] = d
+    return tuple(out)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of ``shape``."""
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * max(shape[k + 1], 1)
+    return tuple(strides)
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides reading a contiguous ``shape`` broadcast to ``out_shape`` (0: repeat)."""
+    own = contiguous_strides(shape)
+    lead = len(out_shape) - len(shape)
+    return (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(shape, own))
+
+
+def _collapse(
+    shape: Sequence[int], strides: Sequence[Sequence[int]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 dims, merge neighbours that are contiguous for every stride set."""
+    dims: list[int] = []
+    merged: list[list[int]] = [[] for _ in strides]
+    for k, d in enumerate(shape):
+        if d == 1:
+            continue
+        if dims and all(m[-1] == s[k] * d for m, s in zip(merged, strides)):
+            dims[-1] *= d
+            for m, s in zip(merged, strides):
+                m[-1] = s[k]
+        else:
+            dims.append(d)
+            for m, s in zip(merged, strides):
+                m.append(s[k])
+    if not dims:
+        return (1,), [(1,) for _ in strides]  # one element: any stride reads it
+    return tuple(dims), [tuple(m) for m in merged]
+
+
+# -- device arguments -------------------------------------------------------------------------
+
+
+def device_buffer(t: Tensor) -> Any:
+    """The OpenCL buffer behind ``t`` (its pending upload waited for); offsets go separately."""
+    t.wait()
+    return t.buffer
+
+
+def index_defs(*extents: int) -> tuple[str, Callable[[int], Any]]:
+    """``#define IDX`` for indices up to ``max(extents)`` and the matching argument converter.
+
+    32-bit indices while every extent fits (fast division on GPUs), 64-bit beyond.
+    """
+    if max(extents, default=0) > _INT32_LIMIT:
+        return "#define IDX long\n", np.int64
+    return "#define IDX int\n", np.int32
+
+
+@functools.cache
+def local_size(device: Any) -> int:
+    """The one 1-D local size used on ``device``: 256, or its maximum work-group size."""
+    return int(min(_LOCAL, device.max_work_group_size))
+
+
+def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
+    """Launch ``kernel`` over ``items`` work items with the device's fixed local size."""
+    if items <= 0:
+        return
+    local = local_size(queue.device)
+    launch(queue, kernel, (-(-items // local) * local,), (local,), *args)
+
+
+# -- ops and kernels --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EwOp:
+    """One elementwise op: C expressions over ``a, b, c`` (operands) and ``q0, q1`` (params).
+
+    Args:
+        name: the op's name (kernel ``ew_<name>``).
+        arity: number of operands.
+        group: ``"arith"`` (output dtype = compute dtype), ``"cmp"`` (uint8 0/1 output) or
+            ``"copy"`` (output dtype chosen by the caller).
+        c_float: expression for float compute types (``None``: floats unsupported).
+        c_int: expression for integer compute (``None``: ``TypeError`` on integer tensors).
+        numpy: vectorized NumPy function on arrays in the compute dtype (params after operands).
+        unsigned: whether uint8 is allowed (``neg`` is not).
+        nparams: number of scalar parameters (``q0``, ``q1``); ops of one program share it.
+    """
+
+    name: str
+    arity: int
+    group: str
+    c_float: str | None
+    c_int: str | None
+    numpy: Callable[..., Any]
+    unsigned: bool = True
+    nparams: int = 0
+
+    def expression(self, compute: str) -> str | None:
+        """The C expression for ``compute`` dtype, ``None`` where the op does not apply."""
+        if compute in FLOAT_DTYPES:
+            return self.c_float
+        if compute == "uint8" and not self.unsigned:
+            return None
+        return self.c_int
+
+
+@dataclass(frozen=True)
+class _Sig:
+    group: str
+    arity: int
+    nparams: int
+    operands: tuple[str | None, ...]  # storage dtype of each operand, None for a scalar
+    compute: str
+    out: str
+    layout: str  # "flat" | "vec" | "nd"
+    ndim: int
+    width: int
+    wide: bool
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A tensor read or written through element ``strides`` over an iteration shape.
+
+    ``offset`` counts elements from the start of the tensor's buffer (``tensor.offset``
+    included).
+    """
+
+    tensor: Tensor
+    strides: tuple[int, ...]
+    offset: int
+
+    @classmethod
+    def over(cls, t: Tensor, shape: Sequence[int]) -> Strided:
+        """``t`` broadcast over ``shape``."""
+        return cls(t, broadcast_strides(t.shape, shape), t.offset)
+
+
+_NAMES = "abc"
+
+
+def _load_macro(k: int, dtype: str) -> str:
+    if dtype == "float16":
+        return f"#define LD{k}(p, i) ((CT)vload_half((i), (p)))\n"
+    return f"#define LD{k}(p, i) ((CT)(p)[(i)])\n"
+
+
+def _store_macro(dtype: str) -> str:
+    if dtype == "float16":
+        return "#define STO(p, i, v) vstore_half((float)(v), (i), (p))\n"
+    return f"#define STO(p, i, v) ((p)[(i)] = ({c_type(dtype)})(v))\n"
+
+
+def _literal_macro(compute: str) -> str:
+    # LIT(0.5) is a literal of the compute type: float literals need the f suffix on devices
+    # without fp64, double ones must keep every digit.
+    if compute == "float64":
+        return "#define LIT(x) (x)\n"
+    if compute in FLOAT_DTYPES:
+        return "#define LIT(x) (x##f)\n"
+    return "#define LIT(x) ((CT)(x))\n"
+
+
+def _params(sig: _Sig) -> list[str]:
+    out = [f"__global {c_type(sig.out)}* out", "const IDX oo"]
+    for k, dt in enumerate(sig.operands):
+        if dt is None:
+            out.append(f"const CT s{k}")
+        else:
+            out += [f"__global const {c_type(dt)}* p{k}", f"const IDX o{k}"]
+    out += [f"const CT q{j}" for j in range(sig.nparams)]
+    out.append("const IDX n")
+    if sig.layout == "nd":
+        out += [f"const IDX d{j}" for j in range(sig.ndim)]
+        out += [f"const IDX so{j}" for j in range(sig.ndim)]
+        for k, dt in enumerate(sig.operands):
+            if dt is not None:
+                out += [f"const IDX s{k}_{j}" for j in range(sig.ndim)]
+    return out
+
+
+def _scalar_body(sig: _Sig, expr: str, index: str, out_index: str, indent: str) -> str:
+    lines = []
+    for k, dt in enumerate(sig.operands):
+        value = f"s{k}" if dt is None else f"LD{k}(p{k}, {index.format(k=k)})"
+        lines.append(f"{indent}const CT {_NAMES[k]} = {value};")
+    lines.append(f"{indent}STO(out, {out_index}, ({expr}));")
+    return "\n".join(lines)
+
+
+def _vec_body(sig: _Sig, expr: str) -> str:
+    w = sig.width
+    lines = ["  const IDX base = i * W;", "  if (base + W <= n) {"]
+    for k, dt in enumerate(sig.operands):
+        if dt == "float16":
+            lines.append(f"    const float{w} v{k} = vload_half{w}(i, p{k} + o{k});")
+        elif dt is not None:
+            lines.append(f"    const {c_type(dt)}{w} v{k} = vload{w}(i, p{k} + o{k});")
+    lane_type = "float" if sig.out == "float16" else c_type(sig.out)
+    lines.append(f"    {lane_type}{w} r;")
+    for lane in range(w):
+        sl = f"s{lane:X}"
+        loads = " ".join(
+            f"const CT {_NAMES[k]} = " + (f"s{k};" if dt is None else f"(CT)v{k}.{sl};")
+            for k, dt in enumerate(sig.operands)
+        )
+        lines.append(f"    {{ {loads} r.{sl} = ({lane_type})({expr}); }}")
+    if sig.out == "float16":
+        lines.append(f"    vstore_half{w}(r, i, out + oo);")
+    else:
+        lines.append(f"    vstore{w}(r, i, out + oo);")
+    lines.append("  } else {")
+    lines.append("    for (IDX j = base; j < n; ++j) {")
+    lines.append(_scalar_body(sig, expr, "o{k} + j", "oo + j", "      "))
+    lines.append("    }")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def _nd_body(sig: _Sig, expr: str) -> str:
+    tensors = [k for k, dt in enumerate(sig.operands) if dt is not None]
+    lines = ["  if (i >= n) return;", "  IDX r = i;", "  IDX io = oo;"]
+    lines += [f"  IDX i{k} = o{k};" for k in tensors]
+    for j in range(sig.ndim - 1, -1, -1):
+        step = "const IDX c = r;" if j == 0 else f"const IDX c = r % d{j}; r /= d{j};"
+        adds = " ".join([f"io += c * so{j};"] + [f"i{k} += c * s{k}_{j};" for k in tensors])
+        lines.append(f"  {{ {step} {adds} }}")
+    lines.append(_scalar_body(sig, expr, "i{k}", "io", "  "))
+    return "\n".join(lines)
+
+
+@functools.cache
+def _program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
+    """The program of every op in ``ops`` that has an expression for ``sig.compute``."""
+    head = [index_defs(_INT32_LIMIT + 1 if sig.wide else 0)[0], _literal_macro(sig.compute),
+            _store_macro(sig.out)]
+    head += [_load_macro(k, dt) for k, dt in enumerate(sig.operands) if dt is not None]
+    if sig.layout == "vec":
+        head.append(f"#define W {sig.width}\n")
+    parts = ["".join(head)]
+    params = ",\n    ".join(_params(sig))
+    for op in ops:
+        expr = op.expression(sig.compute)
+        if expr is None:
+            continue
+        if sig.layout == "flat":
+            body = "  if (i >= n) return;\n" + _scalar_body(sig, expr, "o{k} + i", "oo + i", "  ")
+        elif sig.layout == "vec":
+            body = _vec_body(sig, expr)
+        else:
+            body = _nd_body(sig, expr)
+        parts.append(
+            f"__kernel void ew_{op.name}(\n    {params})\n{{\n"
+            f"  const IDX i = get_global_id(0);\n{body}\n}}\n"
+        )
+    return "\n".join(parts)
+
+
+_kernels: dict[tuple[int, _Sig, str], Any] = {}
+
+
+def _kernel(context: Any, sig: _Sig, op: EwOp, bundle: tuple[EwOp, ...]) -> Any:
+    key = (id(context), sig, op.name)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        source = _program_source(sig, bundle)
+        kernel = _kernels[key] = cl_kernel(context, f"ew_{op.name}", source, sig.compute)
+    return kernel
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def run_strided(
+    op: EwOp,
+    bundle: tuple[EwOp, ...],
+    shape: Sequence[int],
+    out: Strided,
+    operands: Sequence[Strided | Any],
+    compute: str,
+    params: Sequence[Any] = (),
+) -> None:
+    """Launch ``op`` over ``shape``: ``out`` gets ``op(operands)`` through their strides.
+
+    ``operands`` are :class:`Strided` tensors or NumPy scalars already of the ``CT`` type of
+    ``compute`` (see :func:`kernel_scalar`); ``params`` likewise. Nothing runs for an empty
+    ``shape``.
+    """
+    n = math.prod(shape)
+    if n == 0:
+        return
+    queue = out.tensor.queue
+    views = [o for o in operands if isinstance(o, Strided)]
+    dims, strides = _collapse(shape, [out.strides] + [v.strides for v in views])
+    extents = [n] + [v.offset + v.tensor.size for v in [out, *views]]
+    _, idx = index_defs(*extents)
+    wide = idx is np.int64
+    layout, width = "nd", 1
+    if len(dims) == 1 and all(s[0] == 1 for s in strides):
+        cfg = get_kernel_selector(queue.device).select_elementwise_kernel(n, out.tensor.dtype)
+        if cfg.variant is KernelVariant.ELEMENTWISE_VECTORIZED:
+            layout, width = "vec", cfg.vector_width
+        else:
+            layout = "flat"
+    if len(dims) > MAX_DIMS:
+        raise ValueError(
+            f"{op.name}: {len(shape)}-d iteration shape {tuple(shape)} keeps {len(dims)} dims "
+            f"after merging contiguous ones; OpenCL kernels take at most {MAX_DIMS}"
+        )
+    sig = _Sig(
+        group=op.group, arity=op.arity, nparams=op.nparams,
+        operands=tuple(o.tensor.dtype if isinstance(o, Strided) else None for o in operands),
+        compute=compute, out=out.tensor.dtype, layout=layout,
+        ndim=len(dims) if layout == "nd" else 1, width=width, wide=wide,
+    )
+    args: list[Any] = [device_buffer(out.tensor), idx(out.offset)]
+    for o in operands:
+        if isinstance(o, Strided):
+            args += [device_buffer(o.tensor), idx(o.offset)]
+        else:
+            args.append(o)
+    args += list(params)
+    args.append(idx(n))
+    if layout == "nd":
+        args += [idx(d) for d in dims]
+        for s in strides:
+            args += [idx(v) for v in s]
+    kernel = _kernel(queue.context, sig, op, bundle)
+    items = -(-n // width) if layout == "vec" else n
+    launch_items(queue, kernel, items, *args)
+
+
+def run_broadcast(
+    op: EwOp,
+    bundle: tuple[EwOp, ...],
+    operands: Sequence[Tensor | Any],
+    shape: tuple[int, ...],
+    compute: str,
+    out_dtype: str,
+    params: Sequence[Any] = (),
+) -> Tensor:
+    """A new ``out_dtype`` tensor of ``shape`` = ``op`` of the operands broadcast to ``shape``.
+
+    Tensor operands must share one OpenCL queue; scalars are NumPy scalars of ``CT``.
+    """
+    first = next(o for o in operands if isinstance(o, Tensor))
+    out = empty(first.queue, shape, out_dtype)
+    views = [Strided.over(o, shape) if isinstance(o, Tensor) else o for o in operands]
+    run_strided(op, bundle, shape, Strided(out, contiguous_strides(shape), 0), views,
+                compute, params)
+    return out
+

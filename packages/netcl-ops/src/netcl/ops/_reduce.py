@@ -1,0 +1,529 @@
+"""Reductions: sum (``reduce_sum``), mean, max, min, argmax, var over any axes.
+
+# NOTE [ Reduction plan ]
+# A reduction views its input as (outer, R, inner): the reduced axes are R, the axes before
+# them outer, after them inner. Size-1 axes are dropped first; reduced axes that are still not
+# adjacent are moved last by one permuting copy (inner = 1). Kernels (chosen by
+# ``select_reduction_kernel(R, kind)``):
+# - REDUCTION_SEQUENTIAL: one work item per output loops over R (coalesced across inner);
+# - REDUCTION_PARALLEL: one work-group per (outer index, tile of inner), local size (LJ, LR)
+#   with LJ = 1 for inner == 1 and 16 otherwise; LR lanes stride over R, then a local-memory
+#   tree reduction;
+# - REDUCTION_WORKGROUP: the same kernel with R split into G chunks (G work-groups per
+#   output), writing (outer, G, inner) partials in the accumulator dtype (plus indices for
+#   argmax), reduced again by the selector's choice for G: multi-stage for large R.
+# Accumulators: float32 for float16/float32, float64 for float64, int64 for integer sums.
+# mean scales the last stage by 1/R; var is two passes (mean, then the sum of squared
+# deviations from it, scaled by 1/(R - correction)) for stability.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core.dtypes import FLOAT_DTYPES, c_type, numpy_dtype
+from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor, reshape
+
+from ._common import check_tensor, cl_kernel, empty, normalize_axes, normalize_axis
+from ._elementwise import host, wrap
+from ._elementwise_base import device_buffer, index_defs, launch_items, local_size, np_compute
+from ._movement import permute
+
+__all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]
+
+_CHUNK_PER_LANE = 4  # elements per work item below which WORKGROUP stays one stage
+_MAX_CHUNKS = 1024
+
+_INT_LIMITS = {
+    "int32": ("INT_MIN", "INT_MAX"),
+    "int64": ("LONG_MIN", "LONG_MAX"),
+    "uint8": ("0", "UCHAR_MAX"),
+}
+
+
+# -- kernels --------------------------------------------------------------------------------
+
+_SOURCE = """
+#if defined(ARG) || defined(MAXMIN)
+#define FINAL(a) (a)
+#else
+#define FINAL(a) ((a) * scale)
+#endif
+#ifdef AUX
+#define MAP(v) (((v) - m) * ((v) - m))
+#else
+#define MAP(v) (v)
+#endif
+#ifdef IN_IDX
+#define INDEX(r, at) (xi[xio + (at)])
+#else
+#define INDEX(r, at) ((long)(r))
+#endif
+
+#ifdef ARG
+#define STEP(v, vi) if (BETTER((v), (vi), acc, ai)) { acc = (v); ai = (vi); }
+#else
+#define STEP(v, vi) acc = COMBINE(acc, (v));
+#endif
+
+__kernel void red_seq(
+    __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
+    __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
+    __global const ACC* aux, const IDX auxo,
+    const IDX outer, const IDX R, const IDX inner, const ACC scale)
+{
+  const IDX gid = get_global_id(0);
+  if (gid >= outer * inner) return;
+  const IDX o = gid / inner;
+  const IDX base = o * R * inner + (gid - o * inner);
+#ifdef AUX
+  const ACC m = aux[auxo + gid];
+#endif
+  ACC acc = INIT;
+  long ai = LONG_MAX;
+  for (IDX r = 0; r < R; ++r) {
+    const IDX at = base + r * inner;
+    const ACC v = MAP(LDI(x, xo + at));
+    STEP(v, INDEX(r, at))
+  }
+#ifdef ARG
+  outi[oio + gid] = ai;
+#ifdef WRITE_VAL
+  STO(out, oo + gid, acc);
+#endif
+#else
+  STO(out, oo + gid, FINAL(acc));
+#endif
+}
+
+__kernel void red_grp(
+    __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
+    __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
+    __global const ACC* aux, const IDX auxo,
+    const IDX outer, const IDX R, const IDX inner, const ACC scale,
+    const IDX G, const IDX chunk)
+{
+  __local ACC sv[LMAX];
+#ifdef ARG
+  __local long si[LMAX];
+#endif
+  const IDX LJ = get_local_size(0), LR = get_local_size(1);
+  const IDX lj = get_local_id(0), lr = get_local_id(1);
+  const IDX j = get_group_id(0) * LJ + lj;
+  const IDX og = get_group_id(1);
+  const IDX o = og / G;
+  const IDX r0 = (og - o * G) * chunk;
+  const IDX r1 = min(R, r0 + chunk);
+  ACC acc = INIT;
+  long ai = LONG_MAX;
+  if (j < inner) {
+#ifdef AUX
+    const ACC m = aux[auxo + o * inner + j];
+#endif
+    for (IDX r = r0 + lr; r < r1; r += LR) {
+      const IDX at = (o * R + r) * inner + j;
+      const ACC v = MAP(LDI(x, xo + at));
+      STEP(v, INDEX(r, at))
+    }
+  }
+  const IDX slot = lr * LJ + lj;
+  sv[slot] = acc;
+#ifdef ARG
+  si[slot] = ai;
+#endif
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX s = LR / 2; s > 0; s >>= 1) {
+    if (lr < s) {
+      const ACC v = sv[slot + s * LJ];
+#ifdef ARG
+      const long vi = si[slot + s * LJ];
+      acc = sv[slot];
+      ai = si[slot];
+      if (BETTER(v, vi, acc, ai)) { sv[slot] = v; si[slot] = vi; }
+#else
+      sv[slot] = COMBINE(sv[slot], v);
+#endif
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lr == 0 && j < inner) {
+    const IDX dst = og * inner + j;
+#ifdef ARG
+    outi[oio + dst] = si[lj];
+#ifdef WRITE_VAL
+    STO(out, oo + dst, sv[lj]);
+#endif
+#else
+    STO(out, oo + dst, FINAL(sv[lj]));
+#endif
+  }
+}
+"""
+
+
+@dataclass(frozen=True)
+class _Prog:
+    kind: str  # "sum" | "max" | "min" | "argmax"
+    src: str  # input storage dtype
+    acc: str  # accumulator dtype
+    out: str  # output storage dtype
+    aux: bool  # var's squared deviations from a mean tensor
+    in_idx: bool  # argmax: the input carries indices (a later stage)
+    write_val: bool  # argmax: write values too (an earlier stage)
+    local: int
+    wide: bool
+
+
+def _defines(p: _Prog) -> str:
+    acc_c = c_type(p.acc)
+    floating = p.acc in FLOAT_DTYPES
+    lines = [
+        index_defs(2**31 if p.wide else 0)[0],
+        f"#define TI {c_type(p.src)}",
+        f"#define TO {c_type(p.out)}",
+        f"#define ACC {acc_c}",
+        f"#define LMAX {p.local}",
+        ("#define LDI(p, i) ((ACC)vload_half((i), (p)))" if p.src == "float16"
+         else "#define LDI(p, i) ((ACC)(p)[(i)])"),
+        ("#define STO(p, i, v) vstore_half((v), (i), (p))" if p.out == "float16"
+         else "#define STO(p, i, v) ((p)[(i)] = (TO)(v))"),
+    ]
+    lo, hi = ("-INFINITY", "INFINITY") if floating else _INT_LIMITS[p.acc]
+    if p.kind == "sum":
+        lines += ["#define INIT ((ACC)0)", "#define COMBINE(a, v) ((a) + (v))"]
+    elif p.kind in ("max", "argmax"):
+        lines.append(f"#define INIT ((ACC){lo})")
+        cmp = "(isnan(v) || (v) > (a))" if floating else "((v) > (a))"
+        lines += ["#define MAXMIN", f"#define COMBINE(a, v) ({cmp} ? (v) : (a))"]
+    else:
+        lines.append(f"#define INIT ((ACC){hi})")
+        cmp = "(isnan(v) || (v) < (a))" if floating else "((v) < (a))"
+        lines += ["#define MAXMIN", f"#define COMBINE(a, v) ({cmp} ? (v) : (a))"]
+    if p.kind == "argmax":
+        tie = "((v) > (a) || ((v) == (a) && (vi) < (ai)))"
+        better = (f"(isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || {tie}))"
+                  if floating else tie)
+        lines += ["#define ARG", f"#define BETTER(v, vi, a, ai) {better}"]
+    lines += [name for flag, name in ((p.aux, "#define AUX"), (p.in_idx, "#define IN_IDX"),
+                                      (p.write_val, "#define WRITE_VAL")) if flag]
+    return "\n".join(lines) + "\n"
+
+
+_kernels: dict[tuple[int, _Prog, str], Any] = {}
+
+
+def _kernel(context: Any, prog: _Prog, name: str) -> Any:
+    key = (id(context), prog, name)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        source = _defines(prog) + _SOURCE
+        kernel = _kernels[key] = cl_kernel(context, name, source, prog.acc)
+    return kernel
+
+
+# -- OpenCL driver ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """One reduction of a (outer, R, inner) view of ``x`` (from element ``xo``)."""
+
+    kind: str
+    x: Tensor
+    xo: int
+    outer: int
+    R: int
+    inner: int
+    out_dtype: str
+    scale: float = 1.0
+    aux: Tensor | None = None
+    xi: Tensor | None = None  # argmax indices of a previous stage
+
+
+def _acc_dtype(kind: str, dtype: str) -> str:
+    if dtype in ("float16", "float32"):
+        return "float32"
+    if dtype == "float64" or kind != "sum":
+        return dtype
+    return "int64"
+
+
+def _run(job: _Job) -> Tensor:
+    """The result of ``job`` as a flat (outer * inner,) tensor: values, or argmax indices."""
+    queue = job.x.queue
+    kind = job.kind
+    argmax = kind == "argmax"
+    acc = _acc_dtype(kind, job.x.dtype)
+    n_out = job.outer * job.inner
+    local = local_size(queue.device)
+    variant = get_kernel_selector(queue.device).select_reduction_kernel(job.R, kind).variant
+    lj = 1 if job.inner == 1 else builtins.min(16, local)
+    lr = local // lj
+    tiles = -(-job.inner // lj)
+    chunks = 1
+    if variant is KernelVariant.REDUCTION_WORKGROUP and lr * _CHUNK_PER_LANE < job.R:
+        budget = builtins.max(1, _MAX_CHUNKS // builtins.max(1, job.outer * tiles))
+        chunks = builtins.min(-(-job.R // (lr * _CHUNK_PER_LANE)), budget)
+    staged = chunks > 1
+    partial = n_out * chunks
+    # a final argmax stage writes indices only
+    values = empty(queue, (0 if argmax and not staged else partial,),
+                   acc if staged else job.out_dtype)
+    indices = empty(queue, (partial,), "int64") if argmax else None
+    _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
+    prog = _Prog(kind, job.x.dtype, acc, values.dtype, job.aux is not None, job.xi is not None,
+                 argmax and staged, local, idx is np.int64)
+    args = [
+        _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
+        _buffer(job.xi), idx(0), _buffer(indices), idx(0),
+        _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
+        idx(job.outer), idx(job.R), idx(job.inner),
+        np_compute(acc).type(1 if staged else job.scale),
+    ]
+    if n_out == 0:
+        pass
+    elif variant is KernelVariant.REDUCTION_SEQUENTIAL:
+        launch_items(queue, _kernel(queue.context, prog, "red_seq"), n_out, *args)
+    else:
+        chunk = builtins.max(1, -(-job.R // chunks))
+        launch(queue, _kernel(queue.context, prog, "red_grp"),
+               (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
+    if staged:
+        return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
+                         job.scale, None, indices))
+    return values if indices is None else indices
+
+
+def _buffer(t: Tensor | None) -> Any:
+    return None if t is None or t.size == 0 else device_buffer(t)
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def _plan(op: str, x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
+    """``x`` (or a permuted copy) and its (outer, R, inner) view for reducing ``axes``."""
+    dims = [(d, k in axes) for k, d in enumerate(x.shape) if d != 1]
+    flags = [red for _, red in dims]
+    R = math.prod(d for d, red in dims if red)
+    if True in flags:
+        first = flags.index(True)
+        last = len(flags) - 1 - flags[::-1].index(True)
+        if all(flags[first:last + 1]):
+            outer = math.prod(d for d, _ in dims[:first])
+            return x, outer, R, math.prod(d for d, _ in dims[last + 1:])
+        order = [k for k in range(x.ndim) if k not in axes] + list(axes)
+        return permute(x, order), math.prod(d for d, red in dims if not red), R, 1
+    return x, x.size, 1, 1
+
+
+def _out_shape(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+    return tuple(d for k, d in enumerate(x.shape) if k not in axes)
+
+
+def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
+    if math.prod(x.shape[k] for k in axes) == 0 and math.prod(_out_shape(x, axes, False)):
+        raise ValueError(f"{op}: cannot reduce an empty axis (axes {axes} of shape {x.shape}) "
+                         "without an identity; sum and mean can")
+
+
+def _check_float(op: str, x: Tensor) -> None:
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype}; "
+                        "cast it first, e.g. cast(x, 'float32')")
+
+
+def _reduce_cl(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
+               scale: float = 1.0, aux: Tensor | None = None) -> Tensor:
+    src, outer, R, inner = _plan(kind, x, axes)
+    flat = _run(_Job(kind, src, src.offset, outer, R, inner, out_dtype, scale, aux))
+    return reshape(flat, _out_shape(x, axes, keepdims))
+
+
+def _scale(count: int) -> float:
+    return 1.0 / count if count > 0 else math.inf  # 0 * inf is NaN, as NumPy's mean of nothing
+
+
+Axis = int | Sequence[int] | None
+
+
+def _np_reduce(fn: Any, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
+               **kwargs: Any) -> Tensor:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = fn(host(x).astype(np_compute(x.dtype), copy=False), axis=axes, keepdims=keepdims,
+                 **kwargs)
+    return wrap(x.queue, np.asarray(res).astype(numpy_dtype(out_dtype)), out_dtype)
+
+
+# -- public ops -------------------------------------------------------------------------------
+
+
+def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Sum over ``axis`` (an int, a sequence of ints, or ``None`` for all).
+
+    Float tensors keep their dtype (float16 accumulates in float32); integer tensors give
+    int64. The sum of nothing is 0.
+
+    Raises:
+        IndexError: an axis out of range or repeated.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(6.0).reshape(2, 3))
+        >>> sum(x, axis=1).to_host().tolist(), sum(x).to_host().tolist()
+        ([3.0, 12.0], 15.0)
+    """
+    x = check_tensor("sum", x)
+    axes = normalize_axes("sum", axis, x.ndim)
+    out_dtype = x.dtype if x.dtype in FLOAT_DTYPES else "int64"
+    if x.array is not None:
+        return _np_reduce(np.sum, x, axes, keepdims, out_dtype,
+                          dtype=None if out_dtype in FLOAT_DTYPES else np.int64)
+    return _reduce_cl("sum", x, axes, keepdims, out_dtype)
+
+
+reduce_sum = sum
+
+
+def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` of a floating-point tensor (NaN for an empty axis).
+
+    Raises:
+        TypeError: an integer tensor.
+        IndexError: an axis out of range or repeated.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(6.0).reshape(2, 3))
+        >>> mean(x, axis=0).to_host().tolist()
+        [1.5, 2.5, 3.5]
+    """
+    x = check_tensor("mean", x)
+    axes = normalize_axes("mean", axis, x.ndim)
+    _check_float("mean", x)
+    if x.array is not None:
+        return _np_reduce(np.mean, x, axes, keepdims, x.dtype)
+    count = math.prod(x.shape[k] for k in axes)
+    return _reduce_cl("sum", x, axes, keepdims, x.dtype, _scale(count))
+
+
+def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Maximum over ``axis``; NaN wins, as in NumPy. Keeps the dtype.
+
+    Raises:
+        ValueError: reducing an empty axis.
+        IndexError: an axis out of range or repeated.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0, 5.0], [7.0, 2.0]]))
+        >>> max(x, axis=1).to_host().tolist()
+        [5.0, 7.0]
+    """
+    return _maxmin("max", np.max, x, axis, keepdims)
+
+
+def min(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Minimum over ``axis``; NaN wins, as in NumPy. Keeps the dtype.
+
+    Raises:
+        ValueError: reducing an empty axis.
+        IndexError: an axis out of range or repeated.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0, 5.0], [7.0, 2.0]]))
+        >>> min(x, axis=0).to_host().tolist()
+        [1.0, 2.0]
+    """
+    return _maxmin("min", np.min, x, axis, keepdims)
+
+
+def _maxmin(op: str, fn: Any, x: Tensor, axis: Axis, keepdims: bool) -> Tensor:
+    x = check_tensor(op, x)
+    axes = normalize_axes(op, axis, x.ndim)
+    _check_nonempty(op, x, axes)
+    if x.array is not None:
+        with np.errstate(all="ignore"):
+            return wrap(x.queue, fn(host(x), axis=axes, keepdims=keepdims), x.dtype)
+    return _reduce_cl(op, x, axes, keepdims, x.dtype)
+
+
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index (int64) of the first maximum along ``axis``, or in the flattened tensor.
+
+    A NaN counts as the maximum, as in NumPy. With ``axis=None`` and ``keepdims`` the result
+    has shape ``(1,) * x.ndim``.
+
+    Raises:
+        ValueError: an empty axis.
+        IndexError: ``axis`` out of range.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0, 5.0], [7.0, 2.0]]))
+        >>> argmax(x, axis=1).to_host().tolist(), argmax(x).to_host().tolist()
+        ([1, 0], 2)
+    """
+    x = check_tensor("argmax", x)
+    axes = tuple(range(x.ndim)) if axis is None else (normalize_axis("argmax", axis, x.ndim),)
+    _check_nonempty("argmax", x, axes)
+    if x.size == 0 and axis is None:
+        raise ValueError(f"argmax: cannot take the argmax of an empty tensor of shape {x.shape}")
+    if x.array is not None:
+        a = host(x)
+        res = np.argmax(a, axis=axes[0]) if axis is not None else np.argmax(a)
+        return wrap(x.queue, np.reshape(res, _out_shape(x, axes, keepdims)), "int64")
+    if axis is None:
+        flat = _run(_Job("argmax", x, x.offset, 1, x.size, 1, "int64"))
+        return reshape(flat, _out_shape(x, axes, keepdims))
+    return _reduce_cl("argmax", x, axes, keepdims, "int64")
+
+
+def var(x: Tensor, axis: Axis = None, keepdims: bool = False, correction: int = 1,
+        ddof: int | None = None) -> Tensor:
+    """Variance over ``axis``: the sum of squared deviations / (N - ``correction``).
+
+    ``correction=1`` (the default, as PyTorch) is the unbiased estimate, ``0`` the population
+    variance; ``ddof`` is NumPy's name for it. N - correction <= 0 gives inf or NaN, as NumPy.
+    Two passes (mean, then deviations) keep it accurate for large offsets.
+
+    Raises:
+        TypeError: an integer tensor.
+        ValueError: both ``correction`` and ``ddof`` given with different values.
+        IndexError: an axis out of range or repeated.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([1.0, 2.0, 3.0, 4.0]))
+        >>> var(x).to_host().tolist(), var(x, correction=0).to_host().tolist()
+        (1.6666666269302368, 1.25)
+    """
+    x = check_tensor("var", x)
+    axes = normalize_axes("var", axis, x.ndim)
+    _check_float("var", x)
+    if ddof is not None:
+        if correction not in (1, ddof):
+            raise ValueError(f"var: give correction or ddof, not both ({correction} vs {ddof})")
+        correction = ddof
+    if x.array is not None:
+        return _np_reduce(np.var, x, axes, keepdims, x.dtype, ddof=correction)
+    count = math.prod(x.shape[k] for k in axes)
+    acc = _acc_dtype("sum", x.dtype)
+    src, outer, R, inner = _plan("var", x, axes)
+    mu = _run(_Job("sum", src, src.offset, outer, R, inner, acc, _scale(count)))
+    flat = _run(_Job("sum", src, src.offset, outer, R, inner, x.dtype,
+                     _scale(count - correction), mu))
+    return reshape(flat, _out_shape(x, axes, keepdims))
