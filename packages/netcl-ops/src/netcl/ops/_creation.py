@@ -104,7 +104,7 @@ def full(queue: Any, shape: Sequence[int], value: float, dtype: Any = None) -> T
     kind = scalar_kind("full", value)
     if dtype is None:
         dtype = "float32" if kind == SCALAR_FLOAT else "int64"
-    return fill(empty(_queue(queue), _shape(shape), canonical_dtype(dtype, "full")), value)
+    return fill(empty(_queue(queue), shape_arg(shape), canonical_dtype(dtype, "full")), value)
 
 
 def zeros(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
@@ -129,7 +129,8 @@ def ones(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
     return full(queue, shape, 1, dtype)
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def shape_arg(shape: Any) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints >= 0) as a tuple."""
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)):

@@ -34,14 +34,10 @@ from ._elementwise_base import (
 )
 
 __all__ = [
-    "OPS",
     "abs",
-    "apply",
     "clamp",
-    "copy_strided",
     "exp",
     "gelu",
-    "host",
     "leaky_relu",
     "log",
     "neg",
@@ -53,7 +49,6 @@ __all__ = [
     "silu",
     "sqrt",
     "tanh",
-    "wrap",
 ]
 
 # -- NumPy helpers ----------------------------------------------------------------------------
@@ -83,7 +78,7 @@ _ERF_OUTER = (
 def _erf(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Vectorized erf in the dtype of ``x`` (see NOTE [ erf on NumPy ])."""
     ax = np.abs(x)
-    out = np.sign(x)  # |x| >= 6, and NaN stays NaN
+    out: np.ndarray[Any, Any] = np.sign(x)  # |x| >= 6, and NaN stays NaN
     small = ax < 1
     xs = x[small]
     out[small] = xs * cheb.chebval(2 * xs * xs - 1, _ERF_INNER)

@@ -53,6 +53,8 @@ __all__ = [
     "index_defs",
     "kernel_scalar",
     "launch_items",
+    "launch_nd",
+    "literal_macro",
     "local_size",
     "np_compute",
     "promote",
@@ -215,12 +217,23 @@ def local_size(device: Any) -> int:
     return int(min(_LOCAL, device.max_work_group_size))
 
 
+def launch_nd(queue: Any, kernel: Any, global_size: Sequence[int], local: Sequence[int],
+              *args: Any) -> None:
+    """:func:`netcl.core.kernels.primitives.launch` (counted), float64 scalars kept 64-bit.
+
+    ``launch`` turns Python floats into float32, and ``np.float64`` is a float subclass, so a
+    float64 scalar goes as a 0-d array, which PyOpenCL passes by its 8 bytes.
+    """
+    launch(queue, kernel, global_size, local,
+           *(np.array(a) if isinstance(a, np.float64) else a for a in args))
+
+
 def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
     """Launch ``kernel`` over ``items`` work items with the device's fixed local size."""
     if items <= 0:
         return
     local = local_size(queue.device)
-    launch(queue, kernel, (-(-items // local) * local,), (local,), *args)
+    launch_nd(queue, kernel, (-(-items // local) * local,), (local,), *args)
 
 
 # -- ops and kernels --------------------------------------------------------------------------
@@ -307,7 +320,8 @@ def _store_macro(dtype: str) -> str:
     return f"#define STO(p, i, v) ((p)[(i)] = ({c_type(dtype)})(v))\n"
 
 
-def _literal_macro(compute: str) -> str:
+def literal_macro(compute: str) -> str:
+    """``#define LIT(x)``: ``x`` as a literal of ``compute``'s CT (``LIT(0.5)``)."""
     # LIT(0.5) is a literal of the compute type: float literals need the f suffix on devices
     # without fp64, double ones must keep every digit.
     if compute == "float64":
@@ -388,7 +402,7 @@ def _nd_body(sig: _Sig, expr: str) -> str:
 @functools.cache
 def _program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
     """The program of every op in ``ops`` that has an expression for ``sig.compute``."""
-    head = [index_defs(_INT32_LIMIT + 1 if sig.wide else 0)[0], _literal_macro(sig.compute),
+    head = [index_defs(_INT32_LIMIT + 1 if sig.wide else 0)[0], literal_macro(sig.compute),
             _store_macro(sig.out)]
     head += [_load_macro(k, dt) for k, dt in enumerate(sig.operands) if dt is not None]
     if sig.layout == "vec":

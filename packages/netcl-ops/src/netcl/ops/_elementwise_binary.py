@@ -18,7 +18,6 @@ from ._elementwise import apply, cast_compute, copy_strided, host, wrap
 from ._elementwise_base import SCALAR_FLOAT, Strided, contiguous_strides, np_compute, scalar_kind
 
 __all__ = [
-    "BINARY_OPS",
     "add",
     "cast",
     "div",

@@ -45,11 +45,11 @@ __kernel void take_k(__global T* out, __global const T* x, const IDX xo,
 
 
 def _check_index(op: str, x: Tensor, index: Any) -> Tensor:
-    index = check_tensor(op, index, "index")
-    if index.dtype not in ("int32", "int64"):
-        raise TypeError(f"{op}: index must be int32 or int64, got {index.dtype}")
-    same_device(op, x, index)
-    return index
+    checked = check_tensor(op, index, "index")
+    if checked.dtype not in ("int32", "int64"):
+        raise TypeError(f"{op}: index must be int32 or int64, got {checked.dtype}")
+    same_device(op, x, checked)
+    return checked
 
 
 def _check_range(op: str, idx: np.ndarray[Any, Any], axis: int, size: int) -> None:

@@ -30,12 +30,18 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
-from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, cl_kernel, empty, normalize_axes, normalize_axis
 from ._elementwise import host, wrap
-from ._elementwise_base import device_buffer, index_defs, launch_items, local_size, np_compute
+from ._elementwise_base import (
+    device_buffer,
+    index_defs,
+    launch_items,
+    launch_nd,
+    local_size,
+    np_compute,
+)
 from ._movement import permute
 
 __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]
@@ -295,7 +301,7 @@ def _run(job: _Job) -> Tensor:
         launch_items(queue, _kernel(queue.context, prog, "red_seq"), n_out, *args)
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
-        launch(queue, _kernel(queue.context, prog, "red_grp"),
+        launch_nd(queue, _kernel(queue.context, prog, "red_grp"),
                (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
     if staged:
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
@@ -333,7 +339,8 @@ def _out_shape(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, .
 
 
 def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
-    if math.prod(x.shape[k] for k in axes) == 0 and math.prod(_out_shape(x, axes, False)):
+    reduced = math.prod([x.shape[k] for k in axes])
+    if reduced == 0 and math.prod(_out_shape(x, axes, False)) > 0:
         raise ValueError(f"{op}: cannot reduce an empty axis (axes {axes} of shape {x.shape}) "
                          "without an identity; sum and mean can")
 

@@ -1,0 +1,444 @@
+"""Random numbers from the counter-based Philox4x32-10 generator, identical on every backend.
+
+# NOTE [ Philox streams ]
+# A (seed, offset) pair names a stream of uint32 words: word j is lane j % 4 of
+# Philox4x32-10(counter = (j // 4 low 32 bits, j // 4 high 32 bits, 0, 0),
+#              key = (seed low 32 bits, seed high 32 bits)),
+# the generator of Salmon et al., "Parallel random numbers: as easy as 1, 2, 3" (SC'11),
+# and a draw of n values reads words offset .. offset + n - 1. NumPy (uint32 arithmetic with
+# uint64 products) and OpenCL (mul_hi) compute the same words bit for bit; one OpenCL work
+# item computes one 4-word block. Values from words:
+# - uniform float32: (w >> 8) * 2^-24; float16: (w >> 21) * 2^-11; float64: w * 2^-32 (all
+#   exact, in [0, 1)), then low + (high - low) * u;
+# - bernoulli / dropout: (w >> 8) < round(p * 2^24), an integer test, so masks are identical;
+# - normal: Box-Muller on the word pair at even stream position 2k, 2k + 1: r = sqrt(-2 log u1)
+#   with u1 in (0, 1], r cos(2 pi u2) at 2k and r sin(2 pi u2) at 2k + 1. Each value is a
+#   function of its stream position only, so any offset gives the same numbers.
+# Integer results are identical across backends; float ones equal within float rounding
+# (log/cos/sin differ in the last ulps between libm and OpenCL builtins).
+# Generator starts each draw on a 4-word block boundary, so draws never share words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.core.device import get_active_device
+from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
+from netcl.core.tensor import Tensor
+
+from ._common import check_tensor, cl_kernel, empty
+from ._creation import shape_arg
+from ._elementwise import host, wrap
+from ._elementwise_base import (
+    device_buffer,
+    index_defs,
+    launch_items,
+    literal_macro,
+    np_compute,
+)
+
+__all__ = [
+    "Generator",
+    "bernoulli",
+    "dropout",
+    "normal",
+    "philox4x32_10",
+    "random_bits",
+    "uniform",
+]
+
+_M0, _M1 = 0xD2511F53, 0xCD9E8D57
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+_MASK = 0xFFFFFFFF
+_P_SCALE = 1 << 24  # bernoulli/dropout thresholds compare the top 24 bits of a word
+
+_SOURCE = """
+inline uint4 philox(const ulong block, uint k0, uint k1) {
+  uint c0 = (uint)block, c1 = (uint)(block >> 32), c2 = 0u, c3 = 0u;
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  return (uint4)(c0, c1, c2, c3);
+}
+
+/* The block of this work item and its words; lanes outside [offset, offset + n) skip. */
+#define BLOCK_WORDS \\
+  const ulong block = (offset >> 2) + get_global_id(0); \\
+  if (block * 4 >= offset + (ulong)n) return; \\
+  const uint4 w4 = philox(block, k0, k1); \\
+  const uint w[4] = {w4.x, w4.y, w4.z, w4.w};
+#define FOR_LANES for (int lane = 0; lane < 4; ++lane) { \\
+  const ulong j = block * 4 + lane; \\
+  if (j < offset || j >= offset + (ulong)n) continue; \\
+  const IDX e = (IDX)(j - offset);
+#define END_LANES }
+"""
+
+# one program per kernel and dtype: uniform/normal only make sense for float outputs
+_KERNELS = {
+    "bits": """
+__kernel void rng_bits(__global long* out, const IDX n, const ulong offset,
+                       const uint k0, const uint k1) {
+  BLOCK_WORDS
+  FOR_LANES out[e] = (long)w[lane]; END_LANES
+}
+""",
+    "uniform": """
+__kernel void rng_uniform(__global T* out, const IDX n, const ulong offset,
+                          const uint k0, const uint k1, const CT low, const CT span) {
+  BLOCK_WORDS
+  FOR_LANES ST(out, e, low + span * UNIT(w[lane])); END_LANES
+}
+""",
+    "normal": """
+__kernel void rng_normal(__global T* out, const IDX n, const ulong offset,
+                         const uint k0, const uint k1, const CT mean, const CT std) {
+  BLOCK_WORDS
+  CT z[4];
+  for (int pair = 0; pair < 4; pair += 2) {
+    const CT r = sqrt(LIT(-2.0) * log(OPEN_UNIT(w[pair])));
+    const CT theta = LIT(6.283185307179586) * UNIT(w[pair + 1]);
+    z[pair] = r * cos(theta);
+    z[pair + 1] = r * sin(theta);
+  }
+  FOR_LANES ST(out, e, mean + std * z[lane]); END_LANES
+}
+""",
+    "bernoulli": """
+__kernel void rng_bernoulli(__global T* out, const IDX n, const ulong offset,
+                            const uint k0, const uint k1, const uint threshold) {
+  BLOCK_WORDS
+  FOR_LANES ST(out, e, (w[lane] >> 8) < threshold ? (CT)1 : (CT)0); END_LANES
+}
+""",
+    "dropout": """
+__kernel void rng_dropout(__global T* out, __global uchar* mask, __global const T* x,
+                          const IDX xo, const IDX n, const ulong offset,
+                          const uint k0, const uint k1, const uint threshold, const CT scale) {
+  BLOCK_WORDS
+  FOR_LANES
+    const uchar keep = (w[lane] >> 8) >= threshold;
+    mask[e] = keep;
+    ST(out, e, keep ? LD(x, xo + e) * scale : (CT)0);
+  END_LANES
+}
+""",
+}
+
+_UNITS = {
+    # (word -> [0, 1), word -> (0, 1]) per dtype, in the compute type
+    "float32": ("((float)((u) >> 8) * 0x1.0p-24f)", "((float)(((u) >> 8) + 1u) * 0x1.0p-24f)"),
+    "float16": ("((float)((u) >> 21) * 0x1.0p-11f)", "((float)(((u) >> 8) + 1u) * 0x1.0p-24f)"),
+    "float64": ("((double)(u) * 0x1.0p-32)", "(((double)(u) + 1.0) * 0x1.0p-32)"),
+}
+
+
+# -- the NumPy reference --------------------------------------------------------------------
+
+
+def philox4x32_10(counters: np.ndarray[Any, Any], key: Sequence[int]) -> np.ndarray[Any, Any]:
+    """Philox4x32-10 of ``counters`` (shape (N, 4), uint32) under ``key`` (two uint32).
+
+    Vectorized uint32 arithmetic with uint64 products; returns (N, 4) uint32.
+
+    Examples:
+        >>> philox4x32_10(np.zeros((1, 4), np.uint32), (0, 0))[0].tolist() == [
+        ...     0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]  # Random123's known answer
+        True
+    """
+    c = np.asarray(counters, dtype=np.uint32)
+    c0, c1, c2, c3 = (c[:, i].copy() for i in range(4))
+    k0, k1 = int(key[0]) & _MASK, int(key[1]) & _MASK
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + _W0) & _MASK, (k1 + _W1) & _MASK
+        p0 = c0.astype(np.uint64) * np.uint64(_M0)
+        p1 = c2.astype(np.uint64) * np.uint64(_M1)
+        hi0, lo0 = (p0 >> np.uint64(32)).astype(np.uint32), p0.astype(np.uint32)
+        hi1, lo1 = (p1 >> np.uint64(32)).astype(np.uint32), p1.astype(np.uint32)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint32(k0), lo1, hi0 ^ c3 ^ np.uint32(k1), lo0
+    return np.stack([c0, c1, c2, c3], axis=1)
+
+
+def _words(seed: int, offset: int, n: int) -> np.ndarray[Any, Any]:
+    """Stream words ``offset .. offset + n - 1`` of ``seed`` (uint32), as NumPy."""
+    if n == 0:
+        return np.zeros(0, np.uint32)
+    first, last = offset // 4, (offset + n - 1) // 4
+    blocks = np.arange(first, last + 1, dtype=np.uint64)
+    counters = np.zeros((blocks.size, 4), np.uint32)
+    counters[:, 0] = (blocks & np.uint64(_MASK)).astype(np.uint32)
+    counters[:, 1] = (blocks >> np.uint64(32)).astype(np.uint32)
+    words = philox4x32_10(counters, (seed & _MASK, seed >> 32)).reshape(-1)
+    start = offset - 4 * first
+    return words[start:start + n]
+
+
+def _np_normal(seed: int, offset: int, n: int, dtype: str) -> np.ndarray[Any, Any]:
+    """Box-Muller normals at stream positions ``offset ..`` (see NOTE [ Philox streams ])."""
+    lo = offset - offset % 2
+    hi = offset + n + (offset + n) % 2
+    w = _words(seed, lo, hi - lo).reshape(-1, 2)
+    if dtype == "float64":
+        u1 = (w[:, 0].astype(np.float64) + 1.0) * 2.0**-32
+        u2 = w[:, 1].astype(np.float64) * 2.0**-32
+        two_pi = np.float64(2 * math.pi)
+    else:
+        u1 = ((w[:, 0] >> 8) + 1).astype(np.float32) * np.float32(2.0**-24)
+        shift = 21 if dtype == "float16" else 8
+        u2 = (w[:, 1] >> shift).astype(np.float32) * np.float32(2.0 ** (shift - 32))
+        two_pi = np.float32(2 * math.pi)
+    r = np.sqrt(-2 * np.log(u1))
+    theta = two_pi * u2
+    z = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1).reshape(-1)
+    return z[offset - lo:offset - lo + n]
+
+
+def _np_unit(words: np.ndarray[Any, Any], dtype: str) -> np.ndarray[Any, Any]:
+    unit: np.ndarray[Any, Any]
+    if dtype == "float64":
+        unit = words.astype(np.float64) * 2.0**-32
+    else:
+        shift = 21 if dtype == "float16" else 8
+        unit = (words >> shift).astype(np.float32) * np.float32(2.0 ** (shift - 32))
+    return unit
+
+
+# -- dispatch ---------------------------------------------------------------------------------
+
+
+def _seed(op: str, seed: Any, offset: Any) -> tuple[int, int]:
+    for name, v, limit in (("seed", seed, 2**64), ("offset", offset, 2**63)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{op}: {name} must be an int, got {v!r}")
+        if not 0 <= v < limit:
+            raise ValueError(f"{op}: {name} must be in [0, 2**{int(math.log2(limit))}), got {v}")
+    return int(seed), int(offset)
+
+
+def _threshold(op: str, p: float) -> int:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    return round(p * _P_SCALE)
+
+
+def _float_dtype(op: str, dtype: Any) -> str:
+    dt = canonical_dtype(dtype, op)
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: dtype must be a float type, got {dt}")
+    return dt
+
+
+def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ...] = (),
+            mask: Tensor | None = None, x: Tensor | None = None) -> None:
+    """Run ``rng_<name>`` writing ``out.size`` values from stream position ``offset``.
+
+    ``mask`` and ``x`` are dropout's; ``extra`` are the kernel's trailing scalar arguments.
+    """
+    n = out.size
+    if n == 0:
+        return
+    q = out.queue
+    unit, open_unit = _UNITS.get(out.dtype, _UNITS["float32"])
+    defs, idx = index_defs(n, 0 if x is None else x.offset + x.size)
+    source = (f"{defs}{literal_macro(out.dtype)}#define UNIT(u) {unit}\n"
+              f"#define OPEN_UNIT(u) {open_unit}\n{_SOURCE}{_KERNELS[name]}")
+    kernel = cl_kernel(q.context, f"rng_{name}", source, out.dtype)
+    head = [device_buffer(out)]
+    if mask is not None and x is not None:
+        head += [device_buffer(mask), device_buffer(x), idx(x.offset)]
+    blocks = (offset + n - 1) // 4 - offset // 4 + 1
+    launch_items(q, kernel, blocks, *head, idx(n), np.uint64(offset),
+                 np.uint32(seed & _MASK), np.uint32(seed >> 32), *extra)
+
+
+def random_bits(queue: Any, shape: Sequence[int], seed: int, offset: int = 0) -> Tensor:
+    """The raw uint32 words of the stream, as int64 (netcl has no uint32 dtype).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> random_bits(q, (4,), seed=0).to_host().tolist() == [
+        ...     0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+        True
+    """
+    seed, offset = _seed("random_bits", seed, offset)
+    q = get_active_device().queue if queue is None else queue
+    dims = shape_arg(shape)
+    if getattr(q, "backend", None) == "cpu":
+        return wrap(q, _words(seed, offset, math.prod(dims)).reshape(dims), "int64")
+    out = empty(q, dims, "int64")
+    _launch("bits", out, seed, offset)
+    return out
+
+
+def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.0, *,
+            seed: int, offset: int = 0, dtype: Any = "float32") -> Tensor:
+    """Uniform values in ``[low, high)`` (float rounding may reach ``high`` for float16).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = uniform(manager.default("cpu").queue, (1000,), -1, 1, seed=7)
+        >>> bool(x.to_host().min() >= -1 and x.to_host().max() < 1)
+        True
+    """
+    seed, offset = _seed("uniform", seed, offset)
+    dt = _float_dtype("uniform", dtype)
+    q = get_active_device().queue if queue is None else queue
+    dims = shape_arg(shape)
+    ct = np_compute(dt).type
+    if getattr(q, "backend", None) == "cpu":
+        u = _np_unit(_words(seed, offset, math.prod(dims)), dt)
+        return wrap(q, (ct(low) + ct(high - low) * u).reshape(dims), dt)
+    out = empty(q, dims, dt)
+    _launch("uniform", out, seed, offset, (ct(low), ct(high - low)))
+    return out
+
+
+def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0, *,
+           seed: int, offset: int = 0, dtype: Any = "float32") -> Tensor:
+    """Normal values with ``mean`` and ``std`` (Box-Muller, see NOTE [ Philox streams ]).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> z = normal(manager.default("cpu").queue, (10000,), seed=1).to_host()
+        >>> bool(abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05)
+        True
+    """
+    seed, offset = _seed("normal", seed, offset)
+    dt = _float_dtype("normal", dtype)
+    q = get_active_device().queue if queue is None else queue
+    dims = shape_arg(shape)
+    ct = np_compute(dt).type
+    if getattr(q, "backend", None) == "cpu":
+        z = _np_normal(seed, offset, math.prod(dims), dt)
+        return wrap(q, (ct(mean) + ct(std) * z).reshape(dims), dt)
+    out = empty(q, dims, dt)
+    _launch("normal", out, seed, offset, (ct(mean), ct(std)))
+    return out
+
+
+def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int,
+              offset: int = 0, dtype: Any = "float32") -> Tensor:
+    """1 with probability ``p`` (to 2^-24), else 0, in ``dtype`` (any dtype).
+
+    Raises:
+        ValueError: ``p`` outside [0, 1].
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> b = bernoulli(manager.default("cpu").queue, (10000,), 0.25, seed=3).to_host()
+        >>> bool(abs(b.mean() - 0.25) < 0.02)
+        True
+    """
+    seed, offset = _seed("bernoulli", seed, offset)
+    threshold = _threshold("bernoulli", p)
+    dt = canonical_dtype(dtype, "bernoulli")
+    q = get_active_device().queue if queue is None else queue
+    dims = shape_arg(shape)
+    if getattr(q, "backend", None) == "cpu":
+        words = _words(seed, offset, math.prod(dims))
+        return wrap(q, ((words >> 8) < threshold).reshape(dims), dt)
+    out = empty(q, dims, dt)
+    _launch("bernoulli", out, seed, offset, (np.uint32(threshold),))
+    return out
+
+
+def dropout(x: Tensor, p: float, seed: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    Returns ``(y, mask)`` with ``mask`` a uint8 tensor, 1 where kept (the backward pass
+    multiplies by it and the same scale). ``p = 1`` zeroes everything.
+
+    Raises:
+        TypeError: an integer ``x``.
+        ValueError: ``p`` outside [0, 1].
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones(8))
+        >>> y, mask = dropout(x, 0.5, seed=0)
+        >>> bool(((y.to_host() == 2) == (mask.to_host() == 1)).all())
+        True
+    """
+    x = check_tensor("dropout", x)
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"dropout: needs a floating-point tensor, got {x.dtype}")
+    seed, offset = _seed("dropout", seed, offset)
+    threshold = _threshold("dropout", p)
+    ct = np_compute(x.dtype).type
+    scale = ct(0.0 if p >= 1.0 else 1.0 / (1.0 - p))
+    if x.array is not None:
+        keep = ((_words(seed, offset, x.size) >> 8) >= threshold).reshape(x.shape)
+        y = np.where(keep, host(x).astype(ct, copy=False) * scale, ct(0))
+        return wrap(x.queue, y, x.dtype), wrap(x.queue, keep, "uint8")
+    out = empty(x.queue, x.shape, x.dtype)
+    mask = empty(x.queue, x.shape, "uint8")
+    _launch("dropout", out, seed, offset, (np.uint32(threshold), scale), mask, x)
+    return out, mask
+
+
+class Generator:
+    """A Philox stream with a counter: each draw takes the next unused words.
+
+    Draws start on 4-word block boundaries, so no two draws share a word. ``offset`` is the
+    stream position of the next draw; set it (or build a new Generator) to replay.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> g = Generator(42)
+        >>> a = g.uniform(q, (3,))
+        >>> g.offset
+        4
+        >>> b = Generator(42).uniform(q, (3,))
+        >>> bool((a.to_host() == b.to_host()).all())
+        True
+    """
+
+    def __init__(self, seed: int, offset: int = 0) -> None:
+        self.seed, self.offset = _seed("Generator", seed, offset)
+
+    def __repr__(self) -> str:
+        return f"Generator(seed={self.seed}, offset={self.offset})"
+
+    def take(self, n: int) -> int:
+        """Reserve ``n`` words: returns the offset to draw them at and advances past them."""
+        start = self.offset
+        self.offset += -(-int(n) // 4) * 4
+        return start
+
+    def random_bits(self, queue: Any, shape: Sequence[int]) -> Tensor:
+        """:func:`random_bits` at this generator's next offset."""
+        return random_bits(queue, shape, self.seed, self.take(math.prod(shape_arg(shape))))
+
+    def uniform(self, queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.0,
+                dtype: Any = "float32") -> Tensor:
+        """:func:`uniform` at this generator's next offset."""
+        return uniform(queue, shape, low, high, seed=self.seed,
+                       offset=self.take(math.prod(shape_arg(shape))), dtype=dtype)
+
+    def normal(self, queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0,
+               dtype: Any = "float32") -> Tensor:
+        """:func:`normal` at this generator's next offset."""
+        return normal(queue, shape, mean, std, seed=self.seed,
+                      offset=self.take(math.prod(shape_arg(shape))), dtype=dtype)
+
+    def bernoulli(self, queue: Any, shape: Sequence[int], p: float = 0.5,
+                  dtype: Any = "float32") -> Tensor:
+        """:func:`bernoulli` at this generator's next offset."""
+        return bernoulli(queue, shape, p, seed=self.seed,
+                         offset=self.take(math.prod(shape_arg(shape))), dtype=dtype)
+
+    def dropout(self, x: Tensor, p: float) -> tuple[Tensor, Tensor]:
+        """:func:`dropout` at this generator's next offset."""
+        x = check_tensor("dropout", x)
+        return dropout(x, p, self.seed, self.take(x.size))

@@ -1,0 +1,223 @@
+"""``softmax``, ``log_softmax`` (max-subtracted, so stable) and ``nll_gather``.
+
+# NOTE [ Softmax kernels ]
+# The input is viewed as (outer, R, inner) around ``axis``. Two kernels, chosen with
+# ``select_reduction_kernel(R, "max")``:
+# - REDUCTION_SEQUENTIAL: one work item per (outer, inner) position walks R three times
+#   (max, sum of exp, write); coalesced across inner, so it also serves every inner > 1;
+# - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: one work-group per row, LR lanes
+#   striding over the row with local-memory tree reductions for the max and the sum.
+# float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.tensor import Tensor
+
+from ._common import check_tensor, cl_kernel, empty, normalize_axis, same_device
+from ._elementwise import host, wrap
+from ._elementwise_base import (
+    device_buffer,
+    index_defs,
+    launch_items,
+    launch_nd,
+    local_size,
+    np_compute,
+)
+
+__all__ = ["log_softmax", "nll_gather", "softmax"]
+
+_TEMPLATE = """
+__kernel void NAME_row(__global T* out, __global const T* x, const IDX xo, const IDX R)
+{
+  __local CT buf[LMAX];
+  const IDX L = get_local_size(0), l = get_local_id(0);
+  const IDX base = get_group_id(0) * R;
+  CT m = -INFINITY;
+  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); m = MAXNAN(m, v); }
+  buf[l] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX s = L / 2; s > 0; s >>= 1) {
+    if (l < s) buf[l] = MAXNAN(buf[l], buf[l + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  m = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  CT sum = 0;
+  for (IDX r = l; r < R; r += L) sum += exp(LD(x, xo + base + r) - m);
+  buf[l] = sum;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX s = L / 2; s > 0; s >>= 1) {
+    if (l < s) buf[l] += buf[l + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  sum = buf[0];
+  const CT lse = log(sum);
+  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
+}
+
+__kernel void NAME_col(__global T* out, __global const T* x, const IDX xo,
+                       const IDX outer, const IDX R, const IDX inner)
+{
+  const IDX gid = get_global_id(0);
+  if (gid >= outer * inner) return;
+  const IDX o = gid / inner;
+  const IDX base = o * R * inner + (gid - o * inner);
+  CT m = -INFINITY;
+  for (IDX r = 0; r < R; ++r) { const CT v = LD(x, xo + base + r * inner); m = MAXNAN(m, v); }
+  CT sum = 0;
+  for (IDX r = 0; r < R; ++r) sum += exp(LD(x, xo + base + r * inner) - m);
+  const CT lse = log(sum);
+  for (IDX r = 0; r < R; ++r) {
+    const CT v = LD(x, xo + base + r * inner);
+    ST(out, base + r * inner, RESULT);
+  }
+}
+"""
+
+_SOURCE = (
+    "#define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))\n"
+    + _TEMPLATE.replace("NAME", "softmax").replace("RESULT", "exp(v - m) / sum")
+    + _TEMPLATE.replace("NAME", "log_softmax").replace("RESULT", "v - m - lse")
+)
+
+_NLL = """
+__kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
+                    __global const LT* labels, const IDX yo,
+                    const IDX C, const long ignore, const IDX n)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const long y = (long)labels[yo + i];
+  if (y == ignore) ST(out, i, (CT)0);
+  else if (y < 0 || y >= (long)C) ST(out, i, (CT)NAN);  /* out of range: NaN, no read */
+  else ST(out, i, -LD(logp, lo + i * C + (IDX)y));
+}
+"""
+
+
+def _check_float(op: str, x: Tensor) -> None:
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype}; "
+                        "cast it first, e.g. cast(x, 'float32')")
+
+
+def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
+    x = check_tensor(op, x)
+    _check_float(op, x)
+    ax = normalize_axis(op, axis, x.ndim)
+    if x.array is not None:
+        a = host(x).astype(np_compute(x.dtype), copy=False)
+        with np.errstate(all="ignore"):
+            m = np.max(a, axis=ax, keepdims=True) if a.size else a
+            z = a - m
+            s = np.sum(np.exp(z), axis=ax, keepdims=True)
+            res = z - np.log(s) if op == "log_softmax" else np.exp(z) / s
+        return wrap(x.queue, res, x.dtype)
+    out = empty(x.queue, x.shape, x.dtype)
+    if x.size == 0:
+        return out
+    dims = x.shape or (1,)
+    outer, R = math.prod(dims[:ax]), dims[ax]
+    inner = math.prod(dims[ax + 1:])
+    local = local_size(x.queue.device)
+    defs, idx = index_defs(x.offset + x.size)
+    kernel_src = f"{defs}#define LMAX {local}\n{_SOURCE}"
+    variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
+    args = (device_buffer(out), device_buffer(x), idx(x.offset))
+    if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
+        kernel = cl_kernel(x.queue.context, f"{op}_col", kernel_src, x.dtype)
+        launch_items(x.queue, kernel, outer * inner, *args, idx(outer), idx(R), idx(inner))
+    else:
+        kernel = cl_kernel(x.queue.context, f"{op}_row", kernel_src, x.dtype)
+        launch_nd(x.queue, kernel, (outer * local,), (local,), *args, idx(R))
+    return out
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``, in ``x``'s float dtype.
+
+    Raises:
+        TypeError: an integer tensor.
+        IndexError: ``axis`` out of range.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[0.0, np.log(3.0)]]))
+        >>> softmax(x).to_host().round(4).tolist()
+        [[0.25, 0.75]]
+    """
+    return _softmax("softmax", x, axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``, in ``x``'s float dtype.
+
+    Raises:
+        TypeError: an integer tensor.
+        IndexError: ``axis`` out of range.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[0.0, 0.0]]))
+        >>> log_softmax(x).to_host().round(4).tolist()
+        [[-0.6931, -0.6931]]
+    """
+    return _softmax("log_softmax", x, axis)
+
+
+def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
+    """``-logp[i, labels[i]]`` per row (0 where ``labels[i] == ignore_index``).
+
+    ``logp`` is (N, C) log-probabilities, ``labels`` (N,) int32/int64 class indices; the
+    result is (N,) in ``logp``'s dtype (average it for the NLL loss).
+
+    Raises:
+        TypeError: float labels, or integer ``logp``.
+        ValueError: shapes other than (N, C) and (N,); on the NumPy backend a label outside
+            ``[0, C)`` that is not ``ignore_index``. On OpenCL such a label yields NaN for
+            its row (nothing out of bounds is read; checking would need a host round trip).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> logp = Tensor.from_host(q, np.log(np.array([[0.5, 0.5], [0.25, 0.75]])))
+        >>> y = Tensor.from_host(q, np.array([1, -100]))
+        >>> nll_gather(logp, y).to_host().round(4).tolist()
+        [0.6931, 0.0]
+    """
+    logp = check_tensor("nll_gather", logp, "logp")
+    labels = check_tensor("nll_gather", labels, "labels")
+    _check_float("nll_gather", logp)
+    if labels.dtype not in ("int32", "int64"):
+        raise TypeError(f"nll_gather: labels must be int32 or int64, got {labels.dtype}")
+    if logp.ndim != 2 or labels.shape != logp.shape[:1]:
+        raise ValueError(f"nll_gather: expected logp (N, C) and labels (N,), got {logp.shape} "
+                         f"and {labels.shape}")
+    same_device("nll_gather", logp, labels)
+    N, C = logp.shape
+    if logp.array is not None:
+        y = host(labels).astype(np.int64)
+        keep = y != ignore_index
+        bad = keep & ((y < 0) | (y >= C))
+        if bad.any():
+            raise ValueError(f"nll_gather: label {int(y[bad][0])} is out of range for "
+                             f"{C} classes (ignore_index is {ignore_index})")
+        rows = host(logp)[np.arange(N), np.where(keep, y, 0)]
+        return wrap(logp.queue, np.where(keep, -rows, 0), logp.dtype)
+    out = empty(logp.queue, (N,), logp.dtype)
+    if N == 0:
+        return out
+    defs, idx = index_defs(logp.offset + logp.size, labels.offset + N)
+    lt = "int" if labels.dtype == "int32" else "long"
+    kernel = cl_kernel(logp.queue.context, "nll_k", f"{defs}#define LT {lt}\n{_NLL}", logp.dtype)
+    launch_items(logp.queue, kernel, N, device_buffer(out), device_buffer(logp) if C else None,
+                 idx(logp.offset), device_buffer(labels), idx(labels.offset), idx(C),
+                 np.int64(ignore_index), idx(N))
+    return out
