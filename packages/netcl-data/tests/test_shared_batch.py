@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -90,3 +91,39 @@ def test_ring_arguments() -> None:
         SharedBatchRing(0, 10)
     with pytest.raises(ValueError, match="slot_bytes must be >= 1, got 0"):
         SharedBatchRing(1, 0)
+
+
+def test_view_batch_leases_the_slot_until_every_view_is_gone() -> None:
+    ring = SharedBatchRing(1, 4096)
+    try:
+        layout, arrays = layout_of((np.arange(10.0), {"k": np.arange(3)}))
+        write_batch(ring.buffer(0), layout, arrays)
+        x, d = ring.view_batch(0, layout)
+        assert x.tolist() == list(range(10)) and d["k"].tolist() == [0, 1, 2]
+        x[0] = 42.0  # no copy: the array is the slot
+        assert read_batch(ring.buffer(0), layout)[0][0] == 42.0
+        with pytest.raises(RuntimeError, match="slot 0 is leased and cannot be resized"):
+            ring.resize(0, 10_000)
+        tail = x[5:]
+        del x, d
+        gc.collect()
+        assert ring.reclaim() == [] and ring.leased == 1  # `tail` still points into the slot
+        del tail
+        gc.collect()
+        assert ring.reclaim() == [0] and ring.leased == 0
+    finally:
+        ring.close()
+
+
+def test_closing_the_ring_unlinks_but_keeps_live_batches_mapped() -> None:
+    ring = SharedBatchRing(1, 4096)
+    layout, arrays = layout_of(np.arange(100))
+    write_batch(ring.buffer(0), layout, arrays)
+    name = ring.name(0)
+    batch = ring.view_batch(0, layout)
+    ring.close()
+    if os.path.isdir("/dev/shm"):
+        assert not os.path.exists(f"/dev/shm/{name}")
+    assert int(batch.sum()) == 4950  # still readable after close
+    del batch
+    gc.collect()

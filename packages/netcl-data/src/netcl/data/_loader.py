@@ -23,7 +23,7 @@ import numpy.typing as npt
 from ._fetch import BatchTransform, CollateFn, fetch_batch
 from ._sampler import batch_indices, fresh_seed
 from ._worker import RemoteError, Task, WorkerConfig, worker_main
-from .shared_batch import BatchLayout, SharedBatchRing, read_batch
+from .shared_batch import BatchLayout, SharedBatchRing
 
 _MIN_SLOT_BYTES = 64 * 1024
 _FALLBACK_SLOT_BYTES = 1 << 20
@@ -281,18 +281,19 @@ def _guess_slot_bytes(loader: DataLoader) -> int:
     except Exception:
         return _FALLBACK_SLOT_BYTES  # the workers will report the error with its traceback
 
-    def nbytes(node: Any) -> int:
-        if isinstance(node, np.ndarray | np.generic):
-            return int(node.nbytes)
-        if isinstance(node, tuple | list):
-            return sum(nbytes(c) for c in node)
-        if isinstance(node, dict):
-            return sum(nbytes(c) for c in node.values())
-        return 8
-
     # Transforms commonly turn uint8 images into float32: leave room for 4x.
     factor = 4 if loader.transform is not None else 1
-    return max(_MIN_SLOT_BYTES, nbytes(item) * loader.batch_size * factor + _MIN_SLOT_BYTES)
+    return max(_MIN_SLOT_BYTES, _nbytes(item) * loader.batch_size * factor + _MIN_SLOT_BYTES)
+
+
+def _nbytes(node: Any) -> int:
+    if isinstance(node, np.ndarray | np.generic):
+        return int(node.nbytes)
+    if isinstance(node, tuple | list):
+        return sum(_nbytes(c) for c in node)
+    if isinstance(node, dict):
+        return sum(_nbytes(c) for c in node.values())
+    return 8
 
 
 def _describe_exit(code: int | None) -> str:
@@ -316,6 +317,7 @@ class _WorkerIterator(LoaderIterator):
         num_workers = loader.num_workers
         self._outstanding: list[set[int]] = [set() for _ in range(num_workers)]
         self._ready: dict[int, Any] = {}
+        self._in_flight_limit = num_workers * loader.prefetch
         self._sent = 0
         self._pickled = 0
         try:
@@ -395,9 +397,14 @@ class _WorkerIterator(LoaderIterator):
     # -- tasks out --------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
-        while self._free and self._sent < len(self._batches):
+        self._free.extend(self._ring.reclaim())
+        in_flight = sum(len(o) for o in self._outstanding)
+        while in_flight < self._in_flight_limit and self._sent < len(self._batches):
             worker = min(range(len(self._outstanding)), key=lambda w: len(self._outstanding[w]))
-            slot = self._free.popleft()
+            if self._free:
+                slot = self._free.popleft()
+            else:  # every slot holds a batch still in use: add one rather than wait
+                slot = self._ring.add_slot(self._loader._slot_bytes or _MIN_SLOT_BYTES)
             task = Task(
                 batch_index=self._sent,
                 epoch=self.epoch,
@@ -412,6 +419,7 @@ class _WorkerIterator(LoaderIterator):
                 self._worker_died(worker)
             self._outstanding[worker].add(self._sent)
             self._sent += 1
+            in_flight += 1
 
     # -- results in -------------------------------------------------------------------------
 
@@ -444,8 +452,11 @@ class _WorkerIterator(LoaderIterator):
         kind, batch_index, slot = message[0], message[1], message[2]
         if kind == "ok":
             layout: BatchLayout = message[3]
-            self._ready[batch_index] = read_batch(self._ring.buffer(slot), layout)
-        elif kind == "inline":
+            # The batch stays in its slot; the slot comes back (reclaim) when the batch dies.
+            self._ready[batch_index] = self._ring.view_batch(slot, layout)
+            self._outstanding[worker].discard(batch_index)
+            return
+        if kind == "inline":
             self._ready[batch_index] = message[3]
             nbytes = int(message[4] * _GROWTH)
             self._ring.resize(slot, nbytes)
