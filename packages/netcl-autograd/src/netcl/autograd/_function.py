@@ -1,0 +1,132 @@
+"""``@differentiable``: one registry entry per op, its forward and backward side by side.
+
+A differentiable op is a function that computes its output with ``netcl.ops`` and returns it
+together with a backward closure (micrograd style: the backward rule sits next to the forward
+it differentiates, and captures what it needs)::
+
+    @differentiable("mul", primitive="mul")
+    def mul(a: Tensor, b: Tensor) -> tuple[Tensor, Backward]:
+        out = _ops.mul(a, b)
+
+        def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
+            return (unbroadcast(_ops.mul(g, b), a.shape) if needs[0] else None,
+                    unbroadcast(_ops.mul(g, a), b.shape) if needs[1] else None)
+
+        return out, backward
+
+The backward returns one gradient (or ``None``) per *Tensor argument*, in argument order, with
+Tensors inside list/tuple arguments counted one by one (``concat([a, b])`` has two). ``needs``
+says which of them require a gradient. Backward closures run under :func:`no_grad` and use
+device ops only. ``primitive`` names the JIT compiler primitive the op becomes when it is called
+on lazy values inside :func:`netcl.autograd.compiler.jit`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from netcl.core.tensor import Tensor, reshape
+
+from ._lazy import Lazy, has_lazy, materialize_args
+from ._tape import Backward, no_grad, record
+
+__all__ = [
+    "REGISTRY",
+    "Backward",
+    "Grads",
+    "OpDef",
+    "differentiable",
+    "sum_to_shape",
+    "tensor_inputs",
+    "unbroadcast",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: What a backward closure returns: one gradient or ``None`` per Tensor argument.
+Grads = Sequence["Tensor | None"]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One registered differentiable op: its name, forward+backward function, and primitive."""
+
+    name: str
+    fn: Callable[..., tuple[Tensor, Backward]]
+    primitive: str | Callable[..., Tensor] | None = None
+
+
+#: Every differentiable op by name (one entry each; ``grep '@differentiable("name"'``).
+REGISTRY: dict[str, OpDef] = {}
+
+
+def tensor_inputs(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Tensor]:
+    """The Tensor arguments in order, Tensors inside list/tuple arguments counted one by one."""
+    out: list[Tensor] = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Tensor):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value if isinstance(v, Tensor))
+    return out
+
+
+def differentiable(
+    name: str, primitive: str | Callable[..., Tensor] | None = None
+) -> Callable[[Callable[P, tuple[Tensor, Backward]]], Callable[P, Tensor]]:
+    """Register a forward function returning ``(output, backward)`` as differentiable op ``name``.
+
+    The decorated function runs the forward without recording, then records one node on every
+    active tape when an input requires grad (see :func:`netcl.autograd.Tape`).
+
+    Raises:
+        ValueError: ``name`` is registered already.
+    """
+
+    def wrap(fn: Callable[P, tuple[Tensor, Backward]]) -> Callable[P, Tensor]:
+        if name in REGISTRY:
+            raise ValueError(f"differentiable: op {name!r} is registered already")
+        REGISTRY[name] = OpDef(name, fn, primitive)
+
+        @functools.wraps(fn)
+        def op(*args: P.args, **kwargs: P.kwargs) -> Tensor:
+            if has_lazy(args, kwargs):
+                if isinstance(primitive, str) and not kwargs:
+                    return Lazy.apply(primitive, args, {})
+                if callable(primitive):
+                    return primitive(*args, **kwargs)
+                args, kwargs = materialize_args(args, kwargs)  # type: ignore[assignment]
+            inputs = tensor_inputs(args, kwargs)
+            with no_grad():
+                out, backward = fn(*args, **kwargs)
+            return record(name, inputs, out, backward)
+
+        return op
+
+    return wrap
+
+
+def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``g`` summed over the axes NumPy broadcasting added or stretched to reach ``g.shape``."""
+    if g.shape == shape:
+        return g
+    from netcl.ops import sum as _sum
+
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1
+    )
+    if axes:
+        g = _sum(g, axis=axes, keepdims=True)
+    return reshape(g, shape)
+
+
+def unbroadcast(g: Tensor | None, shape: tuple[int, ...], needed: bool = True) -> Tensor | None:
+    """:func:`sum_to_shape` that passes ``None`` through (and skips when not ``needed``)."""
+    if g is None or not needed:
+        return None
+    return sum_to_shape(g, shape)

@@ -1,0 +1,230 @@
+"""The JIT compiler's primitives: each an OpenCL C expression and its derivative expressions.
+
+:func:`register_primitive` takes exactly what the KernelSpec page shows: ``forward(args, attrs)``
+returns the C expression of the output given the C names of the arguments; ``backward(args,
+grad_var, attrs, out_var)`` returns one C expression per argument, its gradient given the
+upstream gradient ``grad_var`` and the output ``out_var``. Expressions may use the netcl
+preamble macros (``ADD``, ``MUL``, ``RELU``, ...), ``LIT(1.0)`` for a literal of the compute
+type, ``CT`` for the compute type, and the OpenCL math built-ins.
+
+Examples:
+    >>> p = register_primitive(
+    ...     "doc_axpy",
+    ...     forward=lambda args, attrs: f"ADD(MUL({args[0]}, {args[1]}), {args[2]})",
+    ...     backward=lambda args, g, attrs, out: [f"MUL({g}, {args[1]})",
+    ...                                           f"MUL({g}, {args[0]})", g],
+    ...     arity=3,
+    ... )
+    >>> p.forward_source(["a", "b", "c"], {})
+    'ADD(MUL(a, b), c)'
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from netcl.core.tensor import Tensor
+
+__all__ = ["PRIMITIVES", "BackwardExpr", "ForwardExpr", "Primitive", "get_primitive",
+           "register_primitive"]
+
+#: ``forward(args, attrs) -> C expression``.
+ForwardExpr = Callable[[Sequence[str], Mapping[str, Any]], str]
+#: ``backward(args, grad_var, attrs, out_var) -> one C expression per argument``.
+BackwardExpr = Callable[[Sequence[str], str, Mapping[str, Any], str], Sequence[str]]
+
+_versions = itertools.count(1)
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One registered primitive. Calling it applies it to Tensors, lazy values or numbers.
+
+    Called with Tensors it runs as one generated kernel (recorded on the tape, so it is
+    differentiable); inside :func:`netcl.autograd.compiler.jit` it becomes one more node of the
+    fused expression. ``attrs`` are keyword arguments, passed to ``forward``/``backward``.
+    """
+
+    name: str
+    forward: ForwardExpr
+    backward: BackwardExpr | None
+    arity: int
+    fusible: bool = True
+    version: int = field(default_factory=lambda: next(_versions), compare=False)
+
+    def forward_source(self, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
+        """The forward C expression for argument names ``args``.
+
+        Raises:
+            TypeError: ``forward`` did not return a string.
+        """
+        expr = self.forward(list(args), attrs)
+        if not isinstance(expr, str):
+            raise TypeError(
+                f"primitive {self.name!r}: forward must return a C expression string, got "
+                f"{type(expr).__name__}"
+            )
+        return expr
+
+    def backward_sources(
+        self, args: Sequence[str], grad_var: str, attrs: Mapping[str, Any], out_var: str
+    ) -> list[str]:
+        """One gradient C expression per argument.
+
+        Raises:
+            RuntimeError: the primitive has no backward.
+            TypeError: ``backward`` did not return ``arity`` strings.
+        """
+        if self.backward is None:
+            raise RuntimeError(
+                f"primitive {self.name!r} was registered without backward; it cannot be "
+                "differentiated"
+            )
+        exprs = list(self.backward(list(args), grad_var, attrs, out_var))
+        if len(exprs) != self.arity or not all(isinstance(e, str) for e in exprs):
+            raise TypeError(
+                f"primitive {self.name!r}: backward must return {self.arity} C expression "
+                f"strings (one per argument), got {exprs!r}"
+            )
+        return exprs
+
+    def __call__(self, *operands: Any, **attrs: Any) -> Tensor:
+        from ._lazy import Lazy, has_lazy, materialize
+
+        out = Lazy.apply(self.name, operands, attrs)
+        return out if has_lazy(operands, {}) else materialize(out)
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def register_primitive(
+    name: str,
+    forward: ForwardExpr,
+    backward: BackwardExpr | None,
+    arity: int,
+    fusible: bool = True,
+    replace: bool = False,
+) -> Primitive:
+    """Register a primitive so that it joins fusion and differentiation (see the module doc).
+
+    Args:
+        name: a C identifier naming the primitive.
+        forward: ``(args, attrs) -> C expression``.
+        backward: ``(args, grad_var, attrs, out_var) -> [C expression per argument]``, or
+            ``None`` for a primitive that is never differentiated.
+        arity: number of arguments.
+        fusible: ``False`` makes the primitive a fusion boundary: it runs as its own kernel
+            and its arguments are computed before it.
+        replace: allow replacing a registered primitive (cached kernels of the old one are
+            not reused).
+
+    Returns:
+        The :class:`Primitive`; call it on Tensors (eager) or on lazy values inside ``jit``.
+
+    Raises:
+        ValueError: bad name or arity, or ``name`` is taken and ``replace`` is false.
+        TypeError: ``forward``/``backward`` are not callable.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"register_primitive: name must be a C identifier, got {name!r}")
+    if isinstance(arity, bool) or not isinstance(arity, int) or arity < 1:
+        raise ValueError(f"register_primitive {name!r}: arity must be an int >= 1, got {arity!r}")
+    if not callable(forward):
+        raise TypeError(f"register_primitive {name!r}: forward must be callable")
+    if backward is not None and not callable(backward):
+        raise TypeError(f"register_primitive {name!r}: backward must be callable or None")
+    prim = Primitive(name, forward, backward, arity, bool(fusible))
+    with _lock:
+        if name in PRIMITIVES and not replace:
+            raise ValueError(
+                f"register_primitive: {name!r} is registered already; pass replace=True to "
+                "redefine it"
+            )
+        PRIMITIVES[name] = prim
+    return prim
+
+
+def get_primitive(name: str) -> Primitive:
+    """The primitive registered as ``name``.
+
+    Raises:
+        KeyError: no primitive of that name (the message lists the known ones).
+    """
+    try:
+        return PRIMITIVES[name]
+    except KeyError:
+        raise KeyError(
+            f"no primitive {name!r}; registered: {', '.join(sorted(PRIMITIVES))}"
+        ) from None
+
+
+# -- built-in primitives ------------------------------------------------------------------------
+
+
+def _templated(name: str, arity: int, fwd: str, bwd: Sequence[str]) -> None:
+    """A primitive from format templates: ``{0}``.. are arguments, ``{g}``/``{out}`` the
+    upstream gradient and output."""
+
+    def forward(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
+        return fwd.format(*args)
+
+    def backward(
+        args: Sequence[str], g: str, attrs: Mapping[str, Any], out: str
+    ) -> list[str]:
+        return [t.format(*args, g=g, out=out) for t in bwd]
+
+    register_primitive(name, forward, backward, arity)
+
+
+_ZERO = "(CT)0"
+
+# One row per built-in: name, arity, forward, backward per argument. Ties of maximum/minimum
+# and the kinks of relu/abs/clamp follow PyTorch: relu'(0) = 0, abs'(0) = 0, a tie of
+# maximum(a, b) sends the whole gradient to a (the first argument).
+_BUILTINS: tuple[tuple[str, int, str, tuple[str, ...]], ...] = (
+    ("add", 2, "ADD({0}, {1})", ("{g}", "{g}")),
+    ("sub", 2, "SUB({0}, {1})", ("{g}", "NEG({g})")),
+    ("mul", 2, "MUL({0}, {1})", ("MUL({g}, {1})", "MUL({g}, {0})")),
+    ("div", 2, "DIV({0}, {1})", ("DIV({g}, {1})", "NEG(DIV(MUL({g}, {out}), {1}))")),
+    ("neg", 1, "NEG({0})", ("NEG({g})",)),
+    ("square", 1, "SQR({0})", ("MUL({g}, MUL(LIT(2.0), {0}))",)),
+    ("exp", 1, "exp({0})", ("MUL({g}, {out})",)),
+    ("log", 1, "log({0})", ("DIV({g}, {0})",)),
+    ("sqrt", 1, "sqrt({0})", ("DIV({g}, MUL(LIT(2.0), {out}))",)),
+    ("abs", 1, "fabs({0})", ("MUL({g}, sign({0}))",)),
+    ("relu", 1, "RELU({0})", (f"(({{0}}) > 0 ? ({{g}}) : {_ZERO})",)),
+    ("sigmoid", 1, "SIGMOID({0})", ("MUL({g}, MUL({out}, SUB(LIT(1.0), {out})))",)),
+    ("tanh", 1, "tanh({0})", ("MUL({g}, SUB(LIT(1.0), SQR({out})))",)),
+    ("silu", 1, "MUL({0}, SIGMOID({0}))",
+     ("MUL({g}, MUL(SIGMOID({0}), ADD(LIT(1.0), MUL({0}, SUB(LIT(1.0), SIGMOID({0}))))))",)),
+    ("gelu", 1, "MUL(MUL(LIT(0.5), {0}), ADD(LIT(1.0), erf(MUL({0}, LIT(0.7071067811865476)))))",
+     ("MUL({g}, ADD(MUL(LIT(0.5), ADD(LIT(1.0), erf(MUL({0}, LIT(0.7071067811865476))))), "
+      "MUL(MUL({0}, LIT(0.3989422804014327)), exp(MUL(LIT(-0.5), SQR({0}))))))",)),
+    ("gelu_tanh", 1,
+     "MUL(MUL(LIT(0.5), {0}), ADD(LIT(1.0), tanh(MUL(LIT(0.7978845608028654), "
+     "ADD({0}, MUL(LIT(0.044715), MUL({0}, SQR({0}))))))))",
+     ("MUL({g}, ADD(MUL(LIT(0.5), ADD(LIT(1.0), tanh(MUL(LIT(0.7978845608028654), ADD({0}, "
+      "MUL(LIT(0.044715), MUL({0}, SQR({0})))))))), MUL(MUL(MUL(LIT(0.5), {0}), SUB(LIT(1.0), "
+      "SQR(tanh(MUL(LIT(0.7978845608028654), ADD({0}, MUL(LIT(0.044715), MUL({0}, SQR({0})))))))"
+      ")), MUL(LIT(0.7978845608028654), ADD(LIT(1.0), MUL(LIT(0.134145), SQR({0})))))))",)),
+    ("maximum", 2, "(({0}) >= ({1}) ? ({0}) : ({1}))",
+     (f"(({{0}}) >= ({{1}}) ? ({{g}}) : {_ZERO})", f"(({{0}}) >= ({{1}}) ? {_ZERO} : ({{g}}))")),
+    ("minimum", 2, "(({0}) <= ({1}) ? ({0}) : ({1}))",
+     (f"(({{0}}) <= ({{1}}) ? ({{g}}) : {_ZERO})", f"(({{0}}) <= ({{1}}) ? {_ZERO} : ({{g}}))")),
+    ("pow", 2, "pow({0}, {1})",
+     ("MUL({g}, MUL({1}, pow({0}, SUB({1}, LIT(1.0)))))", "MUL({g}, MUL({out}, log({0})))")),
+    ("clamp", 3, "(({0}) < ({1}) ? ({1}) : (({0}) > ({2}) ? ({2}) : ({0})))",
+     (f"(({{0}}) >= ({{1}}) && ({{0}}) <= ({{2}}) ? ({{g}}) : {_ZERO})",
+      f"(({{0}}) < ({{1}}) ? ({{g}}) : {_ZERO})",
+      f"(({{0}}) >= ({{1}}) && ({{0}}) > ({{2}}) ? ({{g}}) : {_ZERO})")),
+)
+
+for _row in _BUILTINS:
+    _templated(*_row)

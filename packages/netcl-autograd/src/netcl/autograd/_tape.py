@@ -1,0 +1,447 @@
+"""The Tape: what records ops, the node graph, and the reverse pass that fills ``.grad``.
+
+# NOTE [ Recording ]
+# Ops record only inside ``with Tape():`` (and outside ``no_grad``), and only when one of their
+# Tensor inputs has ``requires_grad``. A recorded op's output gets ``requires_grad=True`` and
+# ``grad_fn``: its :class:`Node`, which holds the backward closure (and through it whatever the
+# closure captured), the nodes of its inputs (``grad_fn`` links) and the leaves among them. A
+# node never refers to intermediate tensors except through its closure, so a tensor lives
+# exactly as long as the user or some pending backward needs it.
+#
+# NOTE [ No reference cycles ]
+# A backward closure often captures the op's own output (sigmoid, exp, softmax). If the tensor
+# returned to the user were that output, ``out.grad_fn -> node -> closure -> out`` would be a
+# cycle that only the garbage collector frees. So a recorded op returns a *view* of its output
+# (``reshape(out, out.shape)``, which keeps ``out`` alive through ``_base``) and the node keeps
+# ``out`` itself; nothing points back at the view.
+#
+# NOTE [ Tapes, nesting and consumption ]
+# Tapes nest; every tape on the thread's stack records every node created while it is active,
+# so an outer tape sees the inner tape's ops too. The graph itself is the ``grad_fn`` links, as
+# in PyTorch: ``tape.backward(loss)`` walks every node reachable from ``loss``. Without
+# ``retain_graph`` it frees each node's closure as soon as that node ran (the saved tensors go
+# back to the buffer pool while the pass continues), frees every other node the tape recorded,
+# and marks the tape consumed: a second backward raises ``RuntimeError``, and so does a backward
+# that reaches a node another tape's backward already freed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+from netcl.core.tensor import Tensor, reshape
+
+__all__ = [
+    "Backward",
+    "Node",
+    "Tape",
+    "current_tape",
+    "detach",
+    "enable_grad",
+    "is_recording",
+    "no_grad",
+    "record",
+]
+
+#: A backward closure: ``(upstream grad, needs_input_grad) -> one grad (or None) per input``.
+Backward = Callable[[Tensor, tuple[bool, ...]], Sequence["Tensor | None"]]
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.tapes: list[Tape] = []
+        self.disabled = 0
+
+
+_state = _State()
+_tape_ids = itertools.count(1)
+
+
+def current_tape() -> Tape | None:
+    """The innermost active :class:`Tape` of this thread, or ``None``."""
+    return _state.tapes[-1] if _state.tapes else None
+
+
+def is_recording() -> bool:
+    """Whether an op run now would be recorded (a tape is active and grad is not disabled)."""
+    return bool(_state.tapes) and _state.disabled == 0
+
+
+@contextlib.contextmanager
+def no_grad() -> Iterator[None]:
+    """Run the block without recording, even inside a :class:`Tape` (nests; thread-local).
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.autograd as ag
+        >>> from netcl.core import Tensor, manager
+        >>> w = Tensor.from_host(manager.default("cpu").queue, np.ones(2))
+        >>> w.requires_grad = True
+        >>> with ag.Tape(), ag.no_grad():
+        ...     y = ag.ops.mul(w, w)
+        >>> y.requires_grad, y.grad_fn is None
+        (False, True)
+    """
+    _state.disabled += 1
+    try:
+        yield
+    finally:
+        _state.disabled -= 1
+
+
+@contextlib.contextmanager
+def enable_grad() -> Iterator[None]:
+    """Record again inside a :func:`no_grad` block (the tapes still have to be active)."""
+    saved, _state.disabled = _state.disabled, 0
+    try:
+        yield
+    finally:
+        _state.disabled = saved
+
+
+def detach(t: Tensor) -> Tensor:
+    """A tensor sharing ``t``'s storage that is not part of any graph (no ``grad_fn``).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones(2))
+        >>> x.requires_grad = True
+        >>> d = detach(x)
+        >>> d.requires_grad, d.to_host().tolist()
+        (False, [1.0, 1.0])
+    """
+    if not isinstance(t, Tensor):
+        raise TypeError(f"detach: expected a netcl Tensor, got {type(t).__name__}")
+    return reshape(t, t.shape)
+
+
+class Node:
+    """One recorded op: its backward closure and where its input gradients go.
+
+    ``node(grad)`` runs the closure and returns one gradient (or ``None``) per input, which is
+    what the Tensor page calls ``grad_fn``.
+    """
+
+    __slots__ = (
+        "__weakref__", "_backward", "in_dtypes", "in_shapes", "leaves", "name", "needs",
+        "out_dtype", "out_shape", "parents", "tape_ids",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        inputs: Sequence[Tensor],
+        backward: Backward,
+        out: Tensor,
+        tape_ids: tuple[int, ...],
+    ) -> None:
+        self.name = name
+        self._backward: Backward | None = backward
+        self.needs = tuple(bool(t.requires_grad) for t in inputs)
+        self.parents: tuple[Node | None, ...] = tuple(
+            t.grad_fn if isinstance(t.grad_fn, Node) and t.requires_grad else None
+            for t in inputs
+        )
+        self.leaves: tuple[Tensor | None, ...] = tuple(
+            t if t.requires_grad and p is None else None for t, p in zip(inputs, self.parents)
+        )
+        self.in_shapes = tuple(t.shape for t in inputs)
+        self.in_dtypes = tuple(t.dtype for t in inputs)
+        self.out_shape = out.shape
+        self.out_dtype = out.dtype
+        self.tape_ids = tape_ids
+
+    @property
+    def released(self) -> bool:
+        """Whether a backward pass already freed this node's saved tensors."""
+        return self._backward is None
+
+    def release(self) -> None:
+        """Drop the backward closure and every tensor it saved."""
+        self._backward = None
+
+    def __call__(self, grad: Tensor) -> tuple[Tensor | None, ...]:
+        """The gradients of this op's inputs, given the gradient of its output.
+
+        Raises:
+            RuntimeError: the node was already freed by a backward pass.
+        """
+        fn = self._backward
+        if fn is None:
+            raise RuntimeError(
+                f"backward through {self.name!r}: its saved tensors were already freed by a "
+                "backward pass; pass retain_graph=True to the first backward to run two"
+            )
+        with no_grad():
+            grads = tuple(fn(grad, self.needs))
+        if len(grads) != len(self.needs):
+            raise RuntimeError(
+                f"backward of {self.name!r} returned {len(grads)} gradients for "
+                f"{len(self.needs)} inputs"
+            )
+        for i, g in enumerate(grads):
+            if g is not None and g.shape != self.in_shapes[i]:
+                raise RuntimeError(
+                    f"backward of {self.name!r}: gradient {i} has shape {g.shape}, its input "
+                    f"has shape {self.in_shapes[i]}"
+                )
+        return grads
+
+    def __repr__(self) -> str:
+        state = ", released" if self.released else ""
+        return f"Node({self.name!r}, out={self.out_shape}{state})"
+
+
+def record(name: str, inputs: Sequence[Tensor], out: Tensor, backward: Backward) -> Tensor:
+    """Record ``out = name(inputs)`` on every active tape; returns the tensor to hand out.
+
+    When nothing records (no tape, ``no_grad``, or no input requires grad) ``out`` itself comes
+    back. Otherwise a view of ``out`` with ``requires_grad`` and ``grad_fn`` set (see NOTE
+    [ No reference cycles ]); ``backward`` may capture ``out``.
+    """
+    if not is_recording() or not any(t.requires_grad for t in inputs):
+        return out
+    tapes = _state.tapes
+    node = Node(name, inputs, backward, out, tuple(t.id for t in tapes))
+    for tape in tapes:
+        tape._nodes.append(node)
+    view = reshape(out, out.shape)
+    view.requires_grad = True
+    view.grad_fn = node
+    return view
+
+
+def _add(a: Tensor, b: Tensor) -> Tensor:
+    from netcl.ops import add
+
+    return add(a, b)
+
+
+def _copy(t: Tensor) -> Tensor:
+    from netcl.ops import add
+
+    return add(t, 0)
+
+
+class Tape:
+    """Records differentiable ops run inside ``with Tape() as tape:``; ``tape.backward(loss)``
+    accumulates gradients into the ``.grad`` of every leaf with ``requires_grad``.
+
+    Gradients accumulate across backward calls until something sets ``.grad`` back to ``None``
+    (an optimizer's ``zero_grad``). Only leaves (tensors with ``requires_grad`` and no
+    ``grad_fn``) get ``.grad``; intermediate gradients are freed as soon as they are used.
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.autograd as ag
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> w = Tensor.from_host(q, np.array([1.0, 2.0, 3.0]))
+        >>> w.requires_grad = True
+        >>> with ag.Tape() as tape:
+        ...     loss = ag.ops.sum(ag.ops.mul(w, w))
+        >>> tape.backward(loss)
+        >>> w.grad.to_host().tolist()
+        [2.0, 4.0, 6.0]
+    """
+
+    def __init__(self) -> None:
+        self.id = next(_tape_ids)
+        self._nodes: list[Node] = []
+        self.consumed = False
+        self._active = False
+
+    # -- context manager ---------------------------------------------------------------------
+
+    def __enter__(self) -> Tape:
+        if self._active:
+            raise RuntimeError("Tape: this tape is already active; nest a new Tape() instead")
+        if self.consumed:
+            raise RuntimeError("Tape: this tape was consumed by backward; record on a new Tape()")
+        _state.tapes.append(self)
+        self._active = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack = _state.tapes
+        if not stack or stack[-1] is not self:
+            raise RuntimeError("Tape: tapes must be exited in the reverse order they were entered")
+        stack.pop()
+        self._active = False
+
+    # -- inspection --------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes recorded on this tape, in recording order."""
+        return tuple(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __repr__(self) -> str:
+        state = "consumed" if self.consumed else f"{len(self._nodes)} nodes"
+        return f"Tape({state})"
+
+    # -- backward ----------------------------------------------------------------------------
+
+    def backward(
+        self,
+        loss: Tensor,
+        grad: Tensor | None = None,
+        retain_graph: bool = False,
+        on_node: Callable[[Node], Any] | None = None,
+    ) -> None:
+        """Accumulate d(loss)/d(leaf) into ``leaf.grad`` for every leaf ``loss`` depends on.
+
+        Args:
+            loss: a tensor recorded on this tape (or a leaf with ``requires_grad``).
+            grad: the gradient of ``loss`` itself (``None``: ones; only for a 1-element loss).
+            retain_graph: keep every node's saved tensors so backward can run again.
+            on_node: called after each node ran and its buffers were released (profiling).
+
+        Raises:
+            ValueError: ``loss`` has more than one element and ``grad`` is ``None``, or
+                ``grad`` has a different shape.
+            RuntimeError: the tape was already consumed, ``loss`` does not require grad or
+                was not recorded on this tape, or the pass reaches a node already freed.
+        """
+        if not isinstance(loss, Tensor):
+            raise TypeError(
+                f"Tape.backward: loss must be a netcl Tensor, got {type(loss).__name__}"
+            )
+        if self.consumed:
+            raise RuntimeError(
+                "Tape.backward: this tape was already consumed by a backward call; record the "
+                "forward again on a new Tape, or pass retain_graph=True to the first backward"
+            )
+        if not loss.requires_grad:
+            raise RuntimeError(
+                "Tape.backward: loss does not require grad; nothing recorded on this tape "
+                "depends on a tensor with requires_grad=True"
+            )
+        seed = self._seed(loss, grad)
+        root = loss.grad_fn
+        try:
+            if root is None:
+                _accumulate(loss, seed, set())
+            elif not isinstance(root, Node) or self.id not in root.tape_ids:
+                raise RuntimeError(
+                    "Tape.backward: loss was not recorded on this tape; call backward on the "
+                    "tape that was active when loss was computed"
+                )
+            else:
+                self._run(root, seed, retain_graph, on_node)
+        finally:
+            if not retain_graph:
+                for node in self._nodes:
+                    node.release()
+                self._nodes.clear()
+                self.consumed = True
+
+    @staticmethod
+    def _seed(loss: Tensor, grad: Tensor | None) -> Tensor:
+        if grad is None:
+            if loss.size != 1:
+                raise ValueError(
+                    f"Tape.backward: loss has shape {loss.shape} ({loss.size} elements); a "
+                    "non-scalar loss needs grad= of the same shape (or reduce it, e.g. sum)"
+                )
+            return Tensor.from_shape(loss.queue, loss.shape, loss.dtype, fill=1)
+        if not isinstance(grad, Tensor):
+            raise TypeError(
+                f"Tape.backward: grad must be a netcl Tensor, got {type(grad).__name__}"
+            )
+        if grad.shape != loss.shape:
+            raise ValueError(
+                f"Tape.backward: grad has shape {grad.shape}, loss has shape {loss.shape}"
+            )
+        return grad
+
+    def _run(
+        self, root: Node, seed: Tensor, retain: bool, on_node: Callable[[Node], Any] | None
+    ) -> None:
+        order = _topological(root)
+        pending: dict[Node, Tensor] = {root: seed}
+        handed: set[int] = {id(seed)}
+        for node in order:
+            g = pending.pop(node, None)
+            if g is None:  # no gradient reached this node (every path carried None)
+                if not retain:
+                    node.release()
+                continue
+            grads = node(g)
+            del g
+            if not retain:
+                node.release()
+            for i, gi in enumerate(grads):
+                if gi is None or not node.needs[i]:
+                    continue
+                parent = node.parents[i]
+                if parent is not None:
+                    prev = pending.get(parent)
+                    pending[parent] = gi if prev is None else _add(prev, gi)
+                    handed.add(id(gi))
+                else:
+                    leaf = node.leaves[i]
+                    if leaf is not None:
+                        _accumulate(leaf, gi, handed)
+            del grads
+            if on_node is not None:
+                on_node(node)
+
+
+def _topological(root: Node) -> list[Node]:
+    """Nodes reachable from ``root``, each after every node that consumes it (root first)."""
+    post: list[Node] = []
+    seen: set[int] = {id(root)}
+    stack: list[tuple[Node, Iterator[Node | None]]] = [(root, iter(root.parents))]
+    _check_alive(root)
+    while stack:
+        node, parents = stack[-1]
+        for p in parents:
+            if p is not None and id(p) not in seen:
+                _check_alive(p)
+                seen.add(id(p))
+                stack.append((p, iter(p.parents)))
+                break
+        else:
+            stack.pop()
+            post.append(node)
+    post.reverse()
+    return post
+
+
+def _check_alive(node: Node) -> None:
+    if node.released:
+        raise RuntimeError(
+            f"Tape.backward: the graph reaches {node.name!r}, whose saved tensors were already "
+            "freed by a backward pass (this tape's or another's); pass retain_graph=True to "
+            "that earlier backward, or record the forward again"
+        )
+
+
+def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
+    """``leaf.grad += g``; the first gradient is copied if anything else may hold it."""
+    if g.dtype != leaf.dtype:
+        from netcl.ops import cast
+
+        g = cast(g, leaf.dtype)
+    with no_grad():
+        if leaf.grad is None:
+            shared = id(g) in handed or g._base is not None
+            leaf.grad = _copy(g) if shared else g
+        else:
+            leaf.grad = _add(leaf.grad, g)
+    handed.add(id(g))

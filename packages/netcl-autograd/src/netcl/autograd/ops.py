@@ -1,0 +1,81 @@
+"""Differentiable versions of the ``netcl.ops`` ops that have a gradient.
+
+Each op computes its forward with ``netcl.ops`` and, when it runs inside a
+:class:`~netcl.autograd.Tape` on an input with ``requires_grad``, records its backward rule
+(which also runs as ``netcl.ops`` device ops). Ops without a gradient (comparisons, ``argmax``,
+``one_hot``, creation, random numbers) are used from ``netcl.ops`` directly.
+
+Examples:
+    >>> import numpy as np
+    >>> import netcl.autograd as ag
+    >>> from netcl.core import Tensor, manager
+    >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([-1.0, 2.0]))
+    >>> x.requires_grad = True
+    >>> with ag.Tape() as tape:
+    ...     y = ag.ops.sum(ag.ops.relu(x))
+    >>> tape.backward(y)
+    >>> x.grad.to_host().tolist()
+    [0.0, 1.0]
+"""
+
+from ._ops_elementwise import abs as abs
+from ._ops_elementwise import add as add
+from ._ops_elementwise import cast as cast
+from ._ops_elementwise import clamp as clamp
+from ._ops_elementwise import div as div
+from ._ops_elementwise import exp as exp
+from ._ops_elementwise import gelu as gelu
+from ._ops_elementwise import leaky_relu as leaky_relu
+from ._ops_elementwise import log as log
+from ._ops_elementwise import maximum as maximum
+from ._ops_elementwise import minimum as minimum
+from ._ops_elementwise import mul as mul
+from ._ops_elementwise import neg as neg
+from ._ops_elementwise import pow as pow
+from ._ops_elementwise import reciprocal as reciprocal
+from ._ops_elementwise import relu as relu
+from ._ops_elementwise import rsqrt as rsqrt
+from ._ops_elementwise import sigmoid as sigmoid
+from ._ops_elementwise import silu as silu
+from ._ops_elementwise import sqrt as sqrt
+from ._ops_elementwise import sub as sub
+from ._ops_elementwise import tanh as tanh
+from ._ops_elementwise import where as where
+from ._ops_movement import broadcast_to as broadcast_to
+from ._ops_movement import concat as concat
+from ._ops_movement import dropout as dropout
+from ._ops_movement import embedding as embedding
+from ._ops_movement import flatten as flatten
+from ._ops_movement import gather as gather
+from ._ops_movement import getitem as getitem
+from ._ops_movement import index_select as index_select
+from ._ops_movement import pad as pad
+from ._ops_movement import permute as permute
+from ._ops_movement import reshape as reshape
+from ._ops_movement import slice as slice
+from ._ops_movement import squeeze as squeeze
+from ._ops_movement import stack as stack
+from ._ops_movement import transpose as transpose
+from ._ops_movement import unsqueeze as unsqueeze
+from ._ops_movement import view as view
+from ._ops_reduce import log_softmax as log_softmax
+from ._ops_reduce import max as max
+from ._ops_reduce import mean as mean
+from ._ops_reduce import min as min
+from ._ops_reduce import nll_gather as nll_gather
+from ._ops_reduce import softmax as softmax
+from ._ops_reduce import sum as sum
+from ._ops_reduce import var as var
+
+__all__ = [
+    # elementwise
+    "abs", "add", "cast", "clamp", "div", "exp", "gelu", "leaky_relu", "log", "maximum",
+    "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt",
+    "sub", "tanh", "where",
+    # reductions and softmax
+    "log_softmax", "max", "mean", "min", "nll_gather", "softmax", "sum", "var",
+    # movement, indexing, dropout
+    "broadcast_to", "concat", "dropout", "embedding", "flatten", "gather", "getitem",
+    "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack", "transpose",
+    "unsqueeze", "view",
+]
