@@ -6,12 +6,19 @@ and normalised to float32 -- at 0, 1 and 2 worker processes. Every epoch starts 
 afresh in both frameworks (netcl's loader has no persistent workers; torch's default is the
 same), and the time of an epoch includes that start.
 
+The loaders take turns, one epoch each per round, so that load from other processes on a shared
+machine falls on all of them alike; the table shows each loader's best epoch (its least
+disturbed one) and the JSON also keeps the median and every epoch time.
+
 PyTorch runs two ways, since both are common:
 
 * ``torch per-sample``: a Dataset whose ``__getitem__`` pads, crops, flips and normalises one
   image with torch ops (what torchvision-style transforms do), collated by the default collate;
 * ``torch batched``: a Dataset indexed by a whole batch of indices (``BatchSampler`` as the
   sampler), gathering the batch and transforming it with vectorized torch ops, as netcl does.
+
+Torch runs one thread per process (``torch.set_num_threads(1)``), like NumPy here and like
+torch's own worker processes.
 
 Torch is optional: without it the torch columns are left out. Prints a table and writes JSON.
 
@@ -76,6 +83,9 @@ def torch_loaders(
     except ImportError:
         return None
 
+    # One thread per process, as NumPy here and torch's own workers run: torch's default pool
+    # of one thread per core only oversubscribes a small machine when workers run beside it.
+    torch.set_num_threads(1)
     x_all = torch.from_numpy(images)
     y_all = torch.from_numpy(labels)
     mean = torch.tensor(MEAN).view(3, 1, 1)
@@ -126,27 +136,23 @@ def torch_loaders(
     return {"torch per-sample": per_sample, "torch batched": batched}
 
 
-def epoch_seconds(loader: Iterable[Any], epochs: int) -> tuple[float, int, tuple[Any, ...]]:
-    """Median seconds per epoch, batches per epoch, and (shape, dtype) of the first batch."""
-    times = []
-    count = 0
+def one_epoch(loader: Iterable[Any]) -> tuple[float, int, tuple[Any, ...]]:
+    """Seconds for one epoch, its batch count, and (shape, dtype) of its first batch."""
     first: tuple[Any, ...] = ()
-    for _ in range(epochs):
-        start = time.perf_counter()
-        count = 0
-        for x, _y in loader:
-            if not first:
-                first = (tuple(x.shape), str(x.dtype))
-            count += 1
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), count, first
+    count = 0
+    start = time.perf_counter()
+    for x, _y in loader:
+        if not first:
+            first = (tuple(x.shape), str(x.dtype))
+        count += 1
+    return time.perf_counter() - start, count, first
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10_240, help="images in the dataset")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--epochs", type=int, default=3, help="epochs timed (median taken)")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per loader (best kept)")
     parser.add_argument("--workers", default="0,1,2", help="comma-separated worker counts")
     parser.add_argument("--json", default="bench_data.json", help="where to write results")
     args = parser.parse_args()
@@ -158,28 +164,38 @@ def main() -> int:
     torch_factories = torch_loaders(images, labels, args.batch_size)
     if torch_factories is None:
         print("torch is not installed: the torch columns are left out", file=sys.stderr)
+    names = ["netcl", *(torch_factories or {})]
+
+    loaders: dict[tuple[str, int], Iterable[Any]] = {}
+    for w in workers:
+        loaders["netcl", w] = netcl_loader(images, labels, args.batch_size, w)
+        for name, factory in (torch_factories or {}).items():
+            loaders[name, w] = factory(w)
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in loaders}
+    counts: dict[tuple[str, int], int] = {}
+    firsts: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for round_ in range(args.epochs):  # one epoch of each loader in turn
+        for key, loader in loaders.items():
+            seconds, counts[key], firsts[key] = one_epoch(loader)
+            times[key].append(seconds)
+        print(f"round {round_ + 1}/{args.epochs} done", file=sys.stderr, flush=True)
 
     rows: list[dict[str, Any]] = []
     for w in workers:
-        seconds, batches, first = epoch_seconds(
-            netcl_loader(images, labels, args.batch_size, w), args.epochs
-        )
-        row: dict[str, Any] = {"workers": w, "batches": batches, "netcl": batches / seconds}
-        row["netcl_batch"] = first
-        for name, factory in (torch_factories or {}).items():
-            t_seconds, t_batches, t_first = epoch_seconds(factory(w), args.epochs)
-            row[name] = t_batches / t_seconds
-            row[f"{name}_batch"] = t_first
+        row: dict[str, Any] = {"workers": w, "batches": counts["netcl", w]}
+        for name in names:
+            row[name] = counts[name, w] / min(times[name, w])
+            row[f"{name} (median epoch)"] = counts[name, w] / statistics.median(times[name, w])
+            row[f"{name} epoch seconds"] = times[name, w]
+            row[f"{name} first batch"] = firsts[name, w]
         rows.append(row)
-        print(f"workers={w} done", file=sys.stderr, flush=True)
 
-    names = ["netcl", *(torch_factories or {})]
     header = f"{'workers':>7}  " + "  ".join(f"{n + ' b/s':>20}" for n in names)
     if torch_factories:
         header += "  " + "  ".join(f"{'netcl / ' + n.split()[-1]:>18}" for n in names[1:])
     print(
         f"\nCIFAR-shaped uint8 {args.batch_size}x3x32x32, crop(pad 4) + flip + normalise, "
-        f"{args.samples} samples, median of {args.epochs} epochs (worker start included)"
+        f"{args.samples} samples, best of {args.epochs} epochs (worker start included)"
     )
     print(header)
     for row in rows:
@@ -191,12 +207,13 @@ def main() -> int:
     result = {
         "benchmark": "bench_data",
         "work": "CIFAR-shaped uint8, random crop (padding 4) + horizontal flip + normalise",
-        "unit": "batches per second (median epoch, worker start included)",
+        "unit": "batches per second in the best epoch (and the median one); worker start included",
         "config": vars(args),
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(),
+            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
             "python": platform.python_version(),
             "numpy": np.__version__,
             "torch": _torch_version(),
