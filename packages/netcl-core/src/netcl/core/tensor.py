@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from .memory import BufferHandle, BufferPool
 __all__ = ["Tensor", "check_same_device", "copy_from_host", "reshape"]
 
 _CPU_BACKEND = CPUBackend()
+_TensorT = TypeVar("_TensorT", bound="Tensor")
 _NO_DATA: Any = object()
 _backends: dict[int, Any] = {}
 
@@ -113,14 +114,14 @@ class Tensor:
 
     @classmethod
     def from_host(
-        cls,
+        cls: type[_TensorT],
         queue: Any,
         data: Any = _NO_DATA,
         dtype: str | None = None,
         backend: str | None = None,
         async_copy: bool | None = None,
         use_pinned: bool | None = None,
-    ) -> Tensor:
+    ) -> _TensorT:
         """Copy host data onto the device of ``queue`` (``None``: the active device).
 
         ``Tensor.from_host(array)`` (data only) uses the active device, as the spec pages do.
@@ -176,14 +177,14 @@ class Tensor:
 
     @classmethod
     def from_shape(
-        cls,
+        cls: type[_TensorT],
         queue: Any,
         shape: Sequence[int],
         dtype: str = "float32",
         fill: float | None = 0,
         pool: BufferPool | None = None,
         backend: str | None = None,
-    ) -> Tensor:
+    ) -> _TensorT:
         """A new tensor of ``shape`` filled with ``fill`` (``None``: uninitialized).
 
         On the OpenCL backend the buffer is leased from ``pool`` (default: the persistent pool of

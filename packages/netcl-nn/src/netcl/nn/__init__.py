@@ -6,16 +6,51 @@ Examples:
     True
 """
 
+from . import functional as functional
 from . import init as init
 from .__about__ import __version__ as __version__
 from ._containers import Identity as Identity
 from ._containers import ModuleList as ModuleList
 from ._containers import Sequential as Sequential
+from ._layers import GELU as GELU
+from ._layers import AdaptiveAvgPool2d as AdaptiveAvgPool2d
+from ._layers import AvgPool2d as AvgPool2d
+from ._layers import BatchNorm1d as BatchNorm1d
+from ._layers import BatchNorm2d as BatchNorm2d
+from ._layers import Conv2d as Conv2d
+from ._layers import Dropout as Dropout
+from ._layers import Embedding as Embedding
+from ._layers import Flatten as Flatten
+from ._layers import LayerNorm as LayerNorm
+from ._layers import LeakyReLU as LeakyReLU
+from ._layers import Linear as Linear
+from ._layers import MaxPool2d as MaxPool2d
+from ._layers import ReLU as ReLU
+from ._layers import Sigmoid as Sigmoid
+from ._layers import SiLU as SiLU
+from ._layers import Tanh as Tanh
 from ._module import HookHandle as HookHandle
 from ._module import Module as Module
 from ._module import Parameter as Parameter
 
 __all__ = [
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "MaxPool2d",
+    "ReLU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
     "HookHandle",
     "Identity",
     "Module",
@@ -23,5 +58,6 @@ __all__ = [
     "Parameter",
     "Sequential",
     "__version__",
+    "functional",
     "init",
 ]

@@ -1,0 +1,339 @@
+"""The layers: Linear, Conv2d, normalization, embedding, dropout, pooling, activations, Flatten.
+
+Every forward goes through :mod:`netcl.autograd.ops`, so every layer is differentiable.
+Parameters are created on the active device (``with netcl.core.device.device(...)``) or on
+``queue`` when one is given, and initialised as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.autograd import ops as F
+from netcl.core.tensor import Tensor
+
+from . import init
+from ._module import Module, Parameter, default_queue
+
+__all__ = [
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "MaxPool2d",
+    "ReLU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+]
+
+IntPair = int | tuple[int, int]
+
+
+def _param(queue: Any, shape: Sequence[int]) -> Parameter:
+    return Parameter.from_shape(queue if queue is not None else default_queue(), tuple(shape))
+
+
+def _positive(layer: str, **values: int) -> None:
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{layer}: {name} must be a positive int, got {v!r}")
+
+
+class Linear(Module):
+    """``y = x @ W.T + b`` with ``W`` of shape (out_features, in_features).
+
+    Initialised like PyTorch: ``W`` kaiming-uniform with ``a = sqrt(5)``, ``b`` uniform in
+    ``+-1/sqrt(in_features)``.
+
+    Shape:
+        input ``(*, in_features)``, output ``(*, out_features)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> layer = Linear(4, 3, queue=q, rng=np.random.default_rng(0))
+        >>> layer(Tensor.from_host(q, np.ones((2, 4)))).shape
+        (2, 3)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 queue: Any = None, rng: np.random.Generator | None = None) -> None:
+        super().__init__()
+        _positive("Linear", in_features=in_features, out_features=out_features)
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = _param(queue, (out_features, in_features))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5), rng=rng)
+        self.bias: Parameter | None = None
+        if bias:
+            self.bias = _param(queue, (out_features,))
+            bound = 1 / math.sqrt(in_features)
+            init.uniform_(self.bias, -bound, bound, rng)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1:] != (self.in_features,):
+            raise ValueError(f"Linear: expected input (*, {self.in_features}), got {x.shape}")
+        lead = x.shape[:-1]
+        flat = x if x.ndim == 2 else F.reshape(x, (math.prod(lead), self.in_features))
+        y = F.matmul(flat, self.weight, transpose_b=True)
+        if self.bias is not None:
+            y = F.add(y, self.bias)
+        return y if x.ndim == 2 else F.reshape(y, (*lead, self.out_features))
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Conv2d(Module):
+    """2-D convolution over NCHW input, with stride, padding, dilation and groups.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> conv = Conv2d(3, 8, 3, padding=1, queue=q, rng=np.random.default_rng(0))
+        >>> conv(Tensor.from_host(q, np.ones((2, 3, 7, 7)))).shape
+        (2, 8, 7, 7)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair,
+                 stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
+                 groups: int = 1, bias: bool = True, queue: Any = None,
+                 rng: np.random.Generator | None = None) -> None:
+        super().__init__()
+        _positive("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} "
+                             f"and out_channels={out_channels}")
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride, self.padding, self.dilation = (
+            (kh, kw), stride, padding, dilation)
+        self.weight = _param(queue, (out_channels, in_channels // groups, kh, kw))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5), rng=rng)
+        self.bias: Parameter | None = None
+        if bias:
+            self.bias = _param(queue, (out_channels,))
+            bound = 1 / math.sqrt(in_channels // groups * kh * kw)
+            init.uniform_(self.bias, -bound, bound, rng)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
+                        dilation=self.dilation, groups=self.groups)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, groups={self.groups}")
+
+
+class _BatchNorm(Module):
+    expected_ndim: tuple[int, ...] = ()
+    running_mean: Tensor
+    running_var: Tensor
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, queue: Any = None) -> None:
+        super().__init__()
+        _positive(type(self).__name__, num_features=num_features)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        q = queue if queue is not None else default_queue()
+        self.weight: Parameter | None = None
+        self.bias: Parameter | None = None
+        if affine:
+            self.weight = Parameter.from_shape(q, (num_features,), fill=1)
+            self.bias = Parameter.from_shape(q, (num_features,), fill=0)
+        self.register_buffer("running_mean", Tensor.from_shape(q, (num_features,), fill=0))
+        self.register_buffer("running_var", Tensor.from_shape(q, (num_features,), fill=1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        name = type(self).__name__
+        if x.ndim not in self.expected_ndim or x.shape[1] != self.num_features:
+            raise ValueError(f"{name}: expected input of {self.expected_ndim} dims with "
+                             f"{self.num_features} channels at dim 1, got {x.shape}")
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            training=self.training, momentum=self.momentum, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L) input, with running statistics for eval mode."""
+
+    expected_ndim = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W) input, with running statistics for eval mode.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> bn = BatchNorm2d(3, queue=q)
+        >>> y = bn(Tensor.from_host(q, np.random.default_rng(0).normal(size=(4, 3, 5, 5))))
+        >>> bool(abs(y.to_host().mean()) < 1e-5)
+        True
+    """
+
+    expected_ndim = (4,)
+
+
+class LayerNorm(Module):
+    """Normalize over the last ``len(normalized_shape)`` dims, with learnable scale and shift."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, queue: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
+            normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        q = queue if queue is not None else default_queue()
+        self.weight: Parameter | None = None
+        self.bias: Parameter | None = None
+        if elementwise_affine:
+            self.weight = Parameter.from_shape(q, shape, fill=1)
+            self.bias = Parameter.from_shape(q, shape, fill=0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+
+class Embedding(Module):
+    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1) init)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, queue: Any = None,
+                 rng: np.random.Generator | None = None) -> None:
+        super().__init__()
+        _positive("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        self.weight = _param(queue, (num_embeddings, embedding_dim))
+        init.normal_(self.weight, rng=rng)
+
+    def forward(self, indices: Tensor) -> Tensor:
+        return F.embedding(indices, self.weight)
+
+
+class Dropout(Module):
+    """Zero elements with probability ``p`` in training mode (scaled by ``1/(1-p)``); identity
+    in eval mode. Masks come from a counter-based Philox stream (``seed``), the same on every
+    backend; the stream position advances with each call."""
+
+    def __init__(self, p: float = 0.5, seed: int = 0) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p, self.seed, self.offset = p, seed, 0
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        y = F.dropout(x, self.p, seed=self.seed, offset=self.offset)
+        self.offset += 4 * math.ceil(x.size / 4)
+        return y
+
+
+class _Pool(Module):
+    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None,
+                 padding: IntPair = 0) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+
+class MaxPool2d(_Pool):
+    """Max over ``kernel_size`` windows (ties send the gradient to the first maximum)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(_Pool):
+    """Mean over ``kernel_size`` windows."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Mean pooling to a fixed ``output_size``; ``1`` is global average pooling."""
+
+    def __init__(self, output_size: IntPair) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class Flatten(Module):
+    """Merge dims ``start_dim..end_dim`` (default: all but the batch dim)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.flatten(x, self.start_dim, self.end_dim)
+
+
+class ReLU(Module):
+    """``max(x, 0)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class LeakyReLU(Module):
+    """``x`` if positive else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+
+class GELU(Module):
+    """Gaussian error linear unit (``approximate`` = "none" or "tanh")."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+
+class Sigmoid(Module):
+    """``1 / (1 + exp(-x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    """Hyperbolic tangent."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
