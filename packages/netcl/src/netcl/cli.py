@@ -48,14 +48,46 @@ def devices(out: Any = None) -> int:
     return 0
 
 
+def train(args: argparse.Namespace, out: Any = None) -> int:
+    """Train the digits CNN and print the held-out accuracy."""
+    from netcl.trainer._digits import DigitsConfig, train_digits
+
+    out = out or sys.stdout
+    cfg = DigitsConfig(device=args.device, epochs=args.epochs, batch_size=args.batch_size,
+                       lr=args.lr, seed=args.seed, workers=args.workers,
+                       checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+                       progress=not args.no_progress)
+    _, history, dev = train_digits(cfg)
+    print(f"device: {dev}", file=out)
+    for m in history:
+        print(f"epoch {m.epoch + 1:2d}  loss {m.train_loss:.4f}  train acc {m.train_accuracy:.4f}"
+              f"  test acc {m.val_accuracy:.4f}  ({m.seconds:.1f} s)", file=out)
+    final = history[-1].val_accuracy if history else None
+    print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran", file=out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netcl`` console command."""
     parser = argparse.ArgumentParser(prog="netcl", description="netcl command line")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("devices", help="list OpenCL devices and the NumPy backend")
+    tp = sub.add_parser("train", help="train a CNN on scikit-learn's handwritten digits")
+    tp.add_argument("--device", default="auto",
+                    help="auto (default), cpu (NumPy), cl, cl:P:D or a device-name fragment")
+    tp.add_argument("--epochs", type=int, default=10)
+    tp.add_argument("--batch-size", type=int, default=64)
+    tp.add_argument("--lr", type=float, default=1e-2)
+    tp.add_argument("--seed", type=int, default=0)
+    tp.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    tp.add_argument("--checkpoint-dir", default=None)
+    tp.add_argument("--resume", action="store_true", help="continue from checkpoint-dir")
+    tp.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.command == "devices":
         return devices()
+    if args.command == "train":
+        return train(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 
