@@ -493,10 +493,11 @@ class _WorkerIterator(LoaderIterator):
         proc = self._pool.procs[worker]
         proc.join(timeout=_SHUTDOWN_GRACE_S)
         pending = sorted(self._outstanding[worker])
+        doing = f"while batches {pending} were pending" if pending else "while idle"
         self.close()
         raise RuntimeError(
             f"DataLoader: worker {worker} (pid {proc.pid}) exited unexpectedly with "
-            f"{_describe_exit(proc.exitcode)} while batches {pending} of epoch {self.epoch} were "
-            "pending; a worker dies like this when it is killed (for example by the "
-            "out-of-memory killer) or crashes in native code"
+            f"{_describe_exit(proc.exitcode)} {doing} in epoch {self.epoch}; a worker dies like "
+            "this when it is killed (for example by the out-of-memory killer) or crashes in "
+            "native code"
         )
