@@ -19,7 +19,7 @@ import numpy as np
 
 from netcl.core.device import manager
 from netcl.core.dtypes import FLOAT_DTYPES
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, reshape
 
 from ._tape import Tape, no_grad
 
@@ -50,8 +50,10 @@ def _host(value: Any, shift: np.ndarray[Any, Any] | None = None) -> Any:
         arr = arr.astype(np.float64)
         if shift is not None:
             arr = arr + shift
-        return Tensor.from_host(queue, arr, dtype="float64")
-    return Tensor.from_host(queue, arr, dtype=value.dtype)
+        out = Tensor.from_host(queue, arr, dtype="float64")
+    else:
+        out = Tensor.from_host(queue, arr, dtype=value.dtype)
+    return out if out.shape == value.shape else reshape(out, value.shape)
 
 
 def _output(op: str, out: Any) -> Tensor:
@@ -117,7 +119,10 @@ def gradcheck(
             out = _output("gradcheck", fn(*inputs))
         dtype = out.dtype
         v = rng.standard_normal(out.shape)
-        tape.backward(out, grad=Tensor.from_host(out.queue, v, dtype=dtype))
+        seed_grad = Tensor.from_host(out.queue, v, dtype=dtype)
+        if seed_grad.shape != out.shape:  # from_host gives 0-d data shape (1,)
+            seed_grad = reshape(seed_grad, out.shape)
+        tape.backward(out, grad=seed_grad)
         grads = [
             np.zeros(inputs[i].shape) if inputs[i].grad is None
             else inputs[i].grad.to_host().astype(np.float64)
