@@ -121,12 +121,15 @@ def test_unshuffled_order_and_empty_dataset() -> None:
 
 
 @needs_fork
-def test_fork_and_spawn_agree() -> None:
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_fork_and_other_start_methods_agree(method: str) -> None:
+    if method not in mp.get_all_start_methods():
+        pytest.skip(f"no {method} start method")
     ds = cifar_like(48)
     kwargs: dict[str, Any] = dict(shuffle=True, seed=5, num_workers=2, transform=PIPELINE)
     forked = collect(DataLoader(ds, 16, multiprocessing_context="fork", **kwargs))
-    spawned = collect(DataLoader(ds, 16, multiprocessing_context="spawn", timeout=60, **kwargs))
-    assert_same_batches(forked, spawned)
+    other = collect(DataLoader(ds, 16, multiprocessing_context=method, timeout=60, **kwargs))
+    assert_same_batches(forked, other)
 
 
 class ListDataset:
@@ -348,6 +351,19 @@ def test_worker_killed_from_outside_is_detected(method: str) -> None:
             pass
 
 
+@needs_fork
+def test_ctrl_c_reaches_the_parent_only() -> None:
+    # Ctrl-C in a terminal signals the whole process group: workers ignore it and go on.
+    loader = DataLoader(
+        cifar_like(200), 4, num_workers=2, multiprocessing_context="fork", timeout=30
+    )
+    it = iter(loader)
+    next(it), next(it)  # batches 0 and 1 come from workers 0 and 1: both are in their loop
+    for pid in it.worker_pids:
+        os.kill(pid, signal.SIGINT)
+    assert len(list(it)) == 48
+
+
 class SlowDataset(ListDataset):
     def __getitem__(self, index: int) -> Any:
         if mp.parent_process() is not None:  # slow in workers only (the parent probes item 0)
@@ -452,6 +468,33 @@ def test_batches_live_in_the_ring_and_outlive_their_epoch() -> None:
     kept[1][0][...] = 0  # the arrays are the caller's to change
     del kept, rest, view
     gc.collect()
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise Interrupted
+
+
+@needs_dev_shm
+@needs_fork
+def test_interrupt_while_waiting_cleans_up() -> None:
+    before = shm_count()
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        loader = DataLoader(
+            SlowDataset(_items(8)), 2, num_workers=2, multiprocessing_context="fork"
+        )
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            collect(loader)  # blocked waiting for a slow worker when the signal lands
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert shm_count() == before
+    assert mp.active_children() == []
 
 
 # -- bad arguments ------------------------------------------------------------------------------
