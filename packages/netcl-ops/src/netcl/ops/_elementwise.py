@@ -146,18 +146,18 @@ OPS: dict[str, EwOp] = {op.name: op for op in (
     EwOp("ge", 2, "cmp", "a >= b", "a >= b", np.greater_equal),
     EwOp("where", 3, "arith", "a != (CT)0 ? b : c", "a != (CT)0 ? b : c",
          lambda c, a, b: np.where(c != 0, a, b)),
+    # movement ops and casts: its own one-op kernel, small to compile
     EwOp("copy", 1, "copy", "a", "a", lambda a: a),
 )}
 
-_BUNDLES: dict[tuple[str, int, int], tuple[EwOp, ...]] = {}
+_BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
 for _op in OPS.values():
-    _key = (_op.group, _op.arity, _op.nparams)
-    _BUNDLES[_key] = (*_BUNDLES.get(_key, ()), _op)
+    _BUNDLES[(_op.group, _op.arity)] = (*_BUNDLES.get((_op.group, _op.arity), ()), _op)
 
 
 def bundle(op: EwOp) -> tuple[EwOp, ...]:
-    """The ops compiled into one program with ``op`` (same group, arity and parameters)."""
-    return _BUNDLES[(op.group, op.arity, op.nparams)]
+    """The ops served by one kernel with ``op`` (same group and arity)."""
+    return _BUNDLES[(op.group, op.arity)]
 
 
 # -- dispatch ---------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     Examples:
         >>> from netcl.core.device import manager
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([0.0, 1.0]))
-        >>> np.round(gelu(x).to_host(), 4).tolist()
+        >>> [round(float(v), 4) for v in gelu(x).to_host()]
         [0.0, 0.8413]
     """
     if approximate not in ("none", "tanh"):

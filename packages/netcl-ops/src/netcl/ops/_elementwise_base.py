@@ -5,11 +5,16 @@ expression and its NumPy function). This module turns a row into OpenCL kernels 
 them; it knows no op by name.
 
 # NOTE [ Elementwise kernel family ]
-# One *program* holds a kernel for every op of one group ("arith", "cmp" or "copy") and arity
-# that has an expression for the compute type, for one signature: operand storage dtypes (or a
-# scalar passed by value), compute dtype, output dtype and layout. PoCL and most drivers pay
-# ~0.3 s per program build and far less per extra kernel in it, so bundling a family keeps a
-# model's (and the test suite's) compile time down; a kernel object is still per op.
+# One kernel serves every op of a *bundle* (same group and arity) that has an expression for
+# the compute type, for one signature: operand storage dtypes, compute dtype, output dtype and
+# layout. Two uniform arguments pick the work: ``int op`` (the op's
+# index in the bundle, switched on once per work item after the shared loads) and, per
+# operand, ``u<k>`` (1: use the by-value scalar ``s<k>`` instead of loading ``p<k>``), so
+# ``x + y``, ``x + 2`` and ``2 + x`` share one kernel.
+# Why not a kernel per op: PoCL JIT-compiles every kernel on its first launch (0.1-0.5 s on a
+# small CPU) on top of ~0.3 s per program build, which made a model's first step (and this
+# package's tests) spend minutes compiling; a uniform branch costs a GPU nothing measurable in
+# a memory-bound kernel. The bundle keeps each op's C expression in one table row.
 #
 # Layouts (shapes and strides are scalar kernel arguments, never buffers):
 # - "flat": every operand contiguous over the output (same shape), one element per work item
@@ -51,6 +56,7 @@ __all__ = [
     "contiguous_strides",
     "device_buffer",
     "index_defs",
+    "kernel_name",
     "kernel_scalar",
     "launch_items",
     "launch_nd",
@@ -247,12 +253,12 @@ class EwOp:
         name: the op's name (kernel ``ew_<name>``).
         arity: number of operands.
         group: ``"arith"`` (output dtype = compute dtype), ``"cmp"`` (uint8 0/1 output) or
-            ``"copy"`` (output dtype chosen by the caller).
+            ``"copy"`` (the identity; output dtype chosen by the caller).
         c_float: expression for float compute types (``None``: floats unsupported).
         c_int: expression for integer compute (``None``: ``TypeError`` on integer tensors).
         numpy: vectorized NumPy function on arrays in the compute dtype (params after operands).
         unsigned: whether uint8 is allowed (``neg`` is not).
-        nparams: number of scalar parameters (``q0``, ``q1``); ops of one program share it.
+        nparams: number of scalar parameters (``q0``, ``q1``) the op reads.
     """
 
     name: str
@@ -278,7 +284,7 @@ class _Sig:
     group: str
     arity: int
     nparams: int
-    operands: tuple[str | None, ...]  # storage dtype of each operand, None for a scalar
+    operands: tuple[str, ...]  # storage dtype of each operand (compute dtype for scalars)
     compute: str
     out: str
     layout: str  # "flat" | "vec" | "nd"
@@ -316,7 +322,7 @@ def _load_macro(k: int, dtype: str) -> str:
 
 def _store_macro(dtype: str) -> str:
     if dtype == "float16":
-        return "#define STO(p, i, v) vstore_half((float)(v), (i), (p))\n"
+        return "#define STO(p, i, v) vstore_half((v), (i), (p))\n"
     return f"#define STO(p, i, v) ((p)[(i)] = ({c_type(dtype)})(v))\n"
 
 
@@ -334,107 +340,117 @@ def literal_macro(compute: str) -> str:
 def _params(sig: _Sig) -> list[str]:
     out = [f"__global {c_type(sig.out)}* out", "const IDX oo"]
     for k, dt in enumerate(sig.operands):
-        if dt is None:
-            out.append(f"const CT s{k}")
-        else:
-            out += [f"__global const {c_type(dt)}* p{k}", f"const IDX o{k}"]
+        out += [f"__global const {c_type(dt)}* p{k}", f"const IDX o{k}", f"const CT s{k}",
+                f"const int u{k}"]
     out += [f"const CT q{j}" for j in range(sig.nparams)]
     out.append("const IDX n")
     if sig.layout == "nd":
         out += [f"const IDX d{j}" for j in range(sig.ndim)]
         out += [f"const IDX so{j}" for j in range(sig.ndim)]
-        for k, dt in enumerate(sig.operands):
-            if dt is not None:
-                out += [f"const IDX s{k}_{j}" for j in range(sig.ndim)]
+        for k in range(len(sig.operands)):
+            out += [f"const IDX s{k}_{j}" for j in range(sig.ndim)]
     return out
 
 
-def _scalar_body(sig: _Sig, expr: str, index: str, out_index: str, indent: str) -> str:
-    lines = []
-    for k, dt in enumerate(sig.operands):
-        value = f"s{k}" if dt is None else f"LD{k}(p{k}, {index.format(k=k)})"
-        lines.append(f"{indent}const CT {_NAMES[k]} = {value};")
-    lines.append(f"{indent}STO(out, {out_index}, ({expr}));")
-    return "\n".join(lines)
+def _loads(sig: _Sig, index: str, indent: str) -> list[str]:
+    """``const CT a = ...;`` for every operand; ``index`` formats with the operand number."""
+    return [f"{indent}const CT {_NAMES[k]} = u{k} ? s{k} : LD{k}(p{k}, {index.format(k=k)});"
+            for k in range(len(sig.operands))]
 
 
-def _vec_body(sig: _Sig, expr: str) -> str:
+def _switch(cases: Sequence[tuple[int, str]], indent: str) -> list[str]:
+    lines = [f"{indent}switch (op) {{"]
+    lines += [f"{indent}  case {code}: {{ {stmt} }} break;" for code, stmt in cases]
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _scalar_body(sig: _Sig, exprs: Sequence[tuple[int, str]], index: str, out_index: str,
+                 indent: str) -> list[str]:
+    cases = [(code, f"STO(out, {out_index}, ({expr}));") for code, expr in exprs]
+    return _loads(sig, index, indent) + _switch(cases, indent)
+
+
+def _vec_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
     w = sig.width
     lines = ["  const IDX base = i * W;", "  if (base + W <= n) {"]
     for k, dt in enumerate(sig.operands):
         if dt == "float16":
-            lines.append(f"    const float{w} v{k} = vload_half{w}(i, p{k} + o{k});")
-        elif dt is not None:
-            lines.append(f"    const {c_type(dt)}{w} v{k} = vload{w}(i, p{k} + o{k});")
-    lane_type = "float" if sig.out == "float16" else c_type(sig.out)
-    lines.append(f"    {lane_type}{w} r;")
-    for lane in range(w):
-        sl = f"s{lane:X}"
-        loads = " ".join(
-            f"const CT {_NAMES[k]} = " + (f"s{k};" if dt is None else f"(CT)v{k}.{sl};")
-            for k, dt in enumerate(sig.operands)
-        )
-        lines.append(f"    {{ {loads} r.{sl} = ({lane_type})({expr}); }}")
+            lines.append(f"    const float{w} v{k} = u{k} ? (float{w})(s{k}) : "
+                         f"vload_half{w}(i, p{k} + o{k});")
+        else:
+            t = c_type(dt)
+            lines.append(f"    const {t}{w} v{k} = u{k} ? ({t}{w})(({t})s{k}) : "
+                         f"vload{w}(i, p{k} + o{k});")
     if sig.out == "float16":
-        lines.append(f"    vstore_half{w}(r, i, out + oo);")
+        lane_type = "double" if sig.compute == "float64" else "float"
+        store = f"vstore_half{w}(r, i, out + oo);"
     else:
-        lines.append(f"    vstore{w}(r, i, out + oo);")
-    lines.append("  } else {")
-    lines.append("    for (IDX j = base; j < n; ++j) {")
-    lines.append(_scalar_body(sig, expr, "o{k} + j", "oo + j", "      "))
-    lines.append("    }")
-    lines.append("  }")
-    return "\n".join(lines)
+        lane_type = c_type(sig.out)
+        store = f"vstore{w}(r, i, out + oo);"
+    lines.append(f"    {lane_type}{w} r;")
+    cases = []
+    for code, expr in exprs:
+        lanes = []
+        for lane in range(w):
+            sl = f"s{lane:X}"
+            loads = " ".join(f"const CT {_NAMES[k]} = (CT)v{k}.{sl};"
+                             for k in range(len(sig.operands)))
+            lanes.append(f"{{ {loads} r.{sl} = ({lane_type})({expr}); }}")
+        cases.append((code, "\n        ".join(lanes)))
+    lines += _switch(cases, "    ")
+    lines += [f"    {store}", "  } else {", "    for (IDX j = base; j < n; ++j) {"]
+    lines += _scalar_body(sig, exprs, "o{k} + j", "oo + j", "      ")
+    lines += ["    }", "  }"]
+    return lines
 
 
-def _nd_body(sig: _Sig, expr: str) -> str:
-    tensors = [k for k, dt in enumerate(sig.operands) if dt is not None]
+def _nd_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
+    tensors = range(len(sig.operands))
     lines = ["  if (i >= n) return;", "  IDX r = i;", "  IDX io = oo;"]
     lines += [f"  IDX i{k} = o{k};" for k in tensors]
     for j in range(sig.ndim - 1, -1, -1):
         step = "const IDX c = r;" if j == 0 else f"const IDX c = r % d{j}; r /= d{j};"
         adds = " ".join([f"io += c * so{j};"] + [f"i{k} += c * s{k}_{j};" for k in tensors])
         lines.append(f"  {{ {step} {adds} }}")
-    lines.append(_scalar_body(sig, expr, "i{k}", "io", "  "))
-    return "\n".join(lines)
+    return lines + _scalar_body(sig, exprs, "i{k}", "io", "  ")
+
+
+def kernel_name(ops: tuple[EwOp, ...]) -> str:
+    """The name of the kernel serving the bundle ``ops`` (``ew_arith2``, ``ew_cmp2``, ...)."""
+    return f"ew_{ops[0].group}{ops[0].arity}"
 
 
 @functools.cache
 def _program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
-    """The program of every op in ``ops`` that has an expression for ``sig.compute``."""
+    """The one kernel of bundle ``ops`` for ``sig``: ``op`` is the index of an op in ``ops``."""
     head = [index_defs(_INT32_LIMIT + 1 if sig.wide else 0)[0], literal_macro(sig.compute),
             _store_macro(sig.out)]
-    head += [_load_macro(k, dt) for k, dt in enumerate(sig.operands) if dt is not None]
+    head += [_load_macro(k, dt) for k, dt in enumerate(sig.operands)]
     if sig.layout == "vec":
         head.append(f"#define W {sig.width}\n")
-    parts = ["".join(head)]
-    params = ",\n    ".join(_params(sig))
-    for op in ops:
-        expr = op.expression(sig.compute)
-        if expr is None:
-            continue
-        if sig.layout == "flat":
-            body = "  if (i >= n) return;\n" + _scalar_body(sig, expr, "o{k} + i", "oo + i", "  ")
-        elif sig.layout == "vec":
-            body = _vec_body(sig, expr)
-        else:
-            body = _nd_body(sig, expr)
-        parts.append(
-            f"__kernel void ew_{op.name}(\n    {params})\n{{\n"
-            f"  const IDX i = get_global_id(0);\n{body}\n}}\n"
-        )
-    return "\n".join(parts)
+    exprs = [(code, e) for code, op in enumerate(ops)
+             if (e := op.expression(sig.compute)) is not None]
+    if sig.layout == "flat":
+        body = ["  if (i >= n) return;", *_scalar_body(sig, exprs, "o{k} + i", "oo + i", "  ")]
+    elif sig.layout == "vec":
+        body = _vec_body(sig, exprs)
+    else:
+        body = _nd_body(sig, exprs)
+    params = ",\n    ".join([*_params(sig), "const int op"])
+    return (f"{''.join(head)}\n__kernel void {kernel_name(ops)}(\n    {params})\n{{\n"
+            "  const IDX i = get_global_id(0);\n" + "\n".join(body) + "\n}\n")
 
 
-_kernels: dict[tuple[int, _Sig, str], Any] = {}
+_kernels: dict[tuple[int, _Sig, tuple[EwOp, ...]], Any] = {}
 
 
-def _kernel(context: Any, sig: _Sig, op: EwOp, bundle: tuple[EwOp, ...]) -> Any:
-    key = (id(context), sig, op.name)
+def _kernel(context: Any, sig: _Sig, bundle: tuple[EwOp, ...]) -> Any:
+    key = (id(context), sig, bundle)
     kernel = _kernels.get(key)
     if kernel is None:
         source = _program_source(sig, bundle)
-        kernel = _kernels[key] = cl_kernel(context, f"ew_{op.name}", source, sig.compute)
+        kernel = _kernels[key] = cl_kernel(context, kernel_name(bundle), source, sig.compute)
     return kernel
 
 
@@ -461,12 +477,13 @@ def run_strided(
         return
     queue = out.tensor.queue
     views = [o for o in operands if isinstance(o, Strided)]
-    dims, strides = _collapse(shape, [out.strides] + [v.strides for v in views])
-    extents = [n] + [v.offset + v.tensor.size for v in [out, *views]]
-    _, idx = index_defs(*extents)
-    wide = idx is np.int64
+    none = (0,) * len(shape)
+    dims, strides = _collapse(
+        shape, [out.strides] + [o.strides if isinstance(o, Strided) else none for o in operands])
+    _, idx = index_defs(n, *(v.offset + v.tensor.size for v in [out, *views]))
     layout, width = "nd", 1
-    if len(dims) == 1 and all(s[0] == 1 for s in strides):
+    if len(dims) == 1 and all(st[0] == 1 for st, o in zip(strides, [out, *operands])
+                              if isinstance(o, Strided)):
         cfg = get_kernel_selector(queue.device).select_elementwise_kernel(n, out.tensor.dtype)
         if cfg.variant is KernelVariant.ELEMENTWISE_VECTORIZED:
             layout, width = "vec", cfg.vector_width
@@ -477,25 +494,27 @@ def run_strided(
             f"{op.name}: {len(shape)}-d iteration shape {tuple(shape)} keeps {len(dims)} dims "
             f"after merging contiguous ones; OpenCL kernels take at most {MAX_DIMS}"
         )
+    nparams = max(o.nparams for o in bundle)
     sig = _Sig(
-        group=op.group, arity=op.arity, nparams=op.nparams,
-        operands=tuple(o.tensor.dtype if isinstance(o, Strided) else None for o in operands),
+        group=op.group, arity=op.arity, nparams=nparams,
+        operands=tuple(o.tensor.dtype if isinstance(o, Strided) else compute for o in operands),
         compute=compute, out=out.tensor.dtype, layout=layout,
-        ndim=len(dims) if layout == "nd" else 1, width=width, wide=wide,
+        ndim=len(dims) if layout == "nd" else 1, width=width, wide=idx is np.int64,
     )
+    zero = kernel_scalar(op.name, 0, compute)
     args: list[Any] = [device_buffer(out.tensor), idx(out.offset)]
     for o in operands:
         if isinstance(o, Strided):
-            args += [device_buffer(o.tensor), idx(o.offset)]
+            args += [device_buffer(o.tensor), idx(o.offset), zero, np.int32(0)]
         else:
-            args.append(o)
-    args += list(params)
-    args.append(idx(n))
+            args += [None, idx(0), o, np.int32(1)]
+    args += [*params, *[zero] * (nparams - len(params)), idx(n)]
     if layout == "nd":
         args += [idx(d) for d in dims]
-        for s in strides:
-            args += [idx(v) for v in s]
-    kernel = _kernel(queue.context, sig, op, bundle)
+        for st in strides:
+            args += [idx(v) for v in st]
+    args.append(np.int32(bundle.index(op)))
+    kernel = _kernel(queue.context, sig, bundle)
     items = -(-n // width) if layout == "vec" else n
     launch_items(queue, kernel, items, *args)
 

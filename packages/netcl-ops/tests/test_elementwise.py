@@ -1,0 +1,313 @@
+"""Elementwise ops on every backend: the OpInfo table, integer/mixed dtypes, casts, broadcasting
+corners, forced kernel variants and the documented errors."""
+
+from __future__ import annotations
+
+import doctest
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.ops as ops
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.kernels.cache import build_stats
+from netcl.core.kernels.primitives import count_launches
+from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
+from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary
+from netcl.ops.testing import OpInfo, check_error, check_op
+
+FLOATS = ("float32", "float16", "float64")
+SHAPES = [(1,), (7,), (33,), (257,), (3, 1, 5)]  # all below the vectorized threshold
+
+
+def _x(shape: tuple[int, ...], lo: float = -3.0, hi: float = 3.0, seed: int = 0) -> Any:
+    return np.random.default_rng(seed + sum(shape)).uniform(lo, hi, size=shape)
+
+
+def _ties(shape: tuple[int, ...], seed: int = 0) -> Any:
+    """Small integers as floats, so comparisons meet equal values."""
+    return np.random.default_rng(seed + 7 * sum(shape)).integers(-2, 3, size=shape).astype(float)
+
+
+def _unary(lo: float = -3.0, hi: float = 3.0, **kwargs: Any) -> list[Any]:
+    return [((_x(s, lo, hi),), kwargs) for s in SHAPES]
+
+
+_erf = np.vectorize(math.erf)
+
+
+def _gelu_tanh(a: Any) -> Any:
+    return 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
+
+
+def _leaky(a: Any, negative_slope: float) -> Any:
+    return np.where(a < 0, a * negative_slope, a)
+
+
+UNARY = [
+    OpInfo("neg", ops.neg, np.negative, _unary()),
+    OpInfo("abs", ops.abs, np.abs, _unary()),
+    OpInfo("sign", ops.sign, np.sign, [((_ties(s),), {}) for s in SHAPES]),
+    OpInfo("exp", ops.exp, np.exp, _unary()),
+    OpInfo("log", ops.log, np.log, _unary(0.1, 5.0)),
+    OpInfo("sqrt", ops.sqrt, np.sqrt, _unary(0.0, 5.0)),
+    OpInfo("rsqrt", ops.rsqrt, lambda a: 1 / np.sqrt(a), _unary(0.1, 5.0)),
+    OpInfo("reciprocal", ops.reciprocal, np.reciprocal, _unary(0.5, 5.0)),
+    OpInfo("relu", ops.relu, lambda a: np.maximum(a, 0), _unary()),
+    OpInfo("leaky_relu", ops.leaky_relu, _leaky, _unary(negative_slope=0.2)),
+    OpInfo("sigmoid", ops.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary(-8.0, 8.0)),
+    OpInfo("tanh", ops.tanh, np.tanh, _unary()),
+    OpInfo("gelu", ops.gelu, lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2))), _unary(-5.0, 5.0)),
+    OpInfo("gelu_tanh", lambda x: ops.gelu(x, approximate="tanh"), _gelu_tanh, _unary()),
+    OpInfo("silu", ops.silu, lambda a: a / (1 + np.exp(-a)), _unary()),
+    OpInfo("clamp", ops.clamp, lambda a, min, max: np.clip(a, min, max),
+           _unary(min=-1.0, max=0.5)),
+    OpInfo("clamp_min", lambda x: ops.clamp(x, min=0.25), lambda a: np.maximum(a, 0.25),
+           _unary()),
+]
+
+_PAIRS = [((7,), (7,)), ((33,), (33,)), ((3, 1), (1, 4))]
+
+
+def _binary(lo: float = -3.0, hi: float = 3.0, blo: float | None = None,
+            bhi: float | None = None, scalars: tuple[float, float] = (2.5, 1.5)) -> list[Any]:
+    blo = lo if blo is None else blo
+    bhi = hi if bhi is None else bhi
+    out: list[Any] = [((_x(a, lo, hi), _x(b, blo, bhi, seed=1)), {}) for a, b in _PAIRS]
+    out.append(((_x((257,), lo, hi), scalars[0]), {}))
+    out.append(((scalars[1], _x((33,), blo, bhi)), {}))
+    return out
+
+
+def _compare() -> list[Any]:
+    samples: list[Any] = [((_ties(a), _ties(b, seed=1)), {}) for a, b in _PAIRS]
+    samples.append(((_ties((257,)), 1.0), {}))
+    return samples
+
+
+BINARY = [
+    OpInfo("add", ops.add, np.add, _binary()),
+    OpInfo("sub", ops.sub, np.subtract, _binary()),
+    OpInfo("mul", ops.mul, np.multiply, _binary()),
+    OpInfo("div", ops.div, np.true_divide, _binary(blo=0.5, bhi=4.0)),
+    OpInfo("maximum", ops.maximum, np.maximum, _binary()),
+    OpInfo("minimum", ops.minimum, np.minimum, _binary()),
+    OpInfo("pow", ops.pow, np.power, _binary(0.1, 3.0, -2.0, 2.0, scalars=(2.0, 0.5))),
+    OpInfo("elementwise_binary_max", lambda a, b: ops.elementwise_binary(a, b, "max"),
+           np.maximum, _binary()[:1]),
+    OpInfo("where", ops.where, lambda c, a, b: np.where(c, a, b), [
+        ((_x((33,)) > 0, _x((33,)), _x((33,), seed=2)), {}),
+        ((_x((3, 1)) > 0, _x((1, 4)), -1.0), {}),
+        ((_x((7,)) > 0, 0.5, _x((7,))), {}),
+    ]),
+]
+
+COMPARE = [
+    OpInfo(name, getattr(ops, name), ref, _compare())
+    for name, ref in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
+                      ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal))
+]
+
+TABLE = UNARY + BINARY + COMPARE
+
+
+def _same_shape(args: tuple[Any, ...]) -> bool:
+    return len({a.shape for a in args if isinstance(a, np.ndarray)}) <= 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_op(dev: DeviceHandle, info: OpInfo, dtype: str) -> None:
+    """Every sample in float32; float16/float64 skip the broadcasting samples (each compiles
+    its own strided kernel; broadcasting itself is covered in float32 and below)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    for args, kwargs in info.samples:
+        if dtype == "float32" or _same_shape(args):
+            check_op(dev, info.op, info.ref, args, kwargs, dtype=dtype, scale=info.scale)
+
+
+def test_table_names_match_ops() -> None:
+    """Every row's op is the netcl function of that name (or a documented wrapper)."""
+    for info in UNARY + BINARY + COMPARE:
+        direct = getattr(ops, info.name, None)
+        assert direct is None or direct is info.op, info.name
+
+
+# -- integer and mixed dtypes -----------------------------------------------------------------
+
+_I32 = np.array([-7, -1, 0, 3, 2**31 - 1, -(2**31)], dtype=np.int32)
+_U8 = np.array([0, 1, 7, 200, 255, 128], dtype=np.uint8)
+_I64 = np.array([-(2**40), -1, 0, 5, 2**40, 9], dtype=np.int64)
+
+INTEGER = [
+    # name, op, ref, args, float dtype for float inputs, expected out dtype
+    ("add_int32", ops.add, np.add, (_I32[:4], _I32[1:5].copy()), "int32"),
+    ("sub_uint8_wraps", ops.sub, np.subtract, (_U8, _U8[::-1].copy()), "uint8"),
+    ("mul_int64", ops.mul, np.multiply, (_I64, np.int64(3) * np.ones(6, np.int64)), "int64"),
+    ("maximum_int32", ops.maximum, np.maximum, (_I32, np.zeros(6, np.int32)), "int32"),
+    ("minimum_uint8_scalar", ops.minimum, np.minimum, (_U8, 100), "uint8"),
+    ("neg_int64", ops.neg, np.negative, (_I64,), "int64"),
+    ("abs_int32", ops.abs, np.abs, (_I32[:4],), "int32"),
+    ("sign_int32", ops.sign, np.sign, (_I32,), "int32"),
+    ("relu_int64", ops.relu, lambda a: np.maximum(a, 0), (_I64,), "int64"),
+    ("clamp_uint8", lambda x: ops.clamp(x, 10, 1000), lambda a: np.clip(a, 10, 255), (_U8,),
+     "uint8"),
+    ("div_int32_float32", ops.div, np.true_divide, (_I32[:4], np.int32(2)), "float32"),
+    ("add_int32_float_scalar", ops.add, np.add, (_I32[:4], 0.5), "float32"),
+    ("add_uint8_int32", ops.add, np.add, (_U8, np.arange(6, dtype=np.int32)), "int32"),
+    ("mul_int32_float16", ops.mul, np.multiply, (_I32[:4], _x((4,))), "float16"),
+    ("lt_int64", ops.lt, np.less, (_I64, np.int64(0)), "uint8"),
+    ("where_int32", lambda c, a, b: ops.where(c, a, b), lambda c, a, b: np.where(c, a, b),
+     (_U8 > 100, _I32, 7), "int32"),
+]
+
+
+@pytest.mark.parametrize("case", INTEGER, ids=lambda c: c[0])
+def test_integer_and_mixed_dtypes(dev: DeviceHandle, case: Any) -> None:
+    _, op, ref, args, out_dtype = case
+    float_dtype = out_dtype if out_dtype in FLOATS else "float32"
+    with np.errstate(all="ignore"):
+        check_op(dev, op, ref, args, dtype=float_dtype, out_dtype=out_dtype)
+
+
+_OTHERS = ("float16", "float64", "int32", "int64", "uint8")
+# every dtype to and from float32, and an integer narrowing that wraps
+_CASTS = [("float32", d) for d in _OTHERS] + [(s, "float32") for s in _OTHERS] + [
+    ("int64", "uint8")]
+
+
+@pytest.mark.parametrize("pair", _CASTS, ids=lambda p: f"{p[0]}->{p[1]}")
+def test_cast(dev: DeviceHandle, pair: tuple[str, str]) -> None:
+    src, dst = pair
+    if not (supports_dtype(dev, src) and supports_dtype(dev, dst)):
+        pytest.skip("float64 missing")
+    values = np.array([0.0, 1.0, 2.75, 100.4, 7.5, 250.0, 3.25] * 5)
+    if src not in ("uint8",) and dst not in ("uint8",):
+        values[::3] *= -1
+    host = values.astype(src)
+    x = Tensor.from_host(dev.queue, host, dtype=src)
+    y = ops.cast(x, dst)
+    assert y.dtype == dst and y.shape == host.shape and y is not x
+    np.testing.assert_array_equal(y.to_host(), host.astype(dst))
+
+
+# -- broadcasting and variants ----------------------------------------------------------------
+
+BROADCAST = [
+    ((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((5, 1, 7), (1, 6, 1)), ((1,), (257,)),
+    ((2, 1, 3, 1, 2, 1), (1, 4, 1, 5, 1, 3)), ((1, 1), (1,)), ((4, 1, 1), (4, 3, 2)),
+    ((0, 3), (3,)), ((2, 0), (2, 1)), ((0,), (1,)),
+]
+
+
+@pytest.mark.parametrize("shapes", BROADCAST, ids=str)
+def test_broadcasting_corners(dev: DeviceHandle, shapes: tuple[Any, Any]) -> None:
+    a, b = _x(shapes[0]), _x(shapes[1], seed=3)
+    check_op(dev, ops.add, np.add, (a, b))
+    check_op(dev, ops.sub, np.subtract, (b, a))
+
+
+@pytest.mark.parametrize("variant", [KernelVariant.ELEMENTWISE_SCALAR,
+                                     KernelVariant.ELEMENTWISE_VECTORIZED], ids=lambda v: v.name)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_forced_variants(dev: DeviceHandle, variant: KernelVariant, dtype: str) -> None:
+    """Each variant on sizes with and without a vector tail; same results either way."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    with force_variant(variant):
+        for n in (1, 7, 33, 1027, 4099):
+            a, b = _x((n,)), _x((n,), seed=5)
+            check_op(dev, ops.add, np.add, (a, b), dtype=dtype)
+            check_op(dev, ops.mul, np.multiply, (3.0, b), dtype=dtype)
+            if dtype == "float32":  # one kernel per group and dtype is enough elsewhere
+                check_op(dev, ops.sigmoid, lambda v: 1 / (1 + np.exp(-v)), (a,), dtype=dtype)
+                check_op(dev, ops.lt, np.less, (a, b), dtype=dtype)
+    if dev.backend == "cl":
+        layout = "vec" if variant is KernelVariant.ELEMENTWISE_VECTORIZED else "flat"
+        used = {(sig.layout, sig.compute, bundle[0].group)
+                for (_, sig, bundle) in _elementwise_base._kernels}
+        assert (layout, dtype, "arith") in used
+
+
+def test_large_default_selection(dev: DeviceHandle) -> None:
+    """Above 1024 elements the selector picks the vectorized kernel; results still match."""
+    a, b = _x((3, 1000)), _x((3, 1000), seed=9)
+    check_op(dev, ops.add, np.add, (a, b))
+    check_op(dev, ops.gelu, lambda v: 0.5 * v * (1 + _erf(v / math.sqrt(2))), (a,))
+
+
+def test_nan_propagation(dev: DeviceHandle) -> None:
+    x = Tensor.from_host(dev.queue, np.array([np.nan, 1.0, -2.0]))
+    y = Tensor.from_host(dev.queue, np.array([0.0, np.nan, -3.0]))
+    np.testing.assert_array_equal(ops.maximum(x, y).to_host(), [np.nan, np.nan, -2.0])
+    np.testing.assert_array_equal(ops.minimum(x, y).to_host(), [np.nan, np.nan, -3.0])
+    np.testing.assert_array_equal(ops.relu(x).to_host(), [np.nan, 1.0, 0.0])
+    np.testing.assert_array_equal(ops.sign(x).to_host(), [np.nan, 1.0, -1.0])
+    np.testing.assert_array_equal(ops.clamp(x, 0, 0.5).to_host(), [np.nan, 0.5, 0.0])
+    np.testing.assert_array_equal(ops.ne(x, x).to_host(), [1, 0, 0])
+
+
+def test_one_launch_per_op_and_kernels_built_once(dev: DeviceHandle) -> None:
+    if dev.backend != "cl":
+        pytest.skip("OpenCL only")
+    a = Tensor.from_host(dev.queue, _x((5, 7)))
+    b = Tensor.from_host(dev.queue, _x((7,)))
+    ops.add(a, b)
+    ops.exp(a)
+    built = build_stats()
+    with count_launches() as n:
+        for _ in range(3):
+            ops.add(a, b)
+            ops.exp(a)
+    assert n[0] == 6
+    assert build_stats()["compiled"] == built["compiled"]
+    assert build_stats()["from_disk"] == built["from_disk"]
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+_F = _x((3, 4))
+_I = np.arange(4, dtype=np.int32)
+ERRORS = [
+    ("add_shapes", ops.add, (_F, _x((5,))), ValueError, r"add: shapes \(3, 4\) and \(5,\)"),
+    ("exp_int", ops.exp, (_I,), TypeError, "exp: needs a floating-point tensor, got int32"),
+    ("neg_uint8", ops.neg, (_I.astype(np.uint8),), TypeError, "neg: .*got uint8"),
+    ("pow_int", ops.pow, (_I, 2), TypeError, "pow: needs a floating-point"),
+    ("leaky_relu_int", ops.leaky_relu, (_I,), TypeError, "leaky_relu"),
+    ("where_float_cond", ops.where, (_F, _F, 0.0), TypeError, "where: cond must be a uint8"),
+    ("binary_unknown", lambda a: ops.elementwise_binary(a, a, "mod"), (_F,), ValueError,
+     "elementwise_binary: op must be one of"),
+    ("scalar_range", ops.add, (_I.astype(np.uint8), 300), ValueError,
+     "add: scalar 300 is out of range for uint8"),
+    ("only_scalars", ops.add, (1.0, 2.0), TypeError, "needs at least one Tensor"),
+    ("bad_operand", ops.mul, (_F, "x"), TypeError, "mul: operands must be netcl Tensors"),
+    ("gelu_mode", lambda x: ops.gelu(x, approximate="fast"), (_F,), ValueError, "gelu"),
+    ("clamp_open", ops.clamp, (_F,), ValueError, "clamp: give at least one"),
+    ("cast_dtype", lambda x: ops.cast(x, "complex64"), (_F,), ValueError, "cast: unsupported"),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=lambda c: c[0])
+def test_errors(dev: DeviceHandle, case: Any) -> None:
+    _, op, args, exc, pattern = case
+    check_error(dev, op, args, {}, exc, pattern)
+
+
+def test_different_devices(dev: DeviceHandle) -> None:
+    if dev.backend != "cl":
+        pytest.skip("needs an OpenCL device beside the NumPy backend")
+    a = Tensor.from_host(dev.queue, _F)
+    b = Tensor.from_host(manager.default("cpu").queue, _F)
+    with pytest.raises(ValueError, match="add: tensors are on different devices"):
+        ops.add(a, b)
+
+
+def test_doctests() -> None:
+    for module in (_elementwise, _elementwise_base, _elementwise_binary):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__
