@@ -86,7 +86,32 @@ from ._softmax import softmax as softmax
 # --- matmul, conv2d, pooling, normalization (section B) ---
 # (names re-exported here, one `from ._module import name as name` per line)
 
+# --- pooling and normalization (section C) ---
+from ._normalization import batch_norm as batch_norm
+from ._normalization import batch_norm_backward as batch_norm_backward
+from ._normalization import layer_norm as layer_norm
+from ._normalization import layer_norm_backward as layer_norm_backward
+from ._pooling import adaptive_avg_pool2d as adaptive_avg_pool2d
+from ._pooling import adaptive_avg_pool2d_backward as adaptive_avg_pool2d_backward
+from ._pooling import avg_pool2d as avg_pool2d
+from ._pooling import avg_pool2d_backward as avg_pool2d_backward
+from ._pooling import global_avg_pool2d as global_avg_pool2d
+from ._pooling import max_pool2d as max_pool2d
+from ._pooling import max_pool2d_backward as max_pool2d_backward
+
 __all__ = [
+    # section C names
+    "batch_norm",
+    "batch_norm_backward",
+    "layer_norm",
+    "layer_norm_backward",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "global_avg_pool2d",
+    "max_pool2d",
+    "max_pool2d_backward",
     "__version__",
     # section A names
     "Generator",

@@ -1,0 +1,400 @@
+"""Batch norm (training and eval, optionally fused with ReLU) and layer norm, with their backward
+computations. Statistics are per-channel (batch norm) or per-row (layer norm) work-group
+reductions in local memory; normalizing is one elementwise kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
+
+__all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
+
+GROUP = 256
+
+_SRC = """
+#define GROUP 256
+// Sum of LD(x, base(j)) over j < count, reduced across the work-group.
+inline float group_sum(float v, __local float* acc) {
+  int lid = get_local_id(0);
+  acc[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = GROUP / 2; s > 0; s >>= 1) {
+    if (lid < s) acc[lid] += acc[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  float r = acc[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+// One work-group per channel: batch mean, 1/std, and the running-statistics update.
+__kernel void bn_stats(__global const T* x, __global float* mean, __global float* invstd,
+                       __global T* run_mean, __global T* run_var, const int N, const int C,
+                       const int HW, const float eps, const float momentum,
+                       const int update_running) {
+  __local float acc[GROUP];
+  int c = get_group_id(0), lid = get_local_id(0);
+  int M = N * HW;
+  float s = 0.0f;
+  for (int j = lid; j < M; j += GROUP) s += LD(x, ((long)(j / HW) * C + c) * HW + j % HW);
+  float mu = group_sum(s, acc) / M;
+  float q = 0.0f;
+  for (int j = lid; j < M; j += GROUP) {
+    float d = LD(x, ((long)(j / HW) * C + c) * HW + j % HW) - mu;
+    q += d * d;
+  }
+  float var = group_sum(q, acc) / M;
+  if (lid == 0) {
+    mean[c] = mu;
+    invstd[c] = rsqrt(var + eps);
+    if (update_running) {
+      float unbiased = M > 1 ? var * M / (M - 1) : var;
+      ST(run_mean, c, (1.0f - momentum) * LD(run_mean, c) + momentum * mu);
+      ST(run_var, c, (1.0f - momentum) * LD(run_var, c) + momentum * unbiased);
+    }
+  }
+}
+
+// y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
+__kernel void bn_apply(__global const T* x, __global T* y, __global const float* mean,
+                       __global const float* invstd, __global const T* run_mean,
+                       __global const T* run_var, __global const T* w, __global const T* b,
+                       const int total, const int C, const int HW, const float eps,
+                       const int use_running, const int affine, const int relu) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int c = (i / HW) % C;
+  float mu = use_running ? (float)LD(run_mean, c) : mean[c];
+  float inv = use_running ? rsqrt((float)LD(run_var, c) + eps) : invstd[c];
+  float v = ((float)LD(x, i) - mu) * inv;
+  if (affine) v = v * (float)LD(w, c) + (float)LD(b, c);
+  if (relu) v = fmax(v, 0.0f);
+  ST(y, i, v);
+}
+
+// One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
+__kernel void bn_backward_reduce(__global const T* g, __global const T* x,
+                                 __global const float* mean, __global const float* invstd,
+                                 __global float* sum_g, __global float* sum_gx, const int N,
+                                 const int C, const int HW) {
+  __local float acc[GROUP];
+  int c = get_group_id(0), lid = get_local_id(0);
+  int M = N * HW;
+  float mu = mean[c], inv = invstd[c];
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int j = lid; j < M; j += GROUP) {
+    long i = ((long)(j / HW) * C + c) * HW + j % HW;
+    float gv = LD(g, i);
+    s1 += gv;
+    s2 += gv * ((float)LD(x, i) - mu) * inv;
+  }
+  float t1 = group_sum(s1, acc);
+  float t2 = group_sum(s2, acc);
+  if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
+}
+
+__kernel void bn_backward_dx(__global const T* g, __global const T* x, __global T* dx,
+                             __global const float* mean, __global const float* invstd,
+                             __global const float* sum_g, __global const float* sum_gx,
+                             __global const T* w, const int total, const int C, const int HW,
+                             const int M, const int affine) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int c = (i / HW) % C;
+  float inv = invstd[c];
+  float xhat = ((float)LD(x, i) - mean[c]) * inv;
+  float scale = affine ? (float)LD(w, c) * inv : inv;
+  ST(dx, i, scale * ((float)LD(g, i) - sum_g[c] / M - xhat * sum_gx[c] / M));
+}
+
+// One work-group per row of D elements.
+__kernel void ln_forward(__global const T* x, __global T* y, __global float* mean,
+                         __global float* rstd, __global const T* w, __global const T* b,
+                         const int D, const float eps, const int affine) {
+  __local float acc[GROUP];
+  int r = get_group_id(0), lid = get_local_id(0);
+  const __global T* xr = x + (long)r * D;
+  float s = 0.0f;
+  for (int j = lid; j < D; j += GROUP) s += LD(xr, j);
+  float mu = group_sum(s, acc) / D;
+  float q = 0.0f;
+  for (int j = lid; j < D; j += GROUP) { float d = LD(xr, j) - mu; q += d * d; }
+  float inv = rsqrt(group_sum(q, acc) / D + eps);
+  for (int j = lid; j < D; j += GROUP) {
+    float v = ((float)LD(xr, j) - mu) * inv;
+    if (affine) v = v * (float)LD(w, j) + (float)LD(b, j);
+    ST(y, (long)r * D + j, v);
+  }
+  if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
+}
+
+__kernel void ln_backward_dx(__global const T* g, __global const T* x, __global T* dx,
+                             __global const float* mean, __global const float* rstd,
+                             __global const T* w, const int D, const int affine) {
+  __local float acc[GROUP];
+  int r = get_group_id(0), lid = get_local_id(0);
+  long base = (long)r * D;
+  float mu = mean[r], inv = rstd[r];
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int j = lid; j < D; j += GROUP) {
+    float dxh = (float)LD(g, base + j) * (affine ? (float)LD(w, j) : 1.0f);
+    s1 += dxh;
+    s2 += dxh * ((float)LD(x, base + j) - mu) * inv;
+  }
+  float m1 = group_sum(s1, acc) / D;
+  float m2 = group_sum(s2, acc) / D;
+  for (int j = lid; j < D; j += GROUP) {
+    float xhat = ((float)LD(x, base + j) - mu) * inv;
+    float dxh = (float)LD(g, base + j) * (affine ? (float)LD(w, j) : 1.0f);
+    ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
+  }
+}
+
+// One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
+__kernel void ln_backward_params(__global const T* g, __global const T* x,
+                                 __global const float* mean, __global const float* rstd,
+                                 __global T* gw, __global T* gb, const int R, const int D) {
+  int j = get_global_id(0);
+  if (j >= D) return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int r = 0; r < R; ++r) {
+    float gv = LD(g, (long)r * D + j);
+    sb += gv;
+    sw += gv * ((float)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
+  }
+  ST(gw, j, sw);
+  ST(gb, j, sb);
+}
+"""
+
+
+def _or(t: Tensor | None, placeholder: Tensor) -> Tensor:
+    """``t``, or a placeholder buffer for a kernel argument the kernel will not read."""
+    return placeholder if t is None else t
+
+
+def _check_bn(op: str, x: Tensor, *params: Tensor | None) -> tuple[int, int, int]:
+    check_tensor(op, x)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: input must be (N, C, ...), got shape {x.shape}")
+    if not x.is_floating_point:
+        raise TypeError(f"{op}: input must be floating point, got {x.dtype}")
+    n, c = x.shape[0], x.shape[1]
+    for p in params:
+        if p is not None:
+            same_device(op, x, p)
+            if p.shape != (c,):
+                raise ValueError(f"{op}: per-channel tensors must have shape ({c},) for input "
+                                 f"{x.shape}, got {p.shape}")
+    return n, c, math.prod(x.shape[2:])
+
+
+def _channel_view(a: np.ndarray[Any, Any], ndim: int) -> np.ndarray[Any, Any]:
+    return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
+               momentum: float = 0.1, eps: float = 1e-5, fuse_relu: bool = False) -> Any:
+    """Batch normalization over (N, C, ...) input.
+
+    Training: normalizes with the batch statistics, updates ``running_mean``/``running_var``
+    in place (unbiased variance, as PyTorch), and returns ``(y, mean, invstd)`` (float32
+    per-channel tensors the backward needs). Eval: normalizes with the running statistics and
+    returns ``y``. ``fuse_relu`` applies ReLU in the same kernel (the BATCHNORM_FUSED variant).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.array([[1.0], [3.0]]))
+        >>> rm, rv = Tensor.from_host(q, np.zeros(1)), Tensor.from_host(q, np.ones(1))
+        >>> y, mean, invstd = batch_norm(x, rm, rv)
+        >>> [round(v, 3) for v in y.to_host().reshape(-1).tolist()], rm.to_host().tolist()
+        ([-1.0, 1.0], [0.20000000298023224])
+    """
+    op = "batch_norm"
+    n, c, hw = _check_bn(op, x, running_mean, running_var, weight, bias)
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError(f"{op}: eval mode needs running_mean and running_var")
+    if training and n * hw < 2:
+        raise ValueError(f"{op}: training needs more than one value per channel, got input "
+                         f"{x.shape}")
+    cfg = get_kernel_selector(x.device).select_batchnorm_kernel(n, c, hw, training, fuse_relu,
+                                                               x.dtype)
+    fused = fuse_relu and cfg.variant is KernelVariant.BATCHNORM_FUSED
+    if x.array is not None:
+        return _batch_norm_numpy(x, running_mean, running_var, weight, bias, training, momentum,
+                                 eps, fuse_relu)
+    q = x.queue
+    mean = empty(q, (c,), "float32")
+    invstd = empty(q, (c,), "float32")
+    if training:
+        stats = cl_kernel(x.context, "bn_stats", _SRC, x.dtype)
+        upd = running_mean is not None and running_var is not None
+        launch(q, stats, (c * GROUP,), (GROUP,), x, mean, invstd, _or(running_mean, mean),
+               _or(running_var, mean), n, c, hw, np.float32(eps), np.float32(momentum), int(upd))
+    y = empty(q, x.shape, x.dtype)
+    apply = cl_kernel(x.context, "bn_apply", _SRC, x.dtype)
+    affine = weight is not None and bias is not None
+    launch_1d(q, apply, x.size, x, y, mean, invstd, _or(running_mean, x), _or(running_var, x),
+              _or(weight, x), _or(bias, x), x.size, c, hw, np.float32(eps), int(not training),
+              int(affine), int(fused))
+    if fuse_relu and not fused:
+        from ._elementwise import relu
+
+        y = relu(y)
+    return (y, mean, invstd) if training else y
+
+
+def _batch_norm_numpy(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+                      weight: Tensor | None, bias: Tensor | None, training: bool,
+                      momentum: float, eps: float, relu: bool) -> Any:
+    xa = x.array.astype(np.float64)  # type: ignore[union-attr]
+    axes = (0, *range(2, x.ndim))
+    if training:
+        mu = xa.mean(axis=axes)
+        var = xa.var(axis=axes)
+        m = xa.size // x.shape[1]
+        if running_mean is not None and running_var is not None:
+            rm, rv = running_mean.array, running_var.array
+            rm[...] = (1 - momentum) * rm + momentum * mu  # type: ignore[index, operator]
+            rv[...] = (1 - momentum) * rv + momentum * var * m / max(m - 1, 1)  # type: ignore[index, operator]
+    else:
+        mu = running_mean.array.astype(np.float64)  # type: ignore[union-attr]
+        var = running_var.array.astype(np.float64)  # type: ignore[union-attr]
+    invstd = 1.0 / np.sqrt(var + eps)
+    y = (xa - _channel_view(mu, x.ndim)) * _channel_view(invstd, x.ndim)
+    if weight is not None and bias is not None:
+        y = y * _channel_view(weight.array, x.ndim) + _channel_view(bias.array, x.ndim)  # type: ignore[arg-type]
+    if relu:
+        y = np.maximum(y, 0)
+    out = result(x, y, x.dtype)
+    if not training:
+        return out
+    return out, result(x, mu, "float32"), result(x, invstd, "float32")
+
+
+def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
+                        weight: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of training-mode :func:`batch_norm` (without ReLU): ``(dx, dweight, dbias)``
+    given the ``mean``/``invstd`` it returned."""
+    op = "batch_norm_backward"
+    n, c, hw = _check_bn(op, x, weight)
+    m = n * hw
+    if x.array is not None:
+        g = grad.array.astype(np.float64)  # type: ignore[union-attr]
+        axes = (0, *range(2, x.ndim))
+        mu = _channel_view(mean.array.astype(np.float64), x.ndim)  # type: ignore[union-attr]
+        inv = _channel_view(invstd.array.astype(np.float64), x.ndim)  # type: ignore[union-attr]
+        xhat = (x.array - mu) * inv
+        sum_g, sum_gx = g.sum(axis=axes), (g * xhat).sum(axis=axes)
+        w = 1.0 if weight is None else _channel_view(weight.array, x.ndim)  # type: ignore[arg-type]
+        dx = w * inv * (g - _channel_view(sum_g, x.ndim) / m
+                        - xhat * _channel_view(sum_gx, x.ndim) / m)
+        wdt = x.dtype if weight is None else weight.dtype
+        return result(x, dx, x.dtype), result(x, sum_gx, wdt), result(x, sum_g, wdt)
+    q = x.queue
+    sum_g_t, sum_gx_t = empty(q, (c,), "float32"), empty(q, (c,), "float32")
+    red = cl_kernel(x.context, "bn_backward_reduce", _SRC, x.dtype)
+    launch(q, red, (c * GROUP,), (GROUP,), grad, x, mean, invstd, sum_g_t, sum_gx_t, n, c, hw)
+    dx_t = empty(q, x.shape, x.dtype)
+    kdx = cl_kernel(x.context, "bn_backward_dx", _SRC, x.dtype)
+    launch_1d(q, kdx, x.size, grad, x, dx_t, mean, invstd, sum_g_t, sum_gx_t, _or(weight, x),
+              x.size, c, hw, m, int(weight is not None))
+    from ._elementwise_binary import cast
+
+    wdt = x.dtype if weight is None else weight.dtype
+    return dx_t, cast(sum_gx_t, wdt), cast(sum_g_t, wdt)
+
+
+def _ln_rows(op: str, x: Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, int]:
+    check_tensor(op, x)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or x.shape[x.ndim - len(shape):] != shape:
+        raise ValueError(f"{op}: normalized_shape {shape} must be the trailing dims of input "
+                         f"{x.shape}")
+    if not x.is_floating_point:
+        raise TypeError(f"{op}: input must be floating point, got {x.dtype}")
+    d = math.prod(shape)
+    return (x.size // d if d else 0), d
+
+
+def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    """Normalize over the trailing ``normalized_shape`` dims; returns ``(y, mean, rstd)`` with
+    per-row float32 statistics.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0, 3.0]]))
+        >>> [round(v, 3) for v in layer_norm(x, 2)[0].to_host().reshape(-1).tolist()]
+        [-1.0, 1.0]
+    """
+    op = "layer_norm"
+    rows, d = _ln_rows(op, x, normalized_shape)
+    for p in (weight, bias):
+        if p is not None and p.size != d:
+            raise ValueError(f"{op}: weight/bias must have {d} elements, got shape {p.shape}")
+    if x.array is not None:
+        xa = x.array.reshape(rows, d).astype(np.float64)
+        mu = xa.mean(axis=1)
+        rstd = 1.0 / np.sqrt(xa.var(axis=1) + eps)
+        y = (xa - mu[:, None]) * rstd[:, None]
+        if weight is not None and bias is not None:
+            y = y * weight.array.reshape(1, d) + bias.array.reshape(1, d)  # type: ignore[union-attr]
+        return (result(x, y.reshape(x.shape), x.dtype), result(x, mu, "float32"),
+                result(x, rstd, "float32"))
+    q = x.queue
+    y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), "float32"), empty(
+        q, (rows,), "float32")
+    kernel = cl_kernel(x.context, "ln_forward", _SRC, x.dtype)
+    affine = weight is not None and bias is not None
+    if rows:
+        launch(q, kernel, (rows * GROUP,), (GROUP,), x, y_t, mean_t, rstd_t, _or(weight, x),
+               _or(bias, x), d, np.float32(eps), int(affine))
+    return y_t, mean_t, rstd_t
+
+
+def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequence[int],
+                        mean: Tensor, rstd: Tensor, weight: Tensor | None = None
+                        ) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of :func:`layer_norm`: ``(dx, dweight, dbias)`` (dweight/dbias shaped like
+    ``normalized_shape``)."""
+    op = "layer_norm_backward"
+    rows, d = _ln_rows(op, x, normalized_shape)
+    pshape = x.shape[x.ndim - (1 if isinstance(normalized_shape, int)
+                               else len(tuple(normalized_shape))):]
+    if x.array is not None:
+        g = grad.array.reshape(rows, d).astype(np.float64)  # type: ignore[union-attr]
+        xa = x.array.reshape(rows, d).astype(np.float64)
+        mu, inv = mean.array[:, None], rstd.array[:, None]  # type: ignore[index]
+        xhat = (xa - mu) * inv
+        w = 1.0 if weight is None else weight.array.reshape(1, d)  # type: ignore[union-attr]
+        dxh = g * w
+        dx = inv * (dxh - dxh.mean(axis=1, keepdims=True)
+                    - xhat * (dxh * xhat).mean(axis=1, keepdims=True))
+        return (result(x, dx.reshape(x.shape), x.dtype),
+                result(x, (g * xhat).sum(axis=0).reshape(pshape), x.dtype),
+                result(x, g.sum(axis=0).reshape(pshape), x.dtype))
+    q = x.queue
+    dx_t = empty(q, x.shape, x.dtype)
+    gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
+    if rows:
+        kdx = cl_kernel(x.context, "ln_backward_dx", _SRC, x.dtype)
+        launch(q, kdx, (rows * GROUP,), (GROUP,), grad, x, dx_t, mean, rstd, _or(weight, x), d,
+               int(weight is not None))
+        kp = cl_kernel(x.context, "ln_backward_params", _SRC, x.dtype)
+        launch_1d(q, kp, d, grad, x, mean, rstd, gw_t, gb_t, rows, d)
+    return dx_t, gw_t, gb_t

@@ -1,0 +1,376 @@
+"""2-D pooling over NCHW tensors: max (with indices), average, adaptive average; and the
+backward computations autograd needs. One work-item per output (or, for backward, per input)
+element; the backward kernels gather instead of scattering, so they need no atomics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from netcl.core.tensor import Tensor
+
+from ._common import check_tensor, cl_kernel, empty, launch_1d, result
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "global_avg_pool2d",
+    "max_pool2d",
+    "max_pool2d_backward",
+]
+
+IntPair = int | tuple[int, int]
+
+
+def _pair(op: str, name: str, v: Any, minimum: int) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
+    if len(pair) != 2 or any(isinstance(p, bool) or not isinstance(p, (int, np.integer))
+                             or p < minimum for p in pair):
+        raise ValueError(f"{op}: {name} must be an int >= {minimum} or a pair of them, got {v!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _geometry(op: str, x: Tensor, kernel_size: IntPair, stride: IntPair | None,
+              padding: IntPair, dilation: IntPair = 1, ceil_mode: bool = False
+              ) -> tuple[tuple[int, int], ...]:
+    check_tensor(op, x)
+    if x.ndim != 4:
+        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
+    if not x.is_floating_point:
+        raise TypeError(f"{op}: input must be floating point, got {x.dtype}")
+    k = _pair(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _pair(op, "stride", stride, 1)
+    p = _pair(op, "padding", padding, 0)
+    d = _pair(op, "dilation", dilation, 1)
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
+    out = []
+    for i in range(2):
+        span = x.shape[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
+        n = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
+        if ceil_mode and (n - 1) * s[i] >= x.shape[2 + i] + p[i]:
+            n -= 1  # the last window must start inside the input or left padding
+        if n < 1:
+            raise ValueError(f"{op}: input {x.shape[2:]} is too small for kernel {k} with "
+                             f"padding {p} and dilation {d}")
+        out.append(n)
+    return k, s, p, d, (out[0], out[1])
+
+
+_MAX_SRC = """
+__kernel void max_pool(__global const T* x, __global T* y, __global long* idx, const int total,
+                       const int H, const int W, const int OH, const int OW, const int KH,
+                       const int KW, const int SH, const int SW, const int PH, const int PW,
+                       const int DH, const int DW) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  const __global T* xp = x + (long)plane * H * W;
+  CT best = -INFINITY; long best_i = -1;
+  for (int kh = 0; kh < KH; ++kh) {
+    int ih = oh * SH - PH + kh * DH;
+    if (ih < 0 || ih >= H) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int iw = ow * SW - PW + kw * DW;
+      if (iw < 0 || iw >= W) continue;
+      CT v = LD(xp, ih * W + iw);
+      if (best_i < 0 || v > best || (isnan(v) && !isnan(best))) { best = v; best_i = ih * W + iw; }
+    }
+  }
+  ST(y, o, best);
+  idx[o] = best_i;
+}
+
+__kernel void max_pool_backward(__global const T* g, __global const long* idx, __global T* dx,
+                                const int total, const int H, const int W, const int OH,
+                                const int OW, const int KH, const int KW, const int SH,
+                                const int SW, const int PH, const int PW, const int DH,
+                                const int DW) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  long self_i = ih * W + iw;
+  CT acc = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int th = ih + PH - kh * DH;
+    if (th < 0 || th % SH) continue;
+    int oh = th / SH;
+    if (oh >= OH) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int tw = iw + PW - kw * DW;
+      if (tw < 0 || tw % SW) continue;
+      int ow = tw / SW;
+      if (ow >= OW) continue;
+      long o = ((long)plane * OH + oh) * OW + ow;
+      if (idx[o] == self_i) acc += LD(g, o);
+    }
+  }
+  ST(dx, i, acc);
+}
+"""
+
+_AVG_SRC = """
+__kernel void avg_pool(__global const T* x, __global T* y, const int total, const int H,
+                       const int W, const int OH, const int OW, const int KH, const int KW,
+                       const int SH, const int SW, const int PH, const int PW,
+                       const int include_pad) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  const __global T* xp = x + (long)plane * H * W;
+  CT acc = 0; int count = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int ih = oh * SH - PH + kh;
+    for (int kw = 0; kw < KW; ++kw) {
+      int iw = ow * SW - PW + kw;
+      if (ih >= 0 && ih < H && iw >= 0 && iw < W) { acc += LD(xp, ih * W + iw); ++count; }
+    }
+  }
+  ST(y, o, acc / (CT)(include_pad ? KH * KW : max(count, 1)));
+}
+
+__kernel void avg_pool_backward(__global const T* g, __global T* dx, const int total,
+                                const int H, const int W, const int OH, const int OW,
+                                const int KH, const int KW, const int SH, const int SW,
+                                const int PH, const int PW, const int include_pad) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  CT acc = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int th = ih + PH - kh;
+    if (th < 0 || th % SH) continue;
+    int oh = th / SH;
+    if (oh >= OH) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int tw = iw + PW - kw;
+      if (tw < 0 || tw % SW) continue;
+      int ow = tw / SW;
+      if (ow >= OW) continue;
+      int count = KH * KW;
+      if (!include_pad) {
+        int h0 = oh * SH - PH, w0 = ow * SW - PW;
+        count = (min(h0 + KH, H) - max(h0, 0)) * (min(w0 + KW, W) - max(w0, 0));
+      }
+      acc += LD(g, ((long)plane * OH + oh) * OW + ow) / (CT)count;
+    }
+  }
+  ST(dx, i, acc);
+}
+
+__kernel void adaptive_avg(__global const T* x, __global T* y, const int total, const int H,
+                           const int W, const int OH, const int OW) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  int h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+  int w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+  const __global T* xp = x + (long)plane * H * W;
+  CT acc = 0;
+  for (int ih = h0; ih < h1; ++ih)
+    for (int iw = w0; iw < w1; ++iw) acc += LD(xp, ih * W + iw);
+  ST(y, o, acc / (CT)((h1 - h0) * (w1 - w0)));
+}
+
+__kernel void adaptive_avg_backward(__global const T* g, __global T* dx, const int total,
+                                    const int H, const int W, const int OH, const int OW) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  CT acc = 0;
+  for (int oh = (ih * OH) / H; oh < OH && (oh * H) / OH <= ih; ++oh) {
+    int h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+    if (ih < h0 || ih >= h1) continue;
+    for (int ow = (iw * OW) / W; ow < OW && (ow * W) / OW <= iw; ++ow) {
+      int w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+      if (iw < w0 || iw >= w1) continue;
+      acc += LD(g, ((long)plane * OH + oh) * OW + ow) / (CT)((h1 - h0) * (w1 - w0));
+    }
+  }
+  ST(dx, i, acc);
+}
+"""
+
+
+def _windows(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int],
+             p: tuple[int, int], d: tuple[int, int], out: tuple[int, int], fill: float
+             ) -> np.ndarray[Any, Any]:
+    """(N, C, OH, OW, KH, KW) strided view of the padded input (no copy but the pad)."""
+    n, c, h, w = x.shape
+    need_h = (out[0] - 1) * s[0] + d[0] * (k[0] - 1) + 1
+    need_w = (out[1] - 1) * s[1] + d[1] * (k[1] - 1) + 1
+    padded = np.full((n, c, max(need_h, h + p[0]), max(need_w, w + p[1])), fill, x.dtype)
+    padded[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
+    st = padded.strides
+    return np.lib.stride_tricks.as_strided(
+        padded, (n, c, out[0], out[1], k[0], k[1]),
+        (st[0], st[1], st[2] * s[0], st[3] * s[1], st[2] * d[0], st[3] * d[1]), writeable=False)
+
+
+def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, dilation: IntPair = 1, return_indices: bool = False,
+               ceil_mode: bool = False) -> Any:
+    """Max over windows; with ``return_indices`` also the flat ``h * W + w`` index (int64) of
+    each maximum in its plane (the first one on ties, as PyTorch).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(16.0).reshape(1, 1, 4, 4))
+        >>> max_pool2d(x, 2).to_host().reshape(-1).tolist()
+        [5.0, 7.0, 13.0, 15.0]
+    """
+    op = "max_pool2d"
+    k, s, p, d, out = _geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode)
+    n, c, h, w = x.shape
+    shape = (n, c, *out)
+    if x.array is not None:
+        win = _windows(x.array, k, s, p, d, out, -np.inf)
+        flat = win.reshape(*win.shape[:4], -1)
+        arg = np.argmax(flat, axis=-1)
+        y = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
+        if not return_indices:
+            return result(x, y, x.dtype)
+        kh, kw = np.divmod(arg, k[1])
+        oh = np.arange(out[0])[:, None] * s[0] - p[0]
+        ow = np.arange(out[1])[None, :] * s[1] - p[1]
+        idx = (oh + kh * d[0]) * w + (ow + kw * d[1])
+        return result(x, y, x.dtype), result(x, idx.astype(np.int64), "int64")
+    y_t = empty(x.queue, shape, x.dtype)
+    idx_t = empty(x.queue, shape, "int64")
+    kernel = cl_kernel(x.context, "max_pool", _MAX_SRC, x.dtype)
+    launch_1d(x.queue, kernel, y_t.size, x, y_t, idx_t, y_t.size, h, w, *out, *k, *s, *p, *d)
+    return (y_t, idx_t) if return_indices else y_t
+
+
+def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, ...],
+                        kernel_size: IntPair, stride: IntPair | None = None,
+                        padding: IntPair = 0, dilation: IntPair = 1) -> Tensor:
+    """The input gradient of :func:`max_pool2d`: each output's gradient goes to its maximum."""
+    op = "max_pool2d_backward"
+    n, c, h, w = input_shape
+    k = _pair(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _pair(op, "stride", stride, 1)
+    p, d = _pair(op, "padding", padding, 0), _pair(op, "dilation", dilation, 1)
+    oh, ow = grad.shape[2:]
+    if grad.array is not None and indices.array is not None:
+        dx = np.zeros((n * c, h * w), grad.array.dtype)
+        rows = np.repeat(np.arange(n * c), oh * ow)
+        np.add.at(dx, (rows, indices.array.reshape(-1)), grad.array.reshape(-1))
+        return result(grad, dx.reshape(input_shape), grad.dtype)
+    dx_t = empty(grad.queue, input_shape, grad.dtype)
+    kernel = cl_kernel(grad.context, "max_pool_backward", _MAX_SRC, grad.dtype)
+    launch_1d(grad.queue, kernel, dx_t.size, grad, indices, dx_t, dx_t.size, h, w, oh, ow, *k,
+              *s, *p, *d)
+    return dx_t
+
+
+def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, count_include_pad: bool = True,
+               ceil_mode: bool = False) -> Tensor:
+    """Mean over windows (padding counted in the divisor unless ``count_include_pad=False``)."""
+    op = "avg_pool2d"
+    k, s, p, _, out = _geometry(op, x, kernel_size, stride, padding, 1, ceil_mode)
+    n, c, h, w = x.shape
+    if x.array is not None:
+        win = _windows(x.array, k, s, p, (1, 1), out, 0.0)
+        total = win.sum(axis=(-1, -2), dtype=np.float64)
+        if count_include_pad:
+            y = total / (k[0] * k[1])
+        else:
+            ones = _windows(np.ones((1, 1, h, w), x.array.dtype), k, s, p, (1, 1), out, 0.0)
+            y = total / ones.sum(axis=(-1, -2))
+        return result(x, y, x.dtype)
+    y_t = empty(x.queue, (n, c, *out), x.dtype)
+    kernel = cl_kernel(x.context, "avg_pool", _AVG_SRC, x.dtype)
+    launch_1d(x.queue, kernel, y_t.size, x, y_t, y_t.size, h, w, *out, *k, *s, *p,
+              int(count_include_pad))
+    return y_t
+
+
+def avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...], kernel_size: IntPair,
+                        stride: IntPair | None = None, padding: IntPair = 0,
+                        count_include_pad: bool = True) -> Tensor:
+    """The input gradient of :func:`avg_pool2d`."""
+    op = "avg_pool2d_backward"
+    n, c, h, w = input_shape
+    k = _pair(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _pair(op, "stride", stride, 1)
+    p = _pair(op, "padding", padding, 0)
+    oh, ow = grad.shape[2:]
+    if grad.array is not None:
+        dx = np.zeros((n, c, h + 2 * p[0] + k[0], w + 2 * p[1] + k[1]), np.float64)
+        g = grad.array.astype(np.float64)
+        if count_include_pad:
+            scale = np.full((oh, ow), 1.0 / (k[0] * k[1]))
+        else:
+            ones = _windows(np.ones((1, 1, h, w)), k, s, p, (1, 1), (oh, ow), 0.0)
+            scale = 1.0 / ones.sum(axis=(-1, -2))[0, 0]
+        gs = g * scale
+        for kh in range(k[0]):
+            for kw in range(k[1]):
+                dx[:, :, kh:kh + oh * s[0]:s[0], kw:kw + ow * s[1]:s[1]] += gs
+        return result(grad, dx[:, :, p[0]:p[0] + h, p[1]:p[1] + w], grad.dtype)
+    dx_t = empty(grad.queue, input_shape, grad.dtype)
+    kernel = cl_kernel(grad.context, "avg_pool_backward", _AVG_SRC, grad.dtype)
+    launch_1d(grad.queue, kernel, dx_t.size, grad, dx_t, dx_t.size, h, w, oh, ow, *k, *s, *p,
+              int(count_include_pad))
+    return dx_t
+
+
+def _adaptive_bounds(size: int, out: int) -> list[tuple[int, int]]:
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
+    """Mean pooling to ``output_size`` with PyTorch's window bounds (1 = global pooling).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(8.0).reshape(1, 2, 2, 2))
+        >>> adaptive_avg_pool2d(x, 1).to_host().reshape(-1).tolist()
+        [1.5, 5.5]
+    """
+    op = "adaptive_avg_pool2d"
+    check_tensor(op, x)
+    if x.ndim != 4:
+        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
+    oh, ow = _pair(op, "output_size", output_size, 1)
+    n, c, h, w = x.shape
+    if x.array is not None:
+        xa = x.array.astype(np.float64)
+        rows = np.stack([xa[:, :, a:b].mean(axis=2) for a, b in _adaptive_bounds(h, oh)], 2)
+        y = np.stack([rows[..., a:b].mean(axis=3) for a, b in _adaptive_bounds(w, ow)], 3)
+        return result(x, y, x.dtype)
+    y_t = empty(x.queue, (n, c, oh, ow), x.dtype)
+    kernel = cl_kernel(x.context, "adaptive_avg", _AVG_SRC, x.dtype)
+    launch_1d(x.queue, kernel, y_t.size, x, y_t, y_t.size, h, w, oh, ow)
+    return y_t
+
+
+def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> Tensor:
+    """The input gradient of :func:`adaptive_avg_pool2d`."""
+    _, _, h, w = input_shape
+    oh, ow = grad.shape[2:]
+    if grad.array is not None:
+        dx = np.zeros(input_shape, np.float64)
+        g = grad.array.astype(np.float64)
+        for i, (h0, h1) in enumerate(_adaptive_bounds(h, oh)):
+            for j, (w0, w1) in enumerate(_adaptive_bounds(w, ow)):
+                dx[:, :, h0:h1, w0:w1] += (g[:, :, i, j] / ((h1 - h0) * (w1 - w0)))[..., None,
+                                                                                     None]
+        return result(grad, dx, grad.dtype)
+    dx_t = empty(grad.queue, input_shape, grad.dtype)
+    kernel = cl_kernel(grad.context, "adaptive_avg_backward", _AVG_SRC, grad.dtype)
+    launch_1d(grad.queue, kernel, dx_t.size, grad, dx_t, dx_t.size, h, w, oh, ow)
+    return dx_t
+
+
+def global_avg_pool2d(x: Tensor) -> Tensor:
+    """Mean over H and W, keeping them as size 1: ``(N, C, 1, 1)``."""
+    return adaptive_avg_pool2d(x, 1)

@@ -1,0 +1,144 @@
+"""Batch norm and layer norm, forward (training and eval, fused ReLU) and backward, against
+float64 formulas and finite differences, on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle
+from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.tensor import Tensor
+from netcl.ops import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
+from netcl.ops.testing import check_error, check_op
+
+SHAPES = [(7, 3), (2, 3, 5), (4, 2, 3, 3), (1, 5, 7, 7)]
+
+
+def ref_bn(x: Any, w: Any, b: Any, eps: float = 1e-5) -> Any:
+    axes = (0, *range(2, x.ndim))
+    view = (1, -1) + (1,) * (x.ndim - 2)
+    mu, var = x.mean(axis=axes), x.var(axis=axes)
+    return (x - mu.reshape(view)) / np.sqrt(var.reshape(view) + eps) * w.reshape(view) \
+        + b.reshape(view)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_batch_norm_training_and_running_stats(dev: DeviceHandle, shape: Any) -> None:
+    rng = np.random.default_rng(0)
+    c = shape[1]
+    x = rng.standard_normal(shape) * 3 + 1
+    w, b = rng.standard_normal(c), rng.standard_normal(c)
+    rm = Tensor.from_host(dev.queue, np.full(c, 0.5))
+    rv = Tensor.from_host(dev.queue, np.full(c, 2.0))
+    check_op(dev, lambda t, wt, bt: batch_norm(t, rm, rv, wt, bt, training=True,
+                                               momentum=0.2)[0],
+             lambda a, wa, ba: ref_bn(a, wa, ba), (x, w, b))
+    axes = (0, *range(2, x.ndim))
+    m = x.size // c
+    np.testing.assert_allclose(rm.to_host(), 0.8 * 0.5 + 0.2 * x.mean(axis=axes), rtol=1e-5)
+    np.testing.assert_allclose(rv.to_host(), 0.8 * 2.0 + 0.2 * x.var(axis=axes) * m / (m - 1),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [KernelVariant.BATCHNORM_NAIVE,
+                                     KernelVariant.BATCHNORM_FUSED], ids=lambda v: v.name)
+def test_batch_norm_eval_with_relu(dev: DeviceHandle, variant: KernelVariant) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4, 5, 5))
+    rm, rv = rng.standard_normal(4), rng.uniform(0.5, 2, 4)
+    w, b = rng.standard_normal(4), rng.standard_normal(4)
+    view = (1, 4, 1, 1)
+
+    def ref(a: Any, rma: Any, rva: Any, wa: Any, ba: Any) -> Any:
+        y = (a - rma.reshape(view)) / np.sqrt(rva.reshape(view) + 1e-5)
+        return np.maximum(y * wa.reshape(view) + ba.reshape(view), 0)
+
+    with force_variant(variant):
+        check_op(dev, lambda *t: batch_norm(t[0], t[1], t[2], t[3], t[4], training=False,
+                                            fuse_relu=True), ref, (x, rm, rv, w, b))
+
+
+def _numeric_grad(f: Any, x: Any, eps: float = 1e-6) -> Any:
+    g = np.zeros_like(x)
+    flat, gf = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        up = f(x)
+        flat[i] = old - eps
+        down = f(x)
+        flat[i] = old
+        gf[i] = (up - down) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 3, 2, 3)], ids=str)
+def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape: Any) -> None:
+    rng = np.random.default_rng(2)
+    c = shape[1]
+    x, w, b = rng.standard_normal(shape), rng.standard_normal(c), rng.standard_normal(c)
+    g = rng.standard_normal(shape)
+    want_dx = _numeric_grad(lambda a: float((ref_bn(a, w, b) * g).sum()), x.copy())
+    want_dw = _numeric_grad(lambda wa: float((ref_bn(x, wa, b) * g).sum()), w.copy())
+    dtype = "float64" if dev.backend == "cpu" else "float32"
+    q = dev.queue
+    xt, wt = Tensor.from_host(q, x, dtype=dtype), Tensor.from_host(q, w, dtype=dtype)
+    _, mean, invstd = batch_norm(xt, None, None, wt, Tensor.from_host(q, b, dtype=dtype))
+    dx, dw, db = batch_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, mean, invstd, wt)
+    tol = 1e-6 if dtype == "float64" else 2e-4
+    np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
+    np.testing.assert_allclose(db.to_host(), g.sum(axis=(0, *range(2, g.ndim))), rtol=tol,
+                               atol=tol)
+
+
+def ref_ln(x: Any, d: int, w: Any = None, b: Any = None, eps: float = 1e-5) -> Any:
+    rows = x.reshape(-1, d)
+    y = (rows - rows.mean(1, keepdims=True)) / np.sqrt(rows.var(1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w.reshape(1, d) + b.reshape(1, d)
+    return y.reshape(x.shape)
+
+
+@pytest.mark.parametrize("shape,norm", [((7, 33), (33,)), ((2, 3, 4), (3, 4)),
+                                        ((1, 257), (257,))], ids=str)
+def test_layer_norm_forward_backward(dev: DeviceHandle, shape: Any, norm: Any) -> None:
+    rng = np.random.default_rng(3)
+    d = int(np.prod(norm))
+    x = rng.standard_normal(shape)
+    w, b = rng.standard_normal(norm), rng.standard_normal(norm)
+    check_op(dev, lambda t, wt, bt: layer_norm(t, norm, wt, bt)[0],
+             lambda a, wa, ba: ref_ln(a, d, wa, ba), (x, w, b))
+    check_op(dev, lambda t: layer_norm(t, norm)[0], lambda a: ref_ln(a, d), (x,))
+    small = x[..., :] if x.size <= 64 else x.reshape(-1, d)[:1].reshape((1,) + norm)
+    g = rng.standard_normal(small.shape)
+    want_dx = _numeric_grad(lambda a: float((ref_ln(a, d, w, b) * g).sum()), small.copy())
+    want_dw = _numeric_grad(lambda wa: float((ref_ln(small, d, wa, b) * g).sum()), w.copy())
+    q = dev.queue
+    dtype = "float64" if dev.backend == "cpu" else "float32"
+    xt = Tensor.from_host(q, small, dtype=dtype)
+    wt, bt = Tensor.from_host(q, w, dtype=dtype), Tensor.from_host(q, b, dtype=dtype)
+    _, mean, rstd = layer_norm(xt, norm, wt, bt)
+    dx, dw, db = layer_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, norm, mean, rstd,
+                                     wt)
+    tol = 1e-6 if dtype == "float64" else 2e-4
+    np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
+    np.testing.assert_allclose(db.to_host(), g.reshape(-1, d).sum(0).reshape(norm), rtol=tol,
+                               atol=tol)
+
+
+def test_norm_errors(dev: DeviceHandle) -> None:
+    x = np.zeros((4, 3, 2))
+    q = dev.queue
+    check_error(dev, lambda t: batch_norm(t, Tensor.from_host(q, np.zeros(2)), None), (x,), {},
+                ValueError, r"per-channel tensors must have shape \(3,\) for input")
+    check_error(dev, lambda t: batch_norm(t, None, None, training=False), (x,), {}, ValueError,
+                "eval mode needs running_mean")
+    check_error(dev, lambda t: batch_norm(t, None, None), (np.zeros((1, 3)),), {}, ValueError,
+                "more than one value per channel")
+    check_error(dev, lambda t: layer_norm(t, (3,)), (x,), {}, ValueError,
+                r"normalized_shape \(3,\) must be the trailing dims of input \(4, 3, 2\)")

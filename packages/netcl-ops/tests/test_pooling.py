@@ -1,0 +1,168 @@
+"""Pooling ops against naive float64 loops, on every backend, odd sizes, ties and padding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle
+from netcl.core.testing import supports_dtype
+from netcl.ops import (
+    adaptive_avg_pool2d,
+    adaptive_avg_pool2d_backward,
+    avg_pool2d,
+    avg_pool2d_backward,
+    global_avg_pool2d,
+    max_pool2d,
+    max_pool2d_backward,
+)
+from netcl.ops.testing import check_error, check_op
+
+CASES = [  # shape, kernel, stride, padding, dilation
+    ((1, 1, 7, 7), 2, None, 0, 1),
+    ((2, 3, 7, 9), 3, 2, 1, 1),
+    ((1, 2, 33, 5), (3, 1), (2, 1), (1, 0), 1),
+    ((2, 1, 8, 8), 2, 1, 0, 2),
+]
+
+
+def _out(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else v
+
+
+def ref_max(x: Any, k: Any, s: Any, p: Any, d: Any) -> tuple[Any, Any]:
+    (kh, kw), (ph, pw), (dh, dw) = _pair(k), _pair(p), _pair(d)
+    sh, sw = _pair(k if s is None else s)
+    n, c, h, w = x.shape
+    oh, ow = _out(h, kh, sh, ph, dh), _out(w, kw, sw, pw, dw)
+    y = np.full((n, c, oh, ow), -np.inf)
+    idx = np.zeros((n, c, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(kh):
+                for b in range(kw):
+                    r, q = i * sh - ph + a * dh, j * sw - pw + b * dw
+                    if 0 <= r < h and 0 <= q < w:
+                        better = x[:, :, r, q] > y[:, :, i, j]
+                        y[:, :, i, j] = np.where(better, x[:, :, r, q], y[:, :, i, j])
+                        idx[:, :, i, j] = np.where(better, r * w + q, idx[:, :, i, j])
+    return y, idx
+
+
+def ref_avg(x: Any, k: Any, s: Any, p: Any, include: bool = True) -> Any:
+    (kh, kw), (ph, pw) = _pair(k), _pair(p)
+    sh, sw = _pair(k if s is None else s)
+    n, c, h, w = x.shape
+    oh, ow = _out(h, kh, sh, ph, 1), _out(w, kw, sw, pw, 1)
+    y = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            r0, q0 = i * sh - ph, j * sw - pw
+            win = x[:, :, max(r0, 0):min(r0 + kh, h), max(q0, 0):min(q0 + kw, w)]
+            y[:, :, i, j] = win.sum(axis=(2, 3)) / (kh * kw if include else win[0, 0].size)
+    return y
+
+
+def _dtypes(dev: DeviceHandle) -> list[str]:
+    return [d for d in ("float32", "float16", "float64") if supports_dtype(dev, d)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_max_pool2d(dev: DeviceHandle, case: Any) -> None:
+    shape, k, s, p, d = case
+    x = np.random.default_rng(0).standard_normal(shape)
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: max_pool2d(t, k, s, p, d), lambda a: ref_max(a, k, s, p, d)[0],
+                 (x,), dtype=dtype)
+    y, idx = check_op(dev, lambda t: max_pool2d(t, k, s, p, d, return_indices=True),
+                      lambda a: ref_max(a, k, s, p, d), (x,))
+    assert idx.dtype == np.int64
+
+
+def test_max_pool2d_ties_pick_the_first(dev: DeviceHandle) -> None:
+    x = np.zeros((1, 1, 4, 4))
+    x[0, 0, 1, 1] = x[0, 0, 0, 1] = 1.0  # two maxima in the first window
+    _, idx = check_op(dev, lambda t: max_pool2d(t, 2, return_indices=True),
+                      lambda a: ref_max(a, 2, None, 0, 1), (x,))
+    assert idx[0, 0, 0, 0] == 1 and idx[0, 0, 1, 1] == 2 * 4 + 2  # all-zero window: first
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=str)
+def test_max_pool2d_backward(dev: DeviceHandle, case: Any) -> None:
+    shape, k, s, p, d = case
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape)
+    _, idx = ref_max(x, k, s, p, d)
+    g = rng.standard_normal(idx.shape)
+
+    def ref(g_: Any) -> Any:
+        dx = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
+        np.add.at(dx, (np.repeat(np.arange(shape[0] * shape[1]), idx[0, 0].size),
+                       idx.reshape(-1)), g_.reshape(-1))
+        return dx.reshape(shape)
+
+    check_op(dev, lambda gt, it: max_pool2d_backward(gt, it, shape, k, s, p, d),
+             lambda g_, _i: ref(g_), (g, idx))
+
+
+@pytest.mark.parametrize("include", [True, False])
+@pytest.mark.parametrize("case", CASES[:3], ids=str)
+def test_avg_pool2d_and_backward(dev: DeviceHandle, case: Any, include: bool) -> None:
+    shape, k, s, p, _ = case
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape)
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: avg_pool2d(t, k, s, p, count_include_pad=include),
+                 lambda a: ref_avg(a, k, s, p, include), (x,), dtype=dtype)
+    y = ref_avg(x, k, s, p, include)
+    g = rng.standard_normal(y.shape)
+    # d/dx of sum(avg_pool(x) * g), by linearity: the adjoint applied to g
+    eye = np.eye(x.size).reshape(x.size, *shape)
+    jac = np.stack([ref_avg(e[None][0], k, s, p, include) for e in eye])  # (size, *yshape)
+    want = (jac * g).reshape(x.size, -1).sum(axis=1).reshape(shape)
+    check_op(dev, lambda gt: avg_pool2d_backward(gt, shape, k, s, p, include),
+             lambda _g: want, (g,))
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 7, 7), 1), ((1, 2, 9, 5), (4, 3)),
+                                       ((1, 1, 33, 7), 5)], ids=str)
+def test_adaptive_avg_pool2d(dev: DeviceHandle, shape: Any, out: Any) -> None:
+    oh, ow = _pair(out)
+    h, w = shape[2:]
+    rb = [(i * h // oh, -(-(i + 1) * h // oh)) for i in range(oh)]
+    cb = [(j * w // ow, -(-(j + 1) * w // ow)) for j in range(ow)]
+
+    def ref(a: Any) -> Any:
+        return np.array([[a[:, :, r0:r1, c0:c1].mean(axis=(2, 3)) for c0, c1 in cb]
+                         for r0, r1 in rb]).transpose(2, 3, 0, 1)
+
+    x = np.random.default_rng(3).standard_normal(shape)
+    check_op(dev, lambda t: adaptive_avg_pool2d(t, out), ref, (x,))
+    g = np.random.default_rng(4).standard_normal((shape[0], shape[1], oh, ow))
+    want = np.zeros(shape)
+    for i, (r0, r1) in enumerate(rb):
+        for j, (c0, c1) in enumerate(cb):
+            want[:, :, r0:r1, c0:c1] += g[:, :, i:i + 1, j:j + 1] / ((r1 - r0) * (c1 - c0))
+    check_op(dev, lambda gt: adaptive_avg_pool2d_backward(gt, shape), lambda _g: want, (g,))
+    if out == 1:
+        check_op(dev, global_avg_pool2d, ref, (x,))
+
+
+def test_pooling_errors(dev: DeviceHandle) -> None:
+    x = np.zeros((2, 3, 4))
+    check_error(dev, lambda t: max_pool2d(t, 2), (x,), {}, ValueError,
+                r"max_pool2d: input must be 4-D \(N, C, H, W\), got shape \(2, 3, 4\)")
+    x4 = np.zeros((1, 1, 4, 4))
+    check_error(dev, lambda t: max_pool2d(t, 0), (x4,), {}, ValueError,
+                "kernel_size must be an int >= 1")
+    check_error(dev, lambda t: avg_pool2d(t, 2, padding=2), (x4,), {}, ValueError,
+                "padding .* must be at most half the kernel size")
+    check_error(dev, lambda t: max_pool2d(t, 9), (x4,), {}, ValueError, "too small for kernel")
+    check_error(dev, lambda t: max_pool2d(t, 2), (np.zeros((1, 1, 4, 4), np.int64),), {},
+                TypeError, "must be floating point, got int64")
