@@ -113,7 +113,7 @@ def test_layer_norm_forward_backward(dev: DeviceHandle, shape: Any, norm: Any) -
     check_op(dev, lambda t, wt, bt: layer_norm(t, norm, wt, bt)[0],
              lambda a, wa, ba: ref_ln(a, d, wa, ba), (x, w, b))
     check_op(dev, lambda t: layer_norm(t, norm)[0], lambda a: ref_ln(a, d), (x,))
-    small = x[..., :] if x.size <= 64 else x.reshape(-1, d)[:1].reshape((1,) + norm)
+    small = x[..., :] if x.size <= 64 else x.reshape(-1, d)[:1].reshape((1, *norm))
     g = rng.standard_normal(small.shape)
     want_dx = _numeric_grad(lambda a: float((ref_ln(a, d, w, b) * g).sum()), small.copy())
     want_dw = _numeric_grad(lambda wa: float((ref_ln(small, d, wa, b) * g).sum()), w.copy())

@@ -80,7 +80,7 @@ def test_max_pool2d(dev: DeviceHandle, case: Any) -> None:
     for dtype in _dtypes(dev):
         check_op(dev, lambda t: max_pool2d(t, k, s, p, d), lambda a: ref_max(a, k, s, p, d)[0],
                  (x,), dtype=dtype)
-    y, idx = check_op(dev, lambda t: max_pool2d(t, k, s, p, d, return_indices=True),
+    _, idx = check_op(dev, lambda t: max_pool2d(t, k, s, p, d, return_indices=True),
                       lambda a: ref_max(a, k, s, p, d), (x,))
     assert idx.dtype == np.int64
 
