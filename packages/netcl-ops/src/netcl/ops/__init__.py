@@ -86,7 +86,11 @@ from ._softmax import softmax as softmax
 # --- matmul, conv2d, pooling, normalization (section B) ---
 # (names re-exported here, one `from ._module import name as name` per line)
 
-# --- pooling and normalization (section C) ---
+# --- convolution, pooling and normalization (section C) ---
+from ._convolution import conv2d as conv2d
+from ._convolution import conv2d_backward_data as conv2d_backward_data
+from ._convolution import conv2d_backward_weight as conv2d_backward_weight
+from ._convolution import conv2d_output_shape as conv2d_output_shape
 from ._normalization import batch_norm as batch_norm
 from ._normalization import batch_norm_backward as batch_norm_backward
 from ._normalization import layer_norm as layer_norm
@@ -101,6 +105,10 @@ from ._pooling import max_pool2d_backward as max_pool2d_backward
 
 __all__ = [
     # section C names
+    "conv2d",
+    "conv2d_backward_data",
+    "conv2d_backward_weight",
+    "conv2d_output_shape",
     "batch_norm",
     "batch_norm_backward",
     "layer_norm",
