@@ -72,7 +72,8 @@ __kernel void conv_bwd_data(__global const T* gy, __global const T* w, __global 
       if (ow >= OW) continue;
       for (int kk = 0; kk < kg; ++kk) {
         int k = g * kg + kk;
-        acc += LD(gy, (((long)n * K + k) * OH + oh) * OW + ow) * LD(w, ((k * cg + cl) * R + r) * S + s);
+        acc += LD(gy, (((long)n * K + k) * OH + oh) * OW + ow)
+               * LD(w, ((k * cg + cl) * R + r) * S + s);
       }
     }
   }
