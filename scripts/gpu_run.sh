@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Run on the NVIDIA GPU machine (see ../shared/GPU.md): set up pyopencl from .whl, then run the
+# test suites on the GPU and every benchmark, writing logs and JSON under $OUT.
+#   bash scripts/gpu_run.sh [tests] [bench] [train]
+set -u
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$(ls -d packages/*/src | tr '\n' ':')
+mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
+export OCL_ICD_VENDORS=/tmp/icd PYTHONUNBUFFERED=1 NETCL_CACHE_DIR=/tmp/netcl-cache
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+what=${*:-tests bench}
+python3 -m netcl.cli devices | tee "$OUT/devices.txt"
+for step in $what; do
+  case $step in
+    tests)
+      NETCL_DEVICE=cl timeout 400 python3 -m pytest -q -p no:cacheprovider -x \
+        packages/netcl-core/tests packages/netcl-ops/tests packages/netcl-autograd/tests \
+        packages/netcl-nn/tests packages/netcl-optim/tests packages/netcl/tests \
+        2>&1 | tail -30 | tee "$OUT/tests_gpu.txt" ;;
+    bench)
+      for b in benchmarks/bench_ops_linalg.py benchmarks/bench_ops_elementwise.py \
+               benchmarks/bench_fusion.py benchmarks/bench_train.py; do
+        [ -f "$b" ] || continue
+        name=$(basename "$b" .py)
+        timeout 300 python3 "$b" --device cl --out "$OUT/$name.json" 2>&1 | tail -60 \
+          | tee "$OUT/$name.txt"
+      done ;;
+    train)
+      timeout 300 python3 -m netcl.cli train --device cl --no-progress 2>&1 | tail -15 \
+        | tee "$OUT/train_gpu.txt" ;;
+  esac
+done
