@@ -32,6 +32,14 @@ from ._layers import Tanh as Tanh
 from ._module import HookHandle as HookHandle
 from ._module import Module as Module
 from ._module import Parameter as Parameter
+from ._resnet import BasicBlock as BasicBlock
+from ._resnet import Bottleneck as Bottleneck
+from ._resnet import ResNet as ResNet
+from ._resnet import resnet18 as resnet18
+from ._resnet import resnet34 as resnet34
+from ._resnet import resnet50 as resnet50
+from ._resnet import resnet101 as resnet101
+from ._resnet import resnet152 as resnet152
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -52,6 +60,14 @@ __all__ = [
     "Sigmoid",
     "Tanh",
     "HookHandle",
+    "BasicBlock",
+    "Bottleneck",
+    "ResNet",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
     "Identity",
     "Module",
     "ModuleList",
