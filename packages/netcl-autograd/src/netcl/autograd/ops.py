@@ -58,6 +58,13 @@ from ._ops_movement import stack as stack
 from ._ops_movement import transpose as transpose
 from ._ops_movement import unsqueeze as unsqueeze
 from ._ops_movement import view as view
+from ._ops_nn import adaptive_avg_pool2d as adaptive_avg_pool2d
+from ._ops_nn import avg_pool2d as avg_pool2d
+from ._ops_nn import batch_norm as batch_norm
+from ._ops_nn import conv2d as conv2d
+from ._ops_nn import layer_norm as layer_norm
+from ._ops_nn import matmul as matmul
+from ._ops_nn import max_pool2d as max_pool2d
 from ._ops_reduce import log_softmax as log_softmax
 from ._ops_reduce import max as max
 from ._ops_reduce import mean as mean
@@ -72,6 +79,9 @@ __all__ = [
     "abs", "add", "cast", "clamp", "div", "exp", "gelu", "leaky_relu", "log", "maximum",
     "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt",
     "sub", "tanh", "where",
+    # matmul, convolution, normalization, pooling
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "layer_norm", "matmul",
+    "max_pool2d",
     # reductions and softmax
     "log_softmax", "max", "mean", "min", "nll_gather", "softmax", "sum", "var",
     # movement, indexing, dropout

@@ -122,7 +122,8 @@ class ResNet(Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.stem(x)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(self.flatten(self.pool(x)))
+        logits: Tensor = self.fc(self.flatten(self.pool(x)))
+        return logits
 
 
 def resnet18(**kwargs: Any) -> ResNet:

@@ -1,0 +1,172 @@
+"""Differentiable matmul, conv2d, batch norm, layer norm and 2-D pooling.
+
+Each backward rule sits beside its forward and runs as ``netcl.ops`` device ops: matmul's
+gradients are matmuls with transpose flags, conv2d's go through ``conv2d_backward_data`` and
+``conv2d_backward_weight``, the norms through their ``*_backward`` ops, and pooling through
+the pooling backward ops (max pooling sends each gradient to the first maximum of its window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import netcl.ops as _ops
+from netcl.core.tensor import Tensor, reshape
+
+from ._function import differentiable, sum_to_shape
+from ._tape import Backward
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "batch_norm",
+    "conv2d",
+    "layer_norm",
+    "matmul",
+    "max_pool2d",
+]
+
+IntPair = int | tuple[int, int]
+
+
+@differentiable("matmul")
+def matmul(a: Tensor, b: Tensor, transpose_a: bool = False,
+           transpose_b: bool = False) -> tuple[Tensor, Backward]:
+    """``op(a) @ op(b)`` (2-D or batched), ``op`` transposing the last two dims when asked.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> a = Tensor.from_host(q, np.ones((2, 3)))
+        >>> matmul(a, a, transpose_b=True).to_host().tolist()
+        [[3.0, 3.0], [3.0, 3.0]]
+    """
+    out = _ops.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    def backward(g: Tensor, needs: tuple[bool, ...]) -> tuple[Tensor | None, Tensor | None]:
+        ga = gb = None
+        if needs[0]:
+            if transpose_a:
+                ga = _ops.matmul(b, g, transpose_a=transpose_b, transpose_b=True)
+            else:
+                ga = _ops.matmul(g, b, transpose_b=not transpose_b)
+            ga = sum_to_shape(ga, a.shape)
+        if needs[1]:
+            if transpose_b:
+                gb = _ops.matmul(g, a, transpose_a=True, transpose_b=transpose_a)
+            else:
+                gb = _ops.matmul(a, g, transpose_a=not transpose_a)
+            gb = sum_to_shape(gb, b.shape)
+        return ga, gb
+
+    return out, backward
+
+
+@differentiable("conv2d")
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+           padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1
+           ) -> tuple[Tensor, Backward]:
+    """2-D convolution; gradients through the backward-data and backward-weight ops."""
+    out = _ops.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    def backward(g: Tensor, needs: tuple[bool, ...]) -> tuple[Tensor | None, ...]:
+        gx = gw = None
+        if needs[0]:
+            gx = _ops.conv2d_backward_data(g, weight, x.shape, stride, padding, dilation, groups)
+        if needs[1]:
+            gw = _ops.conv2d_backward_weight(x, g, weight.shape, stride, padding, dilation,
+                                             groups)
+        if bias is None:
+            return gx, gw
+        gb = _ops.sum(g, axis=(0, 2, 3)) if needs[2] else None
+        return gx, gw, gb
+
+    return out, backward
+
+
+def _channel(t: Tensor, ndim: int) -> Tensor:
+    return reshape(t, (1, t.shape[0]) + (1,) * (ndim - 2))
+
+
+@differentiable("batch_norm")
+def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
+               momentum: float = 0.1, eps: float = 1e-5) -> tuple[Tensor, Backward]:
+    """Batch norm: batch statistics (and a running-statistics update) in training, running
+    statistics in eval; returns the normalized tensor."""
+    present = [t is not None for t in (running_mean, running_var, weight, bias)]
+    axes = (0, *range(2, x.ndim))
+    if training:
+        out, mean, invstd = _ops.batch_norm(x, running_mean, running_var, weight, bias, True,
+                                            momentum, eps)
+
+        def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
+            gx, gw, gb = _ops.batch_norm_backward(g, x, mean, invstd, weight)
+            grads: list[Tensor | None] = [gx]
+            for slot, here in zip((None, None, gw, gb), present):
+                if here:
+                    grads.append(slot)
+            return grads
+
+        return out, backward
+    out = _ops.batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: eval mode needs running_mean and running_var")
+    rm, rv = running_mean, running_var
+
+    def backward_eval(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
+        inv = _ops.rsqrt(_ops.add(_channel(rv, x.ndim), eps))
+        scale = inv if weight is None else _ops.mul(inv, _channel(weight, x.ndim))
+        grads: list[Tensor | None] = [_ops.mul(g, scale) if needs[0] else None, None, None]
+        if weight is not None:
+            xhat = _ops.mul(_ops.sub(x, _channel(rm, x.ndim)), inv)
+            grads.append(_ops.sum(_ops.mul(g, xhat), axis=axes))
+        if bias is not None:
+            grads.append(_ops.sum(g, axis=axes))
+        return grads
+
+    return out, backward_eval
+
+
+@differentiable("layer_norm")
+def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Backward]:
+    """Layer norm over the trailing ``normalized_shape`` dims."""
+    out, mean, rstd = _ops.layer_norm(x, normalized_shape, weight, bias, eps)
+
+    def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
+        gx, gw, gb = _ops.layer_norm_backward(g, x, normalized_shape, mean, rstd, weight)
+        grads: list[Tensor | None] = [gx]
+        if weight is not None:
+            grads.append(reshape(gw, weight.shape))
+        if bias is not None:
+            grads.append(reshape(gb, bias.shape))
+        return grads
+
+    return out, backward
+
+
+@differentiable("max_pool2d")
+def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, dilation: IntPair = 1) -> tuple[Tensor, Backward]:
+    """Max pooling; the gradient goes to the first maximum of each window."""
+    out, idx = _ops.max_pool2d(x, kernel_size, stride, padding, dilation, return_indices=True)
+    return out, lambda g, needs: (
+        _ops.max_pool2d_backward(g, idx, x.shape, kernel_size, stride, padding, dilation),)
+
+
+@differentiable("avg_pool2d")
+def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, count_include_pad: bool = True) -> tuple[Tensor, Backward]:
+    """Average pooling."""
+    out = _ops.avg_pool2d(x, kernel_size, stride, padding, count_include_pad)
+    return out, lambda g, needs: (
+        _ops.avg_pool2d_backward(g, x.shape, kernel_size, stride, padding, count_include_pad),)
+
+
+@differentiable("adaptive_avg_pool2d")
+def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> tuple[Tensor, Backward]:
+    """Average pooling to a fixed output size (1: global average pooling)."""
+    out = _ops.adaptive_avg_pool2d(x, output_size)
+    return out, lambda g, needs: (_ops.adaptive_avg_pool2d_backward(g, x.shape),)
