@@ -1,0 +1,159 @@
+"""Layers: outputs against NumPy float64 formulas, gradients against finite differences, and
+ResNet-18 (CIFAR stem) forward + backward agreeing between backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.autograd as ag
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.tensor import Tensor
+from netcl.nn import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    Sequential,
+    resnet18,
+)
+
+
+def _t(dev: DeviceHandle, a: Any, grad: bool = False) -> Tensor:
+    t = Tensor.from_host(dev.queue, a)
+    t.requires_grad = grad
+    return t
+
+
+def test_linear_forward_backward(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(0)
+    layer = Linear(7, 5, queue=dev.queue, rng=rng)
+    x = rng.standard_normal((33, 7)).astype(np.float32)
+    xt = _t(dev, x, grad=True)
+    with ag.Tape() as tape:
+        y = layer(xt)
+        loss = ag.ops.sum(ag.ops.mul(y, y))
+    tape.backward(loss)
+    w, b = layer.weight.to_host(), layer.bias.to_host()  # type: ignore[union-attr]
+    ref = x @ w.T + b
+    np.testing.assert_allclose(y.to_host(), ref, rtol=1e-5, atol=1e-5)
+    g = 2 * ref
+    np.testing.assert_allclose(layer.weight.grad.to_host(), g.T @ x, rtol=1e-4, atol=1e-4)  # type: ignore[union-attr]
+    np.testing.assert_allclose(layer.bias.grad.to_host(), g.sum(0), rtol=1e-4, atol=1e-4)  # type: ignore[union-attr]
+    np.testing.assert_allclose(xt.grad.to_host(), g @ w, rtol=1e-4, atol=1e-4)  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match=r"Linear: expected input \(\*, 7\), got \(3, 6\)"):
+        layer(_t(dev, np.zeros((3, 6), np.float32)))
+
+
+def test_small_cnn_gradients_match_finite_differences() -> None:
+    """Float64 on NumPy: every parameter gradient of a conv-BN-ReLU-pool-linear stack."""
+    dev = manager.default("cpu")
+    assert dev is not None
+    rng = np.random.default_rng(1)
+    model = Sequential(Conv2d(2, 3, 3, padding=1, queue=dev.queue, rng=rng),
+                       BatchNorm2d(3, queue=dev.queue), ReLU(), MaxPool2d(2),
+                       AvgPool2d(1), AdaptiveAvgPool2d(1), Flatten(),
+                       Linear(3, 4, queue=dev.queue, rng=rng))
+    for p in model.parameters():
+        p.array = p.array.astype(np.float64)  # type: ignore[union-attr]
+        p.dtype = "float64"
+    for b in model.buffers():
+        b.array = b.array.astype(np.float64)  # type: ignore[union-attr]
+        b.dtype = "float64"
+    x = Tensor.from_host(dev.queue, rng.standard_normal((3, 2, 6, 6)), dtype="float64")
+    labels = Tensor.from_host(dev.queue, np.array([0, 3, 1]))
+
+    def loss_value() -> float:
+        return float(ag.cross_entropy(model(x), labels).to_host())
+
+    with ag.Tape() as tape:
+        loss = ag.cross_entropy(model(x), labels)
+    tape.backward(loss)
+    for name, p in model.named_parameters():
+        arr = p.array
+        assert arr is not None and p.grad is not None
+        flat = arr.reshape(-1)
+        for i in rng.choice(flat.size, size=min(4, flat.size), replace=False):
+            old = flat[i]
+            flat[i] = old + 1e-6
+            up = loss_value()
+            flat[i] = old - 1e-6
+            down = loss_value()
+            flat[i] = old
+            assert p.grad.to_host().reshape(-1)[i] == pytest.approx((up - down) / 2e-6,
+                                                                    rel=1e-4, abs=1e-7), name
+
+
+def test_batchnorm_modes_and_running_stats(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(2)
+    bn = BatchNorm1d(4, momentum=0.5, queue=dev.queue)
+    x = rng.standard_normal((9, 4)).astype(np.float32) * 2 + 3
+    y = bn(_t(dev, x)).to_host()
+    np.testing.assert_allclose(y.mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(bn.running_mean.to_host(), 0.5 * x.mean(0), rtol=1e-5)
+    bn.eval()
+    y_eval = bn(_t(dev, x)).to_host()
+    rm, rv = bn.running_mean.to_host(), bn.running_var.to_host()
+    np.testing.assert_allclose(y_eval, (x - rm) / np.sqrt(rv + 1e-5), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="BatchNorm1d: expected input"):
+        bn(_t(dev, np.zeros((2, 5), np.float32)))
+
+
+def test_layernorm_embedding_dropout(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(3)
+    ln = LayerNorm(7, queue=dev.queue)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    y = ln(_t(dev, x)).to_host()
+    ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+    emb = Embedding(10, 4, queue=dev.queue, rng=rng)
+    idx = np.array([[1, 9], [0, 1]])
+    out = emb(Tensor.from_host(dev.queue, idx)).to_host()
+    np.testing.assert_array_equal(out, emb.weight.to_host()[idx])
+    drop = Dropout(0.5, seed=7)
+    ones = _t(dev, np.ones(1000, np.float32))
+    a, b = drop(ones).to_host(), drop(ones).to_host()
+    assert set(np.unique(a)) <= {0.0, 2.0} and 350 < (a == 0).sum() < 650
+    assert not np.array_equal(a, b)  # the stream advances
+    drop.eval()
+    np.testing.assert_array_equal(drop(ones).to_host(), 1.0)
+
+
+def test_resnet18_agrees_between_backends() -> None:
+    """ResNet-18 (CIFAR stem), forward and backward on a 32x32 batch: NumPy vs each OpenCL
+    device, from the same weights."""
+    handles = [h for h in manager.all_handles() if h.backend == "cl"]
+    if not handles:
+        pytest.skip("no OpenCL device")
+    cpu = manager.default("cpu")
+    assert cpu is not None
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    y = np.array([3, 7])
+
+    def run(dev: DeviceHandle) -> tuple[Any, dict[str, Any]]:
+        net = resnet18(num_classes=10, stem="cifar", queue=dev.queue, seed=0)
+        with ag.Tape() as tape:
+            logits = net(Tensor.from_host(dev.queue, x))
+            loss = ag.cross_entropy(logits, Tensor.from_host(dev.queue, y))
+        tape.backward(loss)
+        grads = {n: p.grad.to_host() for n, p in net.named_parameters()  # type: ignore[union-attr]
+                 if n in ("stem.0.weight", "layer2.0.conv1.weight", "fc.weight", "fc.bias")}
+        return logits.to_host(), grads
+
+    ref_logits, ref_grads = run(cpu)
+    for dev in handles:
+        logits, grads = run(dev)
+        np.testing.assert_allclose(logits, ref_logits, rtol=1e-3, atol=1e-3)
+        for name, g in ref_grads.items():
+            scale = np.abs(g).max()
+            np.testing.assert_allclose(grads[name], g, rtol=0, atol=2e-3 * scale, err_msg=name)
