@@ -85,16 +85,13 @@ def test_fused_gradients_match_the_float64_reference(dev: DeviceHandle) -> None:
 
 
 def test_backward_is_one_kernel_when_nothing_is_broadcast(dev: DeviceHandle) -> None:
-    f = compiler.jit(lambda a, b: ops.tanh(a * b) / (ops.exp(b) + 1.0))
+    f = compiler.jit(lambda a, b: ops.div(ops.tanh(a * b), ops.add(ops.exp(b), 1.0)))
     args = inputs(dev, [(6, 7), (6, 7)])
-    _, grads, fwd, bwd = run(f, args, rng.standard_normal((6, 7)))
+    _, _, fwd, bwd = run(f, args, rng.standard_normal((6, 7)))
     if dev.backend == "cl":
         assert (fwd, bwd) == (1, 1)
-    a, b = (t.to_host().astype(np.float64) for t in args)
-    ref = [rng.standard_normal(1)]  # keep rng stream independent of the check below
-    assert ref
     check_grad(dev, f, lambda a, b: np.tanh(a * b) / (np.exp(b) + 1.0),
-               (a.astype(np.float64), b.astype(np.float64)))
+               tuple(t.to_host().astype(np.float64) for t in args))
 
 
 @pytest.mark.parametrize("shapes", [
@@ -137,7 +134,7 @@ def test_other_dtypes(dev: DeviceHandle, dtype: str) -> None:
 
 
 def test_kernels_are_cached_by_structure(dev: DeviceHandle) -> None:
-    f = compiler.jit(lambda x, w: ops.tanh(x * w - 0.5) * 3.0)
+    f = compiler.jit(lambda x, w: ops.mul(ops.tanh(x * w - 0.5), 3.0))
     before = compiler.cache_info()["generated"]
     for rows, k in ((4, 0.5), (9, 1.5), (33, -2.0)):
         x, w = inputs(dev, [(rows, 5), (5,)])
@@ -221,7 +218,7 @@ def test_attrs_select_different_kernels(dev: DeviceHandle) -> None:
 
 
 def test_non_fusible_primitive_is_a_boundary(dev: DeviceHandle) -> None:
-    f = compiler.jit(lambda x: compiler.apply("test_boundary", x * 2.0) + 1.0)
+    f = compiler.jit(lambda x: ops.add(compiler.apply("test_boundary", x * 2.0), 1.0))
     (x,) = inputs(dev, [(7,)])
     with count_launches() as n:
         y = f(x)

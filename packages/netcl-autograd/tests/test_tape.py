@@ -96,7 +96,7 @@ def test_consumed_tape_and_retain_graph(dev: DeviceHandle) -> None:
     tape.backward(loss)
     assert grad(w) == pytest.approx([2 * np.exp(2.0)])
     assert tape.consumed and len(tape) == 0
-    with pytest.raises(RuntimeError, match="already consumed.*retain_graph=True"):
+    with pytest.raises(RuntimeError, match=r"already consumed.*retain_graph=True"):
         tape.backward(loss)
     with pytest.raises(RuntimeError, match="consumed"):
         with tape:

@@ -44,6 +44,8 @@ __all__ = ["MAX_DIMS", "Layout", "cache_info", "clear_cache", "run_backward", "r
 MAX_DIMS = 8
 _INT32_MAX = 2**31 - 1
 _LOCAL = 256
+_MIN_CHUNK = 16  # positions each reduce work item sums at least
+_MAX_SHARE = 2048  # work items per reduced element at most (the last one adds their partials)
 
 _lock = threading.Lock()
 _cache: dict[tuple[Any, ...], BuiltKernel] = {}
@@ -171,11 +173,31 @@ def _decode(group: Group, lay: Layout, src: str, dims: Sequence[int], prefix: st
         lines.append(f"  IDX {prefix}{i} = {start};")
     if with_out is not None:
         lines.append(f"  IDX {prefix}o = {with_out};")
-    for j in reversed(dims):
+    for k, j in enumerate(reversed(dims)):
         adds = " ".join(f"{prefix}{i} += c * st{i}_{j};" for i in group.tensor_leaves)
         out_add = f" {prefix}o += c * so{j};" if with_out is not None else ""
-        lines.append(f"  {{ const IDX c = {prefix}r % d{j}; {prefix}r /= d{j}; {adds}{out_add} }}")
+        # the outermost dim takes what is left: no division
+        step = f"{prefix}r;" if k == len(dims) - 1 else f"{prefix}r % d{j}; {prefix}r /= d{j};"
+        lines.append(f"  {{ const IDX c = {step} {adds}{out_add} }}")
     return lines
+
+
+def _element_lines(group: Group, lay: Layout) -> list[str]:
+    """``gid`` (the output element) and the leaf indices ``i<k>`` of this work item.
+
+    Multi-dim layouts run on a 2-d range: dimension 0 walks the innermost dim, so its index
+    needs no division, and the outer dims come from dimension 1.
+    """
+    if lay.flat or len(lay.dims) == 1:
+        lines = ["  const IDX gid = get_global_id(0);", "  if (gid >= n) return;"]
+        if lay.flat:
+            return lines + [f"  const IDX i{i} = o{i} + gid;" for i in group.tensor_leaves]
+        return lines + _decode(group, lay, "gid", [0], "i", None, None)
+    last = len(lay.dims) - 1
+    lines = ["  const IDX c0 = get_global_id(0);", "  const IDX row = get_global_id(1);",
+             f"  const IDX gid = row * d{last} + c0;", f"  if (c0 >= d{last} || gid >= n) return;"]
+    lines += [f"  const IDX e{i} = o{i} + c0 * st{i}_{last};" for i in group.tensor_leaves]
+    return lines + _decode(group, lay, "row", range(last), "i", "e", None)
 
 
 def _forward_lines(group: Group, index: str) -> list[str]:
@@ -208,12 +230,7 @@ def _reverse_lines(group: Group, targets: Sequence[int], seed: str) -> list[str]
 
 def _forward_source(name: str, group: Group, lay: Layout) -> tuple[list[str], str]:
     params = ["__global T* out", *_input_params(group, lay)]
-    lines = ["  const IDX gid = get_global_id(0);", "  if (gid >= n) return;"]
-    if lay.flat:
-        lines += [f"  const IDX i{i} = o{i} + gid;" for i in group.tensor_leaves]
-    else:
-        lines += _decode(group, lay, "gid", range(len(lay.dims)), "i", None, None)
-    lines += _forward_lines(group, "i")
+    lines = _element_lines(group, lay) + _forward_lines(group, "i")
     lines.append(f"  ST(out, gid, t{len(group.nodes) - 1});")
     return params, "\n".join(lines)
 
@@ -222,62 +239,88 @@ def _full_source(name: str, group: Group, lay: Layout, targets: Sequence[int]) -
         list[str], str]:
     params = ["__global const T* gout", "const IDX og"]
     params += [f"__global T* g{i}" for i in targets] + _input_params(group, lay)
-    lines = ["  const IDX gid = get_global_id(0);", "  if (gid >= n) return;"]
-    if lay.flat:
-        lines += [f"  const IDX i{i} = o{i} + gid;" for i in group.tensor_leaves]
-    else:
-        lines += _decode(group, lay, "gid", range(len(lay.dims)), "i", None, None)
-    lines += _forward_lines(group, "i")
+    lines = _element_lines(group, lay) + _forward_lines(group, "i")
     lines += _reverse_lines(group, targets, "LD(gout, og + gid)")
     lines += [f"  ST(g{i}, gid, gx{i});" for i in targets]
     return params, "\n".join(lines)
 
 
-def _branch(k: int, count: int) -> str:
-    """``if``/``else if``/``else`` heads choosing section ``k`` of ``count`` by group id."""
+# NOTE [ Reduce kernel ]
+# The gradient of leaf ``targets[k]`` has ``M`` elements, each a sum over ``R`` positions of
+# the broadcast dims. ``W`` work items share each element (``W`` from the device size: enough
+# items to fill it, at least 16 positions each); section k owns work items
+# [start_k, start_k + M * W). When the leaf keeps the last dim, consecutive items take
+# consecutive elements (their loads are contiguous) and each item sums a block of positions;
+# otherwise consecutive items take consecutive positions of one element, interleaved. With
+# ``W > 1`` every item writes its partial sum, then counts itself in with an atomic; the last
+# item of an element adds the partials in a fixed order, so the result is deterministic and the
+# whole reduction stays one launch. There are no barriers: PoCL compiles kernels with barriers
+# many times slower.
+
+_SECTION_ARGS = ("start", "m", "w", "red", "chunk", "pbase", "cbase")
+
+
+def _section_head(k: int, count: int) -> str:
     if count == 1:
-        return "if (1)"
+        return "  if (1) {"
     if k == 0:
-        return "if (grp < start1)"
-    if k == count - 1:
-        return "else"
-    return f"else if (grp < start{k + 1})"
+        return "  if (t < start1) {"
+    cond = "" if k == count - 1 else f" if (t < start{k + 1})"
+    return f"  }} else{cond} {{"
 
 
-def _reduce_source(name: str, group: Group, lay: Layout, targets: Sequence[int],
-                   local: int) -> tuple[list[str], str]:
+def _store(targets: Sequence[int], value: str, indent: str) -> list[str]:
+    lines = []
+    for k, leaf in enumerate(targets):
+        head = "if" if k == 0 else "else if"
+        lines.append(f"{indent}{head} (sec == {k}) ST(g{leaf}, m, {value});")
+    return lines
+
+
+def _reduce_source(name: str, group: Group, lay: Layout, targets: Sequence[int]
+                   ) -> tuple[list[str], str]:
     params = ["__global const T* gout", "const IDX og"]
     params += [f"__global T* g{i}" for i in targets] + _input_params(group, lay)
     params += [f"const IDX so{j}" for j in range(len(lay.dims))]
-    params += [f"const IDX start{k}" for k in range(len(targets))]
-    params += [f"const IDX red{k}" for k in range(len(targets))]
-    lines = ["  const IDX grp = get_group_id(0);", "  const int lid = get_local_id(0);",
-             f"  __local CT scratch[{local}];", "  CT acc = (CT)0;", "  IDX m = 0;"]
+    params += [f"const IDX {a}{k}" for k in range(len(targets)) for a in _SECTION_ARGS]
+    params += ["const IDX items", "volatile __global CT* part", "volatile __global int* count"]
+    lines = [
+        "  const IDX t = get_global_id(0);", "  if (t >= items) return;", "  CT acc = (CT)0;",
+        "  IDX m = 0, w = 0, W = 1, pbase = 0, cbase = 0;", "  int sec = 0;",
+    ]
     for k, leaf in enumerate(targets):
         kept = [j for j, keep in enumerate(lay.kept(leaf)) if keep]
         gone = [j for j, keep in enumerate(lay.kept(leaf)) if not keep]
-        lines.append(f"  {'} ' if k else ''}{_branch(k, len(targets))} {{")
-        lines.append(f"  m = grp - start{k};")
+        lines += [_section_head(k, len(targets)),
+                  f"  sec = {k}; W = w{k}; pbase = pbase{k}; cbase = cbase{k};",
+                  f"  const IDX u = t - start{k};"]
+        if lay.kept(leaf)[-1]:  # blocks of positions; neighbours take neighbouring elements
+            lines += [f"  m = u % m{k}; w = u / m{k};", f"  const IDX lo = w * chunk{k};",
+                      f"  const IDX hi = min(lo + chunk{k}, red{k});", "  const IDX step = 1;"]
+        else:  # positions interleaved; neighbours take neighbouring positions
+            lines += [f"  m = u / w{k}; w = u % w{k};", "  const IDX lo = w;",
+                      f"  const IDX hi = red{k};", f"  const IDX step = w{k};"]
         lines += _decode(group, lay, "m", kept, "b", None, "og")
-        lines.append(f"  for (IDX q = lid; q < red{k}; q += {local}) {{")
+        lines.append("  for (IDX q = lo; q < hi; q += step) {")
         lines += _decode(group, lay, "q", gone, "i", "b", "bo")
         lines += _forward_lines(group, "i")
         lines += _reverse_lines(group, [leaf], "LD(gout, io)")
-        lines.append(f"  acc += gx{leaf};")
-        lines.append("  }")
-    lines.append("  }")
+        lines += [f"  acc += gx{leaf};", "  }"]
     lines += [
-        "  scratch[lid] = acc;",
-        "  barrier(CLK_LOCAL_MEM_FENCE);",
-        f"  for (int s = {local // 2}; s > 0; s >>= 1) {{",
-        "    if (lid < s) scratch[lid] += scratch[lid + s];",
-        "    barrier(CLK_LOCAL_MEM_FENCE);",
         "  }",
-        "  if (lid == 0) {",
+        "  if (W == 1) {",
+        *_store(targets, "acc", "    "),
+        "    return;",
+        "  }",
+        "  part[pbase + m * W + w] = acc;",
+        "  mem_fence(CLK_GLOBAL_MEM_FENCE);",
+        "  if (atomic_inc(&count[cbase + m]) == (int)(W - 1)) {",
+        "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
+        "    CT total = (CT)0;",
+        "    for (IDX j = 0; j < W; ++j) total += part[pbase + m * W + j];",
+        *_store(targets, "total", "    "),
+        "  }",
     ]
-    for k, leaf in enumerate(targets):
-        lines.append(f"    {_branch(k, len(targets))} {{ ST(g{leaf}, m, scratch[0]); }}")
-    lines.append("  }")
     return params, "\n".join(lines)
 
 
@@ -287,6 +330,18 @@ def _reduce_source(name: str, group: Group, lay: Layout, targets: Sequence[int],
 def _local_size(queue: Any) -> int:
     cap = int(queue.device.max_work_group_size)
     return 1 << (min(_LOCAL, cap).bit_length() - 1)
+
+
+def _elementwise_range(lay: Layout, n: int, local: int) -> tuple[tuple[int, ...],
+                                                                  tuple[int, ...]]:
+    """Global and local size for the forward and full kernels (see :func:`_element_lines`)."""
+    if lay.flat or len(lay.dims) == 1:
+        return (-(-n // local) * local,), (local,)
+    inner = lay.dims[-1]
+    l0 = min(local, 1 << (inner - 1).bit_length())
+    l1 = local // l0
+    rows = n // inner
+    return (-(-inner // l0) * l0, -(-rows // l1) * l1), (l0, l1)
 
 
 def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, ...]) -> Any:
@@ -304,7 +359,7 @@ def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, 
     elif kind == "full":
         params, body = _full_source(name, group, lay, extra[0])
     else:
-        params, body = _reduce_source(name, group, lay, extra[0], extra[1])
+        params, body = _reduce_source(name, group, lay, extra[0])
     spec = KernelSpec(name=name, params=params, body=body,
                       preamble=_header(group.dtype, lay.wide), tune=False)
     built = spec.build(queue)
@@ -344,9 +399,8 @@ def run_forward(group: Group) -> Tensor:
     lay = Layout.of(group.shape, group.tensors)
     idx = np.int64 if lay.wide else np.int32
     built = _kernel("fwd", group, lay, queue, ())
-    local = _local_size(queue)
-    built.run(queue, (-(-n // local) * local,), (local,), out.buffer,
-              *_input_args(group, lay, idx, n))
+    gsize, lsize = _elementwise_range(lay, n, _local_size(queue))
+    built.run(queue, gsize, lsize, out.buffer, *_input_args(group, lay, idx, n))
     return out
 
 
@@ -373,21 +427,38 @@ def run_backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor 
         targets = tuple(leaf_of[k] for k in full)
         built = _kernel("full", group, lay, queue, (targets,))
         bufs = [_buffer(grads[k]) for k in full]
-        built.run(queue, (-(-n // local) * local,), (local,), g.buffer, idx(g.offset),
-                  *bufs, *inputs)
+        gsize, lsize = _elementwise_range(lay, n, local)
+        built.run(queue, gsize, lsize, g.buffer, idx(g.offset), *bufs, *inputs)
     if reduced:
-        targets = tuple(leaf_of[k] for k in reduced)
-        built = _kernel("reduce", group, lay, queue, (targets, local))
-        starts, reds, total = [], [], 0
-        for k in reduced:
-            m = group.tensors[k].size
-            starts.append(idx(total))
-            reds.append(idx(n // max(m, 1)))
-            total += m
-        bufs = [_buffer(grads[k]) for k in reduced]
-        built.run(queue, (total * local,), (local,), g.buffer, idx(g.offset), *bufs, *inputs,
-                  *(idx(s) for s in lay.out_strides), *starts, *reds)
+        _run_reduce(group, lay, queue, g, [(leaf_of[k], grads[k]) for k in reduced], inputs,
+                    idx, n, local)
     return grads
+
+
+def _run_reduce(group: Group, lay: Layout, queue: Any, g: Tensor,
+                outs: list[tuple[int, Tensor | None]], inputs: list[Any], idx: Any, n: int,
+                local: int) -> None:
+    """Launch the reduce kernel for the broadcast leaves ``outs`` (see NOTE [ Reduce kernel ])."""
+    target = max(4096, 2048 * int(queue.device.max_compute_units))
+    sections: list[Any] = []
+    items = parts = counters = 0
+    for leaf, _ in outs:
+        m = max(group.leaves[leaf].size, 1)  # type: ignore[union-attr]
+        red = n // m
+        w = max(1, min(-(-target // m), -(-red // _MIN_CHUNK), _MAX_SHARE))
+        sections += [items, m, w, red, -(-red // w), parts, counters]
+        items += m * w
+        if w > 1:
+            parts += m * w
+            counters += m
+    ct = "float64" if group.dtype == "float64" else "float32"
+    part = Tensor.from_shape(queue, (max(parts, 1),), ct, fill=None)
+    count = Tensor.from_shape(queue, (max(counters, 1),), "int32", fill=0)
+    built = _kernel("reduce", group, lay, queue, (tuple(leaf for leaf, _ in outs),))
+    bufs = [_buffer(t) for _, t in outs]
+    built.run(queue, (-(-items // local) * local,), (local,), g.buffer, idx(g.offset), *bufs,
+              *inputs, *(idx(s) for s in lay.out_strides), *(idx(v) for v in sections),
+              idx(items), part.buffer, count.buffer)
 
 
 def _buffer(t: Tensor | None) -> Any:

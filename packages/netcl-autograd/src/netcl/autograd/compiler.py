@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from netcl.core.kernels.primitives import count_launches, launch_count
 from netcl.core.tensor import Tensor
@@ -65,7 +65,8 @@ __all__ = [
     "register_primitive",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _finish(value: Any) -> Any:
@@ -78,7 +79,7 @@ def _finish(value: Any) -> Any:
     return value
 
 
-def jit(fn: F) -> F:
+def jit(fn: Callable[P, R]) -> Callable[P, R]:
     """Trace ``fn`` so that its elementwise chains run fused (see the module docstring).
 
     Tensor arguments become lazy values for the trace; everything the function returns
@@ -99,12 +100,13 @@ def jit(fn: F) -> F:
     """
 
     @functools.wraps(fn)
-    def traced(*args: Any, **kwargs: Any) -> Any:
+    def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         lazy_args = [Lazy.leaf(a) if isinstance(a, Tensor) else a for a in args]
         lazy_kwargs = {k: Lazy.leaf(v) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
-        return _finish(fn(*lazy_args, **lazy_kwargs))
+        result: R = _finish(fn(*lazy_args, **lazy_kwargs))  # type: ignore[arg-type]
+        return result
 
-    return traced  # type: ignore[return-value]
+    return traced
 
 
 def apply(name: str, *operands: Any, **attrs: Any) -> Tensor:
