@@ -85,6 +85,8 @@ from ._softmax import softmax as softmax
 
 # --- matmul, conv2d, pooling, normalization (section B) ---
 # (names re-exported here, one `from ._module import name as name` per line)
+from ._matmul import build_matmul_kernel as build_matmul_kernel
+from ._matmul import matmul as matmul
 
 # --- convolution, pooling and normalization (section C) ---
 from ._convolution import conv2d as conv2d
@@ -195,4 +197,6 @@ __all__ = [
     "where",
     "zeros",
     # section B names
+    "build_matmul_kernel",
+    "matmul",
 ]

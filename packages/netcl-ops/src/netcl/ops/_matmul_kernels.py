@@ -1,0 +1,571 @@
+"""OpenCL C sources of the GEMM kernel family (naive, tiled, register-tiled, vectorized).
+
+Every variant computes, for each batch index ``b = b1 * nb2 + b2``,
+``C[b] = op(A[b]) @ op(B[b]) (+ bias)`` where ``op`` is an optional transpose and the batch
+offsets are ``off + b1 * s1 + b2 * s2`` elements. Shapes, leading dimensions and strides are
+scalar kernel arguments; tile sizes, transposes and alignment are compile-time ``#define``s,
+so one built program serves every shape.
+
+Scalar element access goes through ``A_AT(m, k)`` / ``B_AT(k, n)``. The convolution ops
+replace ``B_AT`` with an im2col gather (``GemmParams.b_loader``): that is the implicit GEMM.
+
+# NOTE [ GEMM kernels and compilers ]
+# Loops over register blocks carry ``#pragma unroll``: fully unrolled, the accumulators stay
+# in registers (PoCL's LLVM does not unroll them on its own and spills every accumulator).
+# Hot loops use ``a * b + c`` (contracted to FMA by default in OpenCL C) and pointer casts,
+# not ``fma()``/``vloadN``: the PoCL build shipped on PyPI calls those builtins out of line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GemmParams", "gemm_kernel_name", "gemm_source", "local_size"]
+
+NAIVE, TILED, REGISTER_TILED, VECTORIZED = "naive", "tiled", "register_tiled", "vectorized"
+UNROLL = "#pragma unroll"
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Compile-time parameters of one GEMM kernel.
+
+    ``bm x bn`` is the work-group tile, ``bk`` its depth, ``tm x tn`` the block of one
+    work-item (rows x columns; a micro-tile of the vectorized variant), ``vw`` the vector
+    width of the vectorized variant and ``lx x ly`` the work-group shape. ``vec_a``/``vec_b``/
+    ``vec_c`` promise 4-aligned contiguous dimensions (``vw``-aligned for the vectorized C).
+    ``b_loader`` (C macros defining ``B_AT``) and ``extra_params`` replace the matrix B.
+    """
+
+    variant: str
+    dtype: str = "float32"
+    bm: int = 1
+    bn: int = 1
+    bk: int = 1
+    tm: int = 1
+    tn: int = 1
+    vw: int = 1
+    lx: int = 1
+    ly: int = 1
+    trans_a: bool = False
+    trans_b: bool = False
+    vec_a: bool = False
+    vec_b: bool = False
+    vec_c: bool = False
+    b_loader: str = ""
+    extra_params: str = ""
+
+
+def local_size(p: GemmParams) -> tuple[int, int]:
+    """The work-group shape ``(columns, rows)`` of a kernel."""
+    return (p.lx, p.ly)
+
+
+def gemm_kernel_name(p: GemmParams) -> str:
+    """The ``__kernel`` name: variant and transposes (``gemm_register_tiled_nt``)."""
+    return f"gemm_{p.variant}_{'t' if p.trans_a else 'n'}{'t' if p.trans_b else 'n'}"
+
+
+def gemm_source(p: GemmParams) -> str:
+    """The OpenCL C source (without the dtype header) of the kernel ``p`` describes."""
+    head = _access_macros(p) + _BIAS
+    if p.variant == NAIVE:
+        return head + _naive(p)
+    if p.variant == TILED:
+        return head + _tiled(p)
+    if p.variant == REGISTER_TILED:
+        return head + _vector_macros(p.dtype, 4) + _register_tiled(p)
+    if p.variant == VECTORIZED:
+        return head + _vector_macros(p.dtype, p.vw) + _vectorized(p)
+    raise ValueError(f"gemm_source: unknown GEMM variant {p.variant!r}")
+
+
+# -- shared pieces ----------------------------------------------------------------------------
+
+
+def _vector_macros(dtype: str, w: int) -> str:
+    """``CTV`` (compute vector of width ``w``), ``LDV``/``STV`` (aligned global access).
+
+    Zero-copy host buffers (CPU devices) are only 16-byte aligned, so vectors wider than that
+    go through ``vloadN``/``vstoreN``, which need element alignment only.
+    """
+    if dtype == "float16":
+        return (
+            f"#define CTV float{w}\n"
+            f"#define LDV(p, i) vloada_half{w}(0, (p) + (i))\n"
+            f"#define STV(p, i, v) vstorea_half{w}((v), 0, (p) + (i))\n"
+        )
+    base = "double" if dtype == "float64" else "float"
+    if w * (8 if dtype == "float64" else 4) > 16:
+        return (
+            f"#define CTV {base}{w}\n"
+            f"#define LDV(p, i) vload{w}(0, (p) + (i))\n"
+            f"#define STV(p, i, v) vstore{w}((v), 0, (p) + (i))\n"
+        )
+    return (
+        f"#define CTV {base}{w}\n"
+        f"#define LDV(p, i) (*(const __global CTV*)((p) + (i)))\n"
+        f"#define STV(p, i, v) (*(__global CTV*)((p) + (i)) = (v))\n"
+    )
+
+
+def _access_macros(p: GemmParams) -> str:
+    a = "LD(A, (k) * lda + (m))" if p.trans_a else "LD(A, (m) * lda + (k))"
+    lines = [f"#define A_AT(m, k) {a}"]
+    if p.b_loader:
+        lines.append(p.b_loader.rstrip())
+    else:
+        b = "LD(B, (n) * ldb + (k))" if p.trans_b else "LD(B, (k) * ldb + (n))"
+        lines.append(f"#define B_AT(k, n) {b}")
+    return "\n".join(lines) + "\n"
+
+
+_BIAS = """\
+#define BIAS_OF(m, n) (bias_mode == 1 ? LD(bias, (m)) : bias_mode == 2 ? LD(bias, (n)) : (CT)0)
+"""
+
+
+def _signature(p: GemmParams, attrs: str = "") -> str:
+    extra = f",\n    {p.extra_params}" if p.extra_params else ""
+    return f"""__kernel {attrs}void {gemm_kernel_name(p)}(
+    __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
+    __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
+    __global T* restrict C, const int offC, const int ldc, const int sC1, const int sC2,
+    const int M, const int N, const int K, const int nb2,
+    __global const T* restrict bias, const int bias_mode, const int sbias{extra})
+{{
+    const int bz = get_global_id(2);
+    const int b1 = bz / nb2, b2 = bz - b1 * nb2;
+    A += offA + (long)b1 * sA1 + (long)b2 * sA2;
+    B += offB + (long)b1 * sB1 + (long)b2 * sB2;
+    C += offC + (long)b1 * sC1 + (long)b2 * sC2;
+    bias += (long)b2 * sbias;
+"""
+
+
+def _defines(**values: int) -> str:
+    return "".join(f"#define {k} {v}\n" for k, v in values.items())
+
+
+def _reqd(p: GemmParams) -> str:
+    return f"__attribute__((reqd_work_group_size({p.lx}, {p.ly}, 1))) "
+
+
+# -- naive: one work-item per output element -------------------------------------------------
+
+
+def _naive(p: GemmParams) -> str:
+    return _signature(p) + """\
+    const int n = get_global_id(0), m = get_global_id(1);
+    if (m >= M || n >= N) return;
+    CT acc = 0;
+    for (int k = 0; k < K; ++k) acc += A_AT(m, k) * B_AT(k, n);
+    ST(C, m * ldc + n, acc + BIAS_OF(m, n));
+}
+"""
+
+
+# -- tiled: local-memory tiles, each work-item a column strip of TM outputs -------------------
+
+
+def _tiled(p: GemmParams) -> str:
+    if p.trans_a:
+        load_a = "const int kk = l / BM, r = l - kk * BM;"
+    else:
+        load_a = "const int r = l / BK, kk = l - r * BK;"
+    if p.trans_b and not p.b_loader:
+        load_b = "const int c = l / BK, kk = l - c * BK;"
+    else:
+        load_b = "const int kk = l / BN, c = l - kk * BN;"
+    return _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, RM=p.ly, NT=p.lx * p.ly) + _signature(
+        p, _reqd(p)
+    ) + f"""\
+    __local CT As[BK][BM + 1];
+    __local CT Bs[BK][BN];
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * BN + tx;
+    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
+    CT acc[TM];
+    {UNROLL}
+    for (int i = 0; i < TM; ++i) acc[i] = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {{
+        for (int l = tid; l < BM * BK; l += NT) {{
+            {load_a}
+            As[kk][r] = (m0 + r < M && k0 + kk < K) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+        }}
+        for (int l = tid; l < BK * BN; l += NT) {{
+            {load_b}
+            Bs[kk][c] = (k0 + kk < K && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < BK; ++kk) {{
+            const CT b = Bs[kk][tx];
+            {UNROLL}
+            for (int i = 0; i < TM; ++i) acc[i] += As[kk][ty + i * RM] * b;
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    const int n = n0 + tx;
+    {UNROLL}
+    for (int i = 0; i < TM; ++i) {{
+        const int m = m0 + ty + i * RM;
+        if (m < M && n < N) ST(C, m * ldc + n, acc[i] + BIAS_OF(m, n));
+    }}
+}}
+"""
+
+
+# -- register-tiled: double-buffered local tiles, a TM x TN register block per work-item -----
+
+# NOTE [ Register-tiled GEMM ]
+# The kernel that must run fast on GPUs. A work-group of (BN/TN) x (BM/TM) work-items computes
+# a BM x BN tile of C, each work-item a TM x TN register block. A and B tiles of depth BK go
+# through local memory, double-buffered with a register prefetch of the next tile, so there
+# is one barrier per BK step. A is stored k-major in local memory (transposed while storing,
+# padded by 4 so those scalar stores do not conflict on banks); both tiles are read as
+# 4-vectors. A work-item's rows are ty*4 + j*(BM/TM)*4 + i (i < 4), so the 4-vector local
+# reads of a warp are contiguous. Global loads are 4-vectors where the operand's contiguous
+# dimension, leading dimension and offsets are multiples of 4 (VEC_A / VEC_B), else scalar.
+
+
+def _block_offset(t: int, i: str, lane: str, threads: str) -> str:
+    """Offset in the tile of a work-item's ``i``-th row or column (``lane`` = ty or tx)."""
+    if t % 4 == 0:
+        return f"(({i}) >> 2) * ({threads} * 4) + {lane} * 4 + (({i}) & 3)"
+    return f"{lane} + ({i}) * {threads}"
+
+
+def _tile_copy(
+    count: str, index: str, load: tuple[str, str], store: str, zero: str, reg: str
+) -> tuple[str, str, str]:
+    """Declaration, global->register load and register->local store loops for one tile."""
+    n = f"(({count}) + NT - 1) / NT"
+    ctype, name = reg.split(" ")
+    decl = f"{ctype} {name}[{n}];"
+    load_code = f"""{UNROLL}
+        for (int i = 0; i < {n}; ++i) {{
+            const int l = tid + i * NT; {index}
+            {name}[i] = (l < {count} && {load[0]}) ? {load[1]} : {zero};
+        }}"""
+    store_code = f"""{UNROLL}
+        for (int i = 0; i < {n}; ++i) {{
+            const int l = tid + i * NT; {index}
+            if (l < {count}) {{ {store} }}
+        }}"""
+    return decl, load_code, store_code
+
+
+def _register_tiles(p: GemmParams) -> tuple[str, str, str]:
+    """Declarations, load and store code of the A and B tiles of the register-tiled kernel."""
+    if p.vec_a and not p.trans_a:  # rows of A: 4-vectors along k, stored transposed
+        a = _tile_copy(
+            "BM * BK / 4", "const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;",
+            ("m0 + r < M && k0 + kq < K", "LDV(A, (m0 + r) * lda + k0 + kq)"),
+            "As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; "
+            "As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3;",
+            "(CTV)0", "CTV ra",
+        )
+    elif p.vec_a:  # A^T stored K x M: 4-vectors along m, stored as they are
+        a = _tile_copy(
+            "BM * BK / 4", "const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;",
+            ("k0 + kk < K && m0 + mq < M", "LDV(A, (k0 + kk) * lda + m0 + mq)"),
+            "*(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i];", "(CTV)0", "CTV ra",
+        )
+    else:
+        idx = ("const int kk = l / BM, r = l - kk * BM;" if p.trans_a
+               else "const int r = l / BK, kk = l - r * BK;")
+        a = _tile_copy(
+            "BM * BK", idx, ("m0 + r < M && k0 + kk < K", "A_AT(m0 + r, k0 + kk)"),
+            "As_[kk * LDA_S + r] = ra[i];", "(CT)0", "CT ra",
+        )
+    if p.vec_b and not p.trans_b:  # rows of B: 4-vectors along n
+        b = _tile_copy(
+            "BK * BN / 4", "const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;",
+            ("k0 + kk < K && n0 + nq < N", "LDV(B, (k0 + kk) * ldb + n0 + nq)"),
+            "*(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i];", "(CTV)0", "CTV rb",
+        )
+    elif p.vec_b:  # B^T stored N x K: 4-vectors along k, stored transposed
+        b = _tile_copy(
+            "BK * BN / 4", "const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;",
+            ("n0 + c < N && k0 + kq < K", "LDV(B, (n0 + c) * ldb + k0 + kq)"),
+            "Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; "
+            "Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3;",
+            "(CTV)0", "CTV rb",
+        )
+    else:
+        idx = ("const int c = l / BK, kk = l - c * BK;" if p.trans_b and not p.b_loader
+               else "const int kk = l / BN, c = l - kk * BN;")
+        b = _tile_copy(
+            "BK * BN", idx, ("k0 + kk < K && n0 + c < N", "B_AT(k0 + kk, n0 + c)"),
+            "Bs_[kk * LDB_S + c] = rb[i];", "(CT)0", "CT rb",
+        )
+    return (f"{a[0]}\n    {b[0]}", f"{a[1]}\n        {b[1]}", f"{a[2]}\n        {b[2]}")
+
+
+def _fragment(t: int, dst: str, src: str, lane: str, threads: str) -> str:
+    """Read a work-item's ``t`` values of one local tile row into ``dst``."""
+    if t % 4 == 0:
+        return f"""{UNROLL}
+            for (int j = 0; j < {t} / 4; ++j) {{
+                const CTV v = *(const __local CTV*)({src} + j * ({threads} * 4) + {lane} * 4);
+                {dst}[4 * j] = v.s0; {dst}[4 * j + 1] = v.s1;
+                {dst}[4 * j + 2] = v.s2; {dst}[4 * j + 3] = v.s3;
+            }}"""
+    return f"""{UNROLL}
+            for (int j = 0; j < {t}; ++j) {dst}[j] = {src}[{lane} + j * {threads}];"""
+
+
+def _register_tiled(p: GemmParams) -> str:
+    pad_a = 0 if p.trans_a and p.vec_a else 4
+    pad_b = 4 if p.vec_b and p.trans_b else 0
+    decl, load, store = _register_tiles(p)
+    row = _block_offset(p.tm, "i", "ty", "RM")
+    col = _block_offset(p.tn, "j", "tx", "RN")
+    if p.vec_c and p.tn % 4 == 0:
+        store_c = f"""{UNROLL}
+    for (int i = 0; i < TM; ++i) {{
+        const int m = m0 + {row};
+        {UNROLL}
+        for (int j = 0; j < TN; j += 4) {{
+            const int n = n0 + {col};
+            if (m < M && n < N) {{
+                CTV v = (CTV)(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+                if (bias_mode == 1) v += (CTV)(LD(bias, m));
+                else if (bias_mode == 2) v += LDV(bias, n);
+                STV(C, m * ldc + n, v);
+            }}
+        }}
+    }}"""
+    else:
+        store_c = f"""{UNROLL}
+    for (int i = 0; i < TM; ++i) {{
+        const int m = m0 + {row};
+        {UNROLL}
+        for (int j = 0; j < TN; ++j) {{
+            const int n = n0 + {col};
+            if (m < M && n < N) ST(C, m * ldc + n, acc[i][j] + BIAS_OF(m, n));
+        }}
+    }}"""
+    defines = _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, TN=p.tn, RM=p.ly, RN=p.lx,
+                       NT=p.lx * p.ly, LDA_S=p.bm + pad_a, LDB_S=p.bn + pad_b)
+    return defines + _signature(p, _reqd(p)) + f"""\
+    __local CTV As4[2 * BK * LDA_S / 4];
+    __local CTV Bs4[2 * BK * LDB_S / 4];
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
+    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
+    CT acc[TM][TN];
+    {UNROLL}
+    for (int i = 0; i < TM; ++i)
+        {UNROLL}
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+    {decl}
+    const int ntiles = (K + BK - 1) / BK;
+    int k0 = 0;
+    {{
+        __local CT* As_ = (__local CT*)As4;
+        __local CT* Bs_ = (__local CT*)Bs4;
+        {load}
+        {store}
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = 0; t < ntiles; ++t) {{
+        const int cur = t & 1;
+        const __local CT* Ac = (const __local CT*)As4 + cur * BK * LDA_S;
+        const __local CT* Bc = (const __local CT*)Bs4 + cur * BK * LDB_S;
+        k0 = (t + 1) * BK;
+        if (t + 1 < ntiles) {{
+            {load}
+        }}
+        {UNROLL}
+        for (int kk = 0; kk < BK; ++kk) {{
+            CT a[TM], b[TN];
+            {_fragment(p.tm, "a", "Ac + kk * LDA_S", "ty", "RM")}
+            {_fragment(p.tn, "b", "Bc + kk * LDB_S", "tx", "RN")}
+            {UNROLL}
+            for (int i = 0; i < TM; ++i)
+                {UNROLL}
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }}
+        if (t + 1 < ntiles) {{
+            __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
+            __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
+            {store}
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    {store_c}
+}}
+"""
+
+
+# -- vectorized: packed panels in local memory, a vector micro-kernel per work-item ---------
+
+# NOTE [ Vectorized GEMM and CPU devices ]
+# A work-group packs a BM x BK panel of A and a BK x BN panel of B into local memory
+# (micro-panel major, so the micro-kernel reads both contiguously), then its work-items run
+# TM x TN micro-tiles: per k, TN/VW vector loads of B, TM broadcasts of A, TM*TN/VW vector
+# multiply-adds. Packing is what makes this fast on CPUs (PoCL): it removes the power-of-two
+# strides that thrash the L1 cache. With as many work-items as micro-tiles (GPUs) the
+# accumulators stay in registers for the whole K loop; with fewer (a CPU work-group of one
+# work-item) each K block is added into C, and packing uses division-free nested loops.
+
+
+def _vectorized(p: GemmParams) -> str:
+    nt = p.lx * p.ly
+    registers = nt == (p.bm // p.tm) * (p.bn // p.tn)
+    pack = _gpu_pack(p) if registers else _cpu_pack(p)
+    micro = f"""for (int kk = 0; kk < kb; ++kk) {{
+                CTV b[NV];
+                {UNROLL}
+                for (int j = 0; j < NV; ++j) b[j] = *(const __local CTV*)(bp + kk * TN + j * VW);
+                {UNROLL}
+                for (int i = 0; i < TM; ++i) {{
+                    const CTV a = (CTV)(ap[kk * TM + i]);
+                    {UNROLL}
+                    for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
+                }}
+            }}"""
+    store = _vectorized_store(p)
+    zero = f"""CTV acc[TM][NV];
+            {UNROLL}
+            for (int i = 0; i < TM; ++i)
+                {UNROLL}
+                for (int j = 0; j < NV; ++j) acc[i][j] = (CTV)0;"""
+    tile = """const int i0 = (t % (BM / TM)) * TM, j0 = (t / (BM / TM)) * TN;
+            const __local CT* ap = Ap + (i0 / TM) * (BK * TM);
+            const __local CT* bp = Bp + (j0 / TN) * (BK * TN);"""
+    if registers:
+        body = f"""
+    const int t = lid;
+    {tile}
+    {zero}
+    for (int k0 = 0; k0 < K; k0 += BK) {{
+        const int kb = K - k0 < BK ? K - k0 : BK;
+        {pack}
+        barrier(CLK_LOCAL_MEM_FENCE);
+        {micro}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    const int first = 1;
+    {store}
+"""
+    else:
+        body = f"""
+    for (int k0 = 0; k0 < max(K, 1); k0 += BK) {{
+        const int kb = K - k0 < BK ? K - k0 : BK;
+        const int first = k0 == 0;
+        {pack}
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = lid; t < (BM / TM) * (BN / TN); t += NT) {{
+            {tile}
+            {zero}
+            {micro}
+            {store}
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+"""
+    defines = _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, TN=p.tn, VW=p.vw, NV=p.tn // p.vw,
+                       NT=nt, VEC_C=int(p.vec_c))
+    return defines + _signature(p, _reqd(p)) + f"""\
+    __local CTV Ap4[BM * BK / VW + 1];
+    __local CTV Bp4[BK * BN / VW + 1];
+    __local CT* Ap = (__local CT*)Ap4;
+    __local CT* Bp = (__local CT*)Bp4;
+    const int lid = get_local_id(1) * {p.lx} + get_local_id(0);
+    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
+{body}}}
+"""
+
+
+def _vectorized_store(p: GemmParams) -> str:
+    """Add a micro-tile into C: unrolled vector stores when whole, a scalar loop at edges."""
+    comps = [f"s{q:x}" for q in range(p.vw)]
+    spill = "\n".join(
+        f"                    tile[i][j * VW + {q}] = acc[i][j].{c};" for q, c in enumerate(comps)
+    )
+    return f"""if (VEC_C && m0 + i0 + TM <= M && n0 + j0 + TN <= N) {{
+                {UNROLL}
+                for (int i = 0; i < TM; ++i) {{
+                    const int m = m0 + i0 + i;
+                    {UNROLL}
+                    for (int j = 0; j < NV; ++j) {{
+                        const int n = n0 + j0 + j * VW;
+                        CTV v = acc[i][j];
+                        if (first && bias_mode == 1) v += (CTV)(LD(bias, m));
+                        else if (first && bias_mode == 2) v += LDV(bias, n);
+                        if (!first) v += LDV(C, m * ldc + n);
+                        STV(C, m * ldc + n, v);
+                    }}
+                }}
+            }} else {{
+                CT tile[TM][TN];
+                {UNROLL}
+                for (int i = 0; i < TM; ++i)
+                    {UNROLL}
+                    for (int j = 0; j < NV; ++j) {{
+{spill}
+                    }}
+                for (int i = 0; i < TM && m0 + i0 + i < M; ++i) {{
+                    const int m = m0 + i0 + i;
+                    for (int c = 0; c < TN && n0 + j0 + c < N; ++c) {{
+                        const int n = n0 + j0 + c;
+                        const CT prior = first ? BIAS_OF(m, n) : LD(C, m * ldc + n);
+                        ST(C, m * ldc + n, prior + tile[i][c]);
+                    }}
+                }}
+            }}"""
+
+
+def _gpu_pack(p: GemmParams) -> str:
+    """Packing with flattened loops: consecutive work-items read consecutive elements."""
+    a_idx = ("const int kk = l / BM, r = l - kk * BM;" if p.trans_a
+             else "const int r = l / BK, kk = l - r * BK;")
+    b_idx = ("const int c = l / BK, kk = l - c * BK;" if p.trans_b and not p.b_loader
+             else "const int kk = l / BN, c = l - kk * BN;")
+    return f"""for (int l = lid; l < BM * BK; l += NT) {{
+            {a_idx}
+            Ap[(r / TM) * (BK * TM) + kk * TM + r % TM] =
+                (m0 + r < M && kk < kb) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+        }}
+        for (int l = lid; l < BK * BN; l += NT) {{
+            {b_idx}
+            Bp[(c / TN) * (BK * TN) + kk * TN + c % TN] =
+                (kk < kb && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+        }}"""
+
+
+def _cpu_pack(p: GemmParams) -> str:
+    """Packing with nested loops and no division in the inner loop (it must be cheap)."""
+    if p.trans_a:
+        pack_a = """for (int kk = lid; kk < BK; kk += NT)
+            for (int rb = 0; rb < BM / TM; ++rb)
+                #pragma unroll
+                for (int q = 0; q < TM; ++q) {
+                    const int r = rb * TM + q;
+                    Ap[rb * (BK * TM) + kk * TM + q] =
+                        (kk < kb && m0 + r < M) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+                }"""
+    else:
+        pack_a = """for (int r = lid; r < BM; r += NT) {
+            const int rb = r / TM, q = r - rb * TM, ok = m0 + r < M;
+            __local CT* dst = Ap + rb * (BK * TM) + q;
+            for (int kk = 0; kk < BK; ++kk)
+                dst[kk * TM] = (ok && kk < kb) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+        }"""
+    if p.trans_b and not p.b_loader:
+        pack_b = """for (int c = lid; c < BN; c += NT) {
+            const int cb = c / TN, q = c - cb * TN, ok = n0 + c < N;
+            __local CT* dst = Bp + cb * (BK * TN) + q;
+            for (int kk = 0; kk < BK; ++kk)
+                dst[kk * TN] = (ok && kk < kb) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+        }"""
+    else:
+        pack_b = """for (int kk = lid; kk < BK; kk += NT)
+            for (int cb = 0; cb < BN / TN; ++cb)
+                #pragma unroll
+                for (int q = 0; q < TN; ++q) {
+                    const int c = cb * TN + q;
+                    Bp[cb * (BK * TN) + kk * TN + q] =
+                        (kk < kb && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+                }"""
+    return pack_a + "\n        " + pack_b
