@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-if sys.version_info < (3, 11):
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
     pytest.skip("tomllib needs Python 3.11", allow_module_level=True)
-import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["core", "ops", "runtime", "autograd", "nn", "optim", "data", "distributed"]

@@ -52,7 +52,7 @@ def digits_cnn(queue: Any = None, seed: int = 0) -> Module:
 class DigitsConfig:
     """Options of ``netcl train``."""
 
-    device: str = "auto"
+    device: str | DeviceHandle = "auto"
     epochs: int = 10
     batch_size: int = 64
     lr: float = 1e-2
@@ -61,6 +61,7 @@ class DigitsConfig:
     checkpoint_dir: str | os.PathLike[str] | None = None
     resume: bool = False
     progress: bool = True
+    stop_after: int | None = None  # stop after this many epochs (simulates an interruption)
 
 
 def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], DeviceHandle]:
@@ -78,5 +79,5 @@ def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], Device
                           epochs=cfg.epochs, scheduler=scheduler,
                           checkpoint_dir=cfg.checkpoint_dir, resume=cfg.resume,
                           progress=cfg.progress)
-        history = trainer.fit()
+        history = trainer.fit(stop_after=cfg.stop_after)
     return trainer, history, dev

@@ -146,9 +146,11 @@ class Trainer:
         self.model.train()
         return total_loss / max(batches, 1), correct / max(seen, 1)
 
-    def fit(self) -> list[EpochMetrics]:
-        """Run the remaining epochs; returns the history of every epoch so far."""
-        for epoch in range(self.start_epoch, self.epochs):
+    def fit(self, stop_after: int | None = None) -> list[EpochMetrics]:
+        """Run the remaining epochs (or stop once ``stop_after`` epochs are done, as an
+        interruption would); returns the history of every epoch so far."""
+        end = self.epochs if stop_after is None else min(self.epochs, stop_after)
+        for epoch in range(self.start_epoch, end):
             start = time.perf_counter()
             train_loss, train_acc = self.train_epoch(epoch)
             metrics = EpochMetrics(epoch, train_loss, train_acc,
