@@ -4,15 +4,11 @@ imports only layers below it."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    pytest.skip("tomllib needs Python 3.11", allow_module_level=True)
+tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["core", "ops", "runtime", "autograd", "nn", "optim", "data", "distributed"]
