@@ -21,6 +21,7 @@ __all__ = [
     "avg_pool2d",
     "batch_norm",
     "conv2d",
+    "global_avg_pool2d",
     "layer_norm",
     "matmul",
     "max_pool2d",
@@ -67,7 +68,18 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False,
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
            padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1
            ) -> tuple[Tensor, Backward]:
-    """2-D convolution; gradients through the backward-data and backward-weight ops."""
+    """2-D convolution of NCHW ``x`` with (K, C/groups, R, S) ``weight`` (+ ``bias`` (K,)), any
+    stride, padding, dilation and groups; gradients through ``conv2d_backward_data`` and
+    ``conv2d_backward_weight``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.ones((1, 1, 3, 3)))
+        >>> conv2d(x, Tensor.from_host(q, np.ones((2, 1, 2, 2))), padding=1).shape
+        (1, 2, 4, 4)
+    """
     out = _ops.conv2d(x, weight, bias, stride, padding, dilation, groups)
 
     def backward(g: Tensor, needs: tuple[bool, ...]) -> tuple[Tensor | None, ...]:
@@ -93,8 +105,17 @@ def _channel(t: Tensor, ndim: int) -> Tensor:
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
                momentum: float = 0.1, eps: float = 1e-5) -> tuple[Tensor, Backward]:
-    """Batch norm: batch statistics (and a running-statistics update) in training, running
-    statistics in eval; returns the normalized tensor."""
+    """Batch norm over the channel axis 1: batch statistics (and an in-place update of the
+    running statistics, when given) in training, the running statistics in eval. Returns the
+    normalized tensor; ``weight`` and ``bias`` are used together.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0], [3.0]]))
+        >>> batch_norm(x, None, None).to_host().round(3).tolist()
+        [[-1.0], [1.0]]
+    """
     present = [t is not None for t in (running_mean, running_var, weight, bias)]
     axes = (0, *range(2, x.ndim))
     if training:
@@ -132,7 +153,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 @differentiable("layer_norm")
 def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Backward]:
-    """Layer norm over the trailing ``normalized_shape`` dims."""
+    """Layer norm over the trailing ``normalized_shape`` dims (``weight``/``bias`` together).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[1.0, 3.0]]))
+        >>> layer_norm(x, 2).to_host().round(3).tolist()
+        [[-1.0, 1.0]]
+    """
     out, mean, rstd = _ops.layer_norm(x, normalized_shape, weight, bias, eps)
 
     def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
@@ -149,9 +178,20 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
 
 @differentiable("max_pool2d")
 def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
-               padding: IntPair = 0, dilation: IntPair = 1) -> tuple[Tensor, Backward]:
-    """Max pooling; the gradient goes to the first maximum of each window."""
-    out, idx = _ops.max_pool2d(x, kernel_size, stride, padding, dilation, return_indices=True)
+               padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False
+               ) -> tuple[Tensor, Backward]:
+    """Max pooling; the gradient of a window goes to its first maximum (row-major), as the
+    indices of ``netcl.ops.max_pool2d(..., return_indices=True)`` pick it.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(16.0).reshape(1, 1, 4, 4))
+        >>> max_pool2d(x, 2).to_host().reshape(-1).tolist()
+        [5.0, 7.0, 13.0, 15.0]
+    """
+    out, idx = _ops.max_pool2d(x, kernel_size, stride, padding, dilation, return_indices=True,
+                               ceil_mode=ceil_mode)
     return out, lambda g, needs: (
         _ops.max_pool2d_backward(g, idx, x.shape, kernel_size, stride, padding, dilation),)
 
@@ -159,7 +199,15 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
 @differentiable("avg_pool2d")
 def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, count_include_pad: bool = True) -> tuple[Tensor, Backward]:
-    """Average pooling."""
+    """Average pooling (``count_include_pad``: padded zeros count in the divisor).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(16.0).reshape(1, 1, 4, 4))
+        >>> avg_pool2d(x, 2).to_host().reshape(-1).tolist()
+        [2.5, 4.5, 10.5, 12.5]
+    """
     out = _ops.avg_pool2d(x, kernel_size, stride, padding, count_include_pad)
     return out, lambda g, needs: (
         _ops.avg_pool2d_backward(g, x.shape, kernel_size, stride, padding, count_include_pad),)
@@ -167,6 +215,27 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
 
 @differentiable("adaptive_avg_pool2d")
 def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> tuple[Tensor, Backward]:
-    """Average pooling to a fixed output size (1: global average pooling)."""
+    """Average pooling to a fixed output size (PyTorch's bins).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(16.0).reshape(1, 1, 4, 4))
+        >>> adaptive_avg_pool2d(x, 1).to_host().reshape(-1).tolist()
+        [7.5]
+    """
     out = _ops.adaptive_avg_pool2d(x, output_size)
     return out, lambda g, needs: (_ops.adaptive_avg_pool2d_backward(g, x.shape),)
+
+
+def global_avg_pool2d(x: Tensor) -> Tensor:
+    """Mean over H and W kept as size 1, ``(N, C, 1, 1)``: :func:`adaptive_avg_pool2d` to 1.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones((2, 3, 4, 4)))
+        >>> global_avg_pool2d(x).shape
+        (2, 3, 1, 1)
+    """
+    return adaptive_avg_pool2d(x, 1)
