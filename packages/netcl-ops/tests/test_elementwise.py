@@ -302,7 +302,9 @@ def test_different_devices(dev: DeviceHandle) -> None:
     if dev.backend != "cl":
         pytest.skip("needs an OpenCL device beside the NumPy backend")
     a = Tensor.from_host(dev.queue, _F)
-    b = Tensor.from_host(manager.default("cpu").queue, _F)
+    numpy_backend = manager.default("cpu")
+    assert numpy_backend is not None
+    b = Tensor.from_host(numpy_backend.queue, _F)
     with pytest.raises(ValueError, match="add: tensors are on different devices"):
         ops.add(a, b)
 

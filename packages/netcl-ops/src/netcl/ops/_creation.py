@@ -91,7 +91,7 @@ def fill(x: Tensor, value: float) -> Tensor:
     return x
 
 
-def full(queue: Any, shape: Sequence[int], value: float, dtype: Any = None) -> Tensor:
+def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None) -> Tensor:
     """A new tensor of ``shape`` filled with ``value``.
 
     ``dtype=None`` gives int64 for an int ``value`` and float32 for a float one (as PyTorch).
@@ -107,7 +107,7 @@ def full(queue: Any, shape: Sequence[int], value: float, dtype: Any = None) -> T
     return fill(empty(_queue(queue), shape_arg(shape), canonical_dtype(dtype, "full")), value)
 
 
-def zeros(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
+def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
     """A new tensor of ``shape`` filled with 0.
 
     Examples:
@@ -118,7 +118,7 @@ def zeros(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
     return full(queue, shape, 0, dtype)
 
 
-def ones(queue: Any, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
+def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
     """A new tensor of ``shape`` filled with 1.
 
     Examples:

@@ -20,7 +20,7 @@ from netcl.core.tensor import reshape as _reshape
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._creation import fill
 from ._elementwise import copy_strided, host, wrap
-from ._elementwise_base import Strided, broadcast_shapes, broadcast_strides, contiguous_strides
+from ._elementwise_base import Strided, broadcast_strides, contiguous_strides
 
 __all__ = [
     "broadcast_to",
@@ -279,7 +279,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     Examples:
         >>> from netcl.core.device import manager
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(12).reshape(3, 4))
-        >>> getitem(x, (slice(None, None, -2), 1)).to_host().tolist()
+        >>> getitem(x, np.s_[::-2, 1]).to_host().tolist()
         [9, 1]
     """
     x = check_tensor("getitem", x)
@@ -450,7 +450,8 @@ def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """
     x = check_tensor("broadcast_to", x)
     target = tuple(int(d) for d in shape)
-    if len(target) < x.ndim or broadcast_shapes("broadcast_to", x.shape, target) != target:
+    tail = target[len(target) - x.ndim:]
+    if len(target) < x.ndim or any(d not in (1, t) for d, t in zip(x.shape, tail)):
         raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {target}")
     if x.array is not None:
         return wrap(x.queue, np.broadcast_to(host(x), target).copy(), x.dtype)

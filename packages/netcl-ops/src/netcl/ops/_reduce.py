@@ -58,57 +58,80 @@ _INT_LIMITS = {
 
 # -- kernels --------------------------------------------------------------------------------
 
+# NOTE [ One reduction program per dtype triple ]
+# Every kind runs in one program per (input, accumulator, output) dtype: ``kind`` (0 sum,
+# 1 max, 2 min, 3 argmax) and the flags ``has_aux`` (var's squared deviations from ``aux``),
+# ``in_idx`` (argmax partials carry indices) and ``write_val`` (an argmax stage that feeds
+# another) are uniform arguments, switched on outside the loops. PoCL compiles any kernel with
+# a local-memory barrier slowly (seconds per program on a small CPU), so a program per kind
+# would multiply a model's first-run compile time.
 _SOURCE = """
-#if defined(ARG) || defined(MAXMIN)
-#define FINAL(a) (a)
-#else
-#define FINAL(a) ((a) * scale)
-#endif
-#ifdef AUX
-#define MAP(v) (((v) - m) * ((v) - m))
-#else
-#define MAP(v) (v)
-#endif
-#ifdef IN_IDX
-#define INDEX(r, at) (xi[xio + (at)])
-#else
-#define INDEX(r, at) ((long)(r))
-#endif
+inline void accumulate(const int kind, __global const TI* x, const IDX xo,
+                       __global const long* xi, const IDX xio, const int in_idx,
+                       const int has_aux, const ACC m, const IDX base, const IDX stride,
+                       const IDX r0, const IDX r1, const IDX rs, ACC* acc, long* ai)
+{
+  ACC a = *acc;
+  long k = *ai;
+  switch (kind) {
+    case 0:
+      if (has_aux) {
+        for (IDX r = r0; r < r1; r += rs) {
+          const ACC d = LDI(x, xo + base + r * stride) - m;
+          a += d * d;
+        }
+      } else {
+        for (IDX r = r0; r < r1; r += rs) a += LDI(x, xo + base + r * stride);
+      }
+      break;
+    case 1:
+      for (IDX r = r0; r < r1; r += rs) {
+        const ACC v = LDI(x, xo + base + r * stride);
+        if (BIGGER(v, a)) a = v;
+      }
+      break;
+    case 2:
+      for (IDX r = r0; r < r1; r += rs) {
+        const ACC v = LDI(x, xo + base + r * stride);
+        if (SMALLER(v, a)) a = v;
+      }
+      break;
+    default:
+      for (IDX r = r0; r < r1; r += rs) {
+        const IDX at = base + r * stride;
+        const ACC v = LDI(x, xo + at);
+        const long vi = in_idx ? xi[xio + at] : (long)r;
+        if (BETTER(v, vi, a, k)) { a = v; k = vi; }
+      }
+  }
+  *acc = a;
+  *ai = k;
+}
 
-#ifdef ARG
-#define STEP(v, vi) if (BETTER((v), (vi), acc, ai)) { acc = (v); ai = (vi); }
-#else
-#define STEP(v, vi) acc = COMBINE(acc, (v));
-#endif
+#define INIT(kind) ((kind) == 0 ? (ACC)0 : (kind) == 2 ? (ACC)HI : (ACC)LO)
+#define RESULT(kind, a) ((kind) == 0 ? (a) * scale : (a))
 
 __kernel void red_seq(
     __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
     __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
     __global const ACC* aux, const IDX auxo,
-    const IDX outer, const IDX R, const IDX inner, const ACC scale)
+    const IDX outer, const IDX R, const IDX inner, const ACC scale,
+    const int kind, const int has_aux, const int in_idx, const int write_val)
 {
   const IDX gid = get_global_id(0);
   if (gid >= outer * inner) return;
   const IDX o = gid / inner;
-  const IDX base = o * R * inner + (gid - o * inner);
-#ifdef AUX
-  const ACC m = aux[auxo + gid];
-#endif
-  ACC acc = INIT;
+  const ACC m = has_aux ? aux[auxo + gid] : (ACC)0;
+  ACC acc = INIT(kind);
   long ai = LONG_MAX;
-  for (IDX r = 0; r < R; ++r) {
-    const IDX at = base + r * inner;
-    const ACC v = MAP(LDI(x, xo + at));
-    STEP(v, INDEX(r, at))
+  accumulate(kind, x, xo, xi, xio, in_idx, has_aux, m, o * R * inner + (gid - o * inner),
+             inner, 0, R, 1, &acc, &ai);
+  if (kind == 3) {
+    outi[oio + gid] = ai;
+    if (write_val) STO(out, oo + gid, acc);
+  } else {
+    STO(out, oo + gid, RESULT(kind, acc));
   }
-#ifdef ARG
-  outi[oio + gid] = ai;
-#ifdef WRITE_VAL
-  STO(out, oo + gid, acc);
-#endif
-#else
-  STO(out, oo + gid, FINAL(acc));
-#endif
 }
 
 __kernel void red_grp(
@@ -116,111 +139,88 @@ __kernel void red_grp(
     __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
     __global const ACC* aux, const IDX auxo,
     const IDX outer, const IDX R, const IDX inner, const ACC scale,
+    const int kind, const int has_aux, const int in_idx, const int write_val,
     const IDX G, const IDX chunk)
 {
   __local ACC sv[LMAX];
-#ifdef ARG
   __local long si[LMAX];
-#endif
   const IDX LJ = get_local_size(0), LR = get_local_size(1);
   const IDX lj = get_local_id(0), lr = get_local_id(1);
   const IDX j = get_group_id(0) * LJ + lj;
   const IDX og = get_group_id(1);
   const IDX o = og / G;
   const IDX r0 = (og - o * G) * chunk;
-  const IDX r1 = min(R, r0 + chunk);
-  ACC acc = INIT;
+  ACC acc = INIT(kind);
   long ai = LONG_MAX;
   if (j < inner) {
-#ifdef AUX
-    const ACC m = aux[auxo + o * inner + j];
-#endif
-    for (IDX r = r0 + lr; r < r1; r += LR) {
-      const IDX at = (o * R + r) * inner + j;
-      const ACC v = MAP(LDI(x, xo + at));
-      STEP(v, INDEX(r, at))
-    }
+    const ACC m = has_aux ? aux[auxo + o * inner + j] : (ACC)0;
+    accumulate(kind, x, xo, xi, xio, in_idx, has_aux, m, o * R * inner + j, inner,
+               r0 + lr, min(R, r0 + chunk), LR, &acc, &ai);
   }
   const IDX slot = lr * LJ + lj;
   sv[slot] = acc;
-#ifdef ARG
   si[slot] = ai;
-#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   for (IDX s = LR / 2; s > 0; s >>= 1) {
     if (lr < s) {
       const ACC v = sv[slot + s * LJ];
-#ifdef ARG
       const long vi = si[slot + s * LJ];
-      acc = sv[slot];
-      ai = si[slot];
-      if (BETTER(v, vi, acc, ai)) { sv[slot] = v; si[slot] = vi; }
-#else
-      sv[slot] = COMBINE(sv[slot], v);
-#endif
+      const ACC a = sv[slot];
+      if (kind == 0) sv[slot] = a + v;
+      else if (kind == 1 ? BIGGER(v, a) : kind == 2 ? SMALLER(v, a) : BETTER(v, vi, a, si[slot])) {
+        sv[slot] = v;
+        si[slot] = vi;
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   if (lr == 0 && j < inner) {
     const IDX dst = og * inner + j;
-#ifdef ARG
-    outi[oio + dst] = si[lj];
-#ifdef WRITE_VAL
-    STO(out, oo + dst, sv[lj]);
-#endif
-#else
-    STO(out, oo + dst, FINAL(sv[lj]));
-#endif
+    if (kind == 3) {
+      outi[oio + dst] = si[lj];
+      if (write_val) STO(out, oo + dst, sv[lj]);
+    } else {
+      STO(out, oo + dst, RESULT(kind, sv[lj]));
+    }
   }
 }
 """
 
+_KINDS = {"sum": 0, "max": 1, "min": 2, "argmax": 3}
+
 
 @dataclass(frozen=True)
 class _Prog:
-    kind: str  # "sum" | "max" | "min" | "argmax"
     src: str  # input storage dtype
     acc: str  # accumulator dtype
     out: str  # output storage dtype
-    aux: bool  # var's squared deviations from a mean tensor
-    in_idx: bool  # argmax: the input carries indices (a later stage)
-    write_val: bool  # argmax: write values too (an earlier stage)
     local: int
     wide: bool
 
 
 def _defines(p: _Prog) -> str:
-    acc_c = c_type(p.acc)
     floating = p.acc in FLOAT_DTYPES
+    lo, hi = ("-INFINITY", "INFINITY") if floating else _INT_LIMITS[p.acc]
+    bigger, smaller = (("(isnan(v) || (v) > (a))", "(isnan(v) || (v) < (a))") if floating
+                       else ("((v) > (a))", "((v) < (a))"))
+    tie = "((v) > (a) || ((v) == (a) && (vi) < (ai)))"
+    better = f"(isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || {tie}))" if floating else tie
     lines = [
         index_defs(2**31 if p.wide else 0)[0],
         f"#define TI {c_type(p.src)}",
         f"#define TO {c_type(p.out)}",
-        f"#define ACC {acc_c}",
+        f"#define ACC {c_type(p.acc)}",
         f"#define LMAX {p.local}",
+        f"#define LO {lo}",
+        f"#define HI {hi}",
         ("#define LDI(p, i) ((ACC)vload_half((i), (p)))" if p.src == "float16"
          else "#define LDI(p, i) ((ACC)(p)[(i)])"),
         ("#define STO(p, i, v) vstore_half((v), (i), (p))" if p.out == "float16"
          else "#define STO(p, i, v) ((p)[(i)] = (TO)(v))"),
+        f"#define BIGGER(v, a) {bigger}",
+        f"#define SMALLER(v, a) {smaller}",
+        f"#define BETTER(v, vi, a, ai) {better}",
     ]
-    lo, hi = ("-INFINITY", "INFINITY") if floating else _INT_LIMITS[p.acc]
-    if p.kind == "sum":
-        lines += ["#define INIT ((ACC)0)", "#define COMBINE(a, v) ((a) + (v))"]
-    elif p.kind in ("max", "argmax"):
-        lines.append(f"#define INIT ((ACC){lo})")
-        cmp = "(isnan(v) || (v) > (a))" if floating else "((v) > (a))"
-        lines += ["#define MAXMIN", f"#define COMBINE(a, v) ({cmp} ? (v) : (a))"]
-    else:
-        lines.append(f"#define INIT ((ACC){hi})")
-        cmp = "(isnan(v) || (v) < (a))" if floating else "((v) < (a))"
-        lines += ["#define MAXMIN", f"#define COMBINE(a, v) ({cmp} ? (v) : (a))"]
-    if p.kind == "argmax":
-        tie = "((v) > (a) || ((v) == (a) && (vi) < (ai)))"
-        better = (f"(isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || {tie}))"
-                  if floating else tie)
-        lines += ["#define ARG", f"#define BETTER(v, vi, a, ai) {better}"]
-    lines += [name for flag, name in ((p.aux, "#define AUX"), (p.in_idx, "#define IN_IDX"),
-                                      (p.write_val, "#define WRITE_VAL")) if flag]
     return "\n".join(lines) + "\n"
 
 
@@ -283,17 +283,18 @@ def _run(job: _Job) -> Tensor:
     partial = n_out * chunks
     # a final argmax stage writes indices only
     values = empty(queue, (0 if argmax and not staged else partial,),
-                   acc if staged else job.out_dtype)
+                   acc if staged or argmax else job.out_dtype)
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
-    prog = _Prog(kind, job.x.dtype, acc, values.dtype, job.aux is not None, job.xi is not None,
-                 argmax and staged, local, idx is np.int64)
+    prog = _Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.xi), idx(0), _buffer(indices), idx(0),
         _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
         idx(job.outer), idx(job.R), idx(job.inner),
         np_compute(acc).type(1 if staged else job.scale),
+        np.int32(_KINDS[kind]), np.int32(job.aux is not None), np.int32(job.xi is not None),
+        np.int32(staged),
     ]
     if n_out == 0:
         pass
@@ -302,7 +303,7 @@ def _run(job: _Job) -> Tensor:
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
         launch_nd(queue, _kernel(queue.context, prog, "red_grp"),
-               (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
+                  (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
     if staged:
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
                          job.scale, None, indices))

@@ -33,8 +33,11 @@ from ._elementwise_base import (
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
+# softmax and log_softmax share each kernel (``take_log``): one program per dtype; PoCL
+# compiles kernels with barriers slowly, so fewer of them is a faster first run.
 _TEMPLATE = """
-__kernel void NAME_row(__global T* out, __global const T* x, const IDX xo, const IDX R)
+__kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
+                          const int take_log, const IDX R)
 {
   __local CT buf[LMAX];
   const IDX L = get_local_size(0), l = get_local_id(0);
@@ -62,8 +65,8 @@ __kernel void NAME_row(__global T* out, __global const T* x, const IDX xo, const
   for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
 }
 
-__kernel void NAME_col(__global T* out, __global const T* x, const IDX xo,
-                       const IDX outer, const IDX R, const IDX inner)
+__kernel void softmax_col(__global T* out, __global const T* x, const IDX xo,
+                          const int take_log, const IDX outer, const IDX R, const IDX inner)
 {
   const IDX gid = get_global_id(0);
   if (gid >= outer * inner) return;
@@ -83,8 +86,7 @@ __kernel void NAME_col(__global T* out, __global const T* x, const IDX xo,
 
 _SOURCE = (
     "#define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))\n"
-    + _TEMPLATE.replace("NAME", "softmax").replace("RESULT", "exp(v - m) / sum")
-    + _TEMPLATE.replace("NAME", "log_softmax").replace("RESULT", "v - m - lse")
+    "#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)\n" + _TEMPLATE
 )
 
 _NLL = """
@@ -130,12 +132,12 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     defs, idx = index_defs(x.offset + x.size)
     kernel_src = f"{defs}#define LMAX {local}\n{_SOURCE}"
     variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
-    args = (device_buffer(out), device_buffer(x), idx(x.offset))
+    args = (device_buffer(out), device_buffer(x), idx(x.offset), np.int32(op == "log_softmax"))
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
-        kernel = cl_kernel(x.queue.context, f"{op}_col", kernel_src, x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_col", kernel_src, x.dtype)
         launch_items(x.queue, kernel, outer * inner, *args, idx(outer), idx(R), idx(inner))
     else:
-        kernel = cl_kernel(x.queue.context, f"{op}_row", kernel_src, x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_row", kernel_src, x.dtype)
         launch_nd(x.queue, kernel, (outer * local,), (local,), *args, idx(R))
     return out
 
@@ -150,7 +152,7 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     Examples:
         >>> from netcl.core.device import manager
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[0.0, np.log(3.0)]]))
-        >>> softmax(x).to_host().round(4).tolist()
+        >>> softmax(x).to_host().astype(float).round(4).tolist()
         [[0.25, 0.75]]
     """
     return _softmax("softmax", x, axis)
@@ -166,7 +168,7 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     Examples:
         >>> from netcl.core.device import manager
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[0.0, 0.0]]))
-        >>> log_softmax(x).to_host().round(4).tolist()
+        >>> log_softmax(x).to_host().astype(float).round(4).tolist()
         [[-0.6931, -0.6931]]
     """
     return _softmax("log_softmax", x, axis)
@@ -189,7 +191,7 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
         >>> q = manager.default("cpu").queue
         >>> logp = Tensor.from_host(q, np.log(np.array([[0.5, 0.5], [0.25, 0.75]])))
         >>> y = Tensor.from_host(q, np.array([1, -100]))
-        >>> nll_gather(logp, y).to_host().round(4).tolist()
+        >>> nll_gather(logp, y).to_host().astype(float).round(4).tolist()
         [0.6931, 0.0]
     """
     logp = check_tensor("nll_gather", logp, "logp")

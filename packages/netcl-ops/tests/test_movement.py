@@ -1,0 +1,238 @@
+"""Movement, gather and creation ops on every backend, against NumPy, with their errors."""
+
+from __future__ import annotations
+
+import doctest
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.ops as ops
+from netcl.core.device import DeviceHandle
+from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
+from netcl.ops import _creation, _movement, _movement_take
+from netcl.ops.testing import OpInfo, check_error, check_op
+
+
+def _x(shape: tuple[int, ...], seed: int = 0) -> Any:
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape)
+
+
+_A = _x((3, 5, 7))
+_idx = np.s_
+
+TABLE = [
+    OpInfo("permute", ops.permute, np.transpose, [
+        ((_A, (2, 0, 1)), {}), ((_A, (1, 0, 2)), {}), ((_x((257,)), (0,)), {}),
+        ((_x((2, 3, 1, 4)), (3, 2, 1, 0)), {})]),
+    OpInfo("transpose", ops.transpose, lambda a, d0=-2, d1=-1: np.swapaxes(a, d0, d1), [
+        ((_A,), {}), ((_A, 0, 2), {}), ((_x((33, 1)),), {})]),
+    OpInfo("copy", ops.copy, lambda a: a, [((_A,), {})]),
+    OpInfo("getitem", ops.getitem, lambda a, key: a[key], [
+        ((_A, _idx[1]), {}), ((_A, _idx[:, 1:4]), {}), ((_A, _idx[::-1, ::2, 3]), {}),
+        ((_A, _idx[..., 6]), {}), ((_A, _idx[None, 2, ..., -3:]), {}),
+        ((_A, _idx[5:, :]), {}), ((_x((257,)), _idx[1::7]), {})]),
+    OpInfo("slice", ops.slice, lambda a, starts, stops, steps=None, axes=None: a[
+        tuple(_key(a.ndim, starts, stops, steps, axes))], [
+        ((_A, [1], [3]), {}), ((_A, [0, -1], [None, None], [2, -2], [2, 1]), {})]),
+    OpInfo("concat", lambda *ts, axis=0: ops.concat(list(ts), axis=axis),
+           lambda *arrs, axis=0: np.concatenate(arrs, axis=axis), [
+        ((_A, _x((2, 5, 7))), {}), ((_A, _x((3, 1, 7)), _x((3, 2, 7))), {"axis": 1}),
+        ((_A, _A), {"axis": -1}), ((_x((0, 4)), _x((3, 4))), {})]),
+    OpInfo("stack", lambda *ts, axis=0: ops.stack(list(ts), axis=axis),
+           lambda *arrs, axis=0: np.stack(arrs, axis=axis), [
+        ((_A, _A), {}), ((_x((7,)), _x((7,), 1), _x((7,), 2)), {"axis": 1})]),
+    OpInfo("pad", ops.pad, lambda a, pads, value=0.0: np.pad(
+        a, _np_widths(a.ndim, pads), constant_values=value), [
+        ((_A, (1, 2)), {}), ((_A, (0, 1, 2, 0, 1, 1)), {"value": -1.5}), ((_x((7,)), (3, 0)), {})]),
+    OpInfo("broadcast_to", ops.broadcast_to, np.broadcast_to, [
+        ((_x((3, 1)), (3, 4)), {}), ((_x((7,)), (2, 3, 7)), {}), ((_x((1,)), (0, 5)), {})]),
+]
+
+
+def _key(ndim: int, starts: Any, stops: Any, steps: Any, axes: Any) -> list[Any]:
+    key: list[Any] = [slice(None)] * ndim
+    steps = steps or [None] * len(starts)
+    for a, s, e, st in zip(axes or range(len(starts)), starts, stops, steps):
+        key[a] = slice(s, e, st)
+    return key
+
+
+def _np_widths(ndim: int, pads: Any) -> list[tuple[int, int]]:
+    widths = [(0, 0)] * ndim
+    for k in range(len(pads) // 2):
+        widths[ndim - 1 - k] = (pads[2 * k], pads[2 * k + 1])
+    return widths
+
+
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_movement(dev: DeviceHandle, info: OpInfo) -> None:
+    for args, kwargs in info.samples:
+        check_op(dev, info.op, info.ref, args, kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64", "int32", "uint8"])
+def test_movement_dtypes(dev: DeviceHandle, dtype: str) -> None:
+    """Copies move any dtype unchanged (float16 through vload_half/vstore_half)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    a = (np.abs(_A) * 40).astype(dtype)
+    x = Tensor.from_host(dev.queue, a, dtype=dtype)
+    for got, want in ((ops.permute(x, (2, 0, 1)), np.transpose(a, (2, 0, 1))),
+                      (ops.getitem(x, _idx[::-1, 1]), a[::-1, 1]),
+                      (ops.concat([x, x], axis=1), np.concatenate([a, a], axis=1))):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.to_host(), want)
+
+
+def test_views(dev: DeviceHandle) -> None:
+    x = Tensor.from_host(dev.queue, _A)
+    assert ops.view(x, (5, -1)).shape == (5, 21) and ops.reshape(x, -1).shape == (105,)
+    assert ops.flatten(x, 1).shape == (3, 35) and ops.flatten(x, 0, 1).shape == (15, 7)
+    assert ops.unsqueeze(x, 1).shape == (3, 1, 5, 7) and ops.unsqueeze(x, -1).shape[-1] == 1
+    assert ops.squeeze(ops.view(x, (3, 1, 35, 1))).shape == (3, 35)
+    assert ops.squeeze(ops.view(x, (3, 1, 35, 1)), 1).shape == (3, 35, 1)
+    v = ops.view(x, (105,))
+    assert v._base is x
+    np.testing.assert_array_equal(ops.getitem(v, _idx[7:9]).to_host(),
+                                  _A.astype(np.float32).reshape(-1)[7:9])
+    assert ops.contiguous(x) is x
+    off = Tensor(buffer=x.buffer, shape=(7,), dtype=x.dtype, context=x.context, queue=x.queue,
+                 array=None if x.array is None else x.array.reshape(-1)[7:14], offset=7,
+                 persistent=True, _base=x, _backend=x._backend)
+    if x.array is None:  # an offset view (OpenCL): contiguous copies it to offset 0
+        c = ops.contiguous(off)
+        assert c is not off and c.offset == 0
+        np.testing.assert_array_equal(c.to_host(), _A.astype(np.float32).reshape(-1)[7:14])
+        np.testing.assert_array_equal(ops.add(off, 1.0).to_host(),
+                                      _A.astype(np.float32).reshape(-1)[7:14] + 1)
+
+
+# -- gathers ------------------------------------------------------------------------------
+
+_I = np.array([[0, 2, 1], [4, 4, 0]])
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_gathers(dev: DeviceHandle, index_dtype: str) -> None:
+    x = _x((5, 6))
+    i = _I.astype(index_dtype)
+    check_op(dev, lambda a, b: ops.gather(a, 1, b), lambda a, b: np.take_along_axis(a, b, 1),
+             (x[:2], i))
+    check_op(dev, lambda a, b: ops.gather(a, 0, b), lambda a, b: np.take_along_axis(a, b, 0),
+             (x[:, :3], i))
+    check_op(dev, lambda a, b: ops.index_select(a, 0, b), lambda a, b: np.take(a, b, axis=0),
+             (x, i[1]))
+    check_op(dev, lambda a, b: ops.index_select(a, -1, b), lambda a, b: np.take(a, b, axis=-1),
+             (_A, i[0]))
+    check_op(dev, ops.embedding, lambda b, w: w[b], (i, x))
+
+
+def test_gather_out_of_range(dev: DeviceHandle) -> None:
+    """NumPy raises IndexError; OpenCL reads nothing out of bounds and yields NaN / 0."""
+    x = Tensor.from_host(dev.queue, np.arange(6.0).reshape(2, 3))
+    i = Tensor.from_host(dev.queue, np.array([2, 3, -1]))
+    if dev.backend == "cpu":
+        with pytest.raises(IndexError, match="index_select: index 3 is out of range for axis 1"):
+            ops.index_select(x, 1, i)
+        return
+    out = ops.index_select(x, 1, i).to_host()
+    np.testing.assert_array_equal(out[:, 0], [2.0, 5.0])
+    assert np.isnan(out[:, 1:]).all()
+    xi = Tensor.from_host(dev.queue, np.arange(6, dtype=np.int32).reshape(2, 3))
+    np.testing.assert_array_equal(ops.index_select(xi, 1, i).to_host()[:, 1:], 0)
+
+
+# -- creation -----------------------------------------------------------------------------
+
+
+def test_creation(dev: DeviceHandle) -> None:
+    q = dev.queue
+    np.testing.assert_array_equal(ops.zeros(q, (2, 3)).to_host(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(ops.ones(q, 7, "int32").to_host(), np.ones(7))
+    full = ops.full(q, (257,), 2.5)
+    assert full.dtype == "float32" and (full.to_host() == 2.5).all()
+    assert ops.full(q, (2,), 3).dtype == "int64"
+    assert ops.zeros(q, (0, 4)).shape == (0, 4)
+    x = ops.fill(Tensor.from_host(q, _A), -1.0)
+    assert (x.to_host() == -1).all()
+    np.testing.assert_array_equal(ops.arange(q, 7).to_host(), np.arange(7))
+    np.testing.assert_array_equal(ops.arange(q, 10, 0, -3).to_host(), [10, 7, 4, 1])
+    np.testing.assert_allclose(ops.arange(q, 0.5, 3.0, 0.25).to_host(),
+                               np.arange(0.5, 3.0, 0.25), rtol=1e-6)
+    assert ops.arange(q, 3, 3).shape == (0,)
+    if supports_dtype(dev, "float64"):
+        np.testing.assert_array_equal(ops.arange(q, 0, 1, 0.125, "float64").to_host(),
+                                      np.arange(0, 1, 0.125))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_one_hot(dev: DeviceHandle, dtype: str) -> None:
+    y = np.array([[0, 3], [2, 1], [3, 3]], dtype=np.int32)
+    check_op(dev, lambda t: ops.one_hot(t, 4, dtype), lambda a: np.eye(4)[a], (y,),
+             dtype=dtype, out_dtype=dtype)
+
+
+def test_one_hot_out_of_range(dev: DeviceHandle) -> None:
+    y = Tensor.from_host(dev.queue, np.array([1, 5]))
+    if dev.backend == "cpu":
+        with pytest.raises(ValueError, match="one_hot: label 5 is out of range for 3 classes"):
+            ops.one_hot(y, 3)
+        return
+    np.testing.assert_array_equal(ops.one_hot(y, 3).to_host(), [[0, 1, 0], [0, 0, 0]])
+
+
+# -- errors -------------------------------------------------------------------------------
+
+_T = _x((3, 4))
+_L = np.array([0, 1])
+ERRORS = [
+    ("permute_not_perm", lambda x, i: ops.permute(x, (0, 0)), ValueError,
+     "permute: dims .* is not a permutation"),
+    ("permute_axis", lambda x, i: ops.permute(x, (0, 2)), IndexError, "permute: axis 2"),
+    ("getitem_range", lambda x, i: ops.getitem(x, 3), IndexError,
+     "getitem: index 3 is out of range for axis 0 of size 3"),
+    ("getitem_too_many", lambda x, i: ops.getitem(x, (0, 0, 0)), IndexError, "too many indices"),
+    ("getitem_step0", lambda x, i: ops.getitem(x, _idx[::0]), ValueError, "step must not be 0"),
+    ("getitem_tensor", lambda x, i: ops.getitem(x, i), TypeError, "use index_select or gather"),
+    ("getitem_ellipses", lambda x, i: ops.getitem(x, (..., ...)), IndexError, "one Ellipsis"),
+    ("slice_lengths", lambda x, i: ops.slice(x, [0, 1], [1]), ValueError, "differ in length"),
+    ("concat_shapes", lambda x, i: ops.concat([x, ops.transpose(x)]), ValueError,
+     r"concat: shapes \(3, 4\) and \(4, 3\) differ off axis 0"),
+    ("concat_dtypes", lambda x, i: ops.concat([x, ops.cast(x, "int32")]), TypeError,
+     "concat: tensors have different dtypes"),
+    ("concat_empty", lambda x, i: ops.concat([]), TypeError, "non-empty sequence"),
+    ("stack_shapes", lambda x, i: ops.stack([x, ops.transpose(x)]), ValueError, "stack: shapes"),
+    ("pad_negative", lambda x, i: ops.pad(x, (1, -1)), ValueError, "pad: pads must be >= 0"),
+    ("pad_odd", lambda x, i: ops.pad(x, (1,)), ValueError, "pairs"),
+    ("pad_float_on_int", lambda x, i: ops.pad(i, (1, 1), 0.5), TypeError, "fill: float value"),
+    ("broadcast_to", lambda x, i: ops.broadcast_to(x, (3, 5)), ValueError,
+     r"broadcast_to: cannot broadcast shape \(3, 4\) to \(3, 5\)"),
+    ("view_two_holes", lambda x, i: ops.view(x, (-1, -1)), ValueError, "only one dimension"),
+    ("view_count", lambda x, i: ops.view(x, (5, -1)), ValueError, "view: cannot view 12"),
+    ("squeeze_not_one", lambda x, i: ops.squeeze(x, 0), ValueError, "squeeze: axis 0 has size 3"),
+    ("gather_float_index", lambda x, i: ops.gather(x, 0, x), TypeError,
+     "gather: index must be int32 or int64"),
+    ("gather_shape", lambda x, i: ops.gather(x, 0, ops.view(i, (2, 1))), ValueError,
+     "gather: index shape"),
+    ("index_select_2d", lambda x, i: ops.index_select(x, 0, ops.view(i, (1, 2))), ValueError,
+     "must be 1-d"),
+    ("embedding_1d", lambda x, i: ops.embedding(i, ops.view(x, (12,))), ValueError,
+     "embedding: weight must be 2-d"),
+    ("one_hot_classes", lambda x, i: ops.one_hot(i, 0), ValueError, "num_classes"),
+    ("one_hot_float", lambda x, i: ops.one_hot(x, 3), TypeError, "one_hot: labels must be"),
+    ("arange_step", lambda x, i: ops.arange(x.queue, 0, 5, 0), ValueError, "step must not be 0"),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=lambda c: c[0])
+def test_errors(dev: DeviceHandle, case: Any) -> None:
+    _, op, exc, pattern = case
+    check_error(dev, op, (_T, _L), {}, exc, pattern)
+
+
+def test_doctests() -> None:
+    for module in (_movement, _movement_take, _creation):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -1,0 +1,151 @@
+"""Philox streams: known answers, bit-identical words and masks on every backend, float values
+equal within rounding, Generator offsets, distributions, errors."""
+
+from __future__ import annotations
+
+import doctest
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.ops as ops
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.tensor import Tensor
+from netcl.core.testing import TOLERANCES, supports_dtype
+from netcl.ops import _random
+
+_NUMPY = manager.default("cpu")
+assert _NUMPY is not None
+CPU = _NUMPY.queue
+
+# Random123's known-answer vectors for Philox4x32-10: (counter, key, output)
+KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def test_known_answers() -> None:
+    counters = np.array([c for c, _, _ in KAT], dtype=np.uint32)
+    for row, (_, key, want) in zip(counters, KAT):
+        got = ops.philox4x32_10(row[None, :], key)[0]
+        assert got.tolist() == list(want)
+
+
+# (seed, offset, n): block-aligned and not, a seed above 2**32, an odd count
+STREAMS = [(0, 0, 4), (7, 0, 257), (7, 3, 33), (2**40 + 5, 1, 7), (123, 2**33 + 2, 9)]
+
+
+@pytest.mark.parametrize("stream", STREAMS, ids=str)
+def test_bits_identical_everywhere(dev: DeviceHandle, stream: tuple[int, int, int]) -> None:
+    seed, offset, n = stream
+    got = ops.random_bits(dev.queue, (n,), seed, offset)
+    assert got.dtype == "int64"
+    want = ops.random_bits(CPU, (offset + n + 8,), seed, 0).to_host()[offset:offset + n] \
+        if offset < 1000 else _random._words(seed, offset, n).astype(np.int64)
+    np.testing.assert_array_equal(got.to_host(), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_floats_match_numpy(dev: DeviceHandle, dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    rtol, atol = TOLERANCES[dtype]
+    for offset, shape in ((0, (33,)), (5, (3, 7)), (2, (1,))):
+        u = ops.uniform(dev.queue, shape, seed=11, offset=offset, dtype=dtype)
+        ref = ops.uniform(CPU, shape, seed=11, offset=offset, dtype=dtype)
+        assert u.dtype == dtype and u.shape == shape
+        np.testing.assert_array_equal(u.to_host(), ref.to_host())  # exact: w * 2^-k
+        a = ops.uniform(dev.queue, shape, -2.0, 3.0, seed=11, offset=offset, dtype=dtype)
+        b = ops.uniform(CPU, shape, -2.0, 3.0, seed=11, offset=offset, dtype=dtype)
+        np.testing.assert_allclose(a.to_host(), b.to_host(), rtol=rtol, atol=atol)
+        z = ops.normal(dev.queue, shape, 1.0, 2.0, seed=11, offset=offset, dtype=dtype)
+        zr = ops.normal(CPU, shape, 1.0, 2.0, seed=11, offset=offset, dtype=dtype)
+        np.testing.assert_allclose(z.to_host(), zr.to_host(), rtol=rtol * 10, atol=atol * 10)
+
+
+def test_normal_any_offset_is_the_same_stream(dev: DeviceHandle) -> None:
+    """A value depends on its stream position only, so an odd offset reads the same numbers."""
+    whole = ops.normal(dev.queue, (12,), seed=3).to_host()
+    part = ops.normal(dev.queue, (7,), seed=3, offset=5).to_host()
+    np.testing.assert_allclose(part, whole[5:], rtol=1e-6)
+
+
+def test_bernoulli_and_dropout_exact(dev: DeviceHandle) -> None:
+    for p in (0.0, 0.3, 1.0):
+        b = ops.bernoulli(dev.queue, (257,), p, seed=5, offset=3, dtype="uint8")
+        want = ops.bernoulli(CPU, (257,), p, seed=5, offset=3, dtype="uint8")
+        np.testing.assert_array_equal(b.to_host(), want.to_host())
+    x_host = np.random.default_rng(0).standard_normal((9, 33))
+    for p in (0.0, 0.25, 1.0):
+        y, mask = ops.dropout(Tensor.from_host(dev.queue, x_host), p, seed=9, offset=2)
+        yr, mr = ops.dropout(Tensor.from_host(CPU, x_host), p, seed=9, offset=2)
+        assert mask.dtype == "uint8" and y.shape == x_host.shape
+        np.testing.assert_array_equal(mask.to_host(), mr.to_host())
+        np.testing.assert_allclose(y.to_host(), yr.to_host(), rtol=1e-6)
+        scale = 0.0 if p == 1 else 1 / (1 - p)
+        np.testing.assert_allclose(y.to_host(), x_host.astype(np.float32) * mask.to_host() * scale,
+                                   rtol=1e-6)
+
+
+def test_distributions(dev: DeviceHandle) -> None:
+    n = 200_000
+    u = ops.uniform(dev.queue, (n,), seed=1).to_host()
+    assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.005
+    z = ops.normal(dev.queue, (n,), seed=2).to_host()
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1.0) < 0.01
+    b = ops.bernoulli(dev.queue, (n,), 0.2, seed=3).to_host()
+    assert abs(b.mean() - 0.2) < 0.005
+    bits = ops.random_bits(dev.queue, (n,), seed=4).to_host()
+    assert bits.min() >= 0 and bits.max() < 2**32 and abs(bits.mean() / 2**32 - 0.5) < 0.005
+
+
+def test_generator(dev: DeviceHandle) -> None:
+    g = ops.Generator(42)
+    a = g.uniform(dev.queue, (5,))
+    b = g.normal(dev.queue, (3, 3))
+    _, mask = g.dropout(Tensor.from_host(dev.queue, np.ones(6)), 0.5)
+    assert g.offset == 8 + 12 + 8  # each draw starts on a 4-word block
+    again = ops.Generator(42)
+    np.testing.assert_array_equal(again.uniform(dev.queue, (5,)).to_host(), a.to_host())
+    np.testing.assert_array_equal(again.normal(dev.queue, (3, 3)).to_host(), b.to_host())
+    np.testing.assert_array_equal(ops.dropout(Tensor.from_host(dev.queue, np.ones(6)), 0.5, 42,
+                                              20)[1].to_host(), mask.to_host())
+    assert repr(again) == "Generator(seed=42, offset=20)"
+
+
+def test_empty(dev: DeviceHandle) -> None:
+    assert ops.uniform(dev.queue, (0, 3), seed=1).shape == (0, 3)
+    y, mask = ops.dropout(Tensor.from_host(dev.queue, np.zeros((0,))), 0.5, 1)
+    assert y.shape == mask.shape == (0,)
+
+
+ERRORS: list[tuple[str, Any, type[Exception], str]] = [
+    ("p_range", lambda q: ops.bernoulli(q, (2,), 1.5, seed=0), ValueError,
+     r"bernoulli: p must be in \[0, 1\]"),
+    ("dropout_p", lambda q: ops.dropout(Tensor.from_host(q, np.ones(2)), -0.1, 0), ValueError,
+     "dropout: p must be"),
+    ("dropout_int", lambda q: ops.dropout(Tensor.from_host(q, np.ones(2, np.int32)), 0.1, 0),
+     TypeError, "dropout: needs a floating-point"),
+    ("seed_negative", lambda q: ops.uniform(q, (2,), seed=-1), ValueError, "uniform: seed"),
+    ("seed_type", lambda q: ops.normal(q, (2,), seed=1.5),  # type: ignore[arg-type]
+     TypeError, "normal: seed must be"),
+    ("offset_type", lambda q: ops.random_bits(q, (2,), 0, "3"),  # type: ignore[arg-type]
+     TypeError, "offset must be"),
+    ("uniform_int", lambda q: ops.uniform(q, (2,), seed=0, dtype="int32"), TypeError,
+     "uniform: dtype must be a float"),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=lambda c: c[0])
+def test_errors(dev: DeviceHandle, case: Any) -> None:
+    _, call, exc, pattern = case
+    with pytest.raises(exc, match=pattern):
+        call(dev.queue)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(_random).failed == 0

@@ -1,0 +1,127 @@
+"""softmax, log_softmax and nll_gather on every backend: axes, forced kernels, dtypes,
+stability, NaN, out-of-range labels, errors."""
+
+from __future__ import annotations
+
+import doctest
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.ops as ops
+from netcl.core.device import DeviceHandle
+from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
+from netcl.ops import _softmax
+from netcl.ops.testing import OpInfo, check_error, check_op
+
+FLOATS = ("float32", "float16", "float64")
+
+
+def _x(shape: tuple[int, ...], scale: float = 4.0) -> Any:
+    return np.random.default_rng(sum(shape)).standard_normal(shape) * scale
+
+
+def _ref_softmax(a: Any, axis: int = -1) -> Any:
+    z = a - a.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _ref_log_softmax(a: Any, axis: int = -1) -> Any:
+    z = a - a.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+# rows (inner 1) of odd lengths, a middle axis (inner > 1), the leading axis
+_SAMPLES = [((_x((1, 1)),), {}), ((_x((7, 33)),), {}), ((_x((3, 257)),), {}),
+            ((_x((3, 5, 7)),), {"axis": 1}), ((_x((33, 4)),), {"axis": 0})]
+
+TABLE = [
+    OpInfo("softmax", ops.softmax, _ref_softmax, _SAMPLES),
+    OpInfo("log_softmax", ops.log_softmax, _ref_log_softmax, _SAMPLES),
+]
+
+
+@pytest.mark.parametrize("variant", [KernelVariant.REDUCTION_SEQUENTIAL,
+                                     KernelVariant.REDUCTION_PARALLEL], ids=lambda v: v.name)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_softmax(dev: DeviceHandle, info: OpInfo, dtype: str, variant: KernelVariant) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    with force_variant(variant):
+        for args, kwargs in info.samples:
+            check_op(dev, info.op, info.ref, args, kwargs, dtype=dtype, scale=2.0)
+
+
+def test_default_selection_and_stability(dev: DeviceHandle) -> None:
+    x = _x((4, 1000), scale=30.0) + 1000.0  # exp would overflow without the max shift
+    check_op(dev, ops.softmax, _ref_softmax, (x,))
+    check_op(dev, ops.log_softmax, _ref_log_softmax, (x,), scale=10.0)
+    rows = ops.softmax(Tensor.from_host(dev.queue, x)).to_host().sum(axis=1)
+    np.testing.assert_allclose(rows, 1.0, rtol=1e-5)
+
+
+def test_nan_row(dev: DeviceHandle) -> None:
+    x = Tensor.from_host(dev.queue, np.array([[0.0, np.nan, 1.0], [0.0, 0.0, 0.0]]))
+    for variant in (KernelVariant.REDUCTION_SEQUENTIAL, KernelVariant.REDUCTION_PARALLEL):
+        with force_variant(variant):
+            y = ops.softmax(x).to_host()
+            assert np.isnan(y[0]).all()
+            np.testing.assert_allclose(y[1], 1 / 3, rtol=1e-6)
+
+
+def _ref_nll(logp: Any, labels: Any, ignore_index: int = -100) -> Any:
+    keep = labels != ignore_index
+    rows = logp[np.arange(len(labels)), np.where(keep, labels, 0)]
+    return np.where(keep, -rows, 0.0)
+
+
+@pytest.mark.parametrize("label_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nll_gather(dev: DeviceHandle, dtype: str, label_dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    logp = _ref_log_softmax(_x((33, 7)))
+    labels = np.random.default_rng(1).integers(0, 7, size=33).astype(label_dtype)
+    labels[::5] = -100
+    check_op(dev, ops.nll_gather, _ref_nll, (logp, labels), dtype=dtype)
+    labels[::5] = 3
+    check_op(dev, lambda a, b: ops.nll_gather(a, b, ignore_index=3),
+             lambda a, b: _ref_nll(a, b, 3), (logp, labels), dtype=dtype)
+
+
+def test_nll_gather_out_of_range(dev: DeviceHandle) -> None:
+    """NumPy raises; OpenCL reads nothing out of bounds and writes NaN for that row."""
+    logp = Tensor.from_host(dev.queue, np.log(np.full((3, 4), 0.25)))
+    labels = Tensor.from_host(dev.queue, np.array([1, 4, -1]))
+    if dev.backend == "cpu":
+        with pytest.raises(ValueError, match="nll_gather: label 4 is out of range for 4 classes"):
+            ops.nll_gather(logp, labels)
+        return
+    out = ops.nll_gather(logp, labels).to_host()
+    np.testing.assert_allclose(out[0], np.log(4), rtol=1e-6)
+    assert np.isnan(out[1:]).all()
+
+
+ERRORS = [
+    ("softmax_axis", lambda x, y: ops.softmax(x, axis=2), IndexError, "softmax: axis 2"),
+    ("softmax_int", lambda x, y: ops.softmax(y), TypeError, "softmax: needs a floating-point"),
+    ("nll_float_labels", lambda x, y: ops.nll_gather(x, x), TypeError,
+     "nll_gather: labels must be int32 or int64"),
+    ("nll_shapes", lambda x, y: ops.nll_gather(x, ops.view(y, (2, 3))), ValueError,
+     r"nll_gather: expected logp \(N, C\) and labels \(N,\)"),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=lambda c: c[0])
+def test_errors(dev: DeviceHandle, case: Any) -> None:
+    _, op, exc, pattern = case
+    check_error(dev, op, (_x((6, 4)), np.arange(6)), {}, exc, pattern)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(_softmax).failed == 0
