@@ -168,7 +168,11 @@ def test_kernelspec_reexport() -> None:
         (intel_xe, (65536, 32, 65536), (V.MATMUL_TILED, 16, 16, 16, 1, (16, 16), 1)),
         (volta, (256, 256, 256), (V.MATMUL_TILED, 16, 16, 16, 1, (16, 16), 1)),
         (gcn, (512, 512, 512), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
-        (pocl, (512, 512, 512), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
+        # OpenCL CPU devices: packed-panel vectorized GEMM, one work-item per work-group
+        (pocl, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
+        (pocl, (32, 32, 32), (V.MATMUL_VECTORIZED, 48, 16, 256, 6, (1, 1), 8)),
+        (pocl, (512, 512, 512), (V.MATMUL_VECTORIZED, 96, 128, 256, 6, (1, 1), 8)),
+        (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 48, 64, 256, 6, (1, 1), 8)),
         # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3, 128 tiles from 1024
         (hopper, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
         (hopper, (128, 128, 128), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
@@ -190,6 +194,13 @@ def test_kernelspec_reexport() -> None:
 )
 def test_matmul_rules(profile: Any, mnk: tuple[int, int, int], expected: tuple[Any, ...]) -> None:
     assert tiles(sel(profile()).select_matmul_kernel(*mnk)) == expected
+
+
+def test_matmul_opencl_cpu_micro_tiles_follow_the_dtype() -> None:
+    assert sel(pocl()).select_matmul_kernel(512, 512, 512).extra == {
+        "dtype": "float32", "micro_n": 16}
+    cfg = sel(pocl()).select_matmul_kernel(512, 512, 512, "float64")
+    assert (cfg.vector_width, cfg.extra["micro_n"]) == (4, 8)
 
 
 def test_matmul_rdna_wave_size_and_dtype() -> None:

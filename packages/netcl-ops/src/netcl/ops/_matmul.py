@@ -76,8 +76,10 @@ def gemm_params(
     into the work-group) fall back to the variant's defaults.
     """
     name = _VARIANT_NAMES.get(config.variant)
-    if name is None:
-        name = mk.TILED if config.variant is KernelVariant.CONV2D_IMPLICIT_GEMM else mk.NAIVE
+    if name is None:  # a conv2d config: extra["gemm_variant"] names the GEMM its tiles are for
+        gemm = str(config.extra.get("gemm_variant", "MATMUL_TILED"))
+        name = _VARIANT_NAMES.get(KernelVariant.__members__.get(gemm, KernelVariant.MATMUL_TILED),
+                                  mk.TILED)
     base = mk.GemmParams(name, dtype, trans_a=trans_a, trans_b=trans_b)
     bm, bn, bk = config.tile_m, config.tile_n, max(1, config.tile_k)
     if name == mk.NAIVE:

@@ -1,0 +1,140 @@
+"""matmul and build_matmul_kernel: every GEMM variant (forced) against float64 NumPy, on every
+backend, over odd sizes, transposes, broadcast batch dimensions and the typed errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.kernels.primitives import count_launches
+from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
+from netcl.ops import build_matmul_kernel, matmul
+from netcl.ops.testing import OpInfo, check_error, check_op
+
+RNG = np.random.default_rng(0)
+
+
+def arr(*shape: int) -> np.ndarray[Any, Any]:
+    return RNG.standard_normal(shape)
+
+
+def ref_matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Any:
+    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                     np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+NT = {"transpose_b": True}
+TN = {"transpose_a": True}
+TT = {"transpose_a": True, "transpose_b": True}
+
+MATMUL = OpInfo(
+    name="matmul",
+    op=matmul,
+    ref=ref_matmul,
+    samples=[
+        ((arr(1, 1), arr(1, 1)), {}),
+        ((arr(7, 33), arr(33, 5)), {}),
+        ((arr(33, 7), arr(33, 257)), TN),
+        ((arr(7, 33), arr(257, 33)), NT),
+        ((arr(33, 7), arr(5, 33)), TT),
+        ((arr(64, 36), arr(36, 44)), {}),  # multiples of 4: the vector load paths
+        ((arr(36, 64), arr(44, 36)), TT),
+        ((arr(65, 20), arr(20, 68)), {}),
+        ((arr(2, 1, 5, 7), arr(3, 7, 4)), {}),  # broadcast batch dims
+        ((arr(3, 6, 4), arr(4, 9)), {}),
+        ((arr(6, 4), arr(2, 3, 6, 5)), TN),
+        ((arr(5, 0), arr(0, 3)), {}),  # an empty sum is zeros
+    ],
+    errors=[
+        ((arr(3, 4), arr(5, 6)), {}, ValueError,
+         r"matmul: inner dimensions differ: a is \(3, 4\), b is \(5, 6\)"),
+        ((arr(3, 4), arr(3, 4)), NT | {"transpose_b": False}, ValueError, "inner dimensions"),
+        ((arr(4), arr(4, 2)), {}, ValueError, r"a must be at least 2-D, got shape \(4,\)"),
+        ((arr(2, 3, 4), arr(3, 4, 5)), {}, ValueError, "batch dimensions do not broadcast"),
+        ((np.ones((2, 2), np.int32), np.ones((2, 2), np.int32)), {}, TypeError,
+         "a must be a float tensor, got dtype int32"),
+        ((arr(2, 2), "b"), {}, TypeError, "b must be a netcl Tensor, got str"),
+    ],
+    scale=10.0,
+)
+
+VARIANTS = [None, KernelVariant.MATMUL_NAIVE, KernelVariant.MATMUL_TILED,
+            KernelVariant.MATMUL_REGISTER_TILED, KernelVariant.MATMUL_VECTORIZED]
+
+
+def _vid(v: Any) -> str:
+    return "selected" if v is None else v.name
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+@pytest.mark.parametrize("sample", range(len(MATMUL.samples)), ids=lambda i: f"sample{i}")
+def test_matmul_float32(dev: DeviceHandle, variant: Any, sample: int) -> None:
+    if dev.backend == "cpu" and variant is not None:
+        pytest.skip("the NumPy backend has no kernel variants")
+    args, kwargs = MATMUL.samples[sample]
+    with force_variant(*([variant] if variant else [])):
+        check_op(dev, MATMUL.op, MATMUL.ref, args, kwargs, "float32", MATMUL.scale)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_matmul_other_dtypes(dev: DeviceHandle, variant: Any, dtype: str) -> None:
+    if dev.backend == "cpu" and variant is not None:
+        pytest.skip("the NumPy backend has no kernel variants")
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    scale = 10.0 if dtype == "float16" else 1e3
+    with force_variant(*([variant] if variant else [])):
+        for index in (1, 2, 5, 8):
+            args, kwargs = MATMUL.samples[index]
+            check_op(dev, MATMUL.op, MATMUL.ref, args, kwargs, dtype, scale)
+
+
+@pytest.mark.parametrize("row", range(len(MATMUL.errors)), ids=lambda i: f"error{i}")
+def test_matmul_errors(dev: DeviceHandle, row: int) -> None:
+    args, kwargs, exc, pattern = MATMUL.errors[row]
+    check_error(dev, MATMUL.op, args, kwargs, exc, pattern)
+
+
+def test_matmul_dtype_mismatch_and_devices(dev: DeviceHandle) -> None:
+    a = Tensor.from_host(dev.queue, arr(2, 2), dtype="float32")
+    b = Tensor.from_host(dev.queue, arr(2, 2), dtype="float64")
+    with pytest.raises(TypeError, match="matmul: dtypes differ: a is float32, b is float64"):
+        matmul(a, b)
+    other = manager.default("cl" if dev.backend == "cpu" else "cpu")
+    if other is None:
+        pytest.skip("only one backend present")
+    c = Tensor.from_host(other.queue, arr(2, 2))
+    with pytest.raises(ValueError, match="matmul: tensors are on different devices"):
+        matmul(a, c)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 257])
+def test_matmul_square_sizes_one_launch(dev: DeviceHandle, n: int) -> None:
+    a, b = arr(n, n), arr(n, n)
+    with count_launches() as launches:
+        got = check_op(dev, matmul, ref_matmul, (a, b), scale=10.0)
+    assert got.shape == (n, n)
+    assert launches[0] == (0 if dev.backend == "cpu" else 1)
+
+
+def test_build_matmul_kernel_runs_each_variant(dev: DeviceHandle) -> None:
+    a, b = arr(9, 17), arr(17, 6)
+    ta = Tensor.from_host(dev.queue, a)
+    tb = Tensor.from_host(dev.queue, b)
+    for variant in (None, *VARIANTS[1:], "matmul_tiled"):
+        mm = build_matmul_kernel(dev.queue, variant)
+        np.testing.assert_allclose(mm(ta, tb).to_host(), a @ b, rtol=1e-4, atol=1e-4)
+        if dev.backend == "cl" and variant is not None:
+            assert mm.kernel is not None and "__kernel" in mm.source
+    with pytest.raises(ValueError, match="CONV2D_WINOGRAD is not a matmul kernel"):
+        build_matmul_kernel(dev.queue, KernelVariant.CONV2D_WINOGRAD)
+    with pytest.raises(ValueError, match="no kernel variant 'fast'"):
+        build_matmul_kernel(dev.queue, "fast")
+    with pytest.raises(TypeError, match="built for float64, got float32"):
+        build_matmul_kernel(dev.queue, None, "float64")(ta, tb)
