@@ -32,6 +32,7 @@ from . import compiler as compiler
 from . import ops as ops
 from .__about__ import __version__ as __version__
 from ._function import REGISTRY as REGISTRY
+from ._function import Grads as Grads
 from ._function import differentiable as differentiable
 from ._function import sum_to_shape as sum_to_shape
 from ._gradcheck import GradcheckError as GradcheckError
@@ -40,6 +41,7 @@ from ._losses import binary_cross_entropy_with_logits as binary_cross_entropy_wi
 from ._losses import cross_entropy as cross_entropy
 from ._losses import mse_loss as mse_loss
 from ._losses import nll_loss as nll_loss
+from ._tape import Backward as Backward
 from ._tape import Node as Node
 from ._tape import Tape as Tape
 from ._tape import current_tape as current_tape
@@ -52,7 +54,9 @@ from .compiler import register_primitive as register_primitive
 
 __all__ = [
     "REGISTRY",
+    "Backward",
     "GradcheckError",
+    "Grads",
     "Node",
     "Tape",
     "__version__",
