@@ -176,7 +176,8 @@ def test_every_registered_op_is_tested() -> None:
     elsewhere = {"cast", "dropout", "binary_cross_entropy_with_logits",
                  "getitem", "matmul", "bias_add", "conv2d", "max_pool2d", "avg_pool2d",
                  "adaptive_avg_pool2d", "global_avg_pool2d", "batch_norm", "layer_norm"}
-    missing = set(ag.REGISTRY) - tested - elsewhere
+    registered = {name for name in ag.REGISTRY if not name.startswith("test_")}  # test-only ops
+    missing = registered - tested - elsewhere
     assert not missing, f"differentiable ops without a test row: {sorted(missing)}"
 
 
