@@ -79,3 +79,31 @@ def test_devices_command_lists_numpy_and_auto() -> None:
     assert "compute units" in text or not manager.discover()
     with pytest.raises(SystemExit):
         main(["no-such-command"])
+
+
+def test_page_002_relu_shortcut(dev: DeviceHandle) -> None:
+    """Page 002's netcl equivalent of the raw PyOpenCL relu, as written."""
+    from netcl.core.device import device
+
+    host_in = np.random.default_rng(0).standard_normal(1024).astype(np.float32)
+    with device(dev):
+        x = nc.Tensor.from_host(host_in)
+        y = nc.relu(x)
+        host_out = y.to_host()
+    np.testing.assert_array_equal(host_out, np.maximum(host_in, 0))
+
+
+def test_root_shortcuts_compute(dev: DeviceHandle) -> None:
+    q = dev.queue
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    ta = nc.Tensor.from_host(q, a)
+    np.testing.assert_allclose(nc.matmul(ta, ta, transpose_b=True).to_host(), a @ a.T)
+    np.testing.assert_allclose(nc.elementwise_binary(ta, ta, "mul").to_host(), a * a)
+    np.testing.assert_allclose(nc.reduce_sum(ta).to_host(), a.sum())
+    e = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(nc.softmax(ta).to_host(), e / e.sum(1, keepdims=True),
+                               rtol=1e-5)
+    x = nc.Tensor.from_host(q, np.ones((1, 1, 3, 3), np.float32))
+    w = nc.Tensor.from_host(q, np.ones((1, 1, 2, 2), np.float32))
+    np.testing.assert_allclose(nc.conv2d(x, w).to_host(), np.full((1, 1, 2, 2), 4.0))
+    assert callable(nc.build_matmul_kernel)

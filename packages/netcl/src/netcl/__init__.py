@@ -26,14 +26,39 @@ from .__about__ import __version__ as __version__
 if TYPE_CHECKING:
     from netcl.core.kernels.primitives import KernelSpec as KernelSpec
     from netcl.core.tensor import Tensor as Tensor
+    from netcl.ops import build_matmul_kernel as build_matmul_kernel
+    from netcl.ops import conv2d as conv2d
+    from netcl.ops import elementwise_binary as elementwise_binary
+    from netcl.ops import matmul as matmul
+    from netcl.ops import reduce_sum as reduce_sum
+    from netcl.ops import relu as relu
+    from netcl.ops import softmax as softmax
 
 # shortcut name -> module that defines it
 _SHORTCUTS: dict[str, str] = {
     "Tensor": "netcl.core.tensor",
     "KernelSpec": "netcl.core.kernels.primitives",
+    "matmul": "netcl.ops",
+    "build_matmul_kernel": "netcl.ops",
+    "elementwise_binary": "netcl.ops",
+    "relu": "netcl.ops",
+    "reduce_sum": "netcl.ops",
+    "softmax": "netcl.ops",
+    "conv2d": "netcl.ops",
 }
 
-__all__ = ["KernelSpec", "Tensor", "__version__"]
+__all__ = [
+    "KernelSpec",
+    "Tensor",
+    "__version__",
+    "build_matmul_kernel",
+    "conv2d",
+    "elementwise_binary",
+    "matmul",
+    "reduce_sum",
+    "relu",
+    "softmax",
+]
 
 
 def __getattr__(name: str) -> Any:
