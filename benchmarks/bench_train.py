@@ -144,21 +144,26 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--resnet-batch", type=int, default=128)
     parser.add_argument("--resnet-steps", type=int, default=5)
+    parser.add_argument("--tasks", default="digits,resnet18",
+                        help="comma-separated: digits, resnet18 (resnet18 runs on GPUs only)")
     parser.add_argument("--out", default="bench_train.json")
     args = parser.parse_args()
+    tasks = set(args.tasks.split(","))
     results: dict[str, Any] = {}
-    ours = netcl_digits(args.device, args.epochs, args.batch_size)
-    ref = torch_digits(args.epochs, args.batch_size)
-    results["digits"] = {"netcl": ours, "torch": ref}
-    print(f"digits CNN, {args.epochs} epochs, batch {args.batch_size}")
-    print(f"  netcl {ours['device']:<45} {ours['seconds']:8.2f} s  acc {ours['accuracy']:.4f}")
-    if ref is not None:
-        print(f"  {'torch-cpu':<51} {ref['seconds']:8.2f} s  acc {ref['accuracy']:.4f}")
-        print(f"  time ratio netcl/torch: {ours['seconds'] / ref['seconds']:.2f}")
+    if "digits" in tasks:
+        ours = netcl_digits(args.device, args.epochs, args.batch_size)
+        ref = torch_digits(args.epochs, args.batch_size)
+        results["digits"] = {"netcl": ours, "torch": ref}
+        print(f"digits CNN, {args.epochs} epochs, batch {args.batch_size}")
+        print(f"  netcl {ours['device']:<45} {ours['seconds']:8.2f} s  "
+              f"acc {ours['accuracy']:.4f}")
+        if ref is not None:
+            print(f"  {'torch-cpu':<51} {ref['seconds']:8.2f} s  acc {ref['accuracy']:.4f}")
+            print(f"  time ratio netcl/torch: {ours['seconds'] / ref['seconds']:.2f}")
     from netcl.core.device import manager
 
     handle = manager.default(args.device)
-    if handle is not None and handle.device_type == "gpu":
+    if "resnet18" in tasks and handle is not None and handle.device_type == "gpu":
         mine = netcl_resnet_step(args.device, args.resnet_batch, args.resnet_steps)
         theirs = torch_resnet_step(args.resnet_batch, args.resnet_steps)
         results["resnet18_step"] = {"netcl": mine, "torch": theirs}

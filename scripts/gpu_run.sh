@@ -23,7 +23,8 @@ for step in $what; do
                benchmarks/bench_fusion.py benchmarks/bench_train.py; do
         [ -f "$b" ] || continue
         name=$(basename "$b" .py)
-        timeout 300 python3 "$b" --device cl --out "$OUT/$name.json" 2>&1 | tail -60 \
+        extra=""; [ "$name" = bench_train ] && extra="--tasks resnet18"
+        timeout 300 python3 "$b" --device cl $extra --out "$OUT/$name.json" 2>&1 | tail -60 \
           | tee "$OUT/$name.txt"
       done ;;
     train)
