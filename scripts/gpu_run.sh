@@ -14,10 +14,11 @@ python3 -m netcl.cli devices | tee "$OUT/devices.txt"
 for step in $what; do
   case $step in
     tests)
-      NETCL_DEVICE=cl timeout 400 python3 -m pytest -q -p no:cacheprovider -x \
+      NETCL_DEVICE=cl timeout 420 python3 -m pytest -q -p no:cacheprovider \
+        --ignore=packages/netcl/tests/test_trainer.py \
         packages/netcl-core/tests packages/netcl-ops/tests packages/netcl-autograd/tests \
         packages/netcl-nn/tests packages/netcl-optim/tests packages/netcl/tests \
-        2>&1 | tail -30 | tee "$OUT/tests_gpu.txt" ;;
+        2>&1 | tail -40 | tee "$OUT/tests_gpu.txt" ;;
     bench)
       for b in benchmarks/bench_ops_linalg.py benchmarks/bench_ops_elementwise.py \
                benchmarks/bench_fusion.py benchmarks/bench_train.py; do
