@@ -18,9 +18,10 @@ from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 
 
-def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run(code: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "NETCL_DEVICE"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env={**environ, **env})
 
 
 def test_forked_child_keeps_working(dev: DeviceHandle) -> None:
@@ -45,7 +46,7 @@ def test_forked_child_keeps_working(dev: DeviceHandle) -> None:
             raise SystemExit(0 if ok and cl_refused else 3)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status), t.to_host().tolist())
-    """)
+    """, NETCL_DEVICE=selector)  # the child's "auto" must still fall back to NumPy
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1) == ["0", "[0.0, 1.0, 2.0, 3.0, 4.0]\n"]
 

@@ -143,6 +143,8 @@ class DeviceManager:
         if not isinstance(selector, str):
             raise TypeError(f"DeviceManager.default: selector must be a str, got {selector!r}")
         key = selector.strip().lower()
+        if key == "auto" and _opencl_disabled:
+            return _CPU_HANDLE  # a forked child: the best device left is NumPy
         if key == "auto":
             key = os.environ.get("NETCL_DEVICE", "auto").strip().lower() or "auto"
         with self._lock:
