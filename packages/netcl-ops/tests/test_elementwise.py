@@ -4,6 +4,7 @@ corners, forced kernel variants and the documented errors."""
 from __future__ import annotations
 
 import doctest
+import itertools
 import math
 from typing import Any
 
@@ -175,10 +176,10 @@ def test_integer_and_mixed_dtypes(dev: DeviceHandle, case: Any) -> None:
         check_op(dev, op, ref, args, dtype=float_dtype, out_dtype=out_dtype)
 
 
-_OTHERS = ("float16", "float64", "int32", "int64", "uint8")
-# every dtype to and from float32, and an integer narrowing that wraps
-_CASTS = [("float32", d) for d in _OTHERS] + [(s, "float32") for s in _OTHERS] + [
-    ("int64", "uint8")]
+# a cycle through every dtype (each once as source and target), float -> int truncation
+# toward zero, and an integer narrowing that wraps
+_CYCLE = ("float32", "float16", "float64", "int64", "uint8", "int32", "float32")
+_CASTS = [*itertools.pairwise(_CYCLE), ("float64", "int32"), ("int32", "uint8")]
 
 
 @pytest.mark.parametrize("pair", _CASTS, ids=lambda p: f"{p[0]}->{p[1]}")
@@ -187,8 +188,10 @@ def test_cast(dev: DeviceHandle, pair: tuple[str, str]) -> None:
     if not (supports_dtype(dev, src) and supports_dtype(dev, dst)):
         pytest.skip("float64 missing")
     values = np.array([0.0, 1.0, 2.75, 100.4, 7.5, 250.0, 3.25] * 5)
-    if src not in ("uint8",) and dst not in ("uint8",):
+    if "uint8" not in (src, dst):
         values[::3] *= -1
+    if dst == "uint8" and src in ("int32", "int64"):
+        values[::4] += 1000  # wraps modulo 256
     host = values.astype(src)
     x = Tensor.from_host(dev.queue, host, dtype=src)
     y = ops.cast(x, dst)

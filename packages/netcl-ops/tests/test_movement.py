@@ -80,11 +80,9 @@ def test_movement_dtypes(dev: DeviceHandle, dtype: str) -> None:
         pytest.skip(f"{dev.device_name} has no {dtype}")
     a = (np.abs(_A) * 40).astype(dtype)
     x = Tensor.from_host(dev.queue, a, dtype=dtype)
-    for got, want in ((ops.permute(x, (2, 0, 1)), np.transpose(a, (2, 0, 1))),
-                      (ops.getitem(x, _idx[::-1, 1]), a[::-1, 1]),
-                      (ops.concat([x, x], axis=1), np.concatenate([a, a], axis=1))):
-        assert got.dtype == dtype
-        np.testing.assert_array_equal(got.to_host(), want)
+    got = ops.getitem(x, _idx[::-1, 1:, ::2])
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.to_host(), a[::-1, 1:, ::2])
 
 
 def test_views(dev: DeviceHandle) -> None:
@@ -151,7 +149,7 @@ def test_gather_out_of_range(dev: DeviceHandle) -> None:
 def test_creation(dev: DeviceHandle) -> None:
     q = dev.queue
     np.testing.assert_array_equal(ops.zeros(q, (2, 3)).to_host(), np.zeros((2, 3)))
-    np.testing.assert_array_equal(ops.ones(q, 7, "int32").to_host(), np.ones(7))
+    np.testing.assert_array_equal(ops.ones(q, 7).to_host(), np.ones(7))
     full = ops.full(q, (257,), 2.5)
     assert full.dtype == "float32" and (full.to_host() == 2.5).all()
     assert ops.full(q, (2,), 3).dtype == "int64"

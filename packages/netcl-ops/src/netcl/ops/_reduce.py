@@ -59,12 +59,13 @@ _INT_LIMITS = {
 # -- kernels --------------------------------------------------------------------------------
 
 # NOTE [ One reduction program per dtype triple ]
-# Every kind runs in one program per (input, accumulator, output) dtype: ``kind`` (0 sum,
+# Every kind runs in one kernel per (input, accumulator, output) dtype: ``kind`` (0 sum,
 # 1 max, 2 min, 3 argmax) and the flags ``has_aux`` (var's squared deviations from ``aux``),
 # ``in_idx`` (argmax partials carry indices) and ``write_val`` (an argmax stage that feeds
 # another) are uniform arguments, switched on outside the loops. PoCL compiles any kernel with
-# a local-memory barrier slowly (seconds per program on a small CPU), so a program per kind
-# would multiply a model's first-run compile time.
+# a local-memory barrier slowly (seconds per program on a small CPU), so a kernel per kind
+# would multiply a model's first-run compile time; for the same reason the sequential and the
+# work-group kernel are separate programs.
 _SOURCE = """
 inline void accumulate(const int kind, __global const TI* x, const IDX xo,
                        __global const long* xi, const IDX xio, const int in_idx,
@@ -110,7 +111,9 @@ inline void accumulate(const int kind, __global const TI* x, const IDX xo,
 
 #define INIT(kind) ((kind) == 0 ? (ACC)0 : (kind) == 2 ? (ACC)HI : (ACC)LO)
 #define RESULT(kind, a) ((kind) == 0 ? (a) * scale : (a))
+"""
 
+_KERNELS = {"red_seq": """
 __kernel void red_seq(
     __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
     __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
@@ -133,7 +136,7 @@ __kernel void red_seq(
     STO(out, oo + gid, RESULT(kind, acc));
   }
 }
-
+""", "red_grp": """
 __kernel void red_grp(
     __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
     __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
@@ -184,7 +187,7 @@ __kernel void red_grp(
     }
   }
 }
-"""
+"""}
 
 _KINDS = {"sum": 0, "max": 1, "min": 2, "argmax": 3}
 
@@ -231,7 +234,7 @@ def _kernel(context: Any, prog: _Prog, name: str) -> Any:
     key = (id(context), prog, name)
     kernel = _kernels.get(key)
     if kernel is None:
-        source = _defines(prog) + _SOURCE
+        source = _defines(prog) + _SOURCE + _KERNELS[name]
         kernel = _kernels[key] = cl_kernel(context, name, source, prog.acc)
     return kernel
 

@@ -33,9 +33,15 @@ from ._elementwise_base import (
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
-# softmax and log_softmax share each kernel (``take_log``): one program per dtype; PoCL
-# compiles kernels with barriers slowly, so fewer of them is a faster first run.
-_TEMPLATE = """
+# softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
+# to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
+_SOURCE = (
+    "#define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))\n"
+    "#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)\n"
+)
+
+_KERNELS = {
+    "softmax_row": """
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX R)
 {
@@ -64,7 +70,8 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
   const CT lse = log(sum);
   for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
 }
-
+""",
+    "softmax_col": """
 __kernel void softmax_col(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX outer, const IDX R, const IDX inner)
 {
@@ -82,12 +89,8 @@ __kernel void softmax_col(__global T* out, __global const T* x, const IDX xo,
     ST(out, base + r * inner, RESULT);
   }
 }
-"""
-
-_SOURCE = (
-    "#define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))\n"
-    "#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)\n" + _TEMPLATE
-)
+""",
+}
 
 _NLL = """
 __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
@@ -134,10 +137,12 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
     args = (device_buffer(out), device_buffer(x), idx(x.offset), np.int32(op == "log_softmax"))
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
-        kernel = cl_kernel(x.queue.context, "softmax_col", kernel_src, x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_col", kernel_src + _KERNELS["softmax_col"],
+                           x.dtype)
         launch_items(x.queue, kernel, outer * inner, *args, idx(outer), idx(R), idx(inner))
     else:
-        kernel = cl_kernel(x.queue.context, "softmax_row", kernel_src, x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_row", kernel_src + _KERNELS["softmax_row"],
+                           x.dtype)
         launch_nd(x.queue, kernel, (outer * local,), (local,), *args, idx(R))
     return out
 
