@@ -1,0 +1,515 @@
+"""``conv2d`` (NCHW, stride, padding, dilation, groups) and its two backward computations.
+
+NumPy: im2col through a strided window view and batched BLAS matmuls (the CPU production
+path), chunked over images to bound the column buffer. OpenCL: the
+:class:`~netcl.core.kernel_selector.KernelSelector` picks one of
+
+- ``CONV2D_NAIVE``: one work-item per output, a gather over the window;
+- ``CONV2D_IM2COL``: an im2col kernel into a pooled scratch buffer, then the GEMM family;
+- ``CONV2D_IMPLICIT_GEMM``: the GEMM family reading its B operand straight from the input;
+- ``CONV2D_TILED_LOCAL``: direct convolution over input patches staged in local memory;
+- ``CONV2D_WINOGRAD``: F(2x2, 3x3) (3x3, stride 1, dilation 1, one group; any other shape
+  forced to Winograd runs the implicit GEMM).
+
+``conv2d_backward_data`` (a transposed convolution) is ``W^T @ grad_out`` through the GEMM
+family, then a col2im *gather* (no atomics); ``conv2d_backward_weight`` is im2col, one GEMM
+per image into partial sums, and a reduction over the images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernel_selector import KernelConfig, KernelVariant, get_kernel_selector
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+from . import _conv_kernels as ck
+from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
+from ._conv_winograd import conv2d_winograd, winograd_applies
+from ._matmul import Operand, operand, run_gemm
+
+__all__ = ["ConvGeometry", "conv2d", "conv2d_backward_data", "conv2d_backward_weight",
+           "conv_geometry"]
+
+IntPair = int | Sequence[int]
+
+# Column buffers (im2col, Winograd transforms) are filled a chunk of images at a time so the
+# scratch stays below this many elements (and every kernel index below 2**31).
+SCRATCH_ELEMENTS = 1 << 25
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Shapes of one convolution: input ``(n, c, h, w)``, weight ``(k, cg, r, s)``, output
+    ``(n, k, oh, ow)``, and stride, padding, dilation, groups (``kg = k // groups``)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    cg: int
+    r: int
+    s: int
+    oh: int
+    ow: int
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+
+    @property
+    def kg(self) -> int:
+        """Output channels per group."""
+        return self.k // self.groups
+
+    @property
+    def pixels(self) -> int:
+        """Output pixels per plane."""
+        return self.oh * self.ow
+
+    @property
+    def crs(self) -> int:
+        """Rows of one group's im2col matrix: ``cg * r * s``."""
+        return self.cg * self.r * self.s
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 kernel with stride 1 and no padding: the input already is the im2col matrix."""
+        return (self.r, self.s, self.stride, self.padding) == (1, 1, (1, 1), (0, 0))
+
+    def scalars(self) -> tuple[int, ...]:
+        """``H, W, R, S, OH, OW, SH, SW, PH, PW, DH, DW`` (the kernels' geometry arguments)."""
+        return (self.h, self.w, self.r, self.s, self.oh, self.ow, *self.stride, *self.padding,
+                *self.dilation)
+
+
+def _pair(op: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
+    items = (value, value) if isinstance(value, (int, np.integer)) else value
+    try:
+        pair = tuple(items)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                             for v in pair):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < minimum:
+        kind = "positive" if minimum > 0 else "non-negative"
+        raise ValueError(f"{op}: {name} must be {kind}, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def conv_geometry(
+    op: str, x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair = 1,
+    padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1,
+) -> ConvGeometry:
+    """Check a convolution's shapes and arguments and return its :class:`ConvGeometry`.
+
+    Raises:
+        TypeError: non-integer stride, padding, dilation or groups.
+        ValueError: wrong ranks, channels that do not match the weight, groups that do not
+            divide the channels, non-positive stride or dilation, negative padding, an empty
+            output.
+
+    Examples:
+        >>> conv_geometry("conv2d", (8, 3, 32, 32), (16, 3, 3, 3), padding=1).oh
+        32
+    """
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    if len(x_shape) != 4:
+        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x_shape}")
+    if len(w_shape) != 4:
+        raise ValueError(f"{op}: weight must be 4-D (K, C/groups, R, S), got shape {w_shape}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}: groups must be an int, got {groups!r}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups must be positive, got {groups}")
+    n, c, h, w = x_shape
+    k, cg, r, s = w_shape
+    if c % groups or k % groups:
+        raise ValueError(f"{op}: groups={groups} must divide input channels {c} and output "
+                         f"channels {k}")
+    if cg * groups != c:
+        extra = f" with groups={groups}" if groups != 1 else ""
+        raise ValueError(f"{op} requires input channels to match weight, got input {x_shape} "
+                         f"and weight {w_shape}{extra}")
+    st = _pair(op, "stride", stride, 1)
+    pad = _pair(op, "padding", padding, 0)
+    dil = _pair(op, "dilation", dilation, 1)
+    oh = (h + 2 * pad[0] - dil[0] * (r - 1) - 1) // st[0] + 1
+    ow = (w + 2 * pad[1] - dil[1] * (s - 1) - 1) // st[1] + 1
+    if oh < 1 or ow < 1 or min(x_shape) < 1 or min(w_shape) < 1:
+        raise ValueError(f"{op}: output would be empty: input {x_shape} with weight {w_shape}, "
+                         f"stride {st}, padding {pad}, dilation {dil}")
+    return ConvGeometry(n, c, h, w, k, cg, r, s, oh, ow, st, pad, dil, int(groups))
+
+
+def _check_dtypes(op: str, **tensors: Tensor | None) -> str:
+    present = {name: t for name, t in tensors.items() if t is not None}
+    dtypes = {t.dtype for t in present.values()}
+    first = next(iter(present.values()))
+    if first.dtype not in FLOAT_DTYPES or len(dtypes) != 1:
+        listed = ", ".join(f"{name} {t.dtype}" for name, t in present.items())
+        raise TypeError(f"{op}: tensors must share one float dtype, got {listed}")
+    return first.dtype
+
+
+# -- NumPy ------------------------------------------------------------------------------------
+
+
+def _chunk(n: int, per_image: int) -> int:
+    return max(1, min(n, SCRATCH_ELEMENTS // max(1, per_image)))
+
+
+def _compute(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """float16 computes in float32 (NumPy has no float16 BLAS)."""
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def _im2col_np(x: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any]:
+    """``(n, groups, cg*r*s, oh*ow)`` columns of images ``x`` (a copy unless pointwise)."""
+    n = x.shape[0]
+    if g.pointwise:
+        return x.reshape(n, g.groups, g.cg, g.pixels)
+    ph, pw = g.padding
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+    sn, sc, sh, sw = padded.strides
+    view = np.lib.stride_tricks.as_strided(
+        padded, (n, g.c, g.r, g.s, g.oh, g.ow),
+        (sn, sc, sh * g.dilation[0], sw * g.dilation[1], sh * g.stride[0], sw * g.stride[1]),
+        writeable=False,
+    )
+    return view.reshape(n, g.groups, g.crs, g.pixels)
+
+
+def _conv_np(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: Any,
+             g: ConvGeometry) -> np.ndarray[Any, Any]:
+    x, w = _compute(x), _compute(w)
+    wm = w.reshape(g.groups, g.kg, g.crs)
+    out = np.empty((g.n, g.groups, g.kg, g.pixels), dtype=x.dtype)
+    step = _chunk(g.n, g.c * g.r * g.s * g.pixels)
+    for n0 in range(0, g.n, step):
+        cols = _im2col_np(x[n0:n0 + step], g)
+        np.matmul(wm, cols, out=out[n0:n0 + step])
+    y = out.reshape(g.n, g.k, g.oh, g.ow)
+    if b is not None:
+        y += _compute(b).reshape(1, g.k, 1, 1)
+    return y
+
+
+def _conv_backward_data_np(gy: np.ndarray[Any, Any], w: np.ndarray[Any, Any],
+                           g: ConvGeometry) -> np.ndarray[Any, Any]:
+    gy, w = _compute(gy), _compute(w)
+    wt = w.reshape(g.groups, g.kg, g.crs).swapaxes(-1, -2)  # (G, crs, kg)
+    gm = gy.reshape(g.n, g.groups, g.kg, g.pixels)
+    if g.pointwise:
+        return np.asarray(np.matmul(wt, gm)).reshape(g.n, g.c, g.h, g.w)
+    ph, pw = g.padding
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    dxp = np.zeros((g.n, g.c, g.h + 2 * ph + sh, g.w + 2 * pw + sw), dtype=gy.dtype)
+    step = _chunk(g.n, g.c * g.r * g.s * g.pixels)
+    for n0 in range(0, g.n, step):
+        cols = np.matmul(wt, gm[n0:n0 + step]).reshape(-1, g.c, g.r, g.s, g.oh, g.ow)
+        for r in range(g.r):
+            for s in range(g.s):
+                h0, w0 = r * dh, s * dw
+                dxp[n0:n0 + step, :, h0:h0 + g.oh * sh:sh, w0:w0 + g.ow * sw:sw] += cols[:, :, r, s]
+    return dxp[:, :, ph:ph + g.h, pw:pw + g.w]
+
+
+def _conv_backward_weight_np(x: np.ndarray[Any, Any], gy: np.ndarray[Any, Any],
+                             g: ConvGeometry) -> np.ndarray[Any, Any]:
+    x, gy = _compute(x), _compute(gy)
+    gm = gy.reshape(g.n, g.groups, g.kg, g.pixels)
+    dw = np.zeros((g.groups, g.kg, g.crs), dtype=x.dtype)
+    step = _chunk(g.n, g.c * g.r * g.s * g.pixels)
+    for n0 in range(0, g.n, step):
+        cols = _im2col_np(x[n0:n0 + step], g)  # (m, G, crs, P)
+        m = cols.shape[0]
+        # one GEMM per group over all images of the chunk: (kg, m*P) @ (m*P, crs)
+        a = gm[n0:n0 + m].transpose(1, 2, 0, 3).reshape(g.groups, g.kg, m * g.pixels)
+        b = cols.transpose(1, 0, 3, 2).reshape(g.groups, m * g.pixels, g.crs)
+        dw += np.matmul(a, b)
+    return dw.reshape(g.k, g.cg, g.r, g.s)
+
+
+# -- OpenCL -----------------------------------------------------------------------------------
+
+
+def _scratch(queue: Any, elements: int, dtype: str) -> Tensor:
+    """A pooled, uninitialized scratch buffer (no fresh driver allocation per call)."""
+    return Tensor.from_shape(queue, (elements,), dtype, fill=None)
+
+
+def _im2col(x: Tensor, cols: Tensor, g: ConvGeometry, n0: int, m: int) -> None:
+    kernel = cl_kernel(x.context, "conv2d_im2col", ck.IM2COL, x.dtype)
+    total = m * g.c * g.r * g.s * g.pixels
+    x.wait()
+    launch_1d(x.queue, kernel, total, x.buffer, cols, np.int32(x.offset + n0 * g.c * g.h * g.w),
+              np.int32(total), np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+
+
+def _columns(x: Tensor, g: ConvGeometry, n0: int, m: int, cols: Tensor | None) -> Operand:
+    """The B operand (``crs x P`` per image and group) for images ``[n0, n0 + m)``."""
+    if cols is None:  # pointwise: the input itself
+        return operand(x, g.pixels, g.c * g.pixels, g.cg * g.pixels, offset=n0 * g.c * g.pixels)
+    _im2col(x, cols, g, n0, m)
+    return operand(cols, g.pixels, g.c * g.r * g.s * g.pixels, g.crs * g.pixels)
+
+
+def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry, out: Tensor,
+               config: KernelConfig | None) -> None:
+    """im2col (``config is None``: tiles chosen for the GEMM) or implicit GEMM (``config``)."""
+    queue = x.queue
+    a = operand(weight, g.crs, 0, g.kg * g.crs)
+    bias_args: dict[str, Any] = {}
+    if bias is not None:
+        bias.wait()
+        bias_args = {"bias": bias.buffer, "bias_mode": 1, "sbias": g.kg}
+        if bias.offset:
+            raise ValueError("conv2d: bias with an element offset is not supported")
+    if config is not None and not g.pointwise:  # implicit GEMM: B gathered from x directly
+        run_gemm(queue, config, x.dtype, a,
+                 operand(x, 0, g.c * g.h * g.w, g.cg * g.h * g.w),
+                 operand(out, g.pixels, g.k * g.pixels, g.kg * g.pixels),
+                 g.kg, g.pixels, g.crs, batch=(g.n, g.groups),
+                 b_loader=ck.IMPLICIT_B_LOADER, extra_params=ck.IMPLICIT_PARAMS,
+                 extra_args=[np.int32(v) for v in (g.h, g.w, g.ow, g.r, g.s, *g.stride,
+                                                   *g.padding, *g.dilation)],
+                 **bias_args)
+        return
+    if config is None:
+        config = get_kernel_selector(queue.device).select_matmul_kernel(
+            g.kg, g.pixels, g.crs, x.dtype)
+    per_image = g.c * g.r * g.s * g.pixels
+    step = g.n if g.pointwise else _chunk(g.n, per_image)
+    cols = None if g.pointwise else _scratch(queue, step * per_image, x.dtype)
+    for n0 in range(0, g.n, step):
+        m = min(step, g.n - n0)
+        b = _columns(x, g, n0, m, cols)
+        c = operand(out, g.pixels, g.k * g.pixels, g.kg * g.pixels, offset=n0 * g.k * g.pixels)
+        run_gemm(queue, config, x.dtype, a, b, c, g.kg, g.pixels, g.crs, batch=(m, g.groups),
+                 **bias_args)
+
+
+def _conv_direct(name: str, x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
+                 out: Tensor) -> None:
+    has_bias = np.int32(bias is not None)
+    b = x if bias is None else bias
+    if name == "naive":
+        kernel = cl_kernel(x.context, "conv2d_naive", ck.NAIVE, x.dtype)
+        launch_1d(x.queue, kernel, out.size, x, weight, b, out, np.int32(out.size),
+                  np.int32(g.c), np.int32(g.h), np.int32(g.w), np.int32(g.k), np.int32(g.r),
+                  np.int32(g.s), np.int32(g.oh), np.int32(g.ow),
+                  *(np.int32(v) for v in (*g.stride, *g.padding, *g.dilation)),
+                  np.int32(g.groups), has_bias)
+        return
+    src = ck.tiled_local_source(g.r, g.s, *g.stride, *g.dilation)
+    kernel = cl_kernel(x.context, "conv2d_tiled_local", src, x.dtype)
+    kblocks = -(-g.kg // 4)
+    gsize = (-(-g.ow // 16) * 16, -(-g.oh // 8) * 8, g.n * g.groups * kblocks)
+    launch(x.queue, kernel, gsize, (16, 8, 1), x, weight, b, out,
+           *(np.int32(v) for v in (g.c, g.h, g.w, g.k, g.oh, g.ow, *g.padding, g.groups)),
+           has_bias)
+
+
+def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) -> Tensor:
+    out = empty(x.queue, (g.n, g.k, g.oh, g.ow), x.dtype)
+    sel = get_kernel_selector(x.queue.device)
+    config = sel.select_conv2d_kernel(g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding,
+                                      g.dilation, g.groups, x.dtype)
+    variant = config.variant
+    if variant is KernelVariant.CONV2D_WINOGRAD:
+        if winograd_applies(g):
+            conv2d_winograd(x, weight, bias, g, out)
+            return out
+        variant = KernelVariant.CONV2D_IMPLICIT_GEMM  # Winograd forced onto another shape
+    if variant is KernelVariant.CONV2D_NAIVE:
+        _conv_direct("naive", x, weight, bias, g, out)
+    elif variant is KernelVariant.CONV2D_TILED_LOCAL:
+        width = 8 if x.dtype == "float64" else 4
+        local_bytes = width * ((7 * g.stride[0] + (g.r - 1) * g.dilation[0] + 1)
+                               * (15 * g.stride[1] + (g.s - 1) * g.dilation[1] + 1)
+                               + 4 * g.r * g.s)
+        if local_bytes > sel.profile.local_mem_size // 2:  # a window too large to stage
+            _conv_gemm(x, weight, bias, g, out, None)
+        else:
+            _conv_direct("tiled_local", x, weight, bias, g, out)
+    elif variant is KernelVariant.CONV2D_IM2COL:
+        _conv_gemm(x, weight, bias, g, out, None)
+    else:
+        _conv_gemm(x, weight, bias, g, out, config)
+    return out
+
+
+# -- the ops ----------------------------------------------------------------------------------
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+           padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation, as in PyTorch) of an NCHW input.
+
+    Args:
+        x: ``(N, C, H, W)``.
+        weight: ``(K, C / groups, R, S)``; ``groups == C == K`` is a depthwise convolution.
+        bias: ``(K,)`` or None.
+        stride, padding, dilation: an int or an ``(h, w)`` pair.
+        groups: channel groups; must divide ``C`` and ``K``.
+
+    Returns:
+        ``(N, K, OH, OW)`` with ``OH = (H + 2*pad - dil*(R-1) - 1) // stride + 1``.
+
+    Raises:
+        TypeError: non-Tensors, non-float or differing dtypes, non-integer arguments.
+        ValueError: wrong ranks, mismatched channels or groups, bad stride/padding/dilation,
+            an empty output, a bias of the wrong shape, tensors on different devices.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.ones((1, 1, 3, 3)))
+        >>> w = Tensor.from_host(q, np.ones((2, 1, 2, 2)))
+        >>> conv2d(x, w, stride=1, padding=0).to_host()[:, :, 0, 0].tolist()
+        [[4.0, 4.0]]
+    """
+    op = "conv2d"
+    check_tensor(op, x)
+    check_tensor(op, weight, "weight")
+    same_device(op, x, weight)
+    if bias is not None:
+        check_tensor(op, bias, "bias")
+        same_device(op, x, bias)
+    _check_dtypes(op, input=x, weight=weight, bias=bias)
+    g = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
+    if bias is not None and bias.shape != (g.k,):
+        raise ValueError(f"{op}: bias must have shape ({g.k},), got {bias.shape}")
+    if x.array is not None:
+        b = None if bias is None else bias.to_host()
+        return result(x, _conv_np(x.array, weight.to_host(), b, g), x.dtype)
+    return _conv_cl(x, weight, bias, g)
+
+
+def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence[int],
+                         stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
+                         groups: int = 1) -> Tensor:
+    """Gradient of :func:`conv2d` with respect to its input (a transposed convolution).
+
+    Args:
+        grad_out: ``(N, K, OH, OW)``, the gradient of the convolution's output.
+        weight: ``(K, C / groups, R, S)``.
+        input_shape: ``(N, C, H, W)`` of the convolution's input.
+
+    Raises:
+        TypeError, ValueError: as :func:`conv2d`; ``grad_out`` of the wrong shape.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> gy = Tensor.from_host(q, np.ones((1, 1, 2, 2)))
+        >>> w = Tensor.from_host(q, np.ones((1, 1, 2, 2)))
+        >>> conv2d_backward_data(gy, w, (1, 1, 3, 3)).to_host()[0, 0].tolist()
+        [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    op = "conv2d_backward_data"
+    check_tensor(op, grad_out, "grad_out")
+    check_tensor(op, weight, "weight")
+    same_device(op, grad_out, weight)
+    _check_dtypes(op, grad_out=grad_out, weight=weight)
+    g = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
+    _check_grad_shape(op, grad_out, g)
+    if grad_out.array is not None:
+        host = _conv_backward_data_np(grad_out.array, weight.to_host(), g)
+        return result(grad_out, host, grad_out.dtype)
+    queue, dtype = grad_out.queue, grad_out.dtype
+    dx = empty(queue, (g.n, g.c, g.h, g.w), dtype)
+    config = get_kernel_selector(queue.device).select_matmul_kernel(g.crs, g.pixels, g.kg, dtype)
+    a = operand(weight, g.crs, 0, g.kg * g.crs)  # W^T through trans_a
+    per_image = g.c * g.r * g.s * g.pixels
+    step = g.n if g.pointwise else _chunk(g.n, per_image)
+    dcols = None if g.pointwise else _scratch(queue, step * per_image, dtype)
+    col2im = cl_kernel(queue.context, "conv2d_col2im", ck.COL2IM, dtype)
+    for n0 in range(0, g.n, step):
+        m = min(step, g.n - n0)
+        b = operand(grad_out, g.pixels, g.k * g.pixels, g.kg * g.pixels,
+                    offset=n0 * g.k * g.pixels)
+        if dcols is None:
+            c = operand(dx, g.pixels, g.c * g.pixels, g.cg * g.pixels, offset=n0 * g.c * g.pixels)
+        else:
+            c = operand(dcols, g.pixels, per_image, g.crs * g.pixels)
+        run_gemm(queue, config, dtype, a, b, c, g.crs, g.pixels, g.kg, trans_a=True,
+                 batch=(m, g.groups))
+        if dcols is not None:
+            total = m * g.c * g.h * g.w
+            launch_1d(queue, col2im, total, dcols, dx.buffer,
+                      np.int32(dx.offset + n0 * g.c * g.h * g.w), np.int32(total),
+                      np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+    return dx
+
+
+def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[int],
+                           stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
+                           groups: int = 1) -> Tensor:
+    """Gradient of :func:`conv2d` with respect to its weight.
+
+    Args:
+        x: ``(N, C, H, W)``, the convolution's input.
+        grad_out: ``(N, K, OH, OW)``, the gradient of its output.
+        weight_shape: ``(K, C / groups, R, S)``.
+
+    Raises:
+        TypeError, ValueError: as :func:`conv2d`; ``grad_out`` of the wrong shape.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.arange(9.0).reshape(1, 1, 3, 3))
+        >>> gy = Tensor.from_host(q, np.ones((1, 1, 2, 2)))
+        >>> conv2d_backward_weight(x, gy, (1, 1, 2, 2)).to_host()[0, 0].tolist()
+        [[8.0, 12.0], [20.0, 24.0]]
+    """
+    op = "conv2d_backward_weight"
+    check_tensor(op, x)
+    check_tensor(op, grad_out, "grad_out")
+    same_device(op, x, grad_out)
+    _check_dtypes(op, input=x, grad_out=grad_out)
+    g = conv_geometry(op, x.shape, weight_shape, stride, padding, dilation, groups)
+    _check_grad_shape(op, grad_out, g)
+    if x.array is not None:
+        return result(x, _conv_backward_weight_np(x.array, grad_out.to_host(), g), x.dtype)
+    queue, dtype = x.queue, x.dtype
+    dw = empty(queue, (g.k, g.cg, g.r, g.s), dtype)
+    config = get_kernel_selector(queue.device).select_matmul_kernel(
+        g.kg, g.crs, g.pixels, dtype)
+    per_image = g.c * g.r * g.s * g.pixels
+    step = max(1, min(_chunk(g.n, per_image), _chunk(g.n, g.k * g.crs)))
+    cols = None if g.pointwise else _scratch(queue, step * per_image, dtype)
+    parts = _scratch(queue, step * g.k * g.crs, dtype)
+    reduce = cl_kernel(queue.context, "conv2d_sum_batch", ck.SUM_BATCH, dtype)
+    for n0 in range(0, g.n, step):
+        m = min(step, g.n - n0)
+        b = _columns(x, g, n0, m, cols)  # (crs x P), read transposed
+        a = operand(grad_out, g.pixels, g.k * g.pixels, g.kg * g.pixels,
+                    offset=n0 * g.k * g.pixels)
+        c = Operand(parts.buffer, 0, g.crs, g.k * g.crs, g.kg * g.crs)
+        run_gemm(queue, config, dtype, a, b, c, g.kg, g.crs, g.pixels, trans_b=True,
+                 batch=(m, g.groups))
+        size = g.k * g.crs
+        launch_1d(queue, reduce, size, parts, dw, np.int32(size), np.int32(m),
+                  np.int32(n0 > 0))
+    return dw
+
+
+def _check_grad_shape(op: str, grad_out: Tensor, g: ConvGeometry) -> None:
+    want = (g.n, g.k, g.oh, g.ow)
+    if grad_out.shape != want:
+        raise ValueError(f"{op}: grad_out must have shape {want} (the convolution's output), "
+                         f"got {grad_out.shape}")

@@ -1,0 +1,201 @@
+"""OpenCL C sources of the convolution kernels (the GEMM-based ones reuse ``_matmul_kernels``).
+
+Geometry (channels, sizes, stride, padding, dilation) goes in as scalar arguments, except in
+the tiled-local kernel, which bakes the kernel window, stride and dilation in as ``#define``s
+so its local-memory patch has a compile-time size.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "COL2IM",
+    "IM2COL",
+    "IMPLICIT_B_LOADER",
+    "IMPLICIT_PARAMS",
+    "NAIVE",
+    "SUM_BATCH",
+    "tiled_local_source",
+]
+
+# One work-item per output element, a gather over the window: correct for every geometry.
+NAIVE = """
+__kernel void conv2d_naive(__global const T* x, __global const T* w, __global const T* bias,
+                           __global T* y, const int total, const int C, const int H, const int W,
+                           const int K, const int R, const int S, const int OH, const int OW,
+                           const int SH, const int SW, const int PH, const int PW, const int DH,
+                           const int DW, const int G, const int has_bias) {
+    const int o = get_global_id(0);
+    if (o >= total) return;
+    const int ow = o % OW, oh = (o / OW) % OH, k = (o / (OW * OH)) % K, n = o / (OW * OH * K);
+    const int cg = C / G, g = k / (K / G);
+    CT acc = has_bias ? LD(bias, k) : (CT)0;
+    for (int c = 0; c < cg; ++c) {
+        const __global T* xp = x + ((long)n * C + g * cg + c) * H * W;
+        const __global T* wp = w + ((long)k * cg + c) * R * S;
+        for (int r = 0; r < R; ++r) {
+            const int ih = oh * SH - PH + r * DH;
+            if (ih < 0 || ih >= H) continue;
+            for (int s = 0; s < S; ++s) {
+                const int iw = ow * SW - PW + s * DW;
+                if (iw >= 0 && iw < W) acc += LD(xp, ih * W + iw) * LD(wp, r * S + s);
+            }
+        }
+    }
+    ST(y, o, acc);
+}
+"""
+
+# cols[n][c * R * S + r * S + s][oh * OW + ow] for the images of one chunk (x offset by offx):
+# the B operand of the per-image GEMM W (K x C*R*S) @ cols (C*R*S x OH*OW). Chunks keep the
+# scratch (and so every index here) well below 2**31 elements.
+IM2COL = """
+__kernel void conv2d_im2col(__global const T* x, __global T* cols, const int offx,
+                            const int total, const int C, const int H, const int W,
+                            const int R, const int S, const int OH, const int OW, const int SH,
+                            const int SW, const int PH, const int PW, const int DH,
+                            const int DW) {
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int P = OH * OW, RS = R * S;
+    const int p = i % P, row = i / P;
+    const int crs = row % (C * RS), n = row / (C * RS);
+    const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
+    const int oh = p / OW, ow = p - oh * OW;
+    const int ih = oh * SH - PH + r * DH, iw = ow * SW - PW + s * DW;
+    const __global T* xp = x + offx + ((long)n * C + c) * H * W;
+    ST(cols, i, (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LD(xp, ih * W + iw) : (CT)0);
+}
+"""
+
+# dx[n][c][ih][iw] = sum over (r, s) that land on an output pixel of dcols[n][c*RS + r*S + s][p]:
+# the scatter of col2im turned into a gather, so no atomics.
+COL2IM = """
+__kernel void conv2d_col2im(__global const T* dcols, __global T* dx, const int offdx,
+                            const int total, const int C, const int H, const int W,
+                            const int R, const int S, const int OH, const int OW, const int SH,
+                            const int SW, const int PH, const int PW, const int DH,
+                            const int DW) {
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int iw = i % W, ih = (i / W) % H, nc = i / (H * W);
+    const int P = OH * OW;
+    const __global T* dc = dcols + (long)nc * R * S * P;
+    CT acc = 0;
+    for (int r = 0; r < R; ++r) {
+        const int th = ih + PH - r * DH;
+        if (th < 0 || th % SH) continue;
+        const int oh = th / SH;
+        if (oh >= OH) continue;
+        for (int s = 0; s < S; ++s) {
+            const int tw = iw + PW - s * DW;
+            if (tw < 0 || tw % SW) continue;
+            const int ow = tw / SW;
+            if (ow < OW) acc += LD(dc, (long)(r * S + s) * P + oh * OW + ow);
+        }
+    }
+    ST(dx, (long)offdx + i, acc);
+}
+"""
+
+# out[i] = (accumulate ? out[i] : 0) + sum over b < nb of parts[b * size + i]
+SUM_BATCH = """
+__kernel void conv2d_sum_batch(__global const T* parts, __global T* out, const int size,
+                               const int nb, const int accumulate) {
+    const int i = get_global_id(0);
+    if (i >= size) return;
+    CT acc = accumulate ? LD(out, i) : (CT)0;
+    for (int b = 0; b < nb; ++b) acc += LD(parts, (long)b * size + i);
+    ST(out, i, acc);
+}
+"""
+
+# The implicit GEMM: B(k, p) of image n, group g is read straight from the input.
+IMPLICIT_PARAMS = (
+    "const int H, const int W, const int OW, const int R, const int S, const int SH, "
+    "const int SW, const int PH, const int PW, const int DH, const int DW"
+)
+
+IMPLICIT_B_LOADER = """
+inline CT conv2d_input_at(const __global T* x, const int k, const int p, const int H,
+                          const int W, const int OW, const int R, const int S, const int SH,
+                          const int SW, const int PH, const int PW, const int DH,
+                          const int DW) {
+    const int RS = R * S, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+    const int oh = p / OW, ow = p - oh * OW;
+    const int ih = oh * SH - PH + r * DH, iw = ow * SW - PW + s * DW;
+    return (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LD(x, (c * H + ih) * W + iw) : (CT)0;
+}
+#define B_AT(k, n) conv2d_input_at(B, (k), (n), H, W, OW, R, S, SH, SW, PH, PW, DH, DW)
+"""
+
+
+def tiled_local_source(r: int, s: int, sh: int, sw: int, dh: int, dw: int) -> str:
+    """Direct convolution over an input patch in local memory.
+
+    A work-group of TX x TY work-items computes a TX x TY block of output pixels for KB output
+    channels of one image; per input channel it stages the input patch the block reads and the
+    KB x R x S weights in local memory.
+    """
+    tx, ty, kb = 16, 8, 4
+    ph_ = (ty - 1) * sh + (r - 1) * dh + 1
+    pw_ = (tx - 1) * sw + (s - 1) * dw + 1
+    return f"""
+#define R {r}
+#define S {s}
+#define SH {sh}
+#define SW {sw}
+#define DH {dh}
+#define DW {dw}
+#define TX {tx}
+#define TY {ty}
+#define KB {kb}
+#define PATCH_H {ph_}
+#define PATCH_W {pw_}
+__kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
+void conv2d_tiled_local(__global const T* x, __global const T* w, __global const T* bias,
+                        __global T* y, const int C, const int H, const int W, const int K,
+                        const int OH, const int OW, const int PH, const int PW, const int G,
+                        const int has_bias) {{
+    __local CT patch[PATCH_H * PATCH_W];
+    __local CT wt[KB * R * S];
+    const int lx = get_local_id(0), ly = get_local_id(1), lid = ly * TX + lx;
+    const int ow = get_global_id(0), oh = get_global_id(1);
+    const int kg = K / G, cg = C / G, kblocks = (kg + KB - 1) / KB;
+    const int z = get_global_id(2);
+    const int n = z / (G * kblocks), g = (z / kblocks) % G, k0 = g * kg + (z % kblocks) * KB;
+    const int ih0 = get_group_id(1) * TY * SH - PH, iw0 = get_group_id(0) * TX * SW - PW;
+    CT acc[KB];
+    #pragma unroll
+    for (int q = 0; q < KB; ++q) acc[q] = 0;
+    for (int c = 0; c < cg; ++c) {{
+        const __global T* xp = x + ((long)n * C + g * cg + c) * H * W;
+        for (int l = lid; l < PATCH_H * PATCH_W; l += TX * TY) {{
+            const int py = l / PATCH_W, px = l - py * PATCH_W;
+            const int ih = ih0 + py, iw = iw0 + px;
+            patch[l] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LD(xp, ih * W + iw) : (CT)0;
+        }}
+        for (int l = lid; l < KB * R * S; l += TX * TY) {{
+            const int q = l / (R * S), rs = l - q * (R * S);
+            const int k = k0 + q;
+            wt[l] = (k < (g + 1) * kg) ? LD(w, ((long)k * cg + c) * R * S + rs) : (CT)0;
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int r = 0; r < R; ++r)
+            #pragma unroll
+            for (int s = 0; s < S; ++s) {{
+                const CT v = patch[(ly * SH + r * DH) * PATCH_W + lx * SW + s * DW];
+                #pragma unroll
+                for (int q = 0; q < KB; ++q) acc[q] += v * wt[(q * R + r) * S + s];
+            }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    if (oh >= OH || ow >= OW) return;
+    #pragma unroll
+    for (int q = 0; q < KB; ++q) {{
+        const int k = k0 + q;
+        if (k < (g + 1) * kg)
+            ST(y, (((long)n * K + k) * OH + oh) * OW + ow, acc[q] + (has_bias ? LD(bias, k) : 0));
+    }}
+}}
+"""
