@@ -290,3 +290,23 @@ def test_c_expression_errors() -> None:
         compile_expression("x + y")({"x": 1.0})
     with pytest.raises(ValueError, match="ends early"):
         compile_expression("exp(x")
+
+
+def test_gpu_and_cpu_reduce_layouts_agree(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """The reduce kernel sums blocks on CPU devices and interleaves positions elsewhere: run
+    both layouts here (whatever the device) and compare."""
+    if dev.backend != "cl":
+        pytest.skip("OpenCL kernels only")
+    from netcl.autograd import _codegen
+
+    args = inputs(dev, [(40, 9), (9,), (40, 1), (1,), (40, 9)])
+    g = rng.standard_normal((40, 9))
+    results = []
+    for cpu in (True, False):
+        monkeypatch.setattr(_codegen, "_is_cpu", lambda device, cpu=cpu: cpu)
+        results.append(run(fused_chain, args, g)[1])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    host = [a.to_host().astype(np.float64) for a in args]
+    check_grad(dev, fused_chain, chain_ref, tuple(host))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from netcl.core.capabilities import device_profile
 from netcl.core.dtypes import c_type
 from netcl.core.kernels.primitives import BuiltKernel, KernelSpec
 from netcl.core.tensor import Tensor
@@ -182,6 +183,17 @@ def _decode(group: Group, lay: Layout, src: str, dims: Sequence[int], prefix: st
     return lines
 
 
+def _digits(src: str, dims: Sequence[int], prefix: str) -> list[str]:
+    """``src`` written in the mixed radix of ``dims``: ``IDX <prefix><dim>`` per dim."""
+    lines = [f"  IDX {prefix}r = {src};"]
+    for k, j in enumerate(reversed(dims)):
+        if k == len(dims) - 1:
+            lines.append(f"  IDX {prefix}{j} = {prefix}r;")
+        else:
+            lines.append(f"  IDX {prefix}{j} = {prefix}r % d{j}; {prefix}r /= d{j};")
+    return lines
+
+
 def _element_lines(group: Group, lay: Layout) -> list[str]:
     """``gid`` (the output element) and the leaf indices ``i<k>`` of this work item.
 
@@ -246,82 +258,115 @@ def _full_source(name: str, group: Group, lay: Layout, targets: Sequence[int]) -
 
 
 # NOTE [ Reduce kernel ]
-# The gradient of leaf ``targets[k]`` has ``M`` elements, each a sum over ``R`` positions of
-# the broadcast dims. ``W`` work items share each element (``W`` from the device size: enough
-# items to fill it, at least 16 positions each); section k owns work items
-# [start_k, start_k + M * W). When the leaf keeps the last dim, consecutive items take
-# consecutive elements (their loads are contiguous) and each item sums a block of positions;
-# otherwise consecutive items take consecutive positions of one element, interleaved. With
-# ``W > 1`` every item writes its partial sum, then counts itself in with an atomic; the last
-# item of an element adds the partials in a fixed order, so the result is deterministic and the
-# whole reduction stays one launch. There are no barriers: PoCL compiles kernels with barriers
-# many times slower.
+# The gradient of a broadcast leaf has ``M`` elements, each a sum over ``R`` positions of the
+# dims the leaf is broadcast along. Leaves with the same broadcast pattern share a *section*
+# (one recomputation of the DAG feeds all their sums). ``W`` work items share each element
+# (``W`` from the device size: enough items to fill it, at least 16 positions each); sections
+# start on work-group boundaries. When the leaf keeps the last dim, consecutive items take
+# consecutive elements (contiguous loads on a GPU) and each item sums a block of positions;
+# otherwise consecutive items take consecutive positions of one element, interleaved - except
+# on CPU devices, where an item always sums one contiguous block (its cache lines stay its
+# own). Coordinates over the reduced dims advance by carries, without a division per element.
+# With ``W > 1`` every item writes its partial sums, then counts itself in with an atomic; the
+# last item of an element adds the partials in a fixed order, so the result is deterministic
+# and the whole reduction stays one launch. There are no barriers: PoCL compiles kernels with
+# barriers many times slower.
 
-_SECTION_ARGS = ("start", "m", "w", "red", "chunk", "pbase", "cbase")
+_SECTION_ARGS = ("start", "m", "w", "red", "chunk", "iters", "pbase", "cbase")
 
 
 def _section_head(k: int, count: int) -> str:
     if count == 1:
         return "  if (1) {"
     if k == 0:
-        return "  if (t < start1) {"
-    cond = "" if k == count - 1 else f" if (t < start{k + 1})"
+        return "  if (grp < start1) {"
+    cond = "" if k == count - 1 else f" if (grp < start{k + 1})"
     return f"  }} else{cond} {{"
 
 
-def _store(targets: Sequence[int], value: str, indent: str) -> list[str]:
+def _store(sections: Sequence[Sequence[int]], values: str, indent: str) -> list[str]:
+    """Store the sums of every section's leaves (``values`` formats with the slot number)."""
     lines = []
-    for k, leaf in enumerate(targets):
+    for k, leaves in enumerate(sections):
         head = "if" if k == 0 else "else if"
-        lines.append(f"{indent}{head} (sec == {k}) ST(g{leaf}, m, {value});")
+        stores = " ".join(f"ST(g{leaf}, m, {values.format(a)});" for a, leaf in enumerate(leaves))
+        lines.append(f"{indent}{head} (sec == {k}) {{ {stores} }}")
     return lines
 
 
-def _reduce_source(name: str, group: Group, lay: Layout, targets: Sequence[int]
-                   ) -> tuple[list[str], str]:
+def _reduce_source(name: str, group: Group, lay: Layout, sections: Sequence[Sequence[int]],
+                   local: int, blocked: bool) -> tuple[list[str], str]:
+    """See NOTE [ Reduce kernel ]; ``sections`` group the leaves of one broadcast pattern;
+    ``blocked``: every section sums contiguous blocks (what CPU caches want)."""
+    targets = [leaf for leaves in sections for leaf in leaves]
+    slots = max(len(leaves) for leaves in sections)
     params = ["__global const T* gout", "const IDX og"]
     params += [f"__global T* g{i}" for i in targets] + _input_params(group, lay)
     params += [f"const IDX so{j}" for j in range(len(lay.dims))]
-    params += [f"const IDX {a}{k}" for k in range(len(targets)) for a in _SECTION_ARGS]
-    params += ["const IDX items", "volatile __global CT* part", "volatile __global int* count"]
+    params += [f"const IDX {a}{k}" for k in range(len(sections)) for a in _SECTION_ARGS]
+    params += ["volatile __global CT* part", "volatile __global int* count"]
     lines = [
-        "  const IDX t = get_global_id(0);", "  if (t >= items) return;", "  CT acc = (CT)0;",
-        "  IDX m = 0, w = 0, W = 1, pbase = 0, cbase = 0;", "  int sec = 0;",
+        "  const IDX grp = get_group_id(0);", "  const IDX lid = get_local_id(0);",
+        *(f"  CT acc{a} = (CT)0;" for a in range(slots)),
+        "  IDX m = 0, w = 0, W = 1, M = 1, pbase = 0, cbase = 0;", "  int sec = 0, active = 0;",
     ]
-    for k, leaf in enumerate(targets):
-        kept = [j for j, keep in enumerate(lay.kept(leaf)) if keep]
-        gone = [j for j, keep in enumerate(lay.kept(leaf)) if not keep]
-        lines += [_section_head(k, len(targets)),
-                  f"  sec = {k}; W = w{k}; pbase = pbase{k}; cbase = cbase{k};",
-                  f"  const IDX u = t - start{k};"]
-        if lay.kept(leaf)[-1]:  # blocks of positions; neighbours take neighbouring elements
-            lines += [f"  m = u % m{k}; w = u / m{k};", f"  const IDX lo = w * chunk{k};",
+    for k, leaves in enumerate(sections):
+        mask = lay.kept(leaves[0])
+        kept = [j for j, keep in enumerate(mask) if keep]
+        gone = [j for j, keep in enumerate(mask) if not keep]
+        lines += [_section_head(k, len(sections)),
+                  f"  sec = {k}; W = w{k}; M = m{k}; pbase = pbase{k}; cbase = cbase{k};",
+                  f"  const IDX u = (grp - start{k}) * {local} + lid;"]
+        if mask[-1] or blocked:  # blocks of positions
+            lines += ["  m = u % M; w = u / M; active = w < W;", f"  const IDX lo = w * chunk{k};",
                       f"  const IDX hi = min(lo + chunk{k}, red{k});", "  const IDX step = 1;"]
         else:  # positions interleaved; neighbours take neighbouring positions
-            lines += [f"  m = u / w{k}; w = u % w{k};", "  const IDX lo = w;",
-                      f"  const IDX hi = red{k};", f"  const IDX step = w{k};"]
+            lines += ["  m = u / W; w = u % W; active = m < M;", "  const IDX lo = w;",
+                      f"  const IDX hi = red{k};", "  const IDX step = W;"]
         lines += _decode(group, lay, "m", kept, "b", None, "og")
-        lines.append("  for (IDX q = lo; q < hi; q += step) {")
-        lines += _decode(group, lay, "q", gone, "i", "b", "bo")
+        # Coordinates over the reduced dims advance by the digits of ``step`` with carries:
+        # no division per element. A trip count uniform over the group lets PoCL vectorize
+        # across work items.
+        lines += _digits("lo", gone, "c") + _digits("step", gone, "s")
+        lines += [f"  for (IDX j = 0; j < iters{k}; ++j) {{",
+                  "  if (active && lo + j * step < hi) {"]
+        for i in group.tensor_leaves:
+            terms = "".join(f" + c{d} * st{i}_{d}" for d in gone)
+            lines.append(f"  const IDX i{i} = b{i}{terms};")
+        lines.append("  const IDX io = bo" + "".join(f" + c{d} * so{d}" for d in gone) + ";")
         lines += _forward_lines(group, "i")
-        lines += _reverse_lines(group, [leaf], "LD(gout, io)")
-        lines += [f"  acc += gx{leaf};", "  }"]
+        lines += _reverse_lines(group, leaves, "LD(gout, io)")
+        lines += [f"  acc{a} += gx{leaf};" for a, leaf in enumerate(leaves)]
+        lines += ["  }", "  IDX carry = 0;"]
+        for pos, d in enumerate(reversed(gone)):
+            if pos == len(gone) - 1:
+                lines.append(f"  c{d} += s{d} + carry;")
+            else:
+                lines.append(f"  c{d} += s{d} + carry; carry = c{d} >= d{d}; "
+                             f"if (carry) c{d} -= d{d};")
+        lines.append("  }")
     lines += [
         "  }",
+        "  if (!active) return;",
         "  if (W == 1) {",
-        *_store(targets, "acc", "    "),
+        *_store(sections, "acc{}", "    "),
         "    return;",
         "  }",
-        "  part[pbase + m * W + w] = acc;",
+        *(f"  if ({a} < nleaves(sec)) part[pbase + ({a} * M + m) * W + w] = acc{a};"
+          for a in range(slots)),
         "  mem_fence(CLK_GLOBAL_MEM_FENCE);",
-        "  if (atomic_inc(&count[cbase + m]) == (int)(W - 1)) {",
-        "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
-        "    CT total = (CT)0;",
-        "    for (IDX j = 0; j < W; ++j) total += part[pbase + m * W + j];",
-        *_store(targets, "total", "    "),
+        "  if (atomic_inc(&count[cbase + m]) != (int)(W - 1)) return;",
+        "  mem_fence(CLK_GLOBAL_MEM_FENCE);",
+        *(f"  acc{a} = (CT)0;" for a in range(slots)),
+        "  for (IDX j = 0; j < W; ++j) {",
+        *(f"    if ({a} < nleaves(sec)) acc{a} += part[pbase + ({a} * M + m) * W + j];"
+          for a in range(slots)),
         "  }",
+        *_store(sections, "acc{}", "  "),
     ]
-    return params, "\n".join(lines)
+    counts = " : ".join(f"(s) == {k} ? {len(leaves)}" for k, leaves in enumerate(sections))
+    header = f"#define nleaves(s) ({counts} : 0)\n"
+    return params, header + "\n".join(lines)
 
 
 # -- building and launching -------------------------------------------------------------------
@@ -359,7 +404,7 @@ def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, 
     elif kind == "full":
         params, body = _full_source(name, group, lay, extra[0])
     else:
-        params, body = _reduce_source(name, group, lay, extra[0])
+        params, body = _reduce_source(name, group, lay, extra[0], extra[1], extra[2])
     spec = KernelSpec(name=name, params=params, body=body,
                       preamble=_header(group.dtype, lay.wide), tune=False)
     built = spec.build(queue)
@@ -440,25 +485,36 @@ def _run_reduce(group: Group, lay: Layout, queue: Any, g: Tensor,
                 local: int) -> None:
     """Launch the reduce kernel for the broadcast leaves ``outs`` (see NOTE [ Reduce kernel ])."""
     target = max(4096, 2048 * int(queue.device.max_compute_units))
+    blocked = _is_cpu(queue.device)
+    by_mask: dict[tuple[bool, ...], list[tuple[int, Tensor | None]]] = {}
+    for leaf, t in outs:
+        by_mask.setdefault(lay.kept(leaf), []).append((leaf, t))
     sections: list[Any] = []
-    items = parts = counters = 0
-    for leaf, _ in outs:
-        m = max(group.leaves[leaf].size, 1)  # type: ignore[union-attr]
+    groups = parts = counters = 0
+    for mask, members in by_mask.items():
+        m = max(group.leaves[members[0][0]].size, 1)  # type: ignore[union-attr]
         red = n // m
         w = max(1, min(-(-target // m), -(-red // _MIN_CHUNK), _MAX_SHARE))
-        sections += [items, m, w, red, -(-red // w), parts, counters]
-        items += m * w
+        chunk = -(-red // w)
+        sections += [groups, m, w, red, chunk, chunk if mask[-1] or blocked else -(-red // w),
+                     parts, counters]
+        groups += -(-(m * w) // local)  # sections start on work-group boundaries
         if w > 1:
-            parts += m * w
+            parts += len(members) * m * w
             counters += m
     ct = "float64" if group.dtype == "float64" else "float32"
     part = Tensor.from_shape(queue, (max(parts, 1),), ct, fill=None)
     count = Tensor.from_shape(queue, (max(counters, 1),), "int32", fill=0)
-    built = _kernel("reduce", group, lay, queue, (tuple(leaf for leaf, _ in outs),))
-    bufs = [_buffer(t) for _, t in outs]
-    built.run(queue, (-(-items // local) * local,), (local,), g.buffer, idx(g.offset), *bufs,
-              *inputs, *(idx(s) for s in lay.out_strides), *(idx(v) for v in sections),
-              idx(items), part.buffer, count.buffer)
+    layout = tuple(tuple(leaf for leaf, _ in members) for members in by_mask.values())
+    built = _kernel("reduce", group, lay, queue, (layout, local, blocked))
+    bufs = [_buffer(t) for members in by_mask.values() for _, t in members]
+    built.run(queue, (groups * local,), (local,), g.buffer, idx(g.offset), *bufs, *inputs,
+              *(idx(s) for s in lay.out_strides), *(idx(v) for v in sections), part.buffer,
+              count.buffer)
+
+
+def _is_cpu(device: Any) -> bool:
+    return device_profile(device).device_type == "cpu"
 
 
 def _buffer(t: Tensor | None) -> Any:
