@@ -210,6 +210,28 @@ def test_user_primitive_fuses_and_differentiates(dev: DeviceHandle) -> None:
     check_grad(dev, f, ref, host)  # eager: each primitive is its own kernel
 
 
+MY_OP = compiler.register_primitive(  # the KernelSpec page's example, runnable on every backend
+    name="test_my_op",
+    forward=lambda args, attrs: f"MY_OP({args[0]}, {args[1]})",
+    backward=lambda args, grad_var, attrs, out_var: [
+        f"MUL({grad_var}, MY_DOP({args[1]}))",
+        f"MUL({grad_var}, MUL({args[0]}, MY_DOP({args[1]})))",
+    ],
+    arity=2,
+    fusible=True,
+    preamble="#define MY_OP(a, b) ((a) * exp(b))\n#define MY_DOP(b) exp(b)\n",
+    numpy_functions={"MY_OP": lambda a, b: a * np.exp(b), "MY_DOP": np.exp},
+)
+
+
+def test_user_primitive_with_preamble(dev: DeviceHandle) -> None:
+    f = compiler.jit(lambda x, y: ops.tanh(ops.mul(MY_OP(x, y), 0.5)))
+    check_grad(dev, f, lambda x, y: np.tanh(x * np.exp(y) * 0.5),
+               (rng.standard_normal((3, 4)), rng.standard_normal(4)))
+    check_grad(dev, MY_OP, lambda x, y: x * np.exp(y),
+               (rng.standard_normal((2, 5)), rng.standard_normal((2, 5))))
+
+
 def test_attrs_select_different_kernels(dev: DeviceHandle) -> None:
     (x,) = inputs(dev, [(4,)], grad=False)
     one = SCALED_SOFTPLUS(x, k=1.0).to_host()

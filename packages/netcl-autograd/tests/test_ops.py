@@ -133,6 +133,8 @@ CASES = [
     # movement and indexing
     Case("reshape", lambda x: ops.reshape(x, (3, -1)), lambda x: x.reshape(3, -1), (r(2, 6),)),
     Case("view", lambda x: ops.view(x, (6, 2)), lambda x: x.reshape(6, 2), (r(3, 4),)),
+    Case("copy", ops.copy, lambda x: x.copy(), (r(2, 3),)),
+    Case("contiguous", ops.contiguous, lambda x: x, (r(4),)),
     Case("flatten", lambda x: ops.flatten(x, 1), lambda x: x.reshape(2, -1), (r(2, 3, 4),)),
     Case("squeeze", lambda x: ops.squeeze(x, 1), lambda x: x.squeeze(1), (r(3, 1, 2),)),
     Case("unsqueeze", lambda x: ops.unsqueeze(x, -1), lambda x: x[..., None], (r(3, 2),)),

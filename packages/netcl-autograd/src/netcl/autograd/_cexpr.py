@@ -100,8 +100,9 @@ def _divide(a: Any, b: Any) -> Any:
 class _Parser:
     """Recursive descent over C's expression precedence levels, building closures."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, functions: dict[str, Callable[..., Any]]) -> None:
         self.source = source
+        self.functions = functions
         self.tokens: list[tuple[str, str]] = []
         pos = 0
         stripped = source.rstrip()
@@ -194,11 +195,12 @@ class _Parser:
         self.fail(f"unexpected {text!r}")
 
     def call(self, name: str) -> Evaluator:
-        fn = FUNCTIONS.get(name)
+        fn = self.functions.get(name)
         if fn is None:
             self.fail(
-                f"the NumPy backend does not know the function {name!r}; known: "
-                f"{', '.join(sorted(FUNCTIONS))}"
+                f"the NumPy backend does not know the function {name!r} (give it to "
+                f"register_primitive as numpy_functions={{{name!r}: ...}}); known: "
+                f"{', '.join(sorted(self.functions))}"
             )
         self.take("(")
         args: list[Evaluator] = []
@@ -227,15 +229,18 @@ def _lookup(env: Env, name: str, source: str) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def compile_expression(source: str) -> Evaluator:
+def compile_expression(
+    source: str, functions: tuple[tuple[str, Callable[..., Any]], ...] = ()
+) -> Evaluator:
     """A function of ``{name: array}`` that evaluates C expression ``source`` with NumPy.
 
-    ``env["__ct__"]`` (default float32) is the type casts like ``(float)`` and ``(CT)`` give.
+    ``env["__ct__"]`` (default float32) is the type casts like ``(float)`` and ``(CT)`` give;
+    ``functions`` adds NumPy versions of C functions or macros the expression calls.
 
     Raises:
         ValueError: the expression uses syntax or a function the evaluator does not know.
     """
-    ev = _Parser(source).parse()
+    ev = _Parser(source, {**FUNCTIONS, **dict(functions)}).parse()
 
     def run(env: Env) -> Any:
         env.setdefault("__ct__", np.float32)

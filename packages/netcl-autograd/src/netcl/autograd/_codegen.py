@@ -54,7 +54,13 @@ _stats = {"generated": 0, "hits": 0}
 
 
 def cache_info() -> dict[str, int]:
-    """``generated``: kernels generated and built; ``hits``: launches that reused one."""
+    """``generated``: kernels generated and built; ``hits``: launches that reused one;
+    ``size``: kernels held now.
+
+    Examples:
+        >>> sorted(cache_info())
+        ['generated', 'hits', 'size']
+    """
     return {**_stats, "size": len(_cache)}
 
 
@@ -406,7 +412,7 @@ def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, 
     else:
         params, body = _reduce_source(name, group, lay, extra[0], extra[1], extra[2])
     spec = KernelSpec(name=name, params=params, body=body,
-                      preamble=_header(group.dtype, lay.wide), tune=False)
+                      preamble=_header(group.dtype, lay.wide) + group.preamble, tune=False)
     built = spec.build(queue)
     with _lock:
         _cache[key] = built

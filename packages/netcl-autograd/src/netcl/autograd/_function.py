@@ -85,6 +85,24 @@ def differentiable(
 
     Raises:
         ValueError: ``name`` is registered already.
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.ops
+        >>> import netcl.autograd as ag
+        >>> from netcl.core import Tensor, manager
+        >>> @differentiable("doc_cube")
+        ... def cube(x):
+        ...     square = netcl.ops.mul(x, x)
+        ...     out = netcl.ops.mul(square, x)
+        ...     return out, lambda g, needs: (netcl.ops.mul(g, netcl.ops.mul(square, 3.0)),)
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([1.0, 2.0]))
+        >>> x.requires_grad = True
+        >>> with ag.Tape() as tape:
+        ...     y = ag.ops.sum(cube(x))
+        >>> tape.backward(y)
+        >>> x.grad.to_host().tolist()
+        [3.0, 12.0]
     """
 
     def wrap(fn: Callable[P, tuple[Tensor, Backward]]) -> Callable[P, Tensor]:
@@ -111,7 +129,15 @@ def differentiable(
 
 
 def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``g`` summed over the axes NumPy broadcasting added or stretched to reach ``g.shape``."""
+    """``g`` summed over the axes NumPy broadcasting added or stretched to reach ``g.shape``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> g = Tensor.from_host(manager.default("cpu").queue, np.ones((2, 3)))
+        >>> sum_to_shape(g, (1, 3)).to_host().tolist()
+        [[2.0, 2.0, 2.0]]
+    """
     if g.shape == shape:
         return g
     from netcl.ops import sum as _sum

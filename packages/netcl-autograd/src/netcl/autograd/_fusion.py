@@ -65,6 +65,15 @@ class Group:
         return reach
 
     @property
+    def preamble(self) -> str:
+        """The C preambles of the user primitives in the group, each once."""
+        seen: list[str] = []
+        for node in self.nodes:
+            if node.prim.preamble and node.prim.preamble not in seen:
+                seen.append(node.prim.preamble)
+        return "\n".join(seen)
+
+    @property
     def label(self) -> str:
         """``jit(mul, add, relu)``: the name the tape and error messages use."""
         return f"jit({', '.join(n.prim.name for n in self.nodes)})"
@@ -181,7 +190,7 @@ def _env(group: Group) -> dict[str, Any]:
         else:
             env[f"x{i}"] = ct(leaf)
     for j, node in enumerate(group.nodes):
-        value = compile_expression(node.forward_source())(env)
+        value = compile_expression(node.forward_source(), node.prim.functions)(env)
         env[f"t{j}"] = np.asarray(value).astype(ct, copy=False)
     return env
 
@@ -230,8 +239,8 @@ def _numpy_backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tens
         for arg, expr in zip(node.args, node.backward_sources("__g__", f"t{j}")):
             if arg not in reach:
                 continue
-            part = _sum_to(np.asarray(compile_expression(expr)(env)).astype(ct, copy=False),
-                           shapes[arg])
+            value = compile_expression(expr, node.prim.functions)(env)
+            part = _sum_to(np.asarray(value).astype(ct, copy=False), shapes[arg])
             grads[arg] = part if arg not in grads else grads[arg] + part
     out: list[Tensor | None] = []
     for i, t, need in zip(group.tensor_leaves, group.tensors, needs):

@@ -21,9 +21,9 @@ from ._function import Grads, differentiable, sum_to_shape
 from ._tape import Backward
 
 __all__ = [
-    "broadcast_to", "concat", "dropout", "embedding", "flatten", "gather", "getitem",
-    "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack", "transpose",
-    "unsqueeze", "view",
+    "broadcast_to", "concat", "contiguous", "copy", "dropout", "embedding", "flatten", "gather",
+    "getitem", "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack",
+    "transpose", "unsqueeze", "view",
 ]
 
 _slice = builtins.slice
@@ -97,6 +97,32 @@ def unsqueeze(x: Tensor, axis: int) -> tuple[Tensor, Backward]:
         (1, 2)
     """
     return _ops.unsqueeze(x, axis), _back_to(x)
+
+
+@differentiable("copy")
+def copy(x: Tensor) -> tuple[Tensor, Backward]:
+    """A new tensor with the values of ``x``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> copy(Tensor.from_host(manager.default("cpu").queue, np.ones(2))).to_host().tolist()
+        [1.0, 1.0]
+    """
+    return _ops.copy(x), lambda g, needs: (g,)
+
+
+@differentiable("contiguous")
+def contiguous(x: Tensor) -> tuple[Tensor, Backward]:
+    """``x`` starting at element 0 of its storage (a copy only when it does not).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> contiguous(Tensor.from_host(manager.default("cpu").queue, np.ones(2))).shape
+        (2,)
+    """
+    return _ops.contiguous(x), lambda g, needs: (g,)
 
 
 @differentiable("permute")

@@ -56,6 +56,8 @@ class Primitive:
     backward: BackwardExpr | None
     arity: int
     fusible: bool = True
+    preamble: str = ""
+    functions: tuple[tuple[str, Callable[..., Any]], ...] = ()
     version: int = field(default_factory=lambda: next(_versions), compare=False)
 
     def forward_source(self, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
@@ -111,6 +113,9 @@ def register_primitive(
     arity: int,
     fusible: bool = True,
     replace: bool = False,
+    *,
+    preamble: str = "",
+    numpy_functions: Mapping[str, Callable[..., Any]] | None = None,
 ) -> Primitive:
     """Register a primitive so that it joins fusion and differentiation (see the module doc).
 
@@ -124,6 +129,9 @@ def register_primitive(
             and its arguments are computed before it.
         replace: allow replacing a registered primitive (cached kernels of the old one are
             not reused).
+        preamble: OpenCL C placed before every kernel that uses the primitive: the macros or
+            helper functions its expressions call (``MY_OP`` on the KernelSpec page).
+        numpy_functions: NumPy versions of those helpers, by name, for the NumPy backend.
 
     Returns:
         The :class:`Primitive`; call it on Tensors (eager) or on lazy values inside ``jit``.
@@ -131,6 +139,27 @@ def register_primitive(
     Raises:
         ValueError: bad name or arity, or ``name`` is taken and ``replace`` is false.
         TypeError: ``forward``/``backward`` are not callable.
+
+    Examples:
+        The KernelSpec page's ``my_op``, with its macro for OpenCL and for NumPy:
+
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> my_op = register_primitive(
+        ...     name="doc_my_op",
+        ...     forward=lambda args, attrs: f"MY_OP({args[0]}, {args[1]})",
+        ...     backward=lambda args, grad_var, attrs, out_var: [
+        ...         f"MUL({grad_var}, {args[1]})",
+        ...         f"MUL({grad_var}, {args[0]})",
+        ...     ],
+        ...     arity=2,
+        ...     fusible=True,
+        ...     preamble="#define MY_OP(a, b) ((a) * (b))",
+        ...     numpy_functions={"MY_OP": lambda a, b: a * b},
+        ... )
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([2.0, 3.0]))
+        >>> my_op(x, x).to_host().tolist()
+        [4.0, 9.0]
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"register_primitive: name must be a C identifier, got {name!r}")
@@ -140,7 +169,10 @@ def register_primitive(
         raise TypeError(f"register_primitive {name!r}: forward must be callable")
     if backward is not None and not callable(backward):
         raise TypeError(f"register_primitive {name!r}: backward must be callable or None")
-    prim = Primitive(name, forward, backward, arity, bool(fusible))
+    if not isinstance(preamble, str):
+        raise TypeError(f"register_primitive {name!r}: preamble must be C source text")
+    functions = tuple(sorted((numpy_functions or {}).items()))
+    prim = Primitive(name, forward, backward, arity, bool(fusible), preamble, functions)
     with _lock:
         if name in PRIMITIVES and not replace:
             raise ValueError(
@@ -156,6 +188,10 @@ def get_primitive(name: str) -> Primitive:
 
     Raises:
         KeyError: no primitive of that name (the message lists the known ones).
+
+    Examples:
+        >>> get_primitive("mul").forward_source(["a", "b"], {})
+        'MUL(a, b)'
     """
     try:
         return PRIMITIVES[name]

@@ -63,12 +63,29 @@ _tape_ids = itertools.count(1)
 
 
 def current_tape() -> Tape | None:
-    """The innermost active :class:`Tape` of this thread, or ``None``."""
+    """The innermost active :class:`Tape` of this thread, or ``None``.
+
+    Examples:
+        >>> with Tape() as tape:
+        ...     current_tape() is tape
+        True
+        >>> current_tape() is None
+        True
+    """
     return _state.tapes[-1] if _state.tapes else None
 
 
 def is_recording() -> bool:
-    """Whether an op run now would be recorded (a tape is active and grad is not disabled)."""
+    """Whether an op run now would be recorded (a tape is active and grad is not disabled).
+
+    Examples:
+        >>> with Tape():
+        ...     inside = is_recording()
+        ...     with no_grad():
+        ...         disabled = is_recording()
+        >>> inside, disabled, is_recording()
+        (True, False, False)
+    """
     return bool(_state.tapes) and _state.disabled == 0
 
 
@@ -96,7 +113,13 @@ def no_grad() -> Iterator[None]:
 
 @contextlib.contextmanager
 def enable_grad() -> Iterator[None]:
-    """Record again inside a :func:`no_grad` block (the tapes still have to be active)."""
+    """Record again inside a :func:`no_grad` block (the tapes still have to be active).
+
+    Examples:
+        >>> with Tape(), no_grad(), enable_grad():
+        ...     is_recording()
+        True
+    """
     saved, _state.disabled = _state.disabled, 0
     try:
         yield

@@ -43,6 +43,8 @@ from ._ops_elementwise import tanh as tanh
 from ._ops_elementwise import where as where
 from ._ops_movement import broadcast_to as broadcast_to
 from ._ops_movement import concat as concat
+from ._ops_movement import contiguous as contiguous
+from ._ops_movement import copy as copy
 from ._ops_movement import dropout as dropout
 from ._ops_movement import embedding as embedding
 from ._ops_movement import flatten as flatten
@@ -86,7 +88,7 @@ __all__ = [
     # reductions and softmax
     "log_softmax", "max", "mean", "min", "nll_gather", "softmax", "sum", "var",
     # movement, indexing, dropout
-    "broadcast_to", "concat", "dropout", "embedding", "flatten", "gather", "getitem",
-    "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack", "transpose",
-    "unsqueeze", "view",
+    "broadcast_to", "concat", "contiguous", "copy", "dropout", "embedding", "flatten", "gather",
+    "getitem", "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack",
+    "transpose", "unsqueeze", "view",
 ]
