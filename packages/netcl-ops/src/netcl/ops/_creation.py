@@ -14,7 +14,7 @@ import numpy as np
 
 from netcl.core.device import get_active_device
 from netcl.core.dtypes import INT_DTYPES, canonical_dtype
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, _check_shape
 
 from ._common import check_tensor, cl_kernel, empty
 from ._elementwise import host, wrap
@@ -53,7 +53,8 @@ __kernel void one_hot_k(__global T* out, __global const LT* labels, const IDX lo
 """
 
 
-def _queue(queue: Any) -> Any:
+def device_queue(queue: Any) -> Any:
+    """``queue``, or the active device's queue for ``None``."""
     return get_active_device().queue if queue is None else queue
 
 
@@ -104,7 +105,7 @@ def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None
     kind = scalar_kind("full", value)
     if dtype is None:
         dtype = "float32" if kind == SCALAR_FLOAT else "int64"
-    return fill(empty(_queue(queue), shape_arg(shape), canonical_dtype(dtype, "full")), value)
+    return fill(empty(device_queue(queue), shape_arg(shape), canonical_dtype(dtype, "full")), value)
 
 
 def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
@@ -129,15 +130,9 @@ def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tens
     return full(queue, shape, 1, dtype)
 
 
-def shape_arg(shape: Any) -> tuple[int, ...]:
-    """``shape`` (an int or a sequence of ints >= 0) as a tuple."""
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"shape entries must be ints, got {shape!r}")
-        if d < 0:
-            raise ValueError(f"shape entries must be >= 0, got {shape!r}")
-    return tuple(int(d) for d in dims)
+def shape_arg(shape: Any, op: str = "shape") -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints >= 0) as a tuple; errors name ``op``."""
+    return _check_shape(shape, op)
 
 
 def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
@@ -167,7 +162,7 @@ def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
     n = max(0, math.ceil((stop - start) / step))
     if SCALAR_FLOAT not in kinds:
         n = max(0, -(-(int(stop) - int(start)) // int(step)))
-    q = _queue(queue)
+    q = device_queue(queue)
     a, d = kernel_scalar("arange", start, dtype), kernel_scalar("arange", step, dtype)
     if getattr(q, "backend", None) == "cpu":
         ct = np_compute(dtype)

@@ -64,6 +64,7 @@ __all__ = [
     "local_size",
     "np_compute",
     "promote",
+    "require_float",
     "run_broadcast",
     "run_strided",
     "scalar_kind",
@@ -115,6 +116,13 @@ def promote(op: str, kinds: Sequence[str]) -> str:
     if SCALAR_FLOAT in kinds:
         return "float32"
     return max(tensors, key=_INT_RANK.__getitem__)
+
+
+def require_float(op: str, t: Tensor) -> None:
+    """``TypeError`` naming ``op`` unless ``t`` is a floating-point tensor."""
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: needs a floating-point tensor, got {t.dtype}; "
+                        "cast it first, e.g. cast(x, 'float32')")
 
 
 def np_compute(dtype: str) -> np.dtype[Any]:

@@ -27,12 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.device import get_active_device
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty
-from ._creation import shape_arg
+from ._creation import device_queue, shape_arg
 from ._elementwise import host, wrap
 from ._elementwise_base import (
     device_buffer,
@@ -40,6 +39,7 @@ from ._elementwise_base import (
     launch_items,
     literal_macro,
     np_compute,
+    require_float,
 )
 
 __all__ = [
@@ -271,8 +271,8 @@ def random_bits(queue: Any, shape: Sequence[int], seed: int, offset: int = 0) ->
         True
     """
     seed, offset = _seed("random_bits", seed, offset)
-    q = get_active_device().queue if queue is None else queue
-    dims = shape_arg(shape)
+    q = device_queue(queue)
+    dims = shape_arg(shape, "random_bits")
     if getattr(q, "backend", None) == "cpu":
         return wrap(q, _words(seed, offset, math.prod(dims)).reshape(dims), "int64")
     out = empty(q, dims, "int64")
@@ -292,8 +292,8 @@ def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.
     """
     seed, offset = _seed("uniform", seed, offset)
     dt = _float_dtype("uniform", dtype)
-    q = get_active_device().queue if queue is None else queue
-    dims = shape_arg(shape)
+    q = device_queue(queue)
+    dims = shape_arg(shape, "uniform")
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
         u = _np_unit(_words(seed, offset, math.prod(dims)), dt)
@@ -315,8 +315,8 @@ def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0
     """
     seed, offset = _seed("normal", seed, offset)
     dt = _float_dtype("normal", dtype)
-    q = get_active_device().queue if queue is None else queue
-    dims = shape_arg(shape)
+    q = device_queue(queue)
+    dims = shape_arg(shape, "normal")
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
         z = _np_normal(seed, offset, math.prod(dims), dt)
@@ -342,8 +342,8 @@ def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int,
     seed, offset = _seed("bernoulli", seed, offset)
     threshold = _threshold("bernoulli", p)
     dt = canonical_dtype(dtype, "bernoulli")
-    q = get_active_device().queue if queue is None else queue
-    dims = shape_arg(shape)
+    q = device_queue(queue)
+    dims = shape_arg(shape, "bernoulli")
     if getattr(q, "backend", None) == "cpu":
         words = _words(seed, offset, math.prod(dims))
         return wrap(q, ((words >> 8) < threshold).reshape(dims), dt)
@@ -370,8 +370,7 @@ def dropout(x: Tensor, p: float, seed: int, offset: int = 0) -> tuple[Tensor, Te
         True
     """
     x = check_tensor("dropout", x)
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"dropout: needs a floating-point tensor, got {x.dtype}")
+    require_float("dropout", x)
     seed, offset = _seed("dropout", seed, offset)
     threshold = _threshold("dropout", p)
     ct = np_compute(x.dtype).type

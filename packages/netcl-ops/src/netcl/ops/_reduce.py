@@ -41,6 +41,7 @@ from ._elementwise_base import (
     launch_nd,
     local_size,
     np_compute,
+    require_float,
 )
 from ._movement import permute
 
@@ -349,11 +350,6 @@ def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
                          "without an identity; sum and mean can")
 
 
-def _check_float(op: str, x: Tensor) -> None:
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype}; "
-                        "cast it first, e.g. cast(x, 'float32')")
-
 
 def _reduce_cl(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
                scale: float = 1.0, aux: Tensor | None = None) -> Tensor:
@@ -423,7 +419,7 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """
     x = check_tensor("mean", x)
     axes = normalize_axes("mean", axis, x.ndim)
-    _check_float("mean", x)
+    require_float("mean", x)
     if x.array is not None:
         return _np_reduce(np.mean, x, axes, keepdims, x.dtype)
     count = math.prod(x.shape[k] for k in axes)
@@ -524,7 +520,7 @@ def var(x: Tensor, axis: Axis = None, keepdims: bool = False, correction: int = 
     """
     x = check_tensor("var", x)
     axes = normalize_axes("var", axis, x.ndim)
-    _check_float("var", x)
+    require_float("var", x)
     if ddof is not None:
         if correction not in (1, ddof):
             raise ValueError(f"var: give correction or ddof, not both ({correction} vs {ddof})")

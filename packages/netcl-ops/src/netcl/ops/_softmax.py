@@ -16,7 +16,6 @@ import math
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.tensor import Tensor
 
@@ -29,6 +28,7 @@ from ._elementwise_base import (
     launch_nd,
     local_size,
     np_compute,
+    require_float,
 )
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
@@ -107,15 +107,10 @@ __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
 """
 
 
-def _check_float(op: str, x: Tensor) -> None:
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype}; "
-                        "cast it first, e.g. cast(x, 'float32')")
-
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     x = check_tensor(op, x)
-    _check_float(op, x)
+    require_float(op, x)
     ax = normalize_axis(op, axis, x.ndim)
     if x.array is not None:
         a = host(x).astype(np_compute(x.dtype), copy=False)
@@ -201,7 +196,7 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     """
     logp = check_tensor("nll_gather", logp, "logp")
     labels = check_tensor("nll_gather", labels, "labels")
-    _check_float("nll_gather", logp)
+    require_float("nll_gather", logp)
     if labels.dtype not in ("int32", "int64"):
         raise TypeError(f"nll_gather: labels must be int32 or int64, got {labels.dtype}")
     if logp.ndim != 2 or labels.shape != logp.shape[:1]:
