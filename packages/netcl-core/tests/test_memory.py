@@ -7,6 +7,7 @@ import pytest
 
 from netcl.core.device import DeviceHandle
 from netcl.core.memory import (
+    BufferHandle,
     BufferPool,
     PersistentBufferPool,
     PinnedBufferPool,
@@ -85,7 +86,7 @@ def test_hundred_thousand_cycles_stay_within_cap() -> None:
     pool = PersistentBufferPool(None, max_cached_bytes=cap, max_per_bucket=8)
     rng = np.random.default_rng(0)
     sizes = rng.integers(1, 256 * 1024, size=100_000)
-    held: list = []
+    held: list[BufferHandle] = []
     for i, n in enumerate(sizes):
         held.append(pool.allocate(int(n)))
         if len(held) > 16 or rng.random() < 0.5:

@@ -85,14 +85,13 @@ from ._softmax import softmax as softmax
 
 # --- matmul, conv2d, pooling, normalization (section B) ---
 # (names re-exported here, one `from ._module import name as name` per line)
-from ._matmul import build_matmul_kernel as build_matmul_kernel
-from ._matmul import matmul as matmul
-
 # --- convolution, pooling and normalization (section C) ---
 from ._convolution import conv2d as conv2d
 from ._convolution import conv2d_backward_data as conv2d_backward_data
 from ._convolution import conv2d_backward_weight as conv2d_backward_weight
 from ._convolution import conv2d_output_shape as conv2d_output_shape
+from ._matmul import build_matmul_kernel as build_matmul_kernel
+from ._matmul import matmul as matmul
 from ._normalization import batch_norm as batch_norm
 from ._normalization import batch_norm_backward as batch_norm_backward
 from ._normalization import layer_norm as layer_norm
