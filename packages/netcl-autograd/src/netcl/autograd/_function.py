@@ -143,11 +143,12 @@ def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     from netcl.ops import sum as _sum
 
     lead = len(g.shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1
-    )
-    if axes:
-        g = _sum(g, axis=axes, keepdims=True)
+    stretched = tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
+    if not stretched and lead:  # only added axes: the sum has the shape already (no view)
+        out = _sum(g, axis=tuple(range(lead)))
+        return out if out.shape == shape else reshape(out, shape)
+    if lead or stretched:
+        g = _sum(g, axis=tuple(range(lead)) + stretched, keepdims=True)
     return reshape(g, shape)
 
 
