@@ -1,0 +1,205 @@
+"""conv2d (every variant, forced) and its backward computations against float64 loops, on every
+backend: odd sizes, stride, asymmetric padding, dilation, groups, depthwise, 1x1, and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.kernels.primitives import count_launches
+from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
+from netcl.ops._conv import conv2d, conv2d_backward_data, conv2d_backward_weight
+from netcl.ops.testing import OpInfo, check_error, check_op
+
+RNG = np.random.default_rng(0)
+
+
+def arr(*shape: int) -> np.ndarray[Any, Any]:
+    return RNG.standard_normal(shape)
+
+
+def _windows(x: Any, w_shape: tuple[int, ...], stride: Any, padding: Any,
+             dilation: Any) -> tuple[Any, list[tuple[int, int, Any]], int, int]:
+    """Zero-padded input and, per kernel tap (r, s), the slices of it each output reads."""
+    (sh, sw), (ph, pw), (dh, dw) = (np.broadcast_to(v, 2) for v in (stride, padding, dilation))
+    _, _, h, w = x.shape
+    _, _, r_, s_ = w_shape
+    oh = (h + 2 * ph - dh * (r_ - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (s_ - 1) - 1) // sw + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    taps = [(r, s, (slice(r * dh, r * dh + (oh - 1) * sh + 1, sh),
+                    slice(s * dw, s * dw + (ow - 1) * sw + 1, sw)))
+            for r in range(r_) for s in range(s_)]
+    return xp, taps, oh, ow
+
+
+def ref_conv(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+             dilation: Any = 1, groups: int = 1) -> Any:
+    xp, taps, oh, ow = _windows(x, w.shape, stride, padding, dilation)
+    k, cg = w.shape[:2]
+    y = np.zeros((x.shape[0], k, oh, ow))
+    for g in range(groups):
+        ks = slice(g * k // groups, (g + 1) * k // groups)
+        for r, s, (hs, ws) in taps:
+            patch = xp[:, g * cg:(g + 1) * cg, hs, ws]
+            y[:, ks] += np.einsum("nchw,kc->nkhw", patch, w[ks, :, r, s])
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+
+
+def ref_backward(x: Any, w: Any, gy: Any, stride: Any, padding: Any, dilation: Any,
+                 groups: int) -> tuple[Any, Any]:
+    xp, taps, _, _ = _windows(x, w.shape, stride, padding, dilation)
+    k, cg = w.shape[:2]
+    dxp, dw = np.zeros_like(xp), np.zeros(w.shape)
+    for g in range(groups):
+        ks, cs = slice(g * k // groups, (g + 1) * k // groups), slice(g * cg, (g + 1) * cg)
+        for r, s, (hs, ws) in taps:
+            dw[ks, :, r, s] = np.einsum("nchw,nkhw->kc", xp[:, cs, hs, ws], gy[:, ks])
+            dxp[:, cs, hs, ws] += np.einsum("kc,nkhw->nchw", w[ks, :, r, s], gy[:, ks])
+    ph, pw = np.broadcast_to(padding, 2)
+    return dxp[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]], dw
+
+
+# (input, weight, stride, padding, dilation, groups)
+GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], Any, Any, Any, int]] = [
+    ((2, 3, 7, 9), (4, 3, 3, 3), 1, 1, 1, 1),
+    ((1, 4, 8, 8), (6, 2, 3, 3), 2, (1, 0), 1, 2),
+    ((2, 4, 9, 7), (4, 1, 3, 3), 1, 1, 1, 4),  # depthwise
+    ((1, 3, 10, 10), (5, 3, 1, 1), 1, 0, 1, 1),  # pointwise
+    ((2, 3, 11, 9), (2, 3, 3, 2), (1, 2), (2, 1), (2, 1), 1),
+    ((1, 2, 5, 5), (3, 2, 5, 5), 1, 2, 1, 1),
+    ((1, 1, 1, 1), (1, 1, 1, 1), 1, 0, 1, 1),
+    ((3, 5, 6, 6), (7, 5, 3, 3), 1, 0, 1, 1),
+]
+
+
+def _samples() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    out = []
+    for xs, ws, st, pad, dil, g in GEOMETRIES:
+        kw = {"stride": st, "padding": pad, "dilation": dil, "groups": g}
+        out.append(((arr(*xs), arr(*ws), arr(ws[0])), kw))
+    return out
+
+
+CONV2D = OpInfo(
+    name="conv2d",
+    op=conv2d,
+    ref=ref_conv,
+    samples=_samples(),
+    errors=[
+        ((arr(8, 3, 32, 32), arr(16, 4, 3, 3)), {}, ValueError,
+         r"conv2d requires input channels to match weight, got input \(8, 3, 32, 32\) and "
+         r"weight \(16, 4, 3, 3\)"),
+        ((arr(1, 6, 5, 5), arr(4, 2, 3, 3)), {"groups": 4}, ValueError,
+         "groups=4 must divide input channels 6 and output channels 4"),
+        ((arr(3, 5, 5), arr(4, 3, 3, 3)), {}, ValueError, r"input must be 4-D .* \(3, 5, 5\)"),
+        ((arr(1, 3, 5, 5), arr(4, 3, 3)), {}, ValueError, "weight must be 4-D"),
+        ((arr(1, 3, 5, 5), arr(4, 3, 3, 3)), {"stride": 0}, ValueError,
+         "stride must be positive, got 0"),
+        ((arr(1, 3, 5, 5), arr(4, 3, 3, 3)), {"padding": (1, -1)}, ValueError,
+         r"padding must be non-negative, got \(1, -1\)"),
+        ((arr(1, 3, 5, 5), arr(4, 3, 3, 3)), {"stride": 1.5}, TypeError,
+         "stride must be an int or a pair of ints"),
+        ((arr(1, 3, 2, 2), arr(4, 3, 3, 3)), {}, ValueError, "output would be empty"),
+        ((arr(1, 3, 5, 5), arr(4, 3, 3, 3), arr(3)), {}, ValueError,
+         r"bias must have shape \(4,\), got \(3,\)"),
+        ((np.ones((1, 3, 5, 5), np.int32), np.ones((4, 3, 3, 3), np.int32)), {}, TypeError,
+         "tensors must share one float dtype"),
+        ((arr(1, 3, 5, 5), "w"), {}, TypeError, "weight must be a netcl Tensor, got str"),
+    ],
+    scale=10.0,
+)
+
+VARIANTS = [None, KernelVariant.CONV2D_NAIVE, KernelVariant.CONV2D_IM2COL,
+            KernelVariant.CONV2D_IMPLICIT_GEMM, KernelVariant.CONV2D_TILED_LOCAL,
+            KernelVariant.CONV2D_WINOGRAD]
+
+
+def _vid(v: Any) -> str:
+    return "selected" if v is None else v.name
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+@pytest.mark.parametrize("sample", range(len(GEOMETRIES)), ids=lambda i: f"geometry{i}")
+def test_conv2d_float32(dev: DeviceHandle, variant: Any, sample: int) -> None:
+    if dev.backend == "cpu" and variant is not None:
+        pytest.skip("the NumPy backend has no kernel variants")
+    if variant is KernelVariant.CONV2D_TILED_LOCAL and sample not in (0, 1, 2, 7):
+        pytest.skip("one build per window geometry: keep PoCL builds few")
+    args, kwargs = CONV2D.samples[sample]
+    with force_variant(*([variant] if variant else [])):
+        check_op(dev, CONV2D.op, CONV2D.ref, args, kwargs, "float32", CONV2D.scale)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_conv2d_other_dtypes(dev: DeviceHandle, variant: Any, dtype: str) -> None:
+    if dev.backend == "cpu" and variant is not None:
+        pytest.skip("the NumPy backend has no kernel variants")
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    scale = 10.0 if dtype == "float16" else 1e3
+    args, kwargs = CONV2D.samples[0]
+    with force_variant(*([variant] if variant else [])):
+        check_op(dev, CONV2D.op, CONV2D.ref, args, kwargs, dtype, scale)
+
+
+@pytest.mark.parametrize("row", range(len(CONV2D.errors)), ids=lambda i: f"error{i}")
+def test_conv2d_errors(dev: DeviceHandle, row: int) -> None:
+    args, kwargs, exc, pattern = CONV2D.errors[row]
+    check_error(dev, CONV2D.op, args, kwargs, exc, pattern)
+
+
+def test_conv2d_dtype_mismatch_and_devices(dev: DeviceHandle) -> None:
+    x = Tensor.from_host(dev.queue, arr(1, 3, 5, 5), dtype="float32")
+    w = Tensor.from_host(dev.queue, arr(4, 3, 3, 3), dtype="float64")
+    with pytest.raises(TypeError, match="input float32, weight float64"):
+        conv2d(x, w)
+    other = manager.default("cl" if dev.backend == "cpu" else "cpu")
+    if other is None:
+        pytest.skip("only one backend present")
+    w2 = Tensor.from_host(other.queue, arr(4, 3, 3, 3))
+    with pytest.raises(ValueError, match="conv2d: tensors are on different devices"):
+        conv2d(x, w2)
+
+
+@pytest.mark.parametrize("sample", range(len(GEOMETRIES)), ids=lambda i: f"geometry{i}")
+def test_conv2d_backward(dev: DeviceHandle, sample: int) -> None:
+    xs, ws, st, pad, dil, groups = GEOMETRIES[sample]
+    x, w = arr(*xs), arr(*ws)
+    gy = arr(*ref_conv(x, w, None, st, pad, dil, groups).shape)
+    geo = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
+    check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, **geo),
+             lambda g, wa: ref_backward(np.zeros(xs), wa, g, st, pad, dil, groups)[0],
+             (gy, w), scale=10.0)
+    check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, **geo),
+             lambda xa, g: ref_backward(xa, np.zeros(ws), g, st, pad, dil, groups)[1],
+             (x, gy), scale=10.0)
+
+
+def test_conv2d_backward_float64_and_errors(dev: DeviceHandle) -> None:
+    xs, ws = (2, 4, 6, 5), (6, 2, 3, 3)
+    x, w, gy = arr(*xs), arr(*ws), arr(2, 6, 3, 3)
+    if supports_dtype(dev, "float64"):
+        check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 2, 1, 1, 2),
+                 lambda g, wa: ref_backward(np.zeros(xs), wa, g, 2, 1, 1, 2)[0], (gy, w),
+                 dtype="float64", scale=1e3)
+    check_error(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 1, 1, 1, 2), (gy, w), {},
+                ValueError, r"grad_out must have shape \(2, 6, 6, 5\)")
+    check_error(dev, lambda xt, g: conv2d_backward_weight(xt, g, (6, 3, 3, 3), 2, 1, 1, 2),
+                (x, gy), {}, ValueError, "requires input channels to match weight")
+
+
+def test_pointwise_conv_is_one_gemm(dev: DeviceHandle) -> None:
+    if dev.backend == "cpu":
+        pytest.skip("counts OpenCL launches")
+    x = Tensor.from_host(dev.queue, arr(2, 8, 5, 5))
+    w = Tensor.from_host(dev.queue, arr(4, 8, 1, 1))
+    with force_variant(KernelVariant.CONV2D_IM2COL), count_launches() as n:
+        conv2d(x, w).to_host()
+    assert n[0] == 1
