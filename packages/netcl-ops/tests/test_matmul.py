@@ -1,5 +1,5 @@
-"""matmul and build_matmul_kernel: every GEMM variant (forced) against float64 NumPy, on every
-backend, over odd sizes, transposes, broadcast batch dimensions and the typed errors."""
+"""matmul, build_matmul_kernel and bias_add: every GEMM variant (forced) against float64 NumPy,
+on every backend, over odd sizes, transposes, broadcast batch dimensions and the typed errors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
-from netcl.ops import build_matmul_kernel, matmul
+from netcl.ops import bias_add, build_matmul_kernel, matmul
 from netcl.ops.testing import OpInfo, check_error, check_op
 
 RNG = np.random.default_rng(0)
@@ -153,3 +153,38 @@ def test_build_matmul_kernel_runs_each_variant(dev: DeviceHandle) -> None:
         build_matmul_kernel(dev.queue, "fast")
     with pytest.raises(TypeError, match="built for float64, got float32"):
         build_matmul_kernel(dev.queue, None, "float64")(ta, tb)
+
+
+def ref_bias_add(x: Any, bias: Any, axis: int | None = None) -> Any:
+    ax = (1 if x.ndim >= 3 else x.ndim - 1) if axis is None else axis % x.ndim
+    return x + bias.reshape((-1,) + (1,) * (x.ndim - ax - 1))
+
+
+BIAS_ADD = OpInfo(
+    name="bias_add",
+    op=bias_add,
+    ref=ref_bias_add,
+    samples=[
+        ((arr(7, 33), arr(33)), {}),
+        ((arr(2, 5, 3, 7), arr(5)), {}),
+        ((arr(3, 4, 6), arr(6)), {"axis": -1}),
+        ((arr(9), arr(9)), {}),
+        ((arr(2, 3, 4), arr(2)), {"axis": 0}),
+    ],
+    errors=[
+        ((arr(2, 5, 3), arr(3)), {}, ValueError,
+         r"bias_add: bias must have shape \(5,\) to match axis 1 of input \(2, 5, 3\)"),
+        ((arr(2, 5), arr(5)), {"axis": 2}, IndexError, "axis 2 is out of range"),
+        ((np.ones((2, 3), np.int32), np.ones(3, np.int32)), {}, TypeError, "float dtype"),
+    ],
+)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_bias_add(dev: DeviceHandle, dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    for args, kwargs in BIAS_ADD.samples:
+        check_op(dev, BIAS_ADD.op, BIAS_ADD.ref, args, kwargs, dtype)
+    for args, kwargs, exc, pattern in BIAS_ADD.errors:
+        check_error(dev, BIAS_ADD.op, args, kwargs, exc, pattern)

@@ -85,6 +85,8 @@ from ._softmax import softmax as softmax
 
 # --- matmul, conv2d, pooling, normalization (section B) ---
 # (names re-exported here, one `from ._module import name as name` per line)
+from ._bias import bias_add as bias_add
+
 # --- convolution, pooling and normalization (section C) ---
 from ._convolution import conv2d as conv2d
 from ._convolution import conv2d_backward_data as conv2d_backward_data
@@ -196,6 +198,7 @@ __all__ = [
     "where",
     "zeros",
     # section B names
+    "bias_add",
     "build_matmul_kernel",
     "matmul",
 ]
