@@ -141,19 +141,26 @@ def run_group(root: Lazy) -> Tensor:
     """Compute ``root`` as one fused kernel (NumPy: one evaluation) and record it."""
     group = build_group(root)
     if group.tensors[0].backend == "cpu":
-        out = _numpy_forward(group)
-    else:
-        out = _codegen.run_forward(group)
+        # NumPy cannot fuse anyway: keep the intermediate values for the backward (as the
+        # eager ops do) instead of recomputing them there.
+        env = _env(group)
+        out = _wrap(group.tensors[0], env[f"t{len(group.nodes) - 1}"], group.shape, group.dtype)
 
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
-        return _backward(group, g, needs)
+        def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
+            return _numpy_backward(group, g, needs, env)
 
-    return record(group.label, group.tensors, out, backward)
+        return record(group.label, group.tensors, out, backward)
+    out = _codegen.run_forward(group)
+
+    def backward_cl(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
+        return _codegen.run_backward(group, g, needs)
+
+    return record(group.label, group.tensors, out, backward_cl)
 
 
 def _backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor | None]:
     if g.array is not None:
-        return _numpy_backward(group, g, needs)
+        return _numpy_backward(group, g, needs, _env(group))
     return _codegen.run_backward(group, g, needs)
 
 
@@ -201,12 +208,6 @@ def _wrap(like: Tensor, array: Any, shape: tuple[int, ...], dtype: str) -> Tenso
                   _backend=like._backend)
 
 
-def _numpy_forward(group: Group) -> Tensor:
-    env = _env(group)
-    result = env[f"t{len(group.nodes) - 1}"]
-    return _wrap(group.tensors[0], result, group.shape, group.dtype)
-
-
 def _sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
     arr = np.asarray(arr)
     if arr.shape == shape:
@@ -221,8 +222,9 @@ def _sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
     return np.broadcast_to(out.reshape(out.shape[lead:]), shape)
 
 
-def _numpy_backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor | None]:
-    env = _env(group)
+def _numpy_backward(group: Group, g: Tensor, needs: Sequence[bool], values: dict[str, Any]
+                    ) -> list[Tensor | None]:
+    env = dict(values)  # the partials add "__g__"; the forward values stay as they are
     ct = _ct(group.dtype)
     targets = [i for i, need in zip(group.tensor_leaves, needs) if need]
     reach = group.reaching(targets)
