@@ -45,6 +45,15 @@ def test_matmul(dev: DeviceHandle, shapes: Any, ta: bool, tb: bool) -> None:
                (r(*shapes[0]), r(*shapes[1])), scale=5.0)
 
 
+@pytest.mark.parametrize("xs, axis", [((3, 4), None), ((2, 3, 4, 5), None), ((2, 5, 3), 2)],
+                         ids=["features", "nchw", "axis2"])
+def test_bias_add(dev: DeviceHandle, xs: tuple[int, ...], axis: int | None) -> None:
+    ax = (1 if len(xs) >= 3 else len(xs) - 1) if axis is None else axis
+    view = (xs[ax],) + (1,) * (len(xs) - ax - 1)
+    check_grad(dev, lambda x, b: ops.bias_add(x, b, axis), lambda x, b: x + b.reshape(view),
+               (r(*xs), r(xs[ax])))
+
+
 # -- conv2d ---------------------------------------------------------------------------------
 
 

@@ -11,10 +11,9 @@
 # - backward "full": one work item per output element recomputes the forward, then runs the
 #   reverse sweep of the DAG (each primitive's backward expressions) and writes the gradient
 #   of every leaf whose shape *is* the output shape.
-# - backward "reduce": the gradient of a broadcast leaf is a sum over its broadcast dims. One
-#   work-group per element of that gradient (all such leaves share one launch: consecutive
-#   ranges of groups) strides over the broadcast dims recomputing forward and reverse sweep,
-#   then tree-reduces in local memory. No full-size temporary is ever written.
+# - backward "reduce": the gradient of a broadcast leaf is a sum over its broadcast dims; all
+#   such leaves share one launch that recomputes forward and reverse sweep while summing (see
+#   NOTE [ Reduce kernel ]). No full-size temporary is ever written.
 #
 # So a fused group costs one launch forward and at most two backward. Kernels are cached by
 # the group's structure (primitives, attributes, wiring, leaf kinds) plus dtype, number of

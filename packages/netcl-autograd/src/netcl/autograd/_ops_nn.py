@@ -20,6 +20,7 @@ __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "batch_norm",
+    "bias_add",
     "conv2d",
     "global_avg_pool2d",
     "layer_norm",
@@ -60,6 +61,30 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False,
                 gb = _ops.matmul(a, g, transpose_a=not transpose_a)
             gb = sum_to_shape(gb, b.shape)
         return ga, gb
+
+    return out, backward
+
+
+@differentiable("bias_add")
+def bias_add(x: Tensor, bias: Tensor, axis: int | None = None) -> tuple[Tensor, Backward]:
+    """``x + bias`` with ``bias`` along ``axis`` (default: 1 for 3-D and up, else the last);
+    the bias gradient sums the others.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.zeros((2, 3)))
+        >>> bias_add(x, Tensor.from_host(q, np.arange(3.0))).to_host().tolist()
+        [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
+    """
+    out = _ops.bias_add(x, bias, axis)
+    ax = (1 if x.ndim >= 3 else x.ndim - 1) if axis is None else axis % x.ndim
+    others = tuple(k for k in range(x.ndim) if k != ax)
+
+    def backward(g: Tensor, needs: tuple[bool, ...]) -> tuple[Tensor | None, Tensor | None]:
+        gb = (_ops.sum(g, axis=others) if others else g) if needs[1] else None
+        return g, gb
 
     return out, backward
 

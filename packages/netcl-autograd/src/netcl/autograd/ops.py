@@ -63,6 +63,7 @@ from ._ops_movement import view as view
 from ._ops_nn import adaptive_avg_pool2d as adaptive_avg_pool2d
 from ._ops_nn import avg_pool2d as avg_pool2d
 from ._ops_nn import batch_norm as batch_norm
+from ._ops_nn import bias_add as bias_add
 from ._ops_nn import conv2d as conv2d
 from ._ops_nn import global_avg_pool2d as global_avg_pool2d
 from ._ops_nn import layer_norm as layer_norm
@@ -83,8 +84,8 @@ __all__ = [
     "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt",
     "sub", "tanh", "where",
     # matmul, convolution, normalization, pooling
-    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "global_avg_pool2d",
-    "layer_norm", "matmul", "max_pool2d",
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bias_add", "conv2d",
+    "global_avg_pool2d", "layer_norm", "matmul", "max_pool2d",
     # reductions and softmax
     "log_softmax", "max", "mean", "min", "nll_gather", "softmax", "sum", "var",
     # movement, indexing, dropout
