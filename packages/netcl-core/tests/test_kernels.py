@@ -155,7 +155,7 @@ def test_second_process_compiles_nothing(cl_dev: DeviceHandle, tmp_path: Path) -
         "build_elementwise_kernel(q.context, 'disk_cached', 1, 'v0 * 3.0f')\n"
         "print(build_stats()['compiled'], build_stats()['from_disk'])\n"
     )
-    env = {**os.environ, "NETCL_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "NETCL_CACHE_DIR": str(tmp_path), "NETCL_DISK_CACHE": "1"}
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, check=True).stdout.split()
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -200,3 +200,13 @@ def test_dropping_inputs_while_kernels_are_queued(cl_dev: DeviceHandle) -> None:
         expect += host
         kernel.run(q, g, loc, acc, Tensor.from_host(q, host), acc, n)  # input dies at once
     np.testing.assert_allclose(acc.to_host(), expect, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_scalars_keep_their_width(cl_dev: DeviceHandle) -> None:
+    if "cl_khr_fp64" not in cl_dev.cl_device.extensions:
+        pytest.skip("needs fp64")
+    spec = KernelSpec(name="put", src="__kernel void put(__global double* x, double v) {"
+                      " x[0] = v; }")
+    x = Tensor.from_host(cl_dev.queue, np.zeros(1), dtype="float64")
+    spec.build(cl_dev.queue).run(cl_dev.queue, (1,), (1,), x, np.float64(1 / 3))
+    assert x.to_host()[0] == 1 / 3  # not rounded through float32

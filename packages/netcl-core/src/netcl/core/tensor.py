@@ -140,6 +140,8 @@ class Tensor:
             'float32'
             >>> Tensor.from_host(q, np.array([1, 2], dtype=np.int64)).dtype
             'int64'
+            >>> Tensor.from_host(q, 2.5).shape, Tensor.from_host(q, np.array([True])).dtype
+            ((), 'uint8')
         """
         if data is _NO_DATA:
             queue, data = None, queue
@@ -154,10 +156,11 @@ class Tensor:
         if dtype is None:
             name = src.dtype.name
             keep = isinstance(data, np.ndarray) and name in ("int32", "int64", "uint8")
-            dtype = name if keep else "float32"
+            dtype = "uint8" if src.dtype == np.bool_ else name if keep else "float32"
         dtype = canonical_dtype(dtype, "Tensor.from_host")
         _check_dtype_on_device(dtype, queue, "Tensor.from_host")
-        host = np.ascontiguousarray(src, dtype=numpy_dtype(dtype))
+        # np.asarray keeps 0-d data 0-d (ascontiguousarray would make it 1-d)
+        host = np.asarray(src, dtype=numpy_dtype(dtype), order="C")
         be = _backend_for(queue, backend)
         if be.name == "cpu":
             arr = be.from_host(host, dtype)

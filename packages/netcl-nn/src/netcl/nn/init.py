@@ -8,7 +8,7 @@ Examples:
     >>> from netcl.core import Tensor, manager
     >>> w = Tensor.from_shape(manager.default("cpu").queue, (64, 32))
     >>> _ = kaiming_uniform_(w, rng=np.random.default_rng(0))
-    >>> float(np.abs(w.to_host()).max()) <= np.sqrt(6 / 32)
+    >>> bool(np.abs(w.to_host()).max() <= np.sqrt(6 / 32))
     True
 """
 

@@ -59,7 +59,7 @@ def empty(queue: Any, shape: Sequence[int], dtype: str) -> Tensor:
 def from_numpy(queue: Any, array: np.ndarray[Any, Any], dtype: str | None = None) -> Tensor:
     """Wrap a NumPy result as a Tensor on ``queue`` (no copy on the NumPy backend)."""
     dtype = canonical_dtype(dtype or array.dtype.name)
-    arr = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
+    arr = np.asarray(array, dtype=numpy_dtype(dtype), order="C")  # keeps 0-d data 0-d
     if getattr(queue, "backend", None) == "cpu":
         from netcl.core.tensor import _CPU_BACKEND
 

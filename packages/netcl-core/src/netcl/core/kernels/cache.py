@@ -50,8 +50,14 @@ def build_stats() -> dict[str, int]:
     return dict(_stats)
 
 
-def _disk_cache_enabled() -> bool:
-    return os.environ.get("NETCL_DISK_CACHE", "1") != "0"
+def _disk_cache_enabled(dev: Any) -> bool:
+    """``NETCL_DISK_CACHE`` (default 1); PoCL is skipped unless it is set to 1 explicitly:
+    PoCL keeps its own kernel cache, and reading a PoCL program's binaries compiles every
+    kernel in it a second time."""
+    setting = os.environ.get("NETCL_DISK_CACHE")
+    if setting is not None:
+        return setting != "0"
+    return "Portable Computing Language" not in str(dev.platform.name)
 
 
 def _device_key(dev: Any) -> str:
@@ -94,7 +100,7 @@ def _build_from_source(context: Any, source: str, options: str, name: str) -> An
 
 def _load_or_build(context: Any, source: str, options: str, name: str) -> Any:
     devices = context.devices
-    if not _disk_cache_enabled() or len(devices) != 1:
+    if len(devices) != 1 or not _disk_cache_enabled(devices[0]):
         _stats["compiled"] += 1
         return _build_from_source(context, source, options, name)
     dev = devices[0]

@@ -101,6 +101,8 @@ def _kernel_arg(arg: Any, name: str) -> Any:
                              "pass the offset as a kernel argument instead")
         arg.wait()
         return arg.buffer
+    if isinstance(arg, np.generic):
+        return arg  # NumPy scalars keep their width (np.float64 is also a float)
     if isinstance(arg, bool):
         return np.int32(arg)
     if isinstance(arg, int):
