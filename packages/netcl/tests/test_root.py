@@ -107,3 +107,5 @@ def test_root_shortcuts_compute(dev: DeviceHandle) -> None:
     w = nc.Tensor.from_host(q, np.ones((1, 1, 2, 2), np.float32))
     np.testing.assert_allclose(nc.conv2d(x, w).to_host(), np.full((1, 1, 2, 2), 4.0))
     assert callable(nc.build_matmul_kernel)
+    b = nc.Tensor.from_host(q, np.array([1.0, 2.0, 3.0], np.float32))
+    np.testing.assert_allclose(nc.bias_add(ta, b).to_host(), a + np.array([1.0, 2.0, 3.0]))

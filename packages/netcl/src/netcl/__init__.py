@@ -26,6 +26,7 @@ from .__about__ import __version__ as __version__
 if TYPE_CHECKING:
     from netcl.core.kernels.primitives import KernelSpec as KernelSpec
     from netcl.core.tensor import Tensor as Tensor
+    from netcl.ops import bias_add as bias_add
     from netcl.ops import build_matmul_kernel as build_matmul_kernel
     from netcl.ops import conv2d as conv2d
     from netcl.ops import elementwise_binary as elementwise_binary
@@ -40,6 +41,7 @@ _SHORTCUTS: dict[str, str] = {
     "KernelSpec": "netcl.core.kernels.primitives",
     "matmul": "netcl.ops",
     "build_matmul_kernel": "netcl.ops",
+    "bias_add": "netcl.ops",
     "elementwise_binary": "netcl.ops",
     "relu": "netcl.ops",
     "reduce_sum": "netcl.ops",
@@ -51,6 +53,7 @@ __all__ = [
     "KernelSpec",
     "Tensor",
     "__version__",
+    "bias_add",
     "build_matmul_kernel",
     "conv2d",
     "elementwise_binary",
