@@ -170,9 +170,10 @@ def test_kernelspec_reexport() -> None:
         (gcn, (512, 512, 512), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
         # OpenCL CPU devices: packed-panel vectorized GEMM, one work-item per work-group
         (pocl, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
-        (pocl, (32, 32, 32), (V.MATMUL_VECTORIZED, 48, 16, 256, 6, (1, 1), 8)),
-        (pocl, (512, 512, 512), (V.MATMUL_VECTORIZED, 96, 128, 256, 6, (1, 1), 8)),
-        (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 48, 64, 256, 6, (1, 1), 8)),
+        (pocl, (32, 32, 32), (V.MATMUL_VECTORIZED, 36, 16, 256, 6, (1, 1), 8)),
+        (pocl, (512, 512, 512), (V.MATMUL_VECTORIZED, 90, 128, 256, 6, (1, 1), 8)),
+        (pocl, (1024, 1024, 64), (V.MATMUL_VECTORIZED, 96, 128, 256, 6, (1, 1), 8)),
+        (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 54, 64, 256, 6, (1, 1), 8)),
         # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3, 128 tiles from 1024
         (hopper, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
         (hopper, (128, 128, 128), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
@@ -288,9 +289,21 @@ def test_conv2d_gpu_rules(kw: dict[str, Any], expected: KernelVariant) -> None:
 @pytest.mark.parametrize("rs", [1, 3, 7])
 def test_conv2d_cpu_is_im2col(monkeypatch: pytest.MonkeyPatch, profile: Any, rs: int) -> None:
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "1")
-    cfg = sel(profile()).select_conv2d_kernel(1, 8, 16, 16, 8, rs, rs, padding=rs // 2)
+    cfg = sel(profile()).select_conv2d_kernel(1, 8, 16, 16, 8, rs, rs, stride=2,
+                                              padding=rs // 2)
     assert cfg.variant is V.CONV2D_IM2COL
-    assert cfg.extra["gemm_shape"] == (256, 8, 8 * rs * rs)
+    assert cfg.extra["gemm_shape"] == (64, 8, 8 * rs * rs)
+
+
+def test_conv2d_opencl_cpu_winograd_for_3x3(monkeypatch: pytest.MonkeyPatch) -> None:
+    # measured on PoCL: Winograd beats im2col + GEMM on 3x3 stride-1 convolutions
+    assert sel(pocl()).select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3, padding=1).variant is (
+        V.CONV2D_WINOGRAD)
+    numpy = sel(extended_profile(None)).select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3, padding=1)
+    assert numpy.variant is V.CONV2D_IM2COL
+    monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")
+    assert sel(pocl()).select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3, padding=1).variant is (
+        V.CONV2D_IM2COL)
 
 
 def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -671,7 +684,8 @@ def test_real_device_decisions_fit_the_device(device: Any) -> None:
         if cfg.use_local_memory and cfg.variant.family == "matmul":
             assert (cfg.tile_m + cfg.tile_n) * cfg.tile_k * itemsize <= p.local_mem_size
     if p.device_type == "cpu":
-        assert {c.variant for c in configs[3:6]} == {V.CONV2D_IM2COL}
+        assert [c.variant for c in configs[3:6]] == [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD,
+                                                     V.CONV2D_IM2COL]
     width = 8 if p.preferred_vector_width_float >= 8 else 4
     assert configs[6].vector_width == width
 

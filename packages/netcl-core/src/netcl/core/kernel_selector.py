@@ -387,8 +387,8 @@ class KernelSelector:
         """Choose the matmul kernel for ``(M, K) @ (K, N)``.
 
         Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized, with CPU
-        blocking (96 x 128 panels, 6 x 16 micro-tiles, one work-item per work-group; smaller
-        panels for small M, N); ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
+        blocking (panels of up to 96 rows, a multiple of 6, and 128 columns; 6 x 16
+        micro-tiles; one work-item per work-group); ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
         Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled;
         otherwise tiled. Under the ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and
         128x128 tiles, 8x8 per work-item, when ``min(M, N) >= 1024`` (register-tiled); AMD
@@ -432,8 +432,12 @@ class KernelSelector:
             # 8-wide (4-wide) vectors over panels packed in local memory: a CPU GEMM block
             wide = dtype != "float64"
             micro_n = 16 if wide else 8
+            # rows per panel: at most 96, a multiple of the 6-row micro-tile, few rows wasted
+            panels = -(-M // 96)
+            rows = -(-M // panels)
+            tile_m = 6 * -(-rows // 6)
             return dataclasses.replace(
-                cfg, tile_m=96 if M >= 192 else 48 if M > 12 else 12,
+                cfg, tile_m=tile_m,
                 tile_n=128 if N >= 256 else 64 if N > 32 else 16, tile_k=256,
                 work_per_thread=6, local_size_2d=(1, 1), vector_width=8 if wide else 4,
                 extra={**cfg.extra, "micro_n": micro_n},
@@ -457,7 +461,9 @@ class KernelSelector:
     ) -> KernelConfig:
         """Choose the conv2d kernel for input ``(N, C, H, W)`` and weight ``(K, C/groups, R, S)``.
 
-        Rules, first match wins: a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
+        Rules, first match wins: an OpenCL CPU device (PoCL) and a 3x3, stride 1,
+        dilation 1, one-group convolution -> Winograd F(2x2, 3x3) unless
+        ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
         implicit GEMM; 3x3, stride 1, dilation 1, groups 1 -> Winograd F(2x2, 3x3) unless
         ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1`` and an output plane of at
         most 32x32 -> tiled-local; otherwise implicit GEMM, with the matmul tiles of the
@@ -491,6 +497,9 @@ class KernelSelector:
         gemm = (N * oh * ow, K // groups, C // groups * R * S)
 
         def rules() -> KernelVariant:
+            winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1)
+            if self._opencl_cpu() and winograd_shape and winograd:
+                return KernelVariant.CONV2D_WINOGRAD  # measured on PoCL: 2-2.5x over im2col
             if self.profile.device_type == "cpu":
                 return KernelVariant.CONV2D_IM2COL
             if R == 1 and S == 1:

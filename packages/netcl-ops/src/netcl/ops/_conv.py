@@ -249,10 +249,12 @@ def _scratch(queue: Any, elements: int, dtype: str) -> Tensor:
 
 def _im2col(x: Tensor, cols: Tensor, g: ConvGeometry, n0: int, m: int) -> None:
     kernel = cl_kernel(x.context, "conv2d_im2col", ck.IM2COL, x.dtype)
-    total = m * g.c * g.r * g.s * g.pixels
     x.wait()
-    launch_1d(x.queue, kernel, total, x.buffer, cols, np.int32(x.offset + n0 * g.c * g.h * g.w),
-              np.int32(total), np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+    rows = m * g.c * g.r * g.s
+    for row0 in range(0, rows, ck.MAX_GRID_ROWS):
+        launch(x.queue, kernel, (g.ow, g.oh, min(ck.MAX_GRID_ROWS, rows - row0)), None,
+               x.buffer, cols, np.int32(x.offset + n0 * g.c * g.h * g.w), np.int32(row0),
+               np.int32(g.c), *(np.int32(v) for v in g.scalars()))
 
 
 def _columns(x: Tensor, g: ConvGeometry, n0: int, m: int, cols: Tensor | None) -> Operand:
@@ -446,11 +448,10 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
             c = operand(dcols, g.pixels, per_image, g.crs * g.pixels)
         run_gemm(queue, config, dtype, a, b, c, g.crs, g.pixels, g.kg, trans_a=True,
                  batch=(m, g.groups))
-        if dcols is not None:
-            total = m * g.c * g.h * g.w
-            launch_1d(queue, col2im, total, dcols, dx.buffer,
-                      np.int32(dx.offset + n0 * g.c * g.h * g.w), np.int32(total),
-                      np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+        for row0 in range(0, m * g.c if dcols is not None else 0, ck.MAX_GRID_ROWS):
+            launch(queue, col2im, (g.w, g.h, min(ck.MAX_GRID_ROWS, m * g.c - row0)), None,
+                   dcols, dx.buffer, np.int32(dx.offset + n0 * g.c * g.h * g.w),
+                   np.int32(row0), np.int32(g.c), *(np.int32(v) for v in g.scalars()))
     return dx
 
 

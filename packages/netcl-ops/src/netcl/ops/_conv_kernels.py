@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "COL2IM",
+    "MAX_GRID_ROWS",
     "IM2COL",
     "IMPLICIT_B_LOADER",
     "IMPLICIT_PARAMS",
@@ -16,6 +17,8 @@ __all__ = [
     "SUM_BATCH",
     "tiled_local_source",
 ]
+
+MAX_GRID_ROWS = 65535
 
 # One work-item per output element, a gather over the window: correct for every geometry.
 NAIVE = """
@@ -46,38 +49,35 @@ __kernel void conv2d_naive(__global const T* x, __global const T* w, __global co
 """
 
 # cols[n][c * R * S + r * S + s][oh * OW + ow] for the images of one chunk (x offset by offx):
-# the B operand of the per-image GEMM W (K x C*R*S) @ cols (C*R*S x OH*OW). Chunks keep the
+# the B operand of the per-image GEMM W (K x C*R*S) @ cols (C*R*S x OH*OW). Launched over
+# (OW, OH, rows): the divisions happen once per row, not per element (they dominate on CPUs),
+# and consecutive work-items write consecutive columns. Rows go in blocks of at most
+# MAX_GRID_ROWS launches (some drivers cap the grid's third dimension at 65535). Chunks keep the
 # scratch (and so every index here) well below 2**31 elements.
 IM2COL = """
 __kernel void conv2d_im2col(__global const T* x, __global T* cols, const int offx,
-                            const int total, const int C, const int H, const int W,
-                            const int R, const int S, const int OH, const int OW, const int SH,
-                            const int SW, const int PH, const int PW, const int DH,
-                            const int DW) {
-    const int i = get_global_id(0);
-    if (i >= total) return;
-    const int P = OH * OW, RS = R * S;
-    const int p = i % P, row = i / P;
-    const int crs = row % (C * RS), n = row / (C * RS);
+                            const int row0, const int C, const int H, const int W, const int R,
+                            const int S, const int OH, const int OW, const int SH, const int SW,
+                            const int PH, const int PW, const int DH, const int DW) {
+    const int ow = get_global_id(0), oh = get_global_id(1), row = row0 + get_global_id(2);
+    const int RS = R * S, n = row / (C * RS), crs = row - n * (C * RS);
     const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
-    const int oh = p / OW, ow = p - oh * OW;
     const int ih = oh * SH - PH + r * DH, iw = ow * SW - PW + s * DW;
     const __global T* xp = x + offx + ((long)n * C + c) * H * W;
-    ST(cols, i, (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LD(xp, ih * W + iw) : (CT)0);
+    ST(cols, (long)row * OH * OW + oh * OW + ow,
+       (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LD(xp, ih * W + iw) : (CT)0);
 }
 """
 
 # dx[n][c][ih][iw] = sum over (r, s) that land on an output pixel of dcols[n][c*RS + r*S + s][p]:
-# the scatter of col2im turned into a gather, so no atomics.
+# the scatter of col2im turned into a gather, so no atomics. Launched over (W, H, images *
+# channels) like im2col.
 COL2IM = """
 __kernel void conv2d_col2im(__global const T* dcols, __global T* dx, const int offdx,
-                            const int total, const int C, const int H, const int W,
-                            const int R, const int S, const int OH, const int OW, const int SH,
-                            const int SW, const int PH, const int PW, const int DH,
-                            const int DW) {
-    const int i = get_global_id(0);
-    if (i >= total) return;
-    const int iw = i % W, ih = (i / W) % H, nc = i / (H * W);
+                            const int row0, const int C, const int H, const int W, const int R,
+                            const int S, const int OH, const int OW, const int SH, const int SW,
+                            const int PH, const int PW, const int DH, const int DW) {
+    const int iw = get_global_id(0), ih = get_global_id(1), nc = row0 + get_global_id(2);
     const int P = OH * OW;
     const __global T* dc = dcols + (long)nc * R * S * P;
     CT acc = 0;
@@ -93,7 +93,7 @@ __kernel void conv2d_col2im(__global const T* dcols, __global T* dx, const int o
             if (ow < OW) acc += LD(dc, (long)(r * S + s) * P + oh * OW + ow);
         }
     }
-    ST(dx, (long)offdx + i, acc);
+    ST(dx, (long)offdx + ((long)nc * H + ih) * W + iw, acc);
 }
 """
 

@@ -187,16 +187,40 @@ def run_gemm(
     p = _replace(p, b_loader=b_loader, extra_params=extra_params)
     p = _vector_flags(p, a, b, c, M, N, K, bias_mode, sbias)
     kernel = gemm_kernel(queue.context, p)
-    gsize, lsize = _launch_shape(p, M, N, batch[0] * batch[1])
-    return launch(
-        queue, kernel, gsize, lsize,
-        a.buffer, np.int32(a.offset), np.int32(a.ld), np.int32(a.s1), np.int32(a.s2),
-        b.buffer, np.int32(b.offset), np.int32(b.ld), np.int32(b.s1), np.int32(b.s2),
-        c.buffer, np.int32(c.offset), np.int32(c.ld), np.int32(c.s1), np.int32(c.s2),
-        np.int32(M), np.int32(N), np.int32(K), np.int32(batch[1]),
-        a.buffer if bias is None else bias, np.int32(bias_mode), np.int32(sbias),
-        *extra_args,
-    )
+    nb1, nb2 = batch
+    if nb2 > _MAX_GRID_Z and bias is not None:
+        raise ValueError(f"run_gemm: a bias with more than {_MAX_GRID_Z} second-level batch "
+                         f"entries is not supported, got {nb2}")
+    event = None
+    # Some drivers cap the grid's third dimension at 65535: split larger batches.
+    for i1, n1, i2, n2 in _batch_blocks(nb1, nb2, _MAX_GRID_Z):
+        gsize, lsize = _launch_shape(p, M, N, n1 * n2)
+        offsets = [o.offset + i1 * o.s1 + i2 * o.s2 for o in (a, b, c)]
+        event = launch(
+            queue, kernel, gsize, lsize,
+            a.buffer, np.int32(offsets[0]), np.int32(a.ld), np.int32(a.s1), np.int32(a.s2),
+            b.buffer, np.int32(offsets[1]), np.int32(b.ld), np.int32(b.s1), np.int32(b.s2),
+            c.buffer, np.int32(offsets[2]), np.int32(c.ld), np.int32(c.s1), np.int32(c.s2),
+            np.int32(M), np.int32(N), np.int32(K), np.int32(n2),
+            a.buffer if bias is None else bias, np.int32(bias_mode), np.int32(sbias),
+            *extra_args,
+        )
+    return event
+
+
+_MAX_GRID_Z = 65535
+
+
+def _batch_blocks(
+    nb1: int, nb2: int, cap: int
+) -> list[tuple[int, int, int, int]]:
+    """``(first b1, count, first b2, count)`` blocks of at most ``cap`` batch entries."""
+    if nb1 * nb2 <= cap:
+        return [(0, nb1, 0, nb2)]
+    if nb2 <= cap:
+        step = cap // nb2
+        return [(i, min(step, nb1 - i), 0, nb2) for i in range(0, nb1, step)]
+    return [(i, 1, j, min(cap, nb2 - j)) for i in range(nb1) for j in range(0, nb2, cap)]
 
 
 # -- the op --------------------------------------------------------------------------------
