@@ -100,8 +100,8 @@ def _pair(op: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
                              for v in pair):
         raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
     if min(pair) < minimum:
-        kind = "positive" if minimum > 0 else "non-negative"
-        raise ValueError(f"{op}: {name} must be {kind}, got {value!r}")
+        raise ValueError(f"{op}: {name} must be an int >= {minimum} or a pair of them, "
+                         f"got {value!r}")
     return int(pair[0]), int(pair[1])
 
 
