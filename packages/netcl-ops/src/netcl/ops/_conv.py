@@ -145,8 +145,9 @@ def conv_geometry(
     oh = (h + 2 * pad[0] - dil[0] * (r - 1) - 1) // st[0] + 1
     ow = (w + 2 * pad[1] - dil[1] * (s - 1) - 1) // st[1] + 1
     if oh < 1 or ow < 1 or min(x_shape) < 1 or min(w_shape) < 1:
-        raise ValueError(f"{op}: output would be empty: input {x_shape} with weight {w_shape}, "
-                         f"stride {st}, padding {pad}, dilation {dil}")
+        raise ValueError(f"{op}: input {h}x{w} is too small for a {r}x{s} kernel with stride "
+                         f"{st}, padding {pad} and dilation {dil} (the output would be empty; "
+                         f"input {x_shape}, weight {w_shape})")
     return ConvGeometry(n, c, h, w, k, cg, r, s, oh, ow, st, pad, dil, int(groups))
 
 
