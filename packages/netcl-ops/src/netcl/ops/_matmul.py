@@ -67,6 +67,13 @@ def _pow2_at_most(n: int, cap: int) -> int:
     return max(1, min(cap, 1 << max(0, (max(1, n) - 1).bit_length())))
 
 
+def uses_fma(device: Any) -> bool:
+    """Whether GEMM kernels for ``device`` multiply-add with ``fma()`` (not on CPU devices)."""
+    from netcl.core.capabilities import device_type_name
+
+    return device is None or device_type_name(int(device.type)) != "cpu"
+
+
 def gemm_params(
     config: KernelConfig, dtype: str, trans_a: bool, trans_b: bool, max_wg: int = 1024
 ) -> mk.GemmParams:
@@ -184,7 +191,7 @@ def run_gemm(
     """
     max_wg = int(queue.device.max_work_group_size)
     p = gemm_params(config, dtype, trans_a, trans_b, max_wg)
-    p = _replace(p, b_loader=b_loader, extra_params=extra_params)
+    p = _replace(p, b_loader=b_loader, extra_params=extra_params, fma=uses_fma(queue.device))
     p = _vector_flags(p, a, b, c, M, N, K, bias_mode, sbias)
     kernel = gemm_kernel(queue.context, p)
     nb1, nb2 = batch
@@ -403,7 +410,7 @@ class MatmulKernel:
         if self.context is not None and config is not None:
             dev = self.context.devices[0]
             p = gemm_params(config, dtype, False, False, int(dev.max_work_group_size))
-            self.kernel = gemm_kernel(self.context, p)
+            self.kernel = gemm_kernel(self.context, _replace(p, fma=uses_fma(dev)))
 
     @property
     def source(self) -> str:

@@ -12,8 +12,9 @@ replace ``B_AT`` with an im2col gather (``GemmParams.b_loader``): that is the im
 # NOTE [ GEMM kernels and compilers ]
 # Loops over register blocks carry ``#pragma unroll``: fully unrolled, the accumulators stay
 # in registers (PoCL's LLVM does not unroll them on its own and spills every accumulator).
-# Hot loops use ``a * b + c`` (contracted to FMA by default in OpenCL C) and pointer casts,
-# not ``fma()``/``vloadN``: the PoCL build shipped on PyPI calls those builtins out of line.
+# Multiply-adds go through MADD: ``fma()`` on GPUs (one FFMA for sure), ``a * b + c`` on CPU
+# devices (contracted to FMA by LLVM), whose hot loops also use pointer casts, not ``vloadN``:
+# the PoCL build shipped on PyPI calls those builtins out of line.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class GemmParams:
     width of the vectorized variant and ``lx x ly`` the work-group shape. ``vec_a``/``vec_b``/
     ``vec_c`` promise 4-aligned contiguous dimensions (``vw``-aligned for the vectorized C).
     ``b_loader`` (C macros defining ``B_AT``) and ``extra_params`` replace the matrix B.
+    ``fma`` multiplies-adds with ``fma()`` (GPUs); otherwise with ``a * b + c``, which the
+    compiler contracts (CPU devices: see the note on PoCL above).
     """
 
     variant: str
@@ -54,6 +57,7 @@ class GemmParams:
     vec_c: bool = False
     b_loader: str = ""
     extra_params: str = ""
+    fma: bool = True
 
 
 def local_size(p: GemmParams) -> tuple[int, int]:
@@ -68,7 +72,8 @@ def gemm_kernel_name(p: GemmParams) -> str:
 
 def gemm_source(p: GemmParams) -> str:
     """The OpenCL C source (without the dtype header) of the kernel ``p`` describes."""
-    head = _access_macros(p) + _BIAS
+    madd = "fma((a), (b), (c))" if p.fma else "((a) * (b) + (c))"
+    head = _access_macros(p) + _BIAS + f"#define MADD(a, b, c) {madd}\n"
     if p.variant == NAIVE:
         return head + _naive(p)
     if p.variant == TILED:
@@ -159,7 +164,7 @@ def _naive(p: GemmParams) -> str:
     const int n = get_global_id(0), m = get_global_id(1);
     if (m >= M || n >= N) return;
     CT acc = 0;
-    for (int k = 0; k < K; ++k) acc += A_AT(m, k) * B_AT(k, n);
+    for (int k = 0; k < K; ++k) acc = MADD(A_AT(m, k), B_AT(k, n), acc);
     ST(C, m * ldc + n, acc + BIAS_OF(m, n));
 }
 """
@@ -200,7 +205,7 @@ def _tiled(p: GemmParams) -> str:
         for (int kk = 0; kk < BK; ++kk) {{
             const CT b = Bs[kk][tx];
             {UNROLL}
-            for (int i = 0; i < TM; ++i) acc[i] += As[kk][ty + i * RM] * b;
+            for (int i = 0; i < TM; ++i) acc[i] = MADD(As[kk][ty + i * RM], b, acc[i]);
         }}
         barrier(CLK_LOCAL_MEM_FENCE);
     }}
@@ -383,7 +388,7 @@ def _register_tiled(p: GemmParams) -> str:
             {UNROLL}
             for (int i = 0; i < TM; ++i)
                 {UNROLL}
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+                for (int j = 0; j < TN; ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);
         }}
         if (t + 1 < ntiles) {{
             __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
@@ -421,7 +426,7 @@ def _vectorized(p: GemmParams) -> str:
                 for (int i = 0; i < TM; ++i) {{
                     const CTV a = (CTV)(ap[kk * TM + i]);
                     {UNROLL}
-                    for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
+                    for (int j = 0; j < NV; ++j) acc[i][j] = MADD(a, b[j], acc[i][j]);
                 }}
             }}"""
     store = _vectorized_store(p)
