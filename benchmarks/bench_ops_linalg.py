@@ -134,7 +134,7 @@ class Bench:
         return row
 
     def _ratios(self, op: str, shape: str) -> None:
-        rows = [r for r in self.rows if r["op"] == op and r["shape"] == shape]
+        rows = [r for r in self.rows if r["op"] == op and r["shape"] == shape and "gflops" in r]
         refs = {r["impl"]: r["gflops"] for r in rows if r["impl"] in ("numpy", "torch-cuda")}
         for r in rows:
             if r["impl"] not in refs:
@@ -143,6 +143,16 @@ class Bench:
 
     def time(self, fn: Callable[[], Any]) -> list[float]:
         return _timed(fn, self.q.finish, self.repeat)
+
+    def _measure(self, op: str, shape: str, impl: str, call: Callable[[], Tensor], flops: int,
+                 want: np.ndarray[Any, Any], **extra: Any) -> None:
+        """Check one netcl candidate against ``want``, then time it; a failure is a row too."""
+        try:
+            err = _error(call().to_host(), want)
+            self._row(op, shape, impl, self.time(call), flops, err=err, **extra)
+        except Exception as exc:  # a kernel that fails to build or run on this device
+            self.rows.append({"op": op, "shape": shape, "impl": impl, "error": repr(exc)[:300],
+                              **extra})
 
     # -- SGEMM --
 
@@ -162,9 +172,7 @@ class Bench:
         if self.cl:
             a, b = Tensor.from_host(self.q, a_host), Tensor.from_host(self.q, b_host)
             for impl, call, config in self._gemm_candidates(n, a, b):
-                got = call()
-                self._row("sgemm", shape, impl, self.time(call), flops, config=config,
-                          err=_error(got.to_host(), want))
+                self._measure("sgemm", shape, impl, call, flops, want, config=config)
         self._ratios("sgemm", shape)
 
     def _gemm_candidates(self, n: int, a: Tensor,
@@ -227,9 +235,7 @@ class Bench:
                     call = run
                 else:
                     impl, call = v.name, _forced(v, run)
-                got = call()
-                self._row("conv2d", shape, impl, self.time(call), flops,
-                          err=_error(got.to_host(), want))
+                self._measure("conv2d", shape, impl, call, flops, want)
         self._ratios("conv2d", shape)
 
 
@@ -279,6 +285,9 @@ def table(result: dict[str, Any]) -> str:
              f"{'op':<7} {'shape':<30} {'impl':<36} {'ms':>9} {'GFLOP/s':>9} {'x numpy':>8} "
              f"{'x torch':>8} {'err':>8}"]
     for r in result["rows"]:
+        if "error" in r:
+            lines.append(f"{r['op']:<7} {r['shape']:<30} {r['impl'][:36]:<36} FAILED {r['error']}")
+            continue
         ratios = " ".join(f"{r[k]:8.2f}" if isinstance(r.get(k), float) else " " * 8
                           for k in ("x_numpy", "x_torch"))
         err = f"{r['err']:8.1e}" if "err" in r else " " * 8

@@ -116,10 +116,9 @@ IMPLICIT_PARAMS = (
 )
 
 IMPLICIT_B_LOADER = """
-inline CT conv2d_input_at(const __global T* x, const int k, const int p, const int H,
-                          const int W, const int OW, const int R, const int S, const int SH,
-                          const int SW, const int PH, const int PW, const int DH,
-                          const int DW) {
+CT conv2d_input_at(const __global T* x, const int k, const int p, const int H, const int W,
+                   const int OW, const int R, const int S, const int SH, const int SW,
+                   const int PH, const int PW, const int DH, const int DW) {
     const int RS = R * S, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
     const int oh = p / OW, ow = p - oh * OW;
     const int ih = oh * SH - PH + r * DH, iw = ow * SW - PW + s * DW;
