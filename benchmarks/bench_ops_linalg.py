@@ -182,7 +182,8 @@ class Bench:
         for v in MATMUL_VARIANTS:
             if v is V.MATMUL_NAIVE and n > slow:
                 continue
-            forced = self.selector._fit_device(default_config(v))
+            with force_variant(v):
+                forced = self.selector.select_matmul_kernel(n, n, n)
             out.append((v.name, _forced(v, lambda: matmul(a, b)), _describe(forced)))
         if self.gpu:
             for tm, tn, tk, wpt in GPU_TILES:
