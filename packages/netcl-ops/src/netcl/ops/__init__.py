@@ -83,15 +83,11 @@ from ._softmax import softmax as softmax
 
 # isort: split
 
-# --- matmul, conv2d, pooling, normalization (section B) ---
-# (names re-exported here, one `from ._module import name as name` per line)
+# --- matmul, bias_add, convolution, pooling and normalization ---
 from ._bias import bias_add as bias_add
-
-# --- convolution, pooling and normalization (section C) ---
-from ._convolution import conv2d as conv2d
-from ._convolution import conv2d_backward_data as conv2d_backward_data
-from ._convolution import conv2d_backward_weight as conv2d_backward_weight
-from ._convolution import conv2d_output_shape as conv2d_output_shape
+from ._conv import conv2d as conv2d
+from ._conv import conv2d_backward_data as conv2d_backward_data
+from ._conv import conv2d_backward_weight as conv2d_backward_weight
 from ._matmul import build_matmul_kernel as build_matmul_kernel
 from ._matmul import matmul as matmul
 from ._normalization import batch_norm as batch_norm
@@ -111,7 +107,6 @@ __all__ = [
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_weight",
-    "conv2d_output_shape",
     "batch_norm",
     "batch_norm_backward",
     "layer_norm",
