@@ -28,7 +28,6 @@ import hashlib
 import json
 import operator
 import os
-import tempfile
 import threading
 import time
 import warnings
@@ -37,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from netcl.core._paths import cache_dir
+from netcl.core._paths import atomic_write, cache_dir
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, itemsize
@@ -732,8 +731,7 @@ class KernelSelector:
         return best[1]
 
     def _persist(self) -> None:
-        """Merge the winners into the device's JSON file: temp file + os.replace, never a crash."""
-        tmp: str | None = None
+        """Merge the winners into the device's JSON file, atomically; never a crash."""
         try:
             path = self.tuned_path()
             self._tuned = merged = {**self._read_tuned(), **self._tuned}  # other processes' too
@@ -744,20 +742,10 @@ class KernelSelector:
                 "winners": [{"op": op, "key": _json_key("autotune", k), "variant": v.name}
                             for (op, k), v in merged.items()],
             }
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            tmp = None
+            atomic_write(path, json.dumps(payload, indent=1).encode("utf-8"))
         except (OSError, TypeError) as exc:
             warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
                           RuntimeWarning, stacklevel=3)
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
 
 
 def _timed(call: Callable[[], None]) -> float:

@@ -33,6 +33,7 @@ Examples:
 
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 from collections.abc import Sequence
@@ -152,14 +153,16 @@ def _check_probability(op: str, p: float) -> float:
     return float(p)
 
 
-class _Augmentation(Generic[P]):
+class _Augmentation(abc.ABC, Generic[P]):
     op = "augment"
 
+    @abc.abstractmethod
     def draw(self, rng: np.random.Generator, shape: Shape) -> P:
-        raise NotImplementedError
+        """Every random draw this augmentation needs for a batch of ``shape``, on the host."""
 
+    @abc.abstractmethod
     def apply(self, x: npt.NDArray[Any], params: P) -> npt.NDArray[Any]:
-        raise NotImplementedError
+        """The deterministic transform given the draws."""
 
     def output_shape(self, shape: Shape) -> Shape:
         return shape

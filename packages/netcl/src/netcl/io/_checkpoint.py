@@ -13,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from netcl.core._paths import atomic_write
 
 __all__ = ["CheckpointError", "load_tensors", "save_tensors"]
 
@@ -45,25 +46,6 @@ def _digest(tensors: Mapping[str, np.ndarray[Any, Any]], meta_json: str) -> str:
         h.update(arr.tobytes())
     h.update(meta_json.encode())
     return h.hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
 
 
 def save_tensors(
@@ -102,7 +84,7 @@ def save_tensors(
         "netcl.sha256": _digest(arrays, meta_json),
     }
     target = Path(path)
-    _atomic_write(target, save(arrays, metadata=header))
+    atomic_write(target, save(arrays, metadata=header))
     return target
 
 

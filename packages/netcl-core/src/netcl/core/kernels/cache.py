@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
 from .._cl import cl
-from .._paths import cache_dir
+from .._paths import atomic_write, cache_dir
 
 __all__ = ["KernelBuildError", "build_stats", "get_kernel", "get_program"]
 
@@ -67,19 +66,6 @@ def _device_key(dev: Any) -> str:
     )
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _build_from_source(context: Any, source: str, options: str, name: str) -> Any:
     program = cl().Program(context, source)
     try:
@@ -121,7 +107,7 @@ def _load_or_build(context: Any, source: str, options: str, name: str) -> Any:
     program = _build_from_source(context, source, options, name)
     _stats["compiled"] += 1
     try:
-        _atomic_write(path, bytes(program.binaries[0]))
+        atomic_write(path, bytes(program.binaries[0]))
     except OSError:
         pass  # a read-only cache only costs compile time
     return program
