@@ -109,7 +109,7 @@ class Trainer:
         if hasattr(self.train_loader, "set_epoch"):
             self.train_loader.set_epoch(epoch)  # resume draws the same batches
         total_loss, correct, seen = 0.0, 0, 0
-        losses: list[Tensor] = []
+        pending: list[tuple[Tensor, Tensor]] = []  # (loss, hits) still on the device
         bar = self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}")
         for x, y in bar:
             xt, yt = self._to_device(x, y)
@@ -119,30 +119,31 @@ class Trainer:
             tape.backward(loss)
             self.optimizer.step()
             self.optimizer.zero_grad()
-            losses.append(loss)
-            correct += _correct(logits, y)
+            pending.append((loss, _hits(logits, yt)))
             seen += len(y)
-            if len(losses) >= 16:  # read losses back in groups, not once per step
-                total_loss += sum(float(t.to_host()) * 1.0 for t in losses)
-                losses.clear()
+            if len(pending) >= 16:  # read results back in groups, not once per step
+                loss_sum, hits = _drain(pending)
+                total_loss, correct = total_loss + loss_sum, correct + hits
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(acc=f"{correct / max(seen, 1):.3f}")
-        total_loss += sum(float(t.to_host()) for t in losses)
+        loss_sum, hits = _drain(pending)
+        total_loss, correct = total_loss + loss_sum, correct + hits
         n_batches = max(len(self.train_loader), 1)
         return total_loss / n_batches, correct / max(seen, 1)
 
     def evaluate(self, loader: Any) -> tuple[float, float]:
         """Mean loss and accuracy over ``loader`` in eval mode, without recording."""
         self.model.eval()
-        total_loss, correct, seen, batches = 0.0, 0, 0, 0
+        pending: list[tuple[Tensor, Tensor]] = []
+        seen = 0
         with ag.no_grad():
             for x, y in loader:
                 xt, yt = self._to_device(x, y)
                 logits = self.model(xt)
-                total_loss += float(self.loss_fn(logits, yt).to_host())
-                correct += _correct(logits, y)
+                pending.append((self.loss_fn(logits, yt), _hits(logits, yt)))
                 seen += len(y)
-                batches += 1
+        batches = len(pending)
+        total_loss, correct = _drain(pending)
         self.model.train()
         return total_loss / max(batches, 1), correct / max(seen, 1)
 
@@ -171,8 +172,17 @@ class Trainer:
         return self.history
 
 
-def _correct(logits: Tensor, labels: np.ndarray[Any, Any]) -> int:
-    from netcl.ops import argmax
+def _hits(logits: Tensor, labels: Tensor) -> Tensor:
+    """How many rows' argmax equals the label, as a device scalar (no host read)."""
+    from netcl import ops
 
-    predicted = argmax(logits, axis=1).to_host()
-    return int(np.sum(predicted == np.asarray(labels)))
+    same = ops.eq(ops.argmax(logits, axis=1), labels)
+    return ops.sum(ops.cast(same, "int32"))
+
+
+def _drain(pending: list[tuple[Tensor, Tensor]]) -> tuple[float, int]:
+    """Read back and clear queued (loss, hits) pairs: their loss sum and hit count."""
+    loss_sum = sum(float(loss.to_host()) for loss, _ in pending)
+    hits = sum(int(h.to_host()) for _, h in pending)
+    pending.clear()
+    return loss_sum, hits
