@@ -30,6 +30,7 @@ from ..dtypes import numpy_dtype
 from ..memory import (
     BufferHandle,
     BufferPool,
+    aligned_host_copy,
     create_zero_copy_buffer,
     get_persistent_pool,
     get_pinned_pool,
@@ -101,7 +102,7 @@ class OpenCLBackend:
         if self._retired:
             self._purge_retired()
         if self.integrated and pool is None:
-            private = np.array(host, order="C", copy=True)
+            private = aligned_host_copy(host)
             buffer = create_zero_copy_buffer(self.context, private)
             return HostUpload(buffer, None, None, private, None)
         lease = (pool or get_persistent_pool(self.queue)).allocate(host.nbytes)
