@@ -142,3 +142,19 @@ def test_norm_errors(dev: DeviceHandle) -> None:
                 "more than one value per channel")
     check_error(dev, lambda t: layer_norm(t, (3,)), (x,), {}, ValueError,
                 r"normalized_shape \(3,\) must be the trailing dims of input \(4, 3, 2\)")
+
+
+def test_norm_mixed_dtypes_are_refused(dev: DeviceHandle) -> None:
+    # The OpenCL kernels read every tensor as the input's storage type, so a float32 weight
+    # beside a float16 input must raise rather than be read as halves.
+    q = dev.queue
+    w32 = Tensor.from_host(q, np.ones(3))
+    check_error(dev, lambda t: batch_norm(t, None, None, w32, w32), (np.ones((4, 3, 2)),), {},
+                TypeError, "batch_norm: every tensor must have the input's dtype float16, got "
+                "float32", dtype="float16")
+    check_error(dev, lambda t: layer_norm(t, 3, w32, w32), (np.ones((4, 3)),), {}, TypeError,
+                "layer_norm: every tensor must have the input's dtype float16", dtype="float16")
+    x16 = Tensor.from_host(q, np.ones((4, 3)), dtype="float16")
+    _, mean, invstd = batch_norm(x16, None, None)
+    check_error(dev, lambda g: batch_norm_backward(g, x16, mean, invstd), (np.ones((4, 3)),), {},
+                TypeError, "batch_norm_backward: every tensor must have the input's dtype")

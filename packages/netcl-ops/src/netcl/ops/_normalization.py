@@ -196,7 +196,17 @@ def _check_bn(op: str, x: Tensor, *params: Tensor | None) -> tuple[int, int, int
             if p.shape != (c,):
                 raise ValueError(f"{op}: per-channel tensors must have shape ({c},) for input "
                                  f"{x.shape}, got {p.shape}")
+    _check_dtypes(op, x, *params)
     return n, c, math.prod(x.shape[2:])
+
+
+def _check_dtypes(op: str, x: Tensor, *others: Tensor | None) -> None:
+    # The kernels read every tensor argument as x's storage type T: a float32 weight next to a
+    # float16 input would be read as halves (garbage), so mixed dtypes are refused up front.
+    for t in others:
+        if t is not None and t.dtype != x.dtype:
+            raise TypeError(f"{op}: every tensor must have the input's dtype {x.dtype}, got "
+                            f"{t.dtype} (cast the input or the parameters first)")
 
 
 def _channel_view(a: np.ndarray[Any, Any], ndim: int) -> np.ndarray[Any, Any]:
@@ -291,6 +301,7 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
     given the ``mean``/``invstd`` it returned."""
     op = "batch_norm_backward"
     n, c, hw = _check_bn(op, x, weight)
+    _check_dtypes(op, x, grad)
     m = n * hw
     if x.array is not None:
         g = grad.array.astype(np.float64)  # type: ignore[union-attr]
@@ -347,6 +358,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     for p in (weight, bias):
         if p is not None and p.size != d:
             raise ValueError(f"{op}: weight/bias must have {d} elements, got shape {p.shape}")
+    _check_dtypes(op, x, weight, bias)
     if x.array is not None:
         xa = x.array.reshape(rows, d).astype(np.float64)
         mu = xa.mean(axis=1)
@@ -374,6 +386,7 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     ``normalized_shape``)."""
     op = "layer_norm_backward"
     rows, d = _ln_rows(op, x, normalized_shape)
+    _check_dtypes(op, x, grad, weight)
     pshape = x.shape[x.ndim - (1 if isinstance(normalized_shape, int)
                                else len(tuple(normalized_shape))):]
     if x.array is not None:
