@@ -211,6 +211,26 @@ def _in_use(dev: DeviceHandle) -> int:
     return int(stats["bytes_allocated"] - stats["bytes_cached"])
 
 
+def test_gradients_take_the_dtype_of_their_tensor(dev: DeviceHandle) -> None:
+    # add(float16, float32) hands its float32 upstream gradient to the float16 matmul output;
+    # the matmul backward must still get float16 (it refuses mixed dtypes), and each leaf's
+    # .grad has the leaf's dtype.
+    q = dev.queue
+    a = Tensor.from_host(q, np.ones((2, 3)), dtype="float16")
+    a.requires_grad = True
+    w = leaf(dev, np.full((4, 3), 0.5))
+    bias = leaf(dev, np.zeros(4))
+    with ag.Tape() as tape:
+        h = ops.matmul(a, ops.cast(w, "float16"), transpose_b=True)
+        loss = ops.sum(ops.add(h, bias))
+    assert (h.dtype, loss.dtype) == ("float16", "float32")
+    tape.backward(loss)
+    assert a.grad is not None and w.grad is not None and bias.grad is not None
+    assert (a.grad.dtype, w.grad.dtype, bias.grad.dtype) == ("float16", "float32", "float32")
+    np.testing.assert_allclose(a.grad.to_host(), np.full((2, 3), 2.0))
+    np.testing.assert_allclose(w.grad.to_host(), np.full((4, 3), 2.0))
+
+
 def test_backward_releases_buffers_as_the_graph_is_consumed(dev: DeviceHandle) -> None:
     """A 12-layer MLP: in-use bytes peak before backward and fall as nodes are consumed."""
     rng = np.random.default_rng(0)

@@ -23,6 +23,13 @@
 # back to the buffer pool while the pass continues), frees every other node the tape recorded,
 # and marks the tape consumed: a second backward raises ``RuntimeError``, and so does a backward
 # that reaches a node another tape's backward already freed.
+#
+# NOTE [ Gradient dtypes ]
+# A gradient always has the dtype of the tensor it is the gradient of, as in PyTorch. Backward
+# rules may return a wider one (``add(float16, float32)`` hands its float32 upstream gradient
+# to both operands), so the reverse pass casts each input gradient to the recorded input dtype
+# before passing it on: the float16 ops of mixed precision then always get float16 gradients,
+# and a float32 master weight a float32 ``.grad``.
 """
 
 from __future__ import annotations
@@ -411,6 +418,7 @@ class Tape:
             for i, gi in enumerate(grads):
                 if gi is None or not node.needs[i]:
                     continue
+                gi = _as_dtype(gi, node.in_dtypes[i])
                 parent = node.parents[i]
                 if parent is not None:
                     prev = pending.get(parent)
@@ -455,12 +463,18 @@ def _check_alive(node: Node) -> None:
         )
 
 
+def _as_dtype(g: Tensor, dtype: str) -> Tensor:
+    """``g`` in the dtype of the tensor it is the gradient of (see NOTE [ Gradient dtypes ])."""
+    if g.dtype == dtype:
+        return g
+    from netcl.ops import cast
+
+    return cast(g, dtype)
+
+
 def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
     """``leaf.grad += g``; the first gradient is copied if anything else may hold it."""
-    if g.dtype != leaf.dtype:
-        from netcl.ops import cast
-
-        g = cast(g, leaf.dtype)
+    g = _as_dtype(g, leaf.dtype)
     with no_grad():
         if leaf.grad is None:
             shared = id(g) in handed or g._base is not None
