@@ -10,9 +10,10 @@ Rows, all in one process on one device:
 - the same through NumPy on the host, and through PyTorch on CUDA when ``torch`` imports and
   sees a GPU (``torch.cuda.synchronize`` around each timing).
 
-Every timing is wall-clock around the call plus ``queue.finish()`` (the op's Python dispatch
-included), after one warm-up call (kernel builds); the table shows the median of ``--repeat``
-runs and the JSON keeps every run. Launches are counted by ``netcl.core.kernels.primitives``.
+Every timing is per call, from batches of back-to-back calls with one ``queue.finish()``
+each (``benchmarks/_timing.py``; the op's Python dispatch included), after one warm-up call
+(kernel builds); the table shows the median of ``--repeat`` samples and the JSON keeps every
+sample. Launches are counted by ``netcl.core.kernels.primitives``.
 
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_ops_elementwise.py \\
         --device cl --out bench_ops_elementwise.json
@@ -25,7 +26,6 @@ import json
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ try:
 except ImportError:  # running from a checkout without the packages installed
     root = Path(__file__).resolve().parents[1] / "packages"
     sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
+
+from _timing import per_call_samples
 
 import netcl.ops as ops
 from netcl.core.device import manager
@@ -64,15 +66,8 @@ def _sizes(text: str) -> list[int]:
 
 
 def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeat: int) -> list[float]:
-    fn()
-    sync()  # warm-up: kernel builds, pool buckets
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return times
+    samples: list[float] = per_call_samples(fn, sync, repeat)
+    return samples
 
 
 def _row(rows: list[dict[str, Any]], op: str, shape: tuple[int, ...], impl: str,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the NVIDIA GPU machine (see ../shared/GPU.md): set up pyopencl from .whl, then run the
 # test suites on the GPU and every benchmark, writing logs and JSON under $OUT.
-#   bash scripts/gpu_run.sh [tests] [bench] [train]
+#   bash scripts/gpu_run.sh [tests] [bench] [selector] [train]
 set -u
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$(ls -d packages/*/src | tr '\n' ':')
@@ -21,12 +21,17 @@ for step in $what; do
         2>&1 | tail -40 | tee "$OUT/tests_gpu.txt" ;;
     bench)
       for b in benchmarks/bench_ops_linalg.py benchmarks/bench_ops_elementwise.py \
-               benchmarks/bench_fusion.py benchmarks/bench_train.py; do
+               benchmarks/bench_selector.py benchmarks/bench_fusion.py benchmarks/bench_train.py; do
         [ -f "$b" ] || continue
         name=$(basename "$b" .py)
         extra=""; [ "$name" = bench_train ] && extra="--tasks resnet18"
         timeout 300 python3 "$b" --device cl $extra --out "$OUT/$name.json" 2>&1 | tail -60 \
           | tee "$OUT/$name.txt"
+      done ;;
+    selector)
+      for name in bench_selector bench_ops_elementwise; do
+        timeout 300 python3 "benchmarks/$name.py" --device cl --out "$OUT/$name.json" 2>&1 \
+          | tail -60 | tee "$OUT/$name.txt"
       done ;;
     train)
       timeout 300 python3 -m netcl.cli train --device cl --no-progress 2>&1 | tail -15 \
