@@ -39,7 +39,8 @@ from netcl.core.tensor import Tensor
 if TYPE_CHECKING:
     from ._fusion import Group
 
-__all__ = ["MAX_DIMS", "Layout", "cache_info", "clear_cache", "run_backward", "run_forward"]
+__all__ = ["MAX_DIMS", "Layout", "cache_info", "clear_cache", "kernel_spec", "run_backward",
+           "run_forward"]
 
 MAX_DIMS = 8
 _INT32_MAX = 2**31 - 1
@@ -394,15 +395,19 @@ def _elementwise_range(lay: Layout, n: int, local: int) -> tuple[tuple[int, ...]
     return (-(-inner // l0) * l0, -(-rows // l1) * l1), (l0, l1)
 
 
-def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, ...]) -> Any:
+def _structure(kind: str, group: Group, lay: Layout, extra: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a generated kernel depends on: never the values of shapes or scalars."""
     masks = tuple(lay.kept(i) for i in group.tensor_leaves)
-    key = (id(queue.context), kind, group.key, group.dtype, len(lay.dims), lay.flat, lay.wide,
-           masks, extra)
-    built = _cache.get(key)
-    if built is not None:
-        _stats["hits"] += 1
-        return built
-    digest = hashlib.sha1(repr(key[1:]).encode()).hexdigest()[:12]
+    return (kind, group.key, group.dtype, len(lay.dims), lay.flat, lay.wide, masks, extra)
+
+
+def kernel_spec(kind: str, group: Group, lay: Layout, extra: tuple[Any, ...]) -> KernelSpec:
+    """The generated kernel of ``group`` over ``lay``: a pure function, no device involved.
+
+    ``kind`` is ``"fwd"``, ``"full"`` (``extra``: the target leaves) or ``"reduce"``
+    (``extra``: sections, local size, blocked; see NOTE [ Reduce kernel ]).
+    """
+    digest = hashlib.sha1(repr(_structure(kind, group, lay, extra)).encode()).hexdigest()[:12]
     name = f"fused_{kind}_{digest}"
     if kind == "fwd":
         params, body = _forward_source(name, group, lay)
@@ -410,9 +415,17 @@ def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, 
         params, body = _full_source(name, group, lay, extra[0])
     else:
         params, body = _reduce_source(name, group, lay, extra[0], extra[1], extra[2])
-    spec = KernelSpec(name=name, params=params, body=body,
+    return KernelSpec(name=name, params=params, body=body,
                       preamble=_header(group.dtype, lay.wide) + group.preamble, tune=False)
-    built = spec.build(queue)
+
+
+def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, ...]) -> Any:
+    key = (id(queue.context), *_structure(kind, group, lay, extra))
+    built = _cache.get(key)
+    if built is not None:
+        _stats["hits"] += 1
+        return built
+    built = kernel_spec(kind, group, lay, extra).build(queue)
     with _lock:
         _cache[key] = built
         _stats["generated"] += 1

@@ -58,10 +58,19 @@ def device_queue(queue: Any) -> Any:
     return get_active_device().queue if queue is None else queue
 
 
+def _program_source(wide: bool, extra: str = "", source: str = _SOURCE) -> str:
+    """``source`` (``fill_k``/``arange_k`` or ``one_hot_k``) after the ``IDX`` definition (64-bit
+    if ``wide``) and ``extra`` defines; the dtype header comes from ``cl_kernel``."""
+    return index_defs(2**31 if wide else 0)[0] + extra + source
+
+
+def _one_hot_defines(label_dtype: str) -> str:
+    return f"#define LT {'int' if label_dtype == 'int32' else 'long'}\n"
+
+
 def _kernel(queue: Any, name: str, dtype: str, wide: bool, extra: str = "",
             source: str = _SOURCE) -> Any:
-    defs = index_defs(2**31 if wide else 0)[0]
-    return cl_kernel(queue.context, name, defs + extra + source, dtype)
+    return cl_kernel(queue.context, name, _program_source(wide, extra, source), dtype)
 
 
 def fill(x: Tensor, value: float) -> Tensor:
@@ -212,7 +221,7 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
     n = out.size
     if n:
         _, idx = index_defs(n, labels.offset + labels.size)
-        extra = f"#define LT {'int' if labels.dtype == 'int32' else 'long'}\n"
+        extra = _one_hot_defines(labels.dtype)
         kernel = _kernel(labels.queue, "one_hot_k", dtype, idx is np.int64, extra, _ONE_HOT)
         launch_items(labels.queue, kernel, n, device_buffer(out), device_buffer(labels),
                      idx(labels.offset), idx(C), idx(n))

@@ -44,6 +44,15 @@ __kernel void take_k(__global T* out, __global const T* x, const IDX xo,
 """
 
 
+def _program_source(dtype: str, index_dtype: str, wide: bool) -> str:
+    """``take_k`` gathering ``dtype`` elements by ``index_dtype`` (int32/int64) indices, with
+    64-bit element indices if ``wide``; the dtype header comes from ``cl_kernel``."""
+    defs = index_defs(2**31 if wide else 0)[0]
+    oob = "((CT)NAN)" if dtype in FLOAT_DTYPES else "((CT)0)"
+    tix = "int" if index_dtype == "int32" else "long"
+    return f"{defs}#define TIX {tix}\n#define OOB {oob}\n{_SOURCE}"
+
+
 def _check_index(op: str, x: Tensor, index: Any) -> Tensor:
     checked = check_tensor(op, index, "index")
     if checked.dtype not in ("int32", "int64"):
@@ -67,10 +76,8 @@ def _take(x: Tensor, index: Tensor, axis: int, out_shape: tuple[int, ...], K: in
     if n == 0:
         return out
     inner = math.prod(x.shape[axis + 1:])
-    defs, idx = index_defs(n, x.offset + x.size, index.offset + index.size)
-    oob = "((CT)NAN)" if x.dtype in FLOAT_DTYPES else "((CT)0)"
-    tix = "int" if index.dtype == "int32" else "long"
-    source = f"{defs}#define TIX {tix}\n#define OOB {oob}\n{_SOURCE}"
+    _, idx = index_defs(n, x.offset + x.size, index.offset + index.size)
+    source = _program_source(x.dtype, index.dtype, idx is np.int64)
     kernel = cl_kernel(x.queue.context, "take_k", source, x.dtype)
     launch_items(x.queue, kernel, n, device_buffer(out), device_buffer(x) if x.size else None,
                  idx(x.offset), device_buffer(index), idx(index.offset),

@@ -237,6 +237,15 @@ def _float_dtype(op: str, dtype: Any) -> str:
     return dt
 
 
+def _program_source(name: str, dtype: str, wide: bool) -> str:
+    """Kernel ``rng_<name>`` writing ``dtype``, with 64-bit indices if ``wide``; the dtype
+    header comes from ``cl_kernel``."""
+    unit, open_unit = _UNITS.get(dtype, _UNITS["float32"])
+    defs = index_defs(2**31 if wide else 0)[0]
+    return (f"{defs}{literal_macro(dtype)}#define UNIT(u) {unit}\n"
+            f"#define OPEN_UNIT(u) {open_unit}\n{_SOURCE}{_KERNELS[name]}")
+
+
 def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ...] = (),
             mask: Tensor | None = None, x: Tensor | None = None) -> None:
     """Run ``rng_<name>`` writing ``out.size`` values from stream position ``offset``.
@@ -247,10 +256,8 @@ def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ..
     if n == 0:
         return
     q = out.queue
-    unit, open_unit = _UNITS.get(out.dtype, _UNITS["float32"])
-    defs, idx = index_defs(n, 0 if x is None else x.offset + x.size)
-    source = (f"{defs}{literal_macro(out.dtype)}#define UNIT(u) {unit}\n"
-              f"#define OPEN_UNIT(u) {open_unit}\n{_SOURCE}{_KERNELS[name]}")
+    _, idx = index_defs(n, 0 if x is None else x.offset + x.size)
+    source = _program_source(name, out.dtype, idx is np.int64)
     kernel = cl_kernel(q.context, f"rng_{name}", source, out.dtype)
     head = [device_buffer(out)]
     if mask is not None and x is not None:

@@ -107,6 +107,19 @@ __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
 """
 
 
+def _program_source(name: str, local: int, wide: bool) -> str:
+    """Kernel ``name`` (``softmax_row`` or ``softmax_col``) for work-groups of ``local`` items,
+    with 64-bit indices if ``wide``; the dtype header comes from ``cl_kernel``."""
+    defs = index_defs(2**31 if wide else 0)[0]
+    return f"{defs}#define LMAX {local}\n{_SOURCE}{_KERNELS[name]}"
+
+
+def _nll_source(label_dtype: str, wide: bool) -> str:
+    """``nll_k`` reading ``label_dtype`` (int32 or int64) labels."""
+    defs = index_defs(2**31 if wide else 0)[0]
+    lt = "int" if label_dtype == "int32" else "long"
+    return f"{defs}#define LT {lt}\n{_NLL}"
+
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     x = check_tensor(op, x)
@@ -127,17 +140,17 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     outer, R = math.prod(dims[:ax]), dims[ax]
     inner = math.prod(dims[ax + 1:])
     local = local_size(x.queue.device)
-    defs, idx = index_defs(x.offset + x.size)
-    kernel_src = f"{defs}#define LMAX {local}\n{_SOURCE}"
+    _, idx = index_defs(x.offset + x.size)
+    wide = idx is np.int64
     variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
     args = (device_buffer(out), device_buffer(x), idx(x.offset), np.int32(op == "log_softmax"))
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
-        kernel = cl_kernel(x.queue.context, "softmax_col", kernel_src + _KERNELS["softmax_col"],
-                           x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_col",
+                           _program_source("softmax_col", local, wide), x.dtype)
         launch_items(x.queue, kernel, outer * inner, *args, idx(outer), idx(R), idx(inner))
     else:
-        kernel = cl_kernel(x.queue.context, "softmax_row", kernel_src + _KERNELS["softmax_row"],
-                           x.dtype)
+        kernel = cl_kernel(x.queue.context, "softmax_row",
+                           _program_source("softmax_row", local, wide), x.dtype)
         launch_nd(x.queue, kernel, (outer * local,), (local,), *args, idx(R))
     return out
 
@@ -216,9 +229,9 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     out = empty(logp.queue, (N,), logp.dtype)
     if N == 0:
         return out
-    defs, idx = index_defs(logp.offset + logp.size, labels.offset + N)
-    lt = "int" if labels.dtype == "int32" else "long"
-    kernel = cl_kernel(logp.queue.context, "nll_k", f"{defs}#define LT {lt}\n{_NLL}", logp.dtype)
+    _, idx = index_defs(logp.offset + logp.size, labels.offset + N)
+    source = _nll_source(labels.dtype, idx is np.int64)
+    kernel = cl_kernel(logp.queue.context, "nll_k", source, logp.dtype)
     launch_items(logp.queue, kernel, N, device_buffer(out), device_buffer(logp) if C else None,
                  idx(logp.offset), device_buffer(labels), idx(labels.offset), idx(C),
                  np.int64(ignore_index), idx(N))

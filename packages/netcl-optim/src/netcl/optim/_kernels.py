@@ -16,7 +16,7 @@ from netcl.core.kernels.cache import get_kernel
 from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
 from netcl.core.tensor import Tensor
 
-__all__ = ["run_update", "sum_squares_into", "scale_by_factor", "clip_factor"]
+__all__ = ["clip_factor", "program_source", "run_update", "scale_by_factor", "sum_squares_into"]
 
 _TUNER = WorkGroupTuner()
 REDUCE_GROUP = 256
@@ -134,11 +134,16 @@ __kernel void clip_factor(__global const float* partial, const int count,
 NORM_GROUPS = 64  # work-groups per parameter in sum_squares: partial slots per parameter
 
 
-def _kernel(context: Any, name: str, source: str, dtype: str) -> Any:
+def program_source(source: str, dtype: str) -> str:
+    """``source`` (``_UPDATES[kind]``, ``_NORM`` or ``_CLIP``) with its header for ``dtype``."""
     pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if dtype == "float64" else ""
     header = f"{pragma}{PRIMITIVE_PREAMBLE}#define T {c_type(dtype)}\n"
     header += f"#define REDUCE_GROUP {REDUCE_GROUP}\n"
-    return get_kernel(context, header + source, name)
+    return header + source
+
+
+def _kernel(context: Any, name: str, source: str, dtype: str) -> Any:
+    return get_kernel(context, program_source(source, dtype), name)
 
 
 def run_update(kind: str, param: Tensor, *buffers_and_scalars: Any) -> None:

@@ -1,0 +1,37 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+
+#define T float
+#define CT float
+#define IDX int
+#define LIT(x) (x##f)
+#define LD(p, i) ((p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (v))
+
+__kernel void fused_fwd_ab13dd3770aa(__global T* out, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, const IDX n, const IDX d0, const IDX st0_0, const IDX st1_0) {
+  const IDX gid = get_global_id(0);
+  if (gid >= n) return;
+  const IDX i0 = o0 + gid;
+  const IDX i1 = o1 + gid;
+  const CT x0 = LD(p0, i0);
+  const CT x1 = LD(p1, i1);
+  const CT t0 = (CT)(SIGMOID(x0));
+  const CT t1 = (CT)(MUL(t0, x1));
+  ST(out, gid, t1);
+}

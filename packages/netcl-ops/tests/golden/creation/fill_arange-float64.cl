@@ -1,0 +1,33 @@
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T double
+#define CT double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+
+__kernel void fill_k(__global T* out, const IDX oo, const CT value, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i < n) ST(out, oo + i, value);
+}
+
+__kernel void arange_k(__global T* out, const CT start, const CT step, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i < n) ST(out, i, start + (CT)i * step);
+}

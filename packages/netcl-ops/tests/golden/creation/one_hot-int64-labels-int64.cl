@@ -1,0 +1,31 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T long
+#define CT long
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LT long
+
+__kernel void one_hot_k(__global T* out, __global const LT* labels, const IDX lo,
+                        const IDX C, const IDX n) {
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const long label = (long)labels[lo + i / C];
+  ST(out, i, label == (long)(i % C) ? (CT)1 : (CT)0);  /* out of range: a row of zeros */
+}

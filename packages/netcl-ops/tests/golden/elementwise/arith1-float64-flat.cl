@@ -1,0 +1,61 @@
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T double
+#define CT double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LIT(x) (x)
+#define STO(p, i, v) ((p)[(i)] = (double)(v))
+#define LD0(p, i) ((CT)(p)[(i)])
+
+__kernel void ew_arith1(
+    __global double* out,
+    const IDX oo,
+    __global const double* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    const CT q0,
+    const CT q1,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const CT a = u0 ? s0 : LD0(p0, o0 + i);
+  switch (op) {
+    case 0: { STO(out, oo + i, (-a)); } break;
+    case 1: { STO(out, oo + i, (fabs(a))); } break;
+    case 2: { STO(out, oo + i, (isnan(a) ? a : sign(a))); } break;
+    case 3: { STO(out, oo + i, (exp(a))); } break;
+    case 4: { STO(out, oo + i, (log(a))); } break;
+    case 5: { STO(out, oo + i, (sqrt(a))); } break;
+    case 6: { STO(out, oo + i, (rsqrt(a))); } break;
+    case 7: { STO(out, oo + i, (LIT(1.0) / a)); } break;
+    case 8: { STO(out, oo + i, (a < (CT)0 ? (CT)0 : a)); } break;
+    case 9: { STO(out, oo + i, (a < (CT)0 ? a * q0 : a)); } break;
+    case 10: { STO(out, oo + i, (LIT(1.0) / (LIT(1.0) + exp(-a)))); } break;
+    case 11: { STO(out, oo + i, (tanh(a))); } break;
+    case 12: { STO(out, oo + i, (LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476))))); } break;
+    case 13: { STO(out, oo + i, (LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))); } break;
+    case 14: { STO(out, oo + i, (a / (LIT(1.0) + exp(-a)))); } break;
+    case 15: { STO(out, oo + i, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
+  }
+}

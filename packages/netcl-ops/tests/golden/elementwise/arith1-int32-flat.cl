@@ -1,0 +1,49 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T int
+#define CT int
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LIT(x) ((CT)(x))
+#define STO(p, i, v) ((p)[(i)] = (int)(v))
+#define LD0(p, i) ((CT)(p)[(i)])
+
+__kernel void ew_arith1(
+    __global int* out,
+    const IDX oo,
+    __global const int* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    const CT q0,
+    const CT q1,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const CT a = u0 ? s0 : LD0(p0, o0 + i);
+  switch (op) {
+    case 0: { STO(out, oo + i, (-a)); } break;
+    case 1: { STO(out, oo + i, ((CT)abs(a))); } break;
+    case 2: { STO(out, oo + i, ((CT)((a > (CT)0) - (a < (CT)0)))); } break;
+    case 8: { STO(out, oo + i, (a < (CT)0 ? (CT)0 : a)); } break;
+    case 15: { STO(out, oo + i, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
+  }
+}

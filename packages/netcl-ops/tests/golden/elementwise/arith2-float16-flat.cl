@@ -1,0 +1,56 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define IDX int
+#define LIT(x) (x##f)
+#define STO(p, i, v) vstore_half((v), (i), (p))
+#define LD0(p, i) ((CT)vload_half((i), (p)))
+#define LD1(p, i) ((CT)vload_half((i), (p)))
+
+__kernel void ew_arith2(
+    __global half* out,
+    const IDX oo,
+    __global const half* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    __global const half* p1,
+    const IDX o1,
+    const CT s1,
+    const int u1,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const CT a = u0 ? s0 : LD0(p0, o0 + i);
+  const CT b = u1 ? s1 : LD1(p1, o1 + i);
+  switch (op) {
+    case 0: { STO(out, oo + i, (a + b)); } break;
+    case 1: { STO(out, oo + i, (a - b)); } break;
+    case 2: { STO(out, oo + i, (a * b)); } break;
+    case 3: { STO(out, oo + i, (a / b)); } break;
+    case 4: { STO(out, oo + i, ((a > b || isnan(a)) ? a : b)); } break;
+    case 5: { STO(out, oo + i, ((a < b || isnan(a)) ? a : b)); } break;
+    case 6: { STO(out, oo + i, (pow(a, b))); } break;
+  }
+}

@@ -1,0 +1,85 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T int
+#define CT int
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LIT(x) ((CT)(x))
+#define STO(p, i, v) ((p)[(i)] = (int)(v))
+#define LD0(p, i) ((CT)(p)[(i)])
+#define LD1(p, i) ((CT)(p)[(i)])
+#define W 4
+
+__kernel void ew_arith2(
+    __global int* out,
+    const IDX oo,
+    __global const int* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    __global const int* p1,
+    const IDX o1,
+    const CT s1,
+    const int u1,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  const IDX base = i * W;
+  if (base + W <= n) {
+    const int4 v0 = u0 ? (int4)((int)s0) : ((__global const int4*)(p0 + o0))[i];
+    const int4 v1 = u1 ? (int4)((int)s1) : ((__global const int4*)(p1 + o1))[i];
+    int4 r;
+    switch (op) {
+      case 0: { { const CT a = (CT)v0.s0; const CT b = (CT)v1.s0; r.s0 = (int)(a + b); }
+        { const CT a = (CT)v0.s1; const CT b = (CT)v1.s1; r.s1 = (int)(a + b); }
+        { const CT a = (CT)v0.s2; const CT b = (CT)v1.s2; r.s2 = (int)(a + b); }
+        { const CT a = (CT)v0.s3; const CT b = (CT)v1.s3; r.s3 = (int)(a + b); } } break;
+      case 1: { { const CT a = (CT)v0.s0; const CT b = (CT)v1.s0; r.s0 = (int)(a - b); }
+        { const CT a = (CT)v0.s1; const CT b = (CT)v1.s1; r.s1 = (int)(a - b); }
+        { const CT a = (CT)v0.s2; const CT b = (CT)v1.s2; r.s2 = (int)(a - b); }
+        { const CT a = (CT)v0.s3; const CT b = (CT)v1.s3; r.s3 = (int)(a - b); } } break;
+      case 2: { { const CT a = (CT)v0.s0; const CT b = (CT)v1.s0; r.s0 = (int)(a * b); }
+        { const CT a = (CT)v0.s1; const CT b = (CT)v1.s1; r.s1 = (int)(a * b); }
+        { const CT a = (CT)v0.s2; const CT b = (CT)v1.s2; r.s2 = (int)(a * b); }
+        { const CT a = (CT)v0.s3; const CT b = (CT)v1.s3; r.s3 = (int)(a * b); } } break;
+      case 4: { { const CT a = (CT)v0.s0; const CT b = (CT)v1.s0; r.s0 = (int)(a > b ? a : b); }
+        { const CT a = (CT)v0.s1; const CT b = (CT)v1.s1; r.s1 = (int)(a > b ? a : b); }
+        { const CT a = (CT)v0.s2; const CT b = (CT)v1.s2; r.s2 = (int)(a > b ? a : b); }
+        { const CT a = (CT)v0.s3; const CT b = (CT)v1.s3; r.s3 = (int)(a > b ? a : b); } } break;
+      case 5: { { const CT a = (CT)v0.s0; const CT b = (CT)v1.s0; r.s0 = (int)(a < b ? a : b); }
+        { const CT a = (CT)v0.s1; const CT b = (CT)v1.s1; r.s1 = (int)(a < b ? a : b); }
+        { const CT a = (CT)v0.s2; const CT b = (CT)v1.s2; r.s2 = (int)(a < b ? a : b); }
+        { const CT a = (CT)v0.s3; const CT b = (CT)v1.s3; r.s3 = (int)(a < b ? a : b); } } break;
+    }
+    ((__global int4*)(out + oo))[i] = r;
+  } else {
+    for (IDX j = base; j < n; ++j) {
+      const CT a = u0 ? s0 : LD0(p0, o0 + j);
+      const CT b = u1 ? s1 : LD1(p1, o1 + j);
+      switch (op) {
+        case 0: { STO(out, oo + j, (a + b)); } break;
+        case 1: { STO(out, oo + j, (a - b)); } break;
+        case 2: { STO(out, oo + j, (a * b)); } break;
+        case 4: { STO(out, oo + j, (a > b ? a : b)); } break;
+        case 5: { STO(out, oo + j, (a < b ? a : b)); } break;
+      }
+    }
+  }
+}

@@ -1,0 +1,73 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define IDX int
+#define LIT(x) (x##f)
+#define STO(p, i, v) vstore_half((v), (i), (p))
+#define LD0(p, i) ((CT)(p)[(i)])
+#define LD1(p, i) ((CT)vload_half((i), (p)))
+#define LD2(p, i) ((CT)vload_half((i), (p)))
+
+__kernel void ew_arith3(
+    __global half* out,
+    const IDX oo,
+    __global const uchar* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    __global const half* p1,
+    const IDX o1,
+    const CT s1,
+    const int u1,
+    __global const half* p2,
+    const IDX o2,
+    const CT s2,
+    const int u2,
+    const IDX n,
+    const IDX d0,
+    const IDX d1,
+    const IDX so0,
+    const IDX so1,
+    const IDX s0_0,
+    const IDX s0_1,
+    const IDX s1_0,
+    const IDX s1_1,
+    const IDX s2_0,
+    const IDX s2_1,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  IDX r = i;
+  IDX io = oo;
+  IDX i0 = o0;
+  IDX i1 = o1;
+  IDX i2 = o2;
+  { const IDX c = r % d1; r /= d1; io += c * so1; i0 += c * s0_1; i1 += c * s1_1; i2 += c * s2_1; }
+  { const IDX c = r; io += c * so0; i0 += c * s0_0; i1 += c * s1_0; i2 += c * s2_0; }
+  const CT a = u0 ? s0 : LD0(p0, i0);
+  const CT b = u1 ? s1 : LD1(p1, i1);
+  const CT c = u2 ? s2 : LD2(p2, i2);
+  switch (op) {
+    case 0: { STO(out, io, (a != (CT)0 ? b : c)); } break;
+  }
+}

@@ -1,0 +1,58 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T float
+#define CT float
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LIT(x) (x##f)
+#define STO(p, i, v) ((p)[(i)] = (float)(v))
+#define LD0(p, i) ((CT)vload_half((i), (p)))
+#define W 4
+
+__kernel void ew_copy1(
+    __global float* out,
+    const IDX oo,
+    __global const half* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  const IDX base = i * W;
+  if (base + W <= n) {
+    const float4 v0 = u0 ? (float4)(s0) : vloada_half4(i, p0 + o0);
+    float4 r;
+    switch (op) {
+      case 0: { { const CT a = (CT)v0.s0; r.s0 = (float)(a); }
+        { const CT a = (CT)v0.s1; r.s1 = (float)(a); }
+        { const CT a = (CT)v0.s2; r.s2 = (float)(a); }
+        { const CT a = (CT)v0.s3; r.s3 = (float)(a); } } break;
+    }
+    ((__global float4*)(out + oo))[i] = r;
+  } else {
+    for (IDX j = base; j < n; ++j) {
+      const CT a = u0 ? s0 : LD0(p0, o0 + j);
+      switch (op) {
+        case 0: { STO(out, oo + j, (a)); } break;
+      }
+    }
+  }
+}

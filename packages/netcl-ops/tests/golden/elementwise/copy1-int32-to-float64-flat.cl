@@ -1,0 +1,44 @@
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T double
+#define CT double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define IDX int
+#define LIT(x) (x)
+#define STO(p, i, v) ((p)[(i)] = (double)(v))
+#define LD0(p, i) ((CT)(p)[(i)])
+
+__kernel void ew_copy1(
+    __global double* out,
+    const IDX oo,
+    __global const int* p0,
+    const IDX o0,
+    const CT s0,
+    const int u0,
+    const IDX n,
+    const int op)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const CT a = u0 ? s0 : LD0(p0, o0 + i);
+  switch (op) {
+    case 0: { STO(out, oo + i, (a)); } break;
+  }
+}

@@ -1,0 +1,153 @@
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T double
+#define CT double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define A_AT(m, k) LD(A, (m) * lda + (k))
+#define B_AT(k, n) LD(B, (k) * ldb + (n))
+#define BIAS_OF(m, n) (bias_mode == 1 ? LD(bias, (m)) : bias_mode == 2 ? LD(bias, (n)) : (CT)0)
+#define MADD(a, b, c) fma((a), (b), (c))
+#define CTV double4
+#define LDV(p, i) vload4(0, (p) + (i))
+#define STV(p, i, v) vstore4((v), 0, (p) + (i))
+#define BM 64
+#define BN 64
+#define BK 16
+#define TM 4
+#define TN 4
+#define RM 16
+#define RN 16
+#define NT 256
+#define LDA_S 68
+#define LDB_S 64
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_tiled_nn(
+    __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
+    __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
+    __global T* restrict C, const int offC, const int ldc, const int sC1, const int sC2,
+    const int M, const int N, const int K, const int nb2,
+    __global const T* restrict bias, const int bias_mode, const int sbias)
+{
+    const int bz = get_global_id(2);
+    const int b1 = bz / nb2, b2 = bz - b1 * nb2;
+    A += offA + (long)b1 * sA1 + (long)b2 * sA2;
+    B += offB + (long)b1 * sB1 + (long)b2 * sB2;
+    C += offC + (long)b1 * sC1 + (long)b2 * sC2;
+    bias += (long)b2 * sbias;
+    __local CTV As4[2 * BK * LDA_S / 4];
+    __local CTV Bs4[2 * BK * LDB_S / 4];
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
+    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
+    CT acc[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i)
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+    CT ra[((BM * BK) + NT - 1) / NT];
+    CT rb[((BK * BN) + NT - 1) / NT];
+    const int ntiles = (K + BK - 1) / BK;
+    int k0 = 0;
+    {
+        __local CT* As_ = (__local CT*)As4;
+        __local CT* Bs_ = (__local CT*)Bs4;
+        #pragma unroll
+        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
+            ra[i] = (l < BM * BK && m0 + r < M && k0 + kk < K) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+        }
+        #pragma unroll
+        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
+            rb[i] = (l < BK * BN && k0 + kk < K && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+        }
+        #pragma unroll
+        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
+            if (l < BM * BK) { As_[kk * LDA_S + r] = ra[i]; }
+        }
+        #pragma unroll
+        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
+            if (l < BK * BN) { Bs_[kk * LDB_S + c] = rb[i]; }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = 0; t < ntiles; ++t) {
+        const int cur = t & 1;
+        const __local CT* Ac = (const __local CT*)As4 + cur * BK * LDA_S;
+        const __local CT* Bc = (const __local CT*)Bs4 + cur * BK * LDB_S;
+        k0 = (t + 1) * BK;
+        if (t + 1 < ntiles) {
+            #pragma unroll
+        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
+            ra[i] = (l < BM * BK && m0 + r < M && k0 + kk < K) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+        }
+        #pragma unroll
+        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
+            rb[i] = (l < BK * BN && k0 + kk < K && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+        }
+        }
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            CT a[TM], b[TN];
+            #pragma unroll
+            for (int j = 0; j < 4 / 4; ++j) {
+                const CTV v = *(const __local CTV*)(Ac + kk * LDA_S + j * (RM * 4) + ty * 4);
+                a[4 * j] = v.s0; a[4 * j + 1] = v.s1;
+                a[4 * j + 2] = v.s2; a[4 * j + 3] = v.s3;
+            }
+            #pragma unroll
+            for (int j = 0; j < 4 / 4; ++j) {
+                const CTV v = *(const __local CTV*)(Bc + kk * LDB_S + j * (RN * 4) + tx * 4);
+                b[4 * j] = v.s0; b[4 * j + 1] = v.s1;
+                b[4 * j + 2] = v.s2; b[4 * j + 3] = v.s3;
+            }
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);
+        }
+        if (t + 1 < ntiles) {
+            __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
+            __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
+            #pragma unroll
+        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
+            if (l < BM * BK) { As_[kk * LDA_S + r] = ra[i]; }
+        }
+        #pragma unroll
+        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
+            if (l < BK * BN) { Bs_[kk * LDB_S + c] = rb[i]; }
+        }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + ((i) >> 2) * (RM * 4) + ty * 4 + ((i) & 3);
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int n = n0 + ((j) >> 2) * (RN * 4) + tx * 4 + ((j) & 3);
+            if (m < M && n < N) ST(C, m * ldc + n, acc[i][j] + BIAS_OF(m, n));
+        }
+    }
+}

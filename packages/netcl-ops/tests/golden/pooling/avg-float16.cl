@@ -1,0 +1,102 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+
+__kernel void avg_pool(__global const T* x, __global T* y, const int total, const int H,
+                       const int W, const int OH, const int OW, const int KH, const int KW,
+                       const int SH, const int SW, const int PH, const int PW,
+                       const int include_pad) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  const __global T* xp = x + (long)plane * H * W;
+  CT acc = 0; int count = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int ih = oh * SH - PH + kh;
+    for (int kw = 0; kw < KW; ++kw) {
+      int iw = ow * SW - PW + kw;
+      if (ih >= 0 && ih < H && iw >= 0 && iw < W) { acc += LD(xp, ih * W + iw); ++count; }
+    }
+  }
+  ST(y, o, acc / (CT)(include_pad ? KH * KW : max(count, 1)));
+}
+
+__kernel void avg_pool_backward(__global const T* g, __global T* dx, const int total,
+                                const int H, const int W, const int OH, const int OW,
+                                const int KH, const int KW, const int SH, const int SW,
+                                const int PH, const int PW, const int include_pad) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  CT acc = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int th = ih + PH - kh;
+    if (th < 0 || th % SH) continue;
+    int oh = th / SH;
+    if (oh >= OH) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int tw = iw + PW - kw;
+      if (tw < 0 || tw % SW) continue;
+      int ow = tw / SW;
+      if (ow >= OW) continue;
+      int count = KH * KW;
+      if (!include_pad) {
+        int h0 = oh * SH - PH, w0 = ow * SW - PW;
+        count = (min(h0 + KH, H) - max(h0, 0)) * (min(w0 + KW, W) - max(w0, 0));
+      }
+      acc += LD(g, ((long)plane * OH + oh) * OW + ow) / (CT)count;
+    }
+  }
+  ST(dx, i, acc);
+}
+
+__kernel void adaptive_avg(__global const T* x, __global T* y, const int total, const int H,
+                           const int W, const int OH, const int OW) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  int h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+  int w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+  const __global T* xp = x + (long)plane * H * W;
+  CT acc = 0;
+  for (int ih = h0; ih < h1; ++ih)
+    for (int iw = w0; iw < w1; ++iw) acc += LD(xp, ih * W + iw);
+  ST(y, o, acc / (CT)((h1 - h0) * (w1 - w0)));
+}
+
+__kernel void adaptive_avg_backward(__global const T* g, __global T* dx, const int total,
+                                    const int H, const int W, const int OH, const int OW) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  CT acc = 0;
+  for (int oh = (ih * OH) / H; oh < OH && (oh * H) / OH <= ih; ++oh) {
+    int h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+    if (ih < h0 || ih >= h1) continue;
+    for (int ow = (iw * OW) / W; ow < OW && (ow * W) / OW <= iw; ++ow) {
+      int w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+      if (iw < w0 || iw >= w1) continue;
+      acc += LD(g, ((long)plane * OH + oh) * OW + ow) / (CT)((h1 - h0) * (w1 - w0));
+    }
+  }
+  ST(dx, i, acc);
+}

@@ -1,0 +1,72 @@
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T double
+#define CT double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+
+__kernel void max_pool(__global const T* x, __global T* y, __global long* idx, const int total,
+                       const int H, const int W, const int OH, const int OW, const int KH,
+                       const int KW, const int SH, const int SW, const int PH, const int PW,
+                       const int DH, const int DW) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  const __global T* xp = x + (long)plane * H * W;
+  CT best = -INFINITY; long best_i = -1;
+  for (int kh = 0; kh < KH; ++kh) {
+    int ih = oh * SH - PH + kh * DH;
+    if (ih < 0 || ih >= H) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int iw = ow * SW - PW + kw * DW;
+      if (iw < 0 || iw >= W) continue;
+      CT v = LD(xp, ih * W + iw);
+      if (best_i < 0 || v > best || (isnan(v) && !isnan(best))) { best = v; best_i = ih * W + iw; }
+    }
+  }
+  ST(y, o, best);
+  idx[o] = best_i;
+}
+
+__kernel void max_pool_backward(__global const T* g, __global const long* idx, __global T* dx,
+                                const int total, const int H, const int W, const int OH,
+                                const int OW, const int KH, const int KW, const int SH,
+                                const int SW, const int PH, const int PW, const int DH,
+                                const int DW) {
+  int i = get_global_id(0);
+  if (i >= total) return;
+  int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
+  long self_i = ih * W + iw;
+  CT acc = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    int th = ih + PH - kh * DH;
+    if (th < 0 || th % SH) continue;
+    int oh = th / SH;
+    if (oh >= OH) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int tw = iw + PW - kw * DW;
+      if (tw < 0 || tw % SW) continue;
+      int ow = tw / SW;
+      if (ow >= OW) continue;
+      long o = ((long)plane * OH + oh) * OW + ow;
+      if (idx[o] == self_i) acc += LD(g, o);
+    }
+  }
+  ST(dx, i, acc);
+}

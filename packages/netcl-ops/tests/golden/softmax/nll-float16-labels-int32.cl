@@ -1,0 +1,36 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define IDX int
+#define LT int
+
+__kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
+                    __global const LT* labels, const IDX yo,
+                    const IDX C, const long ignore, const IDX n)
+{
+  const IDX i = get_global_id(0);
+  if (i >= n) return;
+  const long y = (long)labels[yo + i];
+  if (y == ignore) ST(out, i, (CT)0);
+  else if (y < 0 || y >= (long)C) ST(out, i, (CT)NAN);  /* out of range: NaN, no read */
+  else ST(out, i, -LD(logp, lo + i * C + (IDX)y));
+}

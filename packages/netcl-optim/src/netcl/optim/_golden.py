@@ -1,0 +1,38 @@
+"""Golden kernel sources of netcl.optim: the update and gradient-norm programs, rendered
+through :func:`._kernels.program_source` (no device needed).
+
+``tests/test_golden_sources.py`` compares them with the checked-in files under
+``tests/golden`` and builds them on every OpenCL device present (see
+:mod:`netcl.core.kernels.golden`). float16 is not rendered: the update kernels compute in
+``T`` itself, which needs ``cl_khr_fp16`` (and its pragma, which the header does not add).
+
+Examples:
+    >>> sorted(golden_sources())[:2]
+    ['clip/clip_factor-float32.cl', 'norm/sum_squares-float32.cl']
+"""
+
+from __future__ import annotations
+
+from netcl.core.kernels.golden import GoldenSource
+
+from ._kernels import _CLIP, _NORM, _UPDATES, program_source
+
+__all__ = ["golden_sources"]
+
+
+def golden_sources() -> dict[str, GoldenSource]:
+    """Every golden optimizer program: ``{"<family>/<kernel>-<dtype>.cl": GoldenSource}``.
+
+    The header depends on the dtype only (not on the device), so nothing else varies.
+    """
+    out: dict[str, GoldenSource] = {}
+    for dtype in ("float32", "float64"):
+        needs = ("cl_khr_fp64",) if dtype == "float64" else ()
+        for kind, source in _UPDATES.items():
+            out[f"update/{kind}-{dtype}.cl"] = GoldenSource(program_source(source, dtype),
+                                                            (kind,), needs)
+        out[f"norm/sum_squares-{dtype}.cl"] = GoldenSource(
+            program_source(_NORM, dtype), ("sum_squares", "scale_by"), needs)
+    out["clip/clip_factor-float32.cl"] = GoldenSource(program_source(_CLIP, "float32"),
+                                                      ("clip_factor",))
+    return out
