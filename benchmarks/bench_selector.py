@@ -134,7 +134,7 @@ def cases(handle: DeviceHandle, quick: bool) -> list[Case]:
         (batch, 128, 16, 128, 3, 1, 1),
         (batch, 256, 8, 256, 3, 1, 1),
         (batch, 512, 4, 512, 3, 1, 1),
-    ]
+    ] + ([(batch, 64, 56, 64, 3, 1, 1), (batch, 128, 28, 128, 3, 1, 1)] if gpu else [])
     for nb, c, h, k, r, s, p in convs:
         x, w = rand(nb, c, h, h), rand(k, c, r, r) * np.float32(0.05)
         tx, tw = _upload(q, x), _upload(q, w)

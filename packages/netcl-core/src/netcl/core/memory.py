@@ -356,7 +356,8 @@ def aligned_host_copy(host: np.ndarray[Any, Any], align: int = HOST_ALIGN) -> np
     """
     raw = np.empty(host.nbytes + align, dtype=np.uint8)
     start = -raw.ctypes.data % align
-    out = raw[start:start + host.nbytes].view(host.dtype).reshape(host.shape)
+    out: np.ndarray[Any, Any] = raw[start:start + host.nbytes].view(host.dtype)
+    out = out.reshape(host.shape)
     out[...] = host
     return out
 

@@ -412,9 +412,9 @@ def _vec_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
     w = sig.width
     lines = ["  const IDX base = i * W;", "  if (base + W <= n) {"]
     for k, dt in enumerate(sig.operands):
-        lane = "float" if dt == "float16" else c_type(dt)
-        scalar = f"({lane}{w})(s{k})" if dt == "float16" else f"({lane}{w})(({lane})s{k})"
-        lines.append(f"    const {lane}{w} v{k} = u{k} ? {scalar} : {_vec_load(sig, k, dt)};")
+        ctype = "float" if dt == "float16" else c_type(dt)
+        scalar = f"({ctype}{w})(s{k})" if dt == "float16" else f"({ctype}{w})(({ctype})s{k})"
+        lines.append(f"    const {ctype}{w} v{k} = u{k} ? {scalar} : {_vec_load(sig, k, dt)};")
     if sig.out == "float16":
         lane_type = "double" if sig.compute == "float64" else "float"
     else:

@@ -92,12 +92,18 @@ def count_launches() -> Iterator[list[int]]:
         box[0] = _launches[0] - start
 
 
-def _kernel_arg(arg: Any, name: str) -> Any:
+def _name(kernel: Any) -> str:
+    """The kernel's function name, for error messages (a driver query: never per launch)."""
+    return str(getattr(kernel, "function_name", "kernel"))
+
+
+def _kernel_arg(arg: Any, kernel: Any) -> Any:
     if isinstance(arg, Tensor):
         if arg.array is not None:
-            raise TypeError(f"{name}: Tensor argument is on the NumPy backend, not an OpenCL one")
+            raise TypeError(f"{_name(kernel)}: Tensor argument is on the NumPy backend, "
+                            "not an OpenCL one")
         if arg.offset:
-            raise ValueError(f"{name}: Tensor argument has element offset {arg.offset}; "
+            raise ValueError(f"{_name(kernel)}: Tensor argument has element offset {arg.offset}; "
                              "pass the offset as a kernel argument instead")
         arg.wait()
         return arg.buffer
@@ -143,8 +149,7 @@ def launch(
 
     Every netcl kernel launch goes through here, which is what :func:`launch_count` counts.
     """
-    name = getattr(kernel, "function_name", "kernel")
-    values = [_kernel_arg(a, name) for a in args]
+    values = [_kernel_arg(a, kernel) for a in args]
     if not getattr(kernel, "_netcl_typed", False):
         _type_scalars(kernel, values)
     kernel.set_args(*values)
