@@ -6,12 +6,15 @@ Examples:
     True
 """
 
+from . import amp as amp
 from . import functional as functional
 from . import init as init
 from .__about__ import __version__ as __version__
+from ._autocast import autocast as autocast
 from ._containers import Identity as Identity
 from ._containers import ModuleList as ModuleList
 from ._containers import Sequential as Sequential
+from ._grad_scaler import GradScaler as GradScaler
 from ._layers import GELU as GELU
 from ._layers import AdaptiveAvgPool2d as AdaptiveAvgPool2d
 from ._layers import AvgPool2d as AvgPool2d
@@ -51,6 +54,7 @@ __all__ = [
     "Embedding",
     "Flatten",
     "GELU",
+    "GradScaler",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
@@ -74,6 +78,8 @@ __all__ = [
     "Parameter",
     "Sequential",
     "__version__",
+    "amp",
+    "autocast",
     "functional",
     "init",
 ]

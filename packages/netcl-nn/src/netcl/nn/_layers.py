@@ -1,6 +1,8 @@
 """The layers: Linear, Conv2d, normalization, embedding, dropout, pooling, activations, Flatten.
 
-Every forward goes through :mod:`netcl.autograd.ops`, so every layer is differentiable.
+Every forward goes through :mod:`netcl.nn.functional` (the differentiable ops of
+:mod:`netcl.autograd`), so every layer is differentiable and follows
+:func:`netcl.nn.amp.autocast`.
 Parameters are created on the active device (``with netcl.core.device.device(...)``) or on
 ``queue`` when one is given, and initialised as PyTorch does.
 """
@@ -13,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from netcl.autograd import ops as F
 from netcl.core.tensor import Tensor
 
+from . import functional as F
 from . import init
 from ._module import Module, Parameter, default_queue
 
@@ -86,12 +88,7 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1:] != (self.in_features,):
             raise ValueError(f"Linear: expected input (*, {self.in_features}), got {x.shape}")
-        lead = x.shape[:-1]
-        flat = x if x.ndim == 2 else F.reshape(x, (math.prod(lead), self.in_features))
-        y = F.matmul(flat, self.weight, transpose_b=True)
-        if self.bias is not None:
-            y = F.add(y, self.bias)
-        return y if x.ndim == 2 else F.reshape(y, (*lead, self.out_features))
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

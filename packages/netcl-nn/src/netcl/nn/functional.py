@@ -1,5 +1,7 @@
 """The functional form of the layers: the differentiable ops and losses of netcl.autograd,
-under the names PyTorch users reach for (``F.relu``, ``F.conv2d``, ``F.cross_entropy``...).
+under the names PyTorch users reach for (``F.relu``, ``F.conv2d``, ``F.cross_entropy``...),
+plus ``linear``. The layers of :mod:`netcl.nn` compute through these functions, and the ones
+listed in NOTE [ Autocast op lists ] follow :func:`netcl.nn.amp.autocast`.
 
 Examples:
     >>> import numpy as np
@@ -9,17 +11,89 @@ Examples:
     array([0., 2.], dtype=float32)
 """
 
-from netcl.autograd import binary_cross_entropy_with_logits as binary_cross_entropy_with_logits
-from netcl.autograd import cross_entropy as cross_entropy
-from netcl.autograd import mse_loss as mse_loss
-from netcl.autograd import nll_loss as nll_loss
+from __future__ import annotations
+
+import math
+
+from netcl import autograd as _ag
+from netcl.autograd import ops as _ops
 from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set, by design)
 from netcl.autograd.ops import __all__ as _ops_all
+from netcl.core.tensor import Tensor
+
+from ._autocast import runs_in_autocast_dtype, runs_in_float32
 
 __all__ = [
     *_ops_all,
     "binary_cross_entropy_with_logits",
     "cross_entropy",
+    "linear",
     "mse_loss",
     "nll_loss",
 ]
+
+
+@runs_in_autocast_dtype
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` over the last dim of ``x``: what :class:`~netcl.nn.Linear` does.
+
+    Shape:
+        ``x`` (\\*, in), ``weight`` (out, in), ``bias`` (out,); output (\\*, out).
+
+    Raises:
+        ValueError: ``weight`` is not 2-D or its ``in`` differs from the last dim of ``x``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x, w = Tensor.from_host(q, np.ones((5, 2, 3))), Tensor.from_host(q, np.ones((4, 3)))
+        >>> y = linear(x, w, Tensor.from_host(q, np.arange(4.0)))
+        >>> y.shape, y.to_host()[0, 0].tolist()
+        ((5, 2, 4), [3.0, 4.0, 5.0, 6.0])
+    """
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input (*, in) must match weight (out, in), got input "
+                         f"{x.shape} and weight {weight.shape}")
+    lead = x.shape[:-1]
+    flat = x if x.ndim == 2 else _ops.reshape(x, (math.prod(lead), weight.shape[1]))
+    y = _ops.matmul(flat, weight, transpose_b=True)
+    if bias is not None:
+        y = _ops.bias_add(y, bias)
+    return y if x.ndim == 2 else _ops.reshape(y, (*lead, weight.shape[0]))
+
+
+# NOTE [ Autocast op lists ]
+# Inside ``netcl.nn.amp.autocast`` (and only there) these functions cast their floating-point
+# Tensor arguments before running; every layer computes through this module, so the lists hold
+# for the layers too (Linear -> linear, Conv2d -> conv2d, BatchNorm -> batch_norm,
+# LayerNorm -> layer_norm).
+#
+# float16: linear (decorated above), matmul, conv2d. Most of a network's bytes and time; the
+#   kernels accumulate in float32 (NOTE [ float16 storage, float32 arithmetic ] in
+#   ``_autocast.py``), so float16 only halves what is stored and moved. The float32 master
+#   weights are cast per call (differentiably: their gradients come back in float32).
+# float32: softmax, log_softmax, the four losses, batch_norm, layer_norm, sum, mean, var, exp,
+#   log, pow. Results that need float32 range or precision: a loss or a sum over many
+#   elements, exp above 11 (float16 overflows at 65504), normalization statistics and the
+#   running statistics (kept in float32 beside a float32 input).
+# Everything else runs in the dtype it gets: activations, pooling, dropout and movement keep
+# float16 activations float16, and binary elementwise ops on float16 and float32 promote to
+# float32 (the ops' own rule).
+matmul = runs_in_autocast_dtype(_ops.matmul)
+conv2d = runs_in_autocast_dtype(_ops.conv2d)
+
+softmax = runs_in_float32(_ops.softmax)
+log_softmax = runs_in_float32(_ops.log_softmax)
+cross_entropy = runs_in_float32(_ag.cross_entropy)
+nll_loss = runs_in_float32(_ag.nll_loss)
+mse_loss = runs_in_float32(_ag.mse_loss)
+binary_cross_entropy_with_logits = runs_in_float32(_ag.binary_cross_entropy_with_logits)
+batch_norm = runs_in_float32(_ops.batch_norm)
+layer_norm = runs_in_float32(_ops.layer_norm)
+sum = runs_in_float32(_ops.sum)
+mean = runs_in_float32(_ops.mean)
+var = runs_in_float32(_ops.var)
+exp = runs_in_float32(_ops.exp)
+log = runs_in_float32(_ops.log)
+pow = runs_in_float32(_ops.pow)

@@ -1,0 +1,382 @@
+"""Automatic mixed precision: autocast's dtypes, gradients against the float32 run, nesting and
+threads; GradScaler's scaling, skipped steps, growth, checkpoints and a short training run."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.autograd as ag
+from netcl.core.device import DeviceHandle
+from netcl.core.kernels.primitives import count_launches
+from netcl.core.tensor import Tensor, copy_from_host
+from netcl.nn import (
+    BatchNorm2d,
+    Conv2d,
+    Flatten,
+    GradScaler,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    Module,
+    ReLU,
+    Sequential,
+    autocast,
+)
+from netcl.nn import functional as F
+from netcl.nn.amp import get_autocast_dtype, is_autocast_enabled
+
+# float16 keeps 11 significant bits (relative rounding 4.9e-4). A float16 result is compared
+# with the float32 one at 1e-2 of its largest magnitude: the inputs, the weights and the result
+# are each rounded once, and the kernels accumulate in float32, so the error stays well below.
+FP16_RTOL = 1e-2
+
+
+def _t(dev: DeviceHandle, a: Any, dtype: str = "float32") -> Tensor:
+    return Tensor.from_host(dev.queue, np.asarray(a), dtype=dtype)
+
+
+def _close(actual: Tensor, expected: Tensor, rtol: float = FP16_RTOL) -> None:
+    a, e = actual.to_host().astype(np.float64), expected.to_host().astype(np.float64)
+    np.testing.assert_allclose(a, e, rtol=0, atol=rtol * max(np.abs(e).max(), 1e-6))
+
+
+# -- autocast --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", [1, 7, 33])
+def test_autocast_runs_linear_and_conv_in_float16(dev: DeviceHandle, batch: int) -> None:
+    rng = np.random.default_rng(batch)
+    lin = Linear(33, 7, queue=dev.queue, rng=rng)
+    conv = Conv2d(3, 5, 3, padding=1, queue=dev.queue, rng=rng)
+    x = _t(dev, rng.normal(size=(batch, 33)))
+    img = _t(dev, rng.normal(size=(batch, 3, 7, 7)))
+    with autocast():
+        y, z = lin(x), conv(img)
+        y3 = lin(_t(dev, rng.normal(size=(2, batch, 33))))
+    assert (y.dtype, z.dtype, y3.dtype) == ("float16", "float16", "float16")
+    assert (y.shape, z.shape, y3.shape) == ((batch, 7), (batch, 5, 7, 7), (2, batch, 7))
+    assert {p.dtype for p in (*lin.parameters(), *conv.parameters())} == {"float32"}
+    _close(y, lin(x))
+    _close(z, conv(img))
+
+
+def test_autocast_keeps_sensitive_ops_in_float32(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(0)
+    h = _t(dev, rng.normal(size=(7, 5)), "float16")
+    img = _t(dev, rng.normal(size=(7, 3, 5, 5)), "float16")
+    labels = _t(dev, rng.integers(0, 5, 7), "int32")
+    bn, ln = BatchNorm2d(3, queue=dev.queue), LayerNorm(5, queue=dev.queue)
+    with autocast():
+        out = {
+            "cross_entropy": F.cross_entropy(h, labels),
+            "mse_loss": F.mse_loss(h, h),
+            "softmax": F.softmax(h),
+            "log_softmax": F.log_softmax(h),
+            "sum": F.sum(h),
+            "mean": F.mean(h, axis=1),
+            "exp": F.exp(h),
+            "BatchNorm2d": bn(img),
+            "LayerNorm": ln(h),
+            "add float16 + float32": F.add(h, _t(dev, np.ones(5))),
+        }
+        kept = {"relu": F.relu(h), "max_pool2d": F.max_pool2d(img, 2), "add": F.add(h, h)}
+    assert {k: v.dtype for k, v in out.items()} == dict.fromkeys(out, "float32")
+    assert {k: v.dtype for k, v in kept.items()} == dict.fromkeys(kept, "float16")
+    assert bn.running_mean.dtype == "float32"
+    _close(out["softmax"], F.softmax(F.cast(h, "float32")), rtol=1e-6)
+
+
+def test_nested_disabled_and_per_thread(dev: DeviceHandle) -> None:
+    lin = Linear(4, 3, queue=dev.queue, rng=np.random.default_rng(0))
+    x = _t(dev, np.ones((1, 4)))
+    seen: list[bool] = []
+    with autocast():
+        worker = threading.Thread(target=lambda: seen.append(is_autocast_enabled()))
+        worker.start()
+        worker.join()
+        with autocast(enabled=False):
+            off = lin(x).dtype
+            with autocast(dtype="half"):
+                inner = lin(x).dtype
+                dtype = get_autocast_dtype()
+            back = lin(x).dtype
+        on = lin(x).dtype
+    assert (off, inner, back, on, lin(x).dtype) == (
+        "float32", "float16", "float32", "float16", "float32")
+    assert dtype == "float16" and seen == [False] and not is_autocast_enabled()
+
+
+def test_autocast_state_is_restored_after_an_exception() -> None:
+    with pytest.raises(KeyError), autocast():
+        raise KeyError("boom")
+    assert not is_autocast_enabled()
+
+
+def test_autocast_rejects_other_dtypes() -> None:
+    with pytest.raises(ValueError, match="autocast: dtype 'bfloat16' is not supported"), \
+            autocast(dtype="bfloat16"):
+        pass
+    with pytest.raises(ValueError, match=r"autocast: dtype must be 'float16'.*got 'float32'"), \
+            autocast(dtype="float32"):
+        pass
+    with pytest.raises(TypeError, match="autocast: dtype must be a dtype name, got int"), \
+            autocast(dtype=16):  # type: ignore[arg-type]
+        pass
+
+
+def _cnn(dev: DeviceHandle) -> Module:
+    rng = np.random.default_rng(0)
+    q = dev.queue
+    # no bias before batch norm: its true gradient is 0, and float16 noise would dominate it
+    return Sequential(Conv2d(3, 4, 3, padding=1, bias=False, queue=q, rng=rng),
+                      BatchNorm2d(4, queue=q),
+                      ReLU(), MaxPool2d(2), Conv2d(4, 5, 3, queue=q, rng=rng), ReLU(), Flatten(),
+                      Linear(5, 3, queue=q, rng=rng))
+
+
+def _cnn_grads(dev: DeviceHandle, amp: bool) -> tuple[Tensor, dict[str, np.ndarray[Any, Any]]]:
+    rng = np.random.default_rng(1)
+    model = _cnn(dev)
+    x = _t(dev, rng.normal(size=(7, 3, 6, 6)))
+    y = _t(dev, rng.integers(0, 3, 7), "int32")
+    with ag.Tape() as tape:
+        with autocast(enabled=amp):
+            loss = F.cross_entropy(model(x), y)
+    tape.backward(loss)
+    grads = {}
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.dtype == "float32", name
+        grads[name] = p.grad.to_host().astype(np.float64)
+    return loss, grads
+
+
+def test_cnn_gradients_under_autocast_match_float32(dev: DeviceHandle) -> None:
+    """Every master weight gets a float32 gradient close to the float32 run's. Tolerance:
+    3e-2 of each gradient's largest entry. Activations and weights are rounded to float16 at
+    each conv and linear in the forward, and the float16 gradients again in the backward, so
+    errors of a few float16 ulps (5e-4 each) add up along the two convs, the pool and the
+    linear layer; 3e-2 leaves room for that and still catches a wrong or missing gradient."""
+    loss32, ref = _cnn_grads(dev, amp=False)
+    loss16, got = _cnn_grads(dev, amp=True)
+    assert loss16.dtype == "float32"
+    np.testing.assert_allclose(loss16.to_host(), loss32.to_host(), rtol=1e-2)
+    for name in ref:
+        scale = max(np.abs(ref[name]).max(), 1e-6)
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=3e-2 * scale,
+                                   err_msg=name)
+
+
+# -- GradScaler ------------------------------------------------------------------------------
+
+
+class SGD:
+    """Plain SGD on the host with ``param_groups`` and ``step``: all GradScaler needs
+    (netcl-nn does not depend on netcl-optim). Counts its steps."""
+
+    def __init__(self, params: Any, lr: float) -> None:
+        self.param_groups = [{"params": list(params)}]
+        self.lr, self.steps = lr, 0
+
+    def step(self) -> str:
+        self.steps += 1
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None:
+                copy_from_host(p, p.to_host() - self.lr * p.grad.to_host())
+        return "stepped"
+
+
+def _model_with_grads(dev: DeviceHandle, scale: float = 1.0) -> tuple[Linear, SGD]:
+    """A Linear(7, 33) whose gradients are ``scale`` times known values."""
+    model = Linear(7, 33, queue=dev.queue, rng=np.random.default_rng(0))
+    for i, p in enumerate(model.parameters()):
+        p.grad = _t(dev, scale * np.full(p.shape, 0.25 * (i + 1)))
+    return model, SGD(model.parameters(), lr=0.1)
+
+
+def _host_params(model: Module) -> list[np.ndarray[Any, Any]]:
+    return [p.to_host().copy() for p in model.parameters()]
+
+
+def test_scale_multiplies_and_casts_float16_losses_up(dev: DeviceHandle) -> None:
+    scaler = GradScaler(init_scale=1024.0)
+    assert scaler.scale(_t(dev, np.array(1.5))).to_host().item() == 1536.0
+    big = scaler.scale(_t(dev, np.array(100.0), "float16"))  # 102400 overflows float16
+    assert big.dtype == "float32" and big.to_host().item() == 102400.0
+    with pytest.raises(TypeError, match=r"GradScaler\.scale: loss must be a floating-point "
+                                        r"Tensor, got int32"):
+        scaler.scale(_t(dev, np.array(1), "int32"))
+
+
+def test_step_unscales_on_the_device_and_steps(dev: DeviceHandle) -> None:
+    model, opt = _model_with_grads(dev, scale=8.0)
+    before = _host_params(model)
+    scaler = GradScaler(init_scale=8.0)
+    with count_launches() as launches:
+        scaler.unscale_(opt)
+    # one kernel per gradient on OpenCL (the new flag starts cleared); nothing on NumPy
+    assert launches[0] == (0 if dev.backend == "cpu" else 2)
+    for i, p in enumerate(model.parameters()):
+        np.testing.assert_array_equal(p.grad.to_host(), 0.25 * (i + 1))  # type: ignore[union-attr]
+    assert scaler.step(opt) == "stepped" and opt.steps == 1
+    scaler.update()
+    for i, (p, old) in enumerate(zip(model.parameters(), before)):
+        np.testing.assert_allclose(p.to_host(), old - 0.1 * 0.25 * (i + 1), rtol=1e-6)
+    assert scaler.get_scale() == 8.0
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan], ids=["inf", "-inf", "nan"])
+def test_a_non_finite_gradient_skips_the_step_and_backs_off(dev: DeviceHandle,
+                                                            bad: float) -> None:
+    model, opt = _model_with_grads(dev)
+    grad = np.full((33,), 0.5)
+    grad[32] = bad
+    model.bias.grad = _t(dev, grad)  # type: ignore[union-attr]
+    before = _host_params(model)
+    scaler = GradScaler(init_scale=4.0)
+    assert scaler.step(opt) is None and opt.steps == 0
+    scaler.update()
+    for p, old in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.to_host(), old)  # bitwise unchanged
+    assert scaler.get_scale() == 2.0
+    assert scaler.state_dict()["_growth_tracker"] == 0
+
+
+def test_overflow_while_unscaling_counts_as_inf(dev: DeviceHandle) -> None:
+    model, opt = _model_with_grads(dev)
+    model.weight.grad = _t(dev, np.full(model.weight.shape, 3e38))
+    scaler = GradScaler(init_scale=0.5)  # 3e38 / 0.5 overflows float32
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 0.25
+
+
+def test_scale_grows_after_growth_interval_clean_steps(dev: DeviceHandle) -> None:
+    model, opt = _model_with_grads(dev)
+    scaler = GradScaler(init_scale=2.0, growth_factor=4.0, growth_interval=3)
+    scales = []
+    for _ in range(7):
+        for p in model.parameters():
+            p.grad = _t(dev, np.ones(p.shape))
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    assert scales == [2.0, 2.0, 8.0, 8.0, 8.0, 32.0, 32.0]
+
+
+def test_state_dict_round_trip_and_errors() -> None:
+    scaler = GradScaler(init_scale=256.0, growth_factor=3.0, backoff_factor=0.25,
+                        growth_interval=5)
+    scaler._growth_tracker = 2
+    state = json.loads(json.dumps(scaler.state_dict()))  # plain numbers: JSON-able
+    restored = GradScaler()
+    restored.load_state_dict(state)
+    assert restored.state_dict() == scaler.state_dict() == {
+        "scale": 256.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_interval": 5,
+        "_growth_tracker": 2}
+    with pytest.raises(KeyError, match=r"missing keys \['scale'\], unexpected keys \['x'\]"):
+        restored.load_state_dict({**{k: v for k, v in state.items() if k != "scale"}, "x": 1})
+    with pytest.raises(ValueError, match=r"growth_factor must be > 1, got 0\.5"):
+        restored.load_state_dict({**state, "growth_factor": 0.5})
+    with pytest.raises(RuntimeError, match="the state is empty"):
+        restored.load_state_dict({})
+    assert restored.state_dict()["scale"] == 256.0  # a refused state changes nothing
+    assert GradScaler(enabled=False).state_dict() == {}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"init_scale": 0.0}, "init_scale must be a positive finite number, got 0.0"),
+    ({"growth_factor": 1.0}, "growth_factor must be > 1, got 1.0"),
+    ({"backoff_factor": 1.0}, r"backoff_factor must be in \(0, 1\), got 1.0"),
+    ({"growth_interval": 0}, "growth_interval must be a positive int, got 0"),
+], ids=["init_scale", "growth_factor", "backoff_factor", "growth_interval"])
+def test_bad_configuration(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GradScaler(**kwargs)
+
+
+def test_call_order_errors_and_new_scale(dev: DeviceHandle) -> None:
+    model, opt = _model_with_grads(dev)
+    scaler = GradScaler(init_scale=2.0)
+    with pytest.raises(RuntimeError, match="no gradients were unscaled since the last update"):
+        scaler.update()
+    scaler.unscale_(opt)
+    with pytest.raises(RuntimeError, match="unscale_: already called on this optimizer"):
+        scaler.unscale_(opt)
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="step: already called on this optimizer"):
+        scaler.step(opt)
+    scaler.update(new_scale=64.0)
+    assert scaler.get_scale() == 64.0
+    with pytest.raises(ValueError, match="new_scale must be a positive finite number"):
+        scaler.update(new_scale=float("nan"))
+    model.weight.grad = _t(dev, np.ones(model.weight.shape), "float16")
+    with pytest.raises(TypeError, match="parameter 0 has a float16 gradient"):
+        scaler.unscale_(opt)
+
+
+def test_disabled_scaler_passes_through(dev: DeviceHandle) -> None:
+    model, opt = _model_with_grads(dev)
+    before = _host_params(model)
+    scaler = GradScaler(enabled=False)
+    loss = _t(dev, np.array(2.0))
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0
+    scaler.step(opt)
+    scaler.update()
+    assert not np.array_equal(model.weight.to_host(), before[0])
+
+
+def test_training_with_autocast_and_grad_scaler_lowers_the_loss(dev: DeviceHandle) -> None:
+    rng = np.random.default_rng(3)
+    model = _cnn(dev)
+    opt = SGD(model.parameters(), lr=0.2)
+    scaler = GradScaler()
+    x = _t(dev, rng.normal(size=(7, 3, 6, 6)))
+    y = _t(dev, rng.integers(0, 3, 7), "int32")
+    losses = []
+    for _ in range(12):
+        model.zero_grad()
+        with ag.Tape() as tape:
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
+            scaled = scaler.scale(loss)
+        tape.backward(scaled)
+        scaler.step(opt)
+        scaler.update()
+        losses.append(float(loss.to_host()))
+    assert all(np.isfinite(losses))
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # NumPy on the infs
+def test_a_scale_that_overflows_float16_gradients_backs_off(dev: DeviceHandle) -> None:
+    # 2**24 times the logits' gradient (about 0.1) overflows float16 (max 65504): the float16
+    # gradients become inf, those steps are skipped and the scale halves until they fit.
+    rng = np.random.default_rng(3)
+    model = _cnn(dev)
+    opt = SGD(model.parameters(), lr=0.2)
+    scaler = GradScaler(init_scale=2.0**24)
+    x = _t(dev, rng.normal(size=(7, 3, 6, 6)))
+    y = _t(dev, rng.integers(0, 3, 7), "int32")
+    before = _host_params(model)
+    iterations = 0
+    while opt.steps == 0 and iterations < 12:
+        iterations += 1
+        model.zero_grad()
+        with ag.Tape() as tape:
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
+            scaled = scaler.scale(loss)
+        tape.backward(scaled)
+        scaler.step(opt)
+        if opt.steps == 0:
+            for p, old in zip(model.parameters(), before):
+                np.testing.assert_array_equal(p.to_host(), old)
+        scaler.update()
+    assert opt.steps == 1 and iterations > 1
+    assert scaler.get_scale() == 2.0**24 * 0.5 ** (iterations - 1)
+    assert all(np.isfinite(p.to_host()).all() for p in model.parameters())
