@@ -58,13 +58,13 @@ def _profile(**kw: Any) -> ExtendedDeviceProfile:
 def hopper() -> ExtendedDeviceProfile:
     return _profile(name="NVIDIA H100 80GB HBM3", vendor="NVIDIA Corporation", local_mem_size=49152,
                     compute_capability_major_nv=9, compute_capability_minor_nv=0,
-                    driver_version="580.159.04")
+                    driver_version="580.159.04", max_compute_units=132)
 
 
 def ampere() -> ExtendedDeviceProfile:
     return _profile(name="NVIDIA A100-SXM4-80GB", vendor="NVIDIA Corporation",
                     local_mem_size=49152, compute_capability_major_nv=8,
-                    compute_capability_minor_nv=0)
+                    compute_capability_minor_nv=0, max_compute_units=108)
 
 
 def volta() -> ExtendedDeviceProfile:
@@ -174,13 +174,16 @@ def test_kernelspec_reexport() -> None:
         (pocl, (512, 512, 512), (V.MATMUL_VECTORIZED, 90, 128, 256, 6, (1, 1), 8)),
         (pocl, (1024, 1024, 64), (V.MATMUL_VECTORIZED, 96, 128, 256, 6, (1, 1), 8)),
         (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 54, 64, 256, 6, (1, 1), 8)),
-        # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3, 128 tiles from 1024
+        # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3, 128x128 tiles once
+        # there are as many of them as compute units (H100: 132; 1024^3 has 64)
         (hopper, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
         (hopper, (128, 128, 128), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
         (hopper, (255, 256, 256), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
         (hopper, (256, 256, 256), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
-        (hopper, (1024, 1024, 1024), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
-        (hopper, (4096, 1023, 4096), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
+        (hopper, (1024, 1024, 1024), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
+        (hopper, (2048, 2048, 2048), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
+        (hopper, (4096, 1023, 4096), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
+        (hopper, (4096, 512, 4096), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
         (ampere, (2048, 2048, 2048), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
         # AMD RDNA2/3: float4 vectorized when N and K are multiples of 4
         (rdna3, (512, 512, 512), (V.MATMUL_VECTORIZED, 64, 64, 16, 4, (16, 16), 4)),
@@ -211,9 +214,9 @@ def test_matmul_rdna_wave_size_and_dtype() -> None:
 
 def test_matmul_portable_strategy_drops_vendor_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     s = sel(hopper())
-    assert s.select_matmul_kernel(1024, 1024, 1024).tile_m == 128
+    assert s.select_matmul_kernel(2048, 2048, 2048).tile_m == 128
     monkeypatch.setenv("NETCL_KERNEL_STRATEGY", "portable")
-    assert tiles(s.select_matmul_kernel(1024, 1024, 1024)) == (
+    assert tiles(s.select_matmul_kernel(2048, 2048, 2048)) == (
         V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)
     assert s.select_matmul_kernel(256, 256, 256).variant is V.MATMUL_TILED
 
@@ -280,9 +283,32 @@ def test_decisions_are_cached() -> None:
         ({"R": 3, "S": 1}, V.CONV2D_IMPLICIT_GEMM),
     ],
 )
-def test_conv2d_gpu_rules(kw: dict[str, Any], expected: KernelVariant) -> None:
+def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
+                          expected: KernelVariant) -> None:
+    monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")  # the spec page's routing
     args = {"N": 2, "C": 16, "H": 32, "W": 32, "K": 32, **kw}
     assert sel(hopper()).select_conv2d_kernel(**args).variant is expected
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [  # (N, C, H, K, R, stride, padding): bench_selector's classes, fastest on an H100
+        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # the digits CNN
+        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_TILED_LOCAL),
+        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # ResNet-18, CIFAR sizes
+        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_TILED_LOCAL),
+        ((32, 64, 32, 128, 1, 2, 0), V.CONV2D_IMPLICIT_GEMM),
+        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_TILED_LOCAL),
+        ((32, 256, 8, 256, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 512, 4, 512, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 64, 56, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ImageNet sizes
+        ((32, 128, 28, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
+    ],
+)
+def test_conv2d_gpu_measured_rules(shape: tuple[int, ...], expected: KernelVariant) -> None:
+    n, c, h, k, r, stride, padding = shape
+    cfg = sel(hopper()).select_conv2d_kernel(n, c, h, h, k, r, r, stride, padding)
+    assert cfg.variant is expected
 
 
 @pytest.mark.parametrize("profile", [pocl, lambda: extended_profile(None)])
@@ -299,6 +325,8 @@ def test_conv2d_opencl_cpu_winograd_for_3x3(monkeypatch: pytest.MonkeyPatch) -> 
     # measured on PoCL: Winograd beats im2col + GEMM on 3x3 stride-1 convolutions
     assert sel(pocl()).select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3, padding=1).variant is (
         V.CONV2D_WINOGRAD)
+    small = sel(pocl()).select_conv2d_kernel(64, 16, 8, 8, 32, 3, 3, padding=1)  # digits layer
+    assert small.variant is V.CONV2D_IM2COL  # measured: 8x8 outputs, im2col 1.6x faster
     numpy = sel(extended_profile(None)).select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3, padding=1)
     assert numpy.variant is V.CONV2D_IM2COL
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")
@@ -307,6 +335,7 @@ def test_conv2d_opencl_cpu_winograd_for_3x3(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
     s = sel(hopper())
     assert s.select_conv2d_kernel(2, 16, 32, 32, 32, 3, 3, padding=1).variant is V.CONV2D_WINOGRAD
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")  # read at decision time, not cached over
@@ -319,6 +348,8 @@ def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     s = sel(hopper())
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is V.CONV2D_TILED_LOCAL  # auto
+    monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "1")
     cfg = s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5)  # 28x28 output: small
@@ -332,8 +363,8 @@ def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_conv2d_implicit_gemm_takes_matmul_tiles() -> None:
-    cfg = sel(hopper()).select_conv2d_kernel(32, 256, 56, 56, 256, 1, 1)
-    assert cfg.extra["gemm_shape"] == (32 * 56 * 56, 256, 256)
+    cfg = sel(hopper()).select_conv2d_kernel(8, 64, 16, 16, 128, 1, 1)
+    assert cfg.extra["gemm_shape"] == (8 * 16 * 16, 128, 64)
     assert tiles(cfg) == (V.CONV2D_IMPLICIT_GEMM, 64, 64, 16, 4, (16, 16), 4)
     big = sel(hopper()).select_conv2d_kernel(32, 512, 56, 56, 1024, 1, 1)
     assert (big.tile_m, big.work_per_thread) == (128, 8)
@@ -648,7 +679,8 @@ def test_get_kernel_selector_memoized() -> None:
     assert get_kernel_selector().profile.vendor_family == "numpy"
     assert select_matmul_config(1024, 1024, 1024, device=dev).tile_m == 128
     assert select_matmul_config(1024, 1024, 1024).tile_m == 64
-    assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3, device=dev).variant is V.CONV2D_WINOGRAD
+    assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3, device=dev).variant is (
+        V.CONV2D_TILED_LOCAL)
     assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3).variant is V.CONV2D_IM2COL
 
 

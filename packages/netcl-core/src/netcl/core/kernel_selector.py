@@ -65,6 +65,8 @@ _ELEMENTWISE_VECTOR_MIN = 1024
 _REDUCTION_SEQUENTIAL_MAX = 256
 _REDUCTION_PARALLEL_MAX = 64 * 1024
 _TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
+_TILED_LOCAL_MAX_WORK = 64 * 1024  # input channels per group x output pixels (auto rule)
+_CPU_WINOGRAD_MIN_OUTPUT = 16 * 16
 _NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
 _AMD_TUNED_ARCHS = ("rdna2", "rdna3")
 _TUNE_FORMAT = 1
@@ -222,6 +224,14 @@ def _forced_variant(family: Family) -> KernelVariant | None:
 
 
 # --- argument checks --------------------------------------------------------------------
+
+
+def _tiled_local_mode() -> Literal["auto", "on", "off"]:
+    """``NETCL_CONV_TILED_LOCAL``: unset or empty -> ``"auto"``; a true flag ``"on"``."""
+    raw = os.environ.get("NETCL_CONV_TILED_LOCAL", "").strip()
+    if not raw:
+        return "auto"
+    return "on" if _env_flag("NETCL_CONV_TILED_LOCAL", False) else "off"
 
 
 def _int_arg(fn: str, name: str, value: Any, minimum: int) -> int:
@@ -390,7 +400,8 @@ class KernelSelector:
         micro-tiles; one work-item per work-group); ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
         Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled;
         otherwise tiled. Under the ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and
-        128x128 tiles, 8x8 per work-item, when ``min(M, N) >= 1024`` (register-tiled); AMD
+        128x128 tiles, 8x8 per work-item, when there are at least as many 128x128 output
+        tiles as compute units (register-tiled); AMD
         RDNA2/3 uses the float4 vectorized kernel when ``N`` and ``K`` are multiples of 4.
         The tuned winner for key ``(M, N, K, dtype)`` wins over the rules.
 
@@ -446,7 +457,11 @@ class KernelSelector:
                 return dataclasses.replace(
                     cfg, tile_m=32, tile_n=32, tile_k=16, work_per_thread=4, local_size_2d=(32, 8)
                 )
-            if variant is KernelVariant.MATMUL_REGISTER_TILED and min(M, N) >= 1024:
+            big_tiles = (M // 128) * (N // 128)
+            if variant is KernelVariant.MATMUL_REGISTER_TILED and big_tiles >= max(
+                    self.profile.compute_units, 1):
+                # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
+                # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
                 return dataclasses.replace(cfg, tile_m=128, tile_n=128, work_per_thread=8)
         if self._tuned_vendor() == "rdna" and variant is KernelVariant.MATMUL_VECTORIZED:
             cfg.extra["wave_size"] = 32
@@ -460,13 +475,17 @@ class KernelSelector:
     ) -> KernelConfig:
         """Choose the conv2d kernel for input ``(N, C, H, W)`` and weight ``(K, C/groups, R, S)``.
 
-        Rules, first match wins: an OpenCL CPU device (PoCL) and a 3x3, stride 1,
-        dilation 1, one-group convolution -> Winograd F(2x2, 3x3) unless
-        ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
-        implicit GEMM; 3x3, stride 1, dilation 1, groups 1 -> Winograd F(2x2, 3x3) unless
+        Rules, first match wins (each measured fastest for its class by
+        ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a 3x3, stride 1,
+        dilation 1, one-group convolution with an output plane of at least 16x16 ->
+        Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the
+        NumPy backend) -> im2col; 1x1 -> implicit GEMM; with ``NETCL_CONV_TILED_LOCAL``
+        unset, at most 128 input channels per group and channels x output pixels at most
+        64 Ki -> tiled-local; 3x3, stride 1, dilation 1, groups 1 -> Winograd unless
         ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1`` and an output plane of at
         most 32x32 -> tiled-local; otherwise implicit GEMM, with the matmul tiles of the
-        equivalent GEMM. ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
+        equivalent GEMM. ``NETCL_CONV_TILED_LOCAL=0`` never picks tiled-local (the spec
+        page's default was 0, "off"; unset now means the measured rule above). ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
         ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
 
         Examples:
@@ -492,20 +511,27 @@ class KernelSelector:
                 f"padding {pad}, dilation {dil}"
             )
         winograd = _env_flag("NETCL_CONV_WINOGRAD", True)
-        tiled_local = _env_flag("NETCL_CONV_TILED_LOCAL", False)
+        tiled_local = _tiled_local_mode()
         gemm = (N * oh * ow, K // groups, C // groups * R * S)
 
         def rules() -> KernelVariant:
-            winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1)
-            if self._opencl_cpu() and winograd_shape and winograd:
-                return KernelVariant.CONV2D_WINOGRAD  # measured on PoCL: 2-2.5x over im2col
+            # NOTE [ Conv2d rules ]: each branch is the fastest variant bench_selector measured
+            # for that size class (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
+            winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd
+            if self._opencl_cpu():
+                if winograd_shape and oh * ow >= _CPU_WINOGRAD_MIN_OUTPUT:
+                    return KernelVariant.CONV2D_WINOGRAD  # PoCL: 1.3-2x over im2col here
+                return KernelVariant.CONV2D_IM2COL  # small planes: im2col + packed GEMM
             if self.profile.device_type == "cpu":
                 return KernelVariant.CONV2D_IM2COL
             if R == 1 and S == 1:
                 return KernelVariant.CONV2D_IMPLICIT_GEMM
-            if (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd:
+            cg = C // groups
+            if tiled_local == "auto" and cg <= 128 and cg * oh * ow <= _TILED_LOCAL_MAX_WORK:
+                return KernelVariant.CONV2D_TILED_LOCAL  # H100: 1.2-3x over Winograd here
+            if winograd_shape:
                 return KernelVariant.CONV2D_WINOGRAD
-            if tiled_local and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
+            if tiled_local != "off" and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
                 return KernelVariant.CONV2D_TILED_LOCAL
             return KernelVariant.CONV2D_IMPLICIT_GEMM
 
@@ -561,8 +587,8 @@ class KernelSelector:
     def select_reduction_kernel(self, n: int, kind: str = "sum") -> KernelConfig:
         """Choose the reduction kernel for ``n`` elements and ``kind`` (sum, mean, max, ...).
 
-        Sequential below 256 elements, one parallel work-group below 64 Ki, multi-stage
-        work-group reduction above. ``extra["use_subgroups"]`` is set where the device has
+        Sequential below 256 elements, and always on an OpenCL CPU device; one parallel
+        work-group below 64 Ki, multi-stage work-group reduction above. ``extra["use_subgroups"]`` is set where the device has
         subgroups. Tuned key: ``(n, kind)``.
 
         Examples:
@@ -576,7 +602,9 @@ class KernelSelector:
             raise ValueError(f"{fn}: kind must be one of {valid}, got {kind!r}")
 
         def rules() -> KernelVariant:
-            if n < _REDUCTION_SEQUENTIAL_MAX:
+            if n < _REDUCTION_SEQUENTIAL_MAX or self._opencl_cpu():
+                # PoCL: one work item per output looping over its elements beat the
+                # work-group kernels at every size measured, 1.2-17x (bench_selector)
                 return KernelVariant.REDUCTION_SEQUENTIAL
             if n < _REDUCTION_PARALLEL_MAX:
                 return KernelVariant.REDUCTION_PARALLEL
