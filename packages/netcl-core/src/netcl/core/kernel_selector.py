@@ -326,6 +326,7 @@ class KernelSelector:
         self._tuned: dict[_TunedKey, KernelVariant] = {}
         self._tuned_loaded = False
         self._lock = threading.Lock()
+        self._generation = 0
 
     def clear_cache(self) -> None:
         """Drop every cached decision and in-memory tuned winner (the JSON file stays).
@@ -340,6 +341,23 @@ class KernelSelector:
             self._decisions.clear()
             self._tuned.clear()
             self._tuned_loaded = False
+            self._generation += 1
+
+    def epoch(self, family: Family) -> tuple[KernelVariant | None, int]:
+        """A token that changes whenever ``family``'s decisions may change.
+
+        Forcing (:func:`force_variant`, ``NETCL_FORCE_<FAMILY>``), a new autotune winner and
+        :meth:`clear_cache` each change it: callers that cache work derived from a
+        ``select_*`` answer (the elementwise ops' launch plans) key on it.
+
+        Examples:
+            >>> sel = KernelSelector(extended_profile(None))
+            >>> before = sel.epoch("elementwise")
+            >>> with force_variant(KernelVariant.ELEMENTWISE_SCALAR):
+            ...     sel.epoch("elementwise") != before
+            True
+        """
+        return _forced_variant(family), self._generation
 
     # -- the shared decision path --
 
@@ -485,7 +503,8 @@ class KernelSelector:
         ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1`` and an output plane of at
         most 32x32 -> tiled-local; otherwise implicit GEMM, with the matmul tiles of the
         equivalent GEMM. ``NETCL_CONV_TILED_LOCAL=0`` never picks tiled-local (the spec
-        page's default was 0, "off"; unset now means the measured rule above). ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
+        page's default was 0, "off"; unset now means the measured rule above).
+        ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
         ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
 
         Examples:
@@ -588,8 +607,8 @@ class KernelSelector:
         """Choose the reduction kernel for ``n`` elements and ``kind`` (sum, mean, max, ...).
 
         Sequential below 256 elements, and always on an OpenCL CPU device; one parallel
-        work-group below 64 Ki, multi-stage work-group reduction above. ``extra["use_subgroups"]`` is set where the device has
-        subgroups. Tuned key: ``(n, kind)``.
+        work-group below 64 Ki, multi-stage work-group reduction above.
+        ``extra["use_subgroups"]`` is set where the device has subgroups. Tuned key: ``(n, kind)``.
 
         Examples:
             >>> get_kernel_selector().select_reduction_kernel(1000, "max").variant.name
@@ -755,6 +774,7 @@ class KernelSelector:
             raise RuntimeError(f"{fn}: every candidate for op {op!r}, key {key!r} raised")
         with self._lock:
             self._tuned[(op, key)] = best[1]
+            self._generation += 1
             self._persist()
         return best[1]
 

@@ -488,6 +488,23 @@ def _kernel(context: Any, sig: _Sig, bundle: tuple[EwOp, ...]) -> Any:
 # -- running ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a launch of one (op, shapes, strides, dtypes, alignment) signature needs."""
+
+    kernel: Any
+    layout: str
+    nd_args: tuple[Any, ...]  # dims then every stride set, as IDX scalars ("nd" only)
+    idx: Callable[[int], Any]
+    items: int
+    nparams: int
+    code: Any  # np.int32 index of the op in its bundle
+
+
+_plans: dict[tuple[Any, ...], _Plan] = {}
+_MAX_PLANS = 4096
+
+
 def run_strided(
     op: EwOp,
     bundle: tuple[EwOp, ...],
@@ -508,6 +525,41 @@ def run_strided(
         return
     queue = out.tensor.queue
     views = [o for o in operands if isinstance(o, Strided)]
+    # NOTE [ Elementwise plans ]: everything but buffers, offsets and scalar values depends
+    # only on this key, so a repeated call skips collapsing, kernel selection and the hashing
+    # of the signature and bundle (most of an op's host time before plans: 120 us per small
+    # add on the H100's host, where the kernel takes a few).
+    wide = max(n, *(v.offset + v.tensor.size for v in [out, *views])) > _INT32_LIMIT
+    epoch = get_kernel_selector(queue.device).epoch("elementwise")
+    key = (id(queue.context), epoch, op.name, id(bundle), tuple(shape), compute, len(params), wide,
+           out.tensor.dtype, out.strides, out.offset % 8,
+           *[(o.tensor.dtype, o.strides, o.offset % 8) if isinstance(o, Strided) else type(o)
+             for o in operands])
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= _MAX_PLANS:  # a long run over ever-new shapes: start over
+            _plans.clear()
+        plan = _plans[key] = _plan(op, bundle, shape, out, operands, compute, views, n)
+    zero = kernel_scalar(op.name, 0, compute)
+    idx = plan.idx
+    args: list[Any] = [device_buffer(out.tensor), idx(out.offset)]
+    for o in operands:
+        if isinstance(o, Strided):
+            args += [device_buffer(o.tensor), idx(o.offset), zero, _ZERO32]
+        else:
+            args += [None, _IDX0[idx], o, _ONE32]
+    args += [*params, *[zero] * (plan.nparams - len(params)), idx(n), *plan.nd_args, plan.code]
+    launch_items(queue, plan.kernel, plan.items, *args)
+
+
+_ZERO32, _ONE32 = np.int32(0), np.int32(1)
+_IDX0 = {np.int32: np.int32(0), np.int64: np.int64(0)}
+
+
+def _plan(op: EwOp, bundle: tuple[EwOp, ...], shape: Sequence[int], out: Strided,
+          operands: Sequence[Strided | Any], compute: str, views: Sequence[Strided],
+          n: int) -> _Plan:
+    queue = out.tensor.queue
     none = (0,) * len(shape)
     dims, strides = _collapse(
         shape, [out.strides] + [o.strides if isinstance(o, Strided) else none for o in operands])
@@ -533,22 +585,16 @@ def run_strided(
         ndim=len(dims) if layout == "nd" else 1, width=width, wide=idx is np.int64,
         aligned=layout == "vec" and all(v.offset % width == 0 for v in [out, *views]),
     )
-    zero = kernel_scalar(op.name, 0, compute)
-    args: list[Any] = [device_buffer(out.tensor), idx(out.offset)]
-    for o in operands:
-        if isinstance(o, Strided):
-            args += [device_buffer(o.tensor), idx(o.offset), zero, np.int32(0)]
-        else:
-            args += [None, idx(0), o, np.int32(1)]
-    args += [*params, *[zero] * (nparams - len(params)), idx(n)]
+    nd_args: list[Any] = []
     if layout == "nd":
-        args += [idx(d) for d in dims]
+        nd_args += [idx(d) for d in dims]
         for st in strides:
-            args += [idx(v) for v in st]
-    args.append(np.int32(bundle.index(op)))
-    kernel = _kernel(queue.context, sig, bundle)
-    items = -(-n // width) if layout == "vec" else n
-    launch_items(queue, kernel, items, *args)
+            nd_args += [idx(v) for v in st]
+    return _Plan(
+        kernel=_kernel(queue.context, sig, bundle), layout=layout, nd_args=tuple(nd_args),
+        idx=idx, items=-(-n // width) if layout == "vec" else n, nparams=nparams,
+        code=np.int32(bundle.index(op)),
+    )
 
 
 def run_broadcast(
