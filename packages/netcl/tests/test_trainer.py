@@ -15,10 +15,10 @@ from netcl.trainer._digits import DigitsConfig, train_digits
 
 
 def _cfg(dev: DeviceHandle, ckpt: Path | None, resume: bool = False,
-         stop_after: int | None = None) -> DigitsConfig:
+         stop_after: int | None = None, amp: bool = False) -> DigitsConfig:
     return DigitsConfig(device=dev, epochs=3, batch_size=128, lr=1e-2, seed=3,
                         checkpoint_dir=ckpt, resume=resume, progress=False,
-                        stop_after=stop_after)
+                        stop_after=stop_after, amp=amp)
 
 
 def test_interrupted_and_resumed_run_matches(dev: DeviceHandle, tmp_path: Path) -> None:
@@ -34,6 +34,27 @@ def test_interrupted_and_resumed_run_matches(dev: DeviceHandle, tmp_path: Path) 
         else:
             np.testing.assert_allclose(a.to_host(), b.to_host(), rtol=1e-4, atol=1e-5,
                                        err_msg=name)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # float16 overflow
+def test_amp_run_checkpoints_the_grad_scaler_and_resumes(tmp_path: Path) -> None:
+    from netcl.core.device import manager
+    from netcl.io import load_tensors
+
+    dev = manager.default("cpu")
+    assert dev is not None
+    full, _, _ = train_digits(_cfg(dev, tmp_path / "full", amp=True))
+    train_digits(_cfg(dev, tmp_path / "part", stop_after=2, amp=True))
+    _, meta = load_tensors(tmp_path / "part" / "last.netcl")
+    saved = meta["extra"]["grad_scaler"]
+    assert set(saved) == {"scale", "growth_factor", "backoff_factor", "growth_interval",
+                          "_growth_tracker"} and saved["_growth_tracker"] > 0
+    resumed, hist, _ = train_digits(_cfg(dev, tmp_path / "part", resume=True, amp=True))
+    assert [m.epoch for m in hist] == [0, 1, 2]
+    assert resumed.scaler.state_dict() == full.scaler.state_dict()
+    for (name, a), (_, b) in zip(full.model.state_dict().items(),
+                                 resumed.model.state_dict().items()):
+        np.testing.assert_array_equal(a.to_host(), b.to_host(), err_msg=name)
 
 
 def test_corrupt_checkpoint_is_rejected(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     cfg = DigitsConfig(device=args.device, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, seed=args.seed, workers=args.workers,
                        checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, amp=args.amp)
     _, history, dev = train_digits(cfg)
     print(f"device: {dev}", file=out)
     for m in history:
@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tp.add_argument("--checkpoint-dir", default=None)
     tp.add_argument("--resume", action="store_true", help="continue from checkpoint-dir")
     tp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tp.add_argument("--amp", action="store_true",
+                    help="mixed precision: float16 matmuls/convolutions, dynamic loss scaling")
     args = parser.parse_args(argv)
     if args.command == "devices":
         return devices()

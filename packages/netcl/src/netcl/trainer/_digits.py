@@ -62,6 +62,7 @@ class DigitsConfig:
     resume: bool = False
     progress: bool = True
     stop_after: int | None = None  # stop after this many epochs (simulates an interruption)
+    amp: bool = False  # mixed precision (autocast + GradScaler)
 
 
 def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], DeviceHandle]:
@@ -78,6 +79,6 @@ def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], Device
         trainer = Trainer(model, optimizer, cross_entropy, train_loader, test_loader, device=dev,
                           epochs=cfg.epochs, scheduler=scheduler,
                           checkpoint_dir=cfg.checkpoint_dir, resume=cfg.resume,
-                          progress=cfg.progress)
+                          progress=cfg.progress, amp=cfg.amp)
         history = trainer.fit(stop_after=cfg.stop_after)
     return trainer, history, dev
