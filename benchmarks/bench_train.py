@@ -68,11 +68,12 @@ def torch_digits(epochs: int, batch_size: int, lr: float = 1e-2, seed: int = 0
     return {"device": "torch-cpu", "seconds": time.perf_counter() - start, "accuracy": acc}
 
 
-def netcl_resnet_step(device: str, batch: int, steps: int) -> dict[str, Any]:
+def netcl_resnet_step(device: str, batch: int, steps: int, amp: bool = False) -> dict[str, Any]:
     import netcl.autograd as ag
     from netcl.core.device import manager
     from netcl.core.tensor import Tensor
     from netcl.nn import resnet18
+    from netcl.nn.amp import GradScaler, autocast
     from netcl.optim import SGD
 
     dev = manager.default(device)
@@ -83,13 +84,19 @@ def netcl_resnet_step(device: str, batch: int, steps: int) -> dict[str, Any]:
     x = Tensor.from_host(dev.queue, rng.standard_normal((batch, 3, 32, 32)).astype(np.float32))
     y = Tensor.from_host(dev.queue, rng.integers(0, 10, batch))
 
+    scaler = GradScaler(enabled=amp)
+
     def step() -> None:
         with ag.Tape() as tape:
-            loss = ag.cross_entropy(net(x), y)
-        tape.backward(loss)
-        opt.step()
+            with autocast(enabled=amp):
+                loss = ag.cross_entropy(net(x), y)
+            scaled = scaler.scale(loss)
+        tape.backward(scaled)
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad()
 
+    step()
     step()
     dev.queue.finish()
     start = time.perf_counter()
@@ -99,7 +106,7 @@ def netcl_resnet_step(device: str, batch: int, steps: int) -> dict[str, Any]:
     return {"device": str(dev), "ms_per_step": 1000 * (time.perf_counter() - start) / steps}
 
 
-def torch_resnet_step(batch: int, steps: int) -> dict[str, Any] | None:
+def torch_resnet_step(batch: int, steps: int, amp: bool = False) -> dict[str, Any] | None:
     try:
         import torch
         import torchvision  # noqa: F401
@@ -119,12 +126,15 @@ def torch_resnet_step(batch: int, steps: int) -> dict[str, Any] | None:
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, 3, 32, 32, device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
     def step() -> None:
-        loss = torch.nn.functional.cross_entropy(net(x), y)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(net(x), y)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     for _ in range(3):
         step()
@@ -164,14 +174,18 @@ def main() -> None:
 
     handle = manager.default(args.device)
     if "resnet18" in tasks and handle is not None and handle.device_type == "gpu":
-        mine = netcl_resnet_step(args.device, args.resnet_batch, args.resnet_steps)
-        theirs = torch_resnet_step(args.resnet_batch, args.resnet_steps)
-        results["resnet18_step"] = {"netcl": mine, "torch": theirs}
-        print(f"ResNet-18 training step, batch {args.resnet_batch}, 3x32x32, fp32")
-        print(f"  netcl {mine['device']:<45} {mine['ms_per_step']:9.1f} ms")
-        if theirs is not None:
-            print(f"  torch {theirs['device']:<45} {theirs['ms_per_step']:9.1f} ms (TF32 off)")
-            print(f"  speed ratio torch/netcl: {theirs['ms_per_step'] / mine['ms_per_step']:.3f}")
+        for amp in (False, True):
+            mine = netcl_resnet_step(args.device, args.resnet_batch, args.resnet_steps, amp)
+            theirs = torch_resnet_step(args.resnet_batch, args.resnet_steps, amp)
+            mode = "amp" if amp else "fp32"
+            results[f"resnet18_step_{mode}"] = {"netcl": mine, "torch": theirs}
+            what = ("float16 autocast + GradScaler" if amp else "float32, TF32 off")
+            print(f"ResNet-18 training step, batch {args.resnet_batch}, 3x32x32, {what}")
+            print(f"  netcl {mine['device']:<45} {mine['ms_per_step']:9.1f} ms")
+            if theirs is not None:
+                print(f"  torch {theirs['device']:<45} {theirs['ms_per_step']:9.1f} ms")
+                print(f"  speed ratio torch/netcl: "
+                      f"{theirs['ms_per_step'] / mine['ms_per_step']:.3f}")
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 
