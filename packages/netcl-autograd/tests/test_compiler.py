@@ -106,6 +106,41 @@ def test_broadcasting_corners(dev: DeviceHandle, shapes: list[tuple[int, ...]]) 
     check_grad(dev, f, lambda a, b: b / (1 + np.exp(b - a)), args, scale=5.0)
 
 
+def _sigmoid(v: Any) -> Any:
+    return 1 / (1 + np.exp(-v))
+
+
+# Leaf indices count numbers too; the strides of a layout count tensors only. A number among
+# the leaves before a tensor used to shift one numbering onto the other (IndexError in
+# Layout.kept on OpenCL). Leaves are numbered as the trace first reaches them, inner ops first:
+# the leaves of ``(1.5 - x) * y`` are 1.5, x, y; those of ``1.5 - x * y`` are x, y, 1.5.
+NUMBER_CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], list[tuple[int, ...]]]] = {
+    "number_first": (lambda x, b: 0.5 * x + b, lambda x, b: 0.5 * x + b, [(5, 7), (5, 1)]),
+    "number_first_no_broadcast": (lambda x, y: (1.5 - x) * y, lambda x, y: (1.5 - x) * y,
+                                  [(4, 6), (4, 6)]),
+    "number_middle": (lambda x, w: ops.tanh(x * 2.0 - w) * w,
+                      lambda x, w: np.tanh(x * 2.0 - w) * w, [(5, 7), (7,)]),
+    "number_last": (lambda x, w, b: (x * w + b) * 0.5, lambda x, w, b: (x * w + b) * 0.5,
+                    [(6, 1, 4), (3, 1), (1,)]),
+    "numbers_everywhere": (
+        lambda x, w, b: 2.0 * x - ops.sigmoid(w * 3.0) / (1.0 + b * b) + 0.25,
+        lambda x, w, b: 2.0 * x - _sigmoid(w * 3.0) / (1.0 + b * b) + 0.25,
+        [(5, 7), (7,), (5, 1)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NUMBER_CASES))
+def test_numbers_anywhere_among_the_leaves(dev: DeviceHandle, name: str) -> None:
+    fn, ref, shapes = NUMBER_CASES[name]
+    f = compiler.jit(fn)
+    check_grad(dev, f, ref, tuple(rng.standard_normal(s) for s in shapes))
+    with count_launches() as n:
+        f(*inputs(dev, shapes))
+    if dev.backend == "cl":
+        assert n[0] == 1  # still one fused kernel
+
+
 def test_empty_tensors(dev: DeviceHandle) -> None:
     x, w = inputs(dev, [(0, 3), (3,)])
     with ag.Tape() as tape:

@@ -7,6 +7,11 @@
 # ``o_i + sum_j c_j * st_i_j`` (stride 0 where it is broadcast); shapes, strides and offsets are
 # scalar arguments, so one kernel serves every shape with the same broadcast pattern.
 #
+# Two numberings: a *leaf* index ``i`` counts tensors and numbers alike (``0.5 * x + y`` has
+# leaves 0.5, x, y) and names the kernel's variables (``p<i>``, ``s<i>``, ``g<i>``); a *tensor*
+# index ``k`` counts tensors only (``Group.tensors``, ``Layout.strides``, the gradients).
+# ``Group.tensor_leaves[k]`` is the leaf of tensor ``k``; :func:`_leaf_kept` goes back.
+#
 # - forward: one work item per output element evaluates the DAG in registers (SSA ``t_j``).
 # - backward "full": one work item per output element recomputes the forward, then runs the
 #   reverse sweep of the DAG (each primitive's backward expressions) and writes the gradient
@@ -88,7 +93,11 @@ def _broadcast_strides(shape: Sequence[int], out: Sequence[int]) -> tuple[int, .
 
 @dataclass(frozen=True)
 class Layout:
-    """The merged iteration space of a group: dims, per-leaf strides, output strides."""
+    """The merged iteration space of a group: dims, per-tensor strides, output strides.
+
+    ``strides[k]`` belongs to the group's ``k``-th *tensor* (numbers have no strides), so the
+    methods below take a tensor index, not a leaf index (see NOTE [ Fused kernels ]).
+    """
 
     dims: tuple[int, ...]
     strides: tuple[tuple[int, ...], ...]
@@ -100,13 +109,13 @@ class Layout:
         """Every tensor leaf is contiguous over the output: index = element number."""
         return len(self.dims) == 1 and all(s == (1,) for s in self.strides)
 
-    def kept(self, leaf: int) -> tuple[bool, ...]:
-        """Per dim: whether tensor leaf ``leaf`` varies along it (False: broadcast)."""
-        return tuple(s != 0 for s in self.strides[leaf])
+    def kept(self, k: int) -> tuple[bool, ...]:
+        """Per dim: whether the ``k``-th tensor varies along it (False: broadcast)."""
+        return tuple(s != 0 for s in self.strides[k])
 
-    def is_full(self, leaf: int) -> bool:
-        """Whether tensor leaf ``leaf`` has the output's shape (no broadcast dim)."""
-        return all(self.kept(leaf))
+    def is_full(self, k: int) -> bool:
+        """Whether the ``k``-th tensor has the output's shape (no broadcast dim)."""
+        return all(self.kept(k))
 
     @classmethod
     def of(cls, shape: tuple[int, ...], tensors: Sequence[Tensor]) -> Layout:
@@ -136,6 +145,11 @@ class Layout:
         extents = [n] + [t.offset + t.size for t in tensors]
         return cls(tuple(dims), tuple(tuple(m) for m in merged[1:]), tuple(merged[0]),
                    max(extents, default=0) > _INT32_MAX)
+
+
+def _leaf_kept(group: Group, lay: Layout, leaf: int) -> tuple[bool, ...]:
+    """:meth:`Layout.kept` of the tensor at leaf index ``leaf``."""
+    return lay.kept(group.tensor_leaves.index(leaf))
 
 
 # -- source generation ------------------------------------------------------------------------
@@ -317,7 +331,7 @@ def _reduce_source(name: str, group: Group, lay: Layout, sections: Sequence[Sequ
         "  IDX m = 0, w = 0, W = 1, M = 1, pbase = 0, cbase = 0;", "  int sec = 0, active = 0;",
     ]
     for k, leaves in enumerate(sections):
-        mask = lay.kept(leaves[0])
+        mask = _leaf_kept(group, lay, leaves[0])
         kept = [j for j, keep in enumerate(mask) if keep]
         gone = [j for j, keep in enumerate(mask) if not keep]
         lines += [_section_head(k, len(sections)),
@@ -397,7 +411,7 @@ def _elementwise_range(lay: Layout, n: int, local: int) -> tuple[tuple[int, ...]
 
 def _structure(kind: str, group: Group, lay: Layout, extra: tuple[Any, ...]) -> tuple[Any, ...]:
     """What a generated kernel depends on: never the values of shapes or scalars."""
-    masks = tuple(lay.kept(i) for i in group.tensor_leaves)
+    masks = tuple(lay.kept(k) for k in range(len(group.tensors)))
     return (kind, group.key, group.dtype, len(lay.dims), lay.flat, lay.wide, masks, extra)
 
 
@@ -468,7 +482,7 @@ def run_forward(group: Group) -> Tensor:
 
 
 def run_backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor | None]:
-    """Gradients of the group's tensor leaves (``None`` where not needed): <= 2 launches."""
+    """Gradients of the group's tensors (``None`` where not needed): <= 2 launches."""
     queue = group.queue
     lay = Layout.of(group.shape, group.tensors)
     idx = np.int64 if lay.wide else np.int32
@@ -493,24 +507,25 @@ def run_backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor 
         gsize, lsize = _elementwise_range(lay, n, local)
         built.run(queue, gsize, lsize, g.buffer, idx(g.offset), *bufs, *inputs)
     if reduced:
-        _run_reduce(group, lay, queue, g, [(leaf_of[k], grads[k]) for k in reduced], inputs,
-                    idx, n, local)
+        _run_reduce(group, lay, queue, g, [(k, grads[k]) for k in reduced], inputs, idx, n,
+                    local)
     return grads
 
 
 def _run_reduce(group: Group, lay: Layout, queue: Any, g: Tensor,
                 outs: list[tuple[int, Tensor | None]], inputs: list[Any], idx: Any, n: int,
                 local: int) -> None:
-    """Launch the reduce kernel for the broadcast leaves ``outs`` (see NOTE [ Reduce kernel ])."""
+    """Launch the reduce kernel for the broadcast tensors ``outs``: (tensor index, gradient)
+    pairs (see NOTE [ Reduce kernel ])."""
     target = max(4096, 2048 * int(queue.device.max_compute_units))
     blocked = _is_cpu(queue.device)
     by_mask: dict[tuple[bool, ...], list[tuple[int, Tensor | None]]] = {}
-    for leaf, t in outs:
-        by_mask.setdefault(lay.kept(leaf), []).append((leaf, t))
+    for k, t in outs:
+        by_mask.setdefault(lay.kept(k), []).append((k, t))
     sections: list[Any] = []
     groups = parts = counters = 0
     for mask, members in by_mask.items():
-        m = max(group.leaves[members[0][0]].size, 1)  # type: ignore[union-attr]
+        m = max(group.tensors[members[0][0]].size, 1)
         red = n // m
         w = max(1, min(-(-target // m), -(-red // _MIN_CHUNK), _MAX_SHARE))
         chunk = -(-red // w)
@@ -523,7 +538,8 @@ def _run_reduce(group: Group, lay: Layout, queue: Any, g: Tensor,
     ct = "float64" if group.dtype == "float64" else "float32"
     part = Tensor.from_shape(queue, (max(parts, 1),), ct, fill=None)
     count = Tensor.from_shape(queue, (max(counters, 1),), "int32", fill=0)
-    layout = tuple(tuple(leaf for leaf, _ in members) for members in by_mask.values())
+    layout = tuple(tuple(group.tensor_leaves[k] for k, _ in members)
+                   for members in by_mask.values())
     built = _kernel("reduce", group, lay, queue, (layout, local, blocked))
     bufs = [_buffer(t) for members in by_mask.values() for _, t in members]
     built.run(queue, (groups * local,), (local,), g.buffer, idx(g.offset), *bufs, *inputs,

@@ -9,7 +9,10 @@ shapes and dtypes matter) into fusion groups and renders their generated kernels
   iteration space): forward in every float dtype, the "full" backward (gradients of ``x``
   and ``w``) and the "reduce" backward (gradient of ``b``) in its GPU (interleaved) and CPU
   (blocked) forms;
-- ``sigmoid(x) * y`` over equal shapes (the flat forward).
+- ``sigmoid(x) * y`` over equal shapes (the flat forward);
+- ``0.5 * x + b`` with ``b`` broadcast as above: a number before the tensors, so leaf
+  indices (which name the kernel's variables) differ from tensor indices (which index the
+  strides); forward, full backward and CPU reduce backward.
 
 ``tests/test_golden_sources.py`` compares them with the checked-in files under
 ``tests/golden`` and builds them on every OpenCL device present (see
@@ -17,7 +20,7 @@ shapes and dtypes matter) into fusion groups and renders their generated kernels
 
 Examples:
     >>> sorted(golden_sources())[:2]
-    ['fused/full-float32-nd2.cl', 'fused/fwd-float16-nd2.cl']
+    ['fused/full-float32-nd2-number-first.cl', 'fused/full-float32-nd2.cl']
 """
 
 from __future__ import annotations
@@ -48,10 +51,7 @@ def _tensor(shape: tuple[int, ...], dtype: str) -> Tensor:
 
 
 def _bias_relu(dtype: str) -> Group:
-    """``relu(x * w + b) * 0.5``: leaves x, w (4, 8), b (4, 1) broadcast, the number 0.5.
-
-    Tensors come before the number: ``Layout.kept`` takes a leaf index as a tensor index.
-    """
+    """``relu(x * w + b) * 0.5``: leaves x, w (4, 8), b (4, 1) broadcast, the number 0.5."""
     x, w, b = _tensor((4, 8), dtype), _tensor((4, 8), dtype), _tensor((4, 1), dtype)
     y = Lazy.apply("relu", (Lazy.apply("add", (Lazy.apply("mul", (x, w), {}), b), {}),), {})
     return build_group(Lazy.apply("mul", (y, 0.5), {}))
@@ -61,6 +61,12 @@ def _gated(dtype: str) -> Group:
     """``sigmoid(x) * y`` over two (16,) tensors: one flat dimension."""
     x, y = _tensor((16,), dtype), _tensor((16,), dtype)
     return build_group(Lazy.apply("mul", (Lazy.apply("sigmoid", (x,), {}), y), {}))
+
+
+def _number_first(dtype: str) -> Group:
+    """``0.5 * x + b``: leaves the number 0.5, x (4, 8), b (4, 1) broadcast."""
+    x, b = _tensor((4, 8), dtype), _tensor((4, 1), dtype)
+    return build_group(Lazy.apply("add", (Lazy.apply("mul", (0.5, x), {}), b), {}))
 
 
 def golden_sources(extensions: str = REFERENCE_EXTENSIONS) -> dict[str, GoldenSource]:
@@ -86,4 +92,8 @@ def golden_sources(extensions: str = REFERENCE_EXTENSIONS) -> dict[str, GoldenSo
     for flavour, blocked in (("gpu", False), ("cpu", True)):
         add(f"reduce-float32-nd2-{flavour}", _bias_relu, "float32", "reduce",
             (((2,),), _LOCAL, blocked))
+    add("fwd-float32-nd2-number-first", _number_first, "float32", "fwd")
+    add("full-float32-nd2-number-first", _number_first, "float32", "full", ((1,),))
+    add("reduce-float32-nd2-cpu-number-first", _number_first, "float32", "reduce",
+        (((2,),), _LOCAL, True))
     return out

@@ -1,0 +1,44 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+
+#define T float
+#define CT float
+#define IDX int
+#define LIT(x) (x##f)
+#define LD(p, i) ((p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (v))
+
+__kernel void fused_fwd_1d49f9aff2ec(__global T* out, const CT s0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const IDX n, const IDX d0, const IDX d1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
+  const IDX c0 = get_global_id(0);
+  const IDX row = get_global_id(1);
+  const IDX gid = row * d1 + c0;
+  if (c0 >= d1 || gid >= n) return;
+  const IDX e1 = o1 + c0 * st1_1;
+  const IDX e2 = o2 + c0 * st2_1;
+  IDX ir = row;
+  IDX i1 = e1;
+  IDX i2 = e2;
+  { const IDX c = ir; i1 += c * st1_0; i2 += c * st2_0; }
+  const CT x0 = s0;
+  const CT x1 = LD(p1, i1);
+  const CT x2 = LD(p2, i2);
+  const CT t0 = (CT)(MUL(x0, x1));
+  const CT t1 = (CT)(ADD(t0, x2));
+  ST(out, gid, t1);
+}

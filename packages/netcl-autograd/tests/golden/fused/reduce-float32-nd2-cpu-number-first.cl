@@ -1,0 +1,83 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+
+#define T float
+#define CT float
+#define IDX int
+#define LIT(x) (x##f)
+#define LD(p, i) ((p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (v))
+
+__kernel void fused_reduce_c03a7b7410ca(__global const T* gout, const IDX og, __global T* g2, const CT s0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const IDX n, const IDX d0, const IDX d1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1, const IDX so0, const IDX so1, const IDX start0, const IDX m0, const IDX w0, const IDX red0, const IDX chunk0, const IDX iters0, const IDX pbase0, const IDX cbase0, volatile __global CT* part, volatile __global int* count) {
+#define nleaves(s) ((s) == 0 ? 1 : 0)
+  const IDX grp = get_group_id(0);
+  const IDX lid = get_local_id(0);
+  CT acc0 = (CT)0;
+  IDX m = 0, w = 0, W = 1, M = 1, pbase = 0, cbase = 0;
+  int sec = 0, active = 0;
+  if (1) {
+  sec = 0; W = w0; M = m0; pbase = pbase0; cbase = cbase0;
+  const IDX u = (grp - start0) * 256 + lid;
+  m = u % M; w = u / M; active = w < W;
+  const IDX lo = w * chunk0;
+  const IDX hi = min(lo + chunk0, red0);
+  const IDX step = 1;
+  IDX br = m;
+  IDX b1 = o1;
+  IDX b2 = o2;
+  IDX bo = og;
+  { const IDX c = br; b1 += c * st1_0; b2 += c * st2_0; bo += c * so0; }
+  IDX cr = lo;
+  IDX c1 = cr;
+  IDX sr = step;
+  IDX s1 = sr;
+  for (IDX j = 0; j < iters0; ++j) {
+  if (active && lo + j * step < hi) {
+  const IDX i1 = b1 + c1 * st1_1;
+  const IDX i2 = b2 + c1 * st2_1;
+  const IDX io = bo + c1 * so1;
+  const CT x0 = s0;
+  const CT x1 = LD(p1, i1);
+  const CT x2 = LD(p2, i2);
+  const CT t0 = (CT)(MUL(x0, x1));
+  const CT t1 = (CT)(ADD(t0, x2));
+  CT gx2 = (CT)0;
+  CT gt1 = LD(gout, io);
+  gx2 += (CT)(gt1);
+  acc0 += gx2;
+  }
+  IDX carry = 0;
+  c1 += s1 + carry;
+  }
+  }
+  if (!active) return;
+  if (W == 1) {
+    if (sec == 0) { ST(g2, m, acc0); }
+    return;
+  }
+  if (0 < nleaves(sec)) part[pbase + (0 * M + m) * W + w] = acc0;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  if (atomic_inc(&count[cbase + m]) != (int)(W - 1)) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  acc0 = (CT)0;
+  for (IDX j = 0; j < W; ++j) {
+    if (0 < nleaves(sec)) acc0 += part[pbase + (0 * M + m) * W + j];
+  }
+  if (sec == 0) { ST(g2, m, acc0); }
+}
