@@ -293,12 +293,13 @@ def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
 @pytest.mark.parametrize(
     ("shape", "expected"),
     [  # (N, C, H, K, R, stride, padding): bench_selector's classes, fastest on an H100
-        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # the digits CNN
-        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_TILED_LOCAL),
-        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # ResNet-18, CIFAR sizes
-        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_TILED_LOCAL),
+        # tiled-local measured faster on these five, held back (NOTE in select_conv2d_kernel)
+        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_WINOGRAD),  # the digits CNN
+        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ResNet-18, CIFAR sizes
+        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_IMPLICIT_GEMM),
         ((32, 64, 32, 128, 1, 2, 0), V.CONV2D_IMPLICIT_GEMM),
-        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_TILED_LOCAL),
+        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
         ((32, 256, 8, 256, 3, 1, 1), V.CONV2D_WINOGRAD),
         ((32, 512, 4, 512, 3, 1, 1), V.CONV2D_WINOGRAD),
         ((32, 64, 56, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ImageNet sizes
@@ -348,7 +349,6 @@ def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     s = sel(hopper())
-    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is V.CONV2D_TILED_LOCAL  # auto
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "1")
@@ -679,8 +679,7 @@ def test_get_kernel_selector_memoized() -> None:
     assert get_kernel_selector().profile.vendor_family == "numpy"
     assert select_matmul_config(1024, 1024, 1024, device=dev).tile_m == 128
     assert select_matmul_config(1024, 1024, 1024).tile_m == 64
-    assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3, device=dev).variant is (
-        V.CONV2D_TILED_LOCAL)
+    assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3, device=dev).variant is V.CONV2D_WINOGRAD
     assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3).variant is V.CONV2D_IM2COL
 
 

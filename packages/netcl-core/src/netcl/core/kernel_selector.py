@@ -65,7 +65,6 @@ _ELEMENTWISE_VECTOR_MIN = 1024
 _REDUCTION_SEQUENTIAL_MAX = 256
 _REDUCTION_PARALLEL_MAX = 64 * 1024
 _TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
-_TILED_LOCAL_MAX_WORK = 64 * 1024  # input channels per group x output pixels (auto rule)
 _CPU_WINOGRAD_MIN_OUTPUT = 16 * 16
 _NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
 _AMD_TUNED_ARCHS = ("rdna2", "rdna3")
@@ -224,14 +223,6 @@ def _forced_variant(family: Family) -> KernelVariant | None:
 
 
 # --- argument checks --------------------------------------------------------------------
-
-
-def _tiled_local_mode() -> Literal["auto", "on", "off"]:
-    """``NETCL_CONV_TILED_LOCAL``: unset or empty -> ``"auto"``; a true flag ``"on"``."""
-    raw = os.environ.get("NETCL_CONV_TILED_LOCAL", "").strip()
-    if not raw:
-        return "auto"
-    return "on" if _env_flag("NETCL_CONV_TILED_LOCAL", False) else "off"
 
 
 def _int_arg(fn: str, name: str, value: Any, minimum: int) -> int:
@@ -497,13 +488,10 @@ class KernelSelector:
         ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a 3x3, stride 1,
         dilation 1, one-group convolution with an output plane of at least 16x16 ->
         Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the
-        NumPy backend) -> im2col; 1x1 -> implicit GEMM; with ``NETCL_CONV_TILED_LOCAL``
-        unset, at most 128 input channels per group and channels x output pixels at most
-        64 Ki -> tiled-local; 3x3, stride 1, dilation 1, groups 1 -> Winograd unless
-        ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1`` and an output plane of at
-        most 32x32 -> tiled-local; otherwise implicit GEMM, with the matmul tiles of the
-        equivalent GEMM. ``NETCL_CONV_TILED_LOCAL=0`` never picks tiled-local (the spec
-        page's default was 0, "off"; unset now means the measured rule above).
+        NumPy backend) -> im2col; 1x1 -> implicit GEMM; 3x3, stride 1, dilation 1,
+        groups 1 -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1``
+        and an output plane of at most 32x32 -> tiled-local; otherwise implicit GEMM, with
+        the matmul tiles of the equivalent GEMM.
         ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
         ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
 
@@ -530,7 +518,7 @@ class KernelSelector:
                 f"padding {pad}, dilation {dil}"
             )
         winograd = _env_flag("NETCL_CONV_WINOGRAD", True)
-        tiled_local = _tiled_local_mode()
+        tiled_local = _env_flag("NETCL_CONV_TILED_LOCAL", False)
         gemm = (N * oh * ow, K // groups, C // groups * R * S)
 
         def rules() -> KernelVariant:
@@ -545,12 +533,14 @@ class KernelSelector:
                 return KernelVariant.CONV2D_IM2COL
             if R == 1 and S == 1:
                 return KernelVariant.CONV2D_IMPLICIT_GEMM
-            cg = C // groups
-            if tiled_local == "auto" and cg <= 128 and cg * oh * ow <= _TILED_LOCAL_MAX_WORK:
-                return KernelVariant.CONV2D_TILED_LOCAL  # H100: 1.2-3x over Winograd here
+            # Tiled-local measured fastest on an H100 for <= 128 channels x small planes
+            # (1.2-3x over Winograd), but with it chosen there ResNet-18's gradients on the
+            # H100 disagree with NumPy's by ~4% (forward convs agree to 1e-6; PoCL agrees):
+            # a GPU-only defect in a backward path, not found yet. Opt in with
+            # NETCL_CONV_TILED_LOCAL=1; the default keeps the spec's routing.
             if winograd_shape:
                 return KernelVariant.CONV2D_WINOGRAD
-            if tiled_local != "off" and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
+            if tiled_local and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
                 return KernelVariant.CONV2D_TILED_LOCAL
             return KernelVariant.CONV2D_IMPLICIT_GEMM
 
