@@ -1,10 +1,12 @@
 """Each update rule against a float64 NumPy transcription of PyTorch's documented formula, over
-many steps, on every backend; plus groups, state round trips, schedulers and clipping."""
+many steps, on every backend, for float32 and float16 parameters; plus groups, state round
+trips, schedulers and clipping."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
+from netcl.core.testing import assert_close
 from netcl.optim import (
     SGD,
     Adam,
@@ -115,6 +118,27 @@ def test_rule_matches_formula(dev: DeviceHandle, name: str, cls: Callable[..., O
     np.testing.assert_allclose(p.to_host(), expect, rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name,cls,ref,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_float16_rule_matches_formula(dev: DeviceHandle, name: str,
+                                      cls: Callable[..., Optimizer], ref: Callable[..., Any],
+                                      kwargs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    """float16 parameters and gradients update on every device, ``cl_khr_fp16`` or not: the
+    update is computed in float32 (state kept in float32) and rounded to float16 per step."""
+    rng = np.random.default_rng(zlib.crc32(f"{name}{shape}".encode()))
+    p0 = rng.standard_normal(shape).astype(np.float16)
+    grads = [rng.standard_normal(shape).astype(np.float16) for _ in range(STEPS)]
+    p = Tensor.from_host(dev.queue, p0, dtype="float16")
+    opt = cls([p], **kwargs)
+    for g in grads:
+        p.grad = Tensor.from_host(dev.queue, g, dtype="float16")
+        opt.step()
+    assert p.dtype == "float16" and p.to_host().dtype == np.float16
+    assert {t.dtype for t in opt.state[0].values() if isinstance(t, Tensor)} == {"float32"}
+    expect = ref(p0.astype(np.float64), [g.astype(np.float64) for g in grads], **kwargs)
+    assert_close(p.to_host(), expect, "float16")
+
+
 def test_one_launch_per_parameter_per_step(dev: DeviceHandle) -> None:
     if dev.backend != "cl":
         pytest.skip("counts OpenCL launches")
@@ -148,26 +172,29 @@ def test_param_groups_and_skip_missing_grads(dev: DeviceHandle) -> None:
     np.testing.assert_array_equal(a.grad.to_host(), 0)
 
 
-def test_state_dict_round_trip_resumes_exactly(dev: DeviceHandle) -> None:
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_state_dict_round_trip_resumes_exactly(dev: DeviceHandle, dtype: str) -> None:
     rng = np.random.default_rng(0)
-    grads = [rng.standard_normal(7).astype(np.float32) for _ in range(10)]
-    p1 = Tensor.from_host(dev.queue, np.ones(7, np.float32))
+    grads = [rng.standard_normal(7).astype(dtype) for _ in range(10)]
+    p1 = Tensor.from_host(dev.queue, np.ones(7), dtype=dtype)
     opt1 = Adam([p1], lr=0.01)
     for g in grads:
-        p1.grad = Tensor.from_host(dev.queue, g)
+        p1.grad = Tensor.from_host(dev.queue, g, dtype=dtype)
         opt1.step()
-    p2 = Tensor.from_host(dev.queue, np.ones(7, np.float32))
+    p2 = Tensor.from_host(dev.queue, np.ones(7), dtype=dtype)
     opt2 = Adam([p2], lr=0.01)
     for g in grads[:5]:
-        p2.grad = Tensor.from_host(dev.queue, g)
+        p2.grad = Tensor.from_host(dev.queue, g, dtype=dtype)
         opt2.step()
     saved = opt2.state_dict()
-    p3 = Tensor.from_host(dev.queue, p2.to_host())
+    assert saved["state"][0]["exp_avg"].dtype == np.float32  # float16 params: float32 state
+    p3 = Tensor.from_host(dev.queue, p2.to_host(), dtype=dtype)
     opt3 = Adam([p3], lr=0.5)
     opt3.load_state_dict(saved)
     assert opt3.param_groups[0]["lr"] == 0.01 and opt3.state[0]["step"] == 5
+    assert opt3.state[0]["exp_avg"].dtype == "float32"
     for g in grads[5:]:
-        p3.grad = Tensor.from_host(dev.queue, g)
+        p3.grad = Tensor.from_host(dev.queue, g, dtype=dtype)
         opt3.step()
     np.testing.assert_array_equal(p3.to_host(), p1.to_host())
 
@@ -192,6 +219,10 @@ def test_bad_input() -> None:
     opt = SGD([p], lr=0.1)
     p.grad = Tensor.from_host(q, np.ones(4, np.float32))
     with pytest.raises(ValueError, match=r"gradient shape \(4,\) does not match parameter"):
+        opt.step()
+    p.grad = Tensor.from_host(q, np.ones(3), dtype="float16")
+    with pytest.raises(TypeError, match="gradient dtype float16 does not match parameter "
+                                        "dtype float32"):
         opt.step()
     with pytest.raises(ValueError, match="2 param groups in the state, 1 in the optimizer"):
         opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}, {"params": []}]})
@@ -270,3 +301,22 @@ def test_clip_grad_norm_device_matches_numpy(dev: DeviceHandle, sizes: tuple[int
     assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(min(total, 1.0), rel=1e-4)
     with pytest.raises(ValueError, match="max_norm must be > 0"):
         clip_grad_norm_device(ps, 0.0)
+
+
+def test_clip_grad_norm_float16_gradients(dev: DeviceHandle) -> None:
+    """float16 gradients are read, squared and scaled in float32 on every device."""
+    rng = np.random.default_rng(3)
+    grads = [rng.standard_normal(n).astype(np.float16) for n in (1, 33, 257)]
+    ps = []
+    for g in grads:
+        p = Tensor.from_host(dev.queue, np.zeros(g.shape), dtype="float16")
+        p.grad = Tensor.from_host(dev.queue, g, dtype="float16")
+        ps.append(p)
+    total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
+    out = clip_grad_norm_device(ps, max_norm=1.0)
+    assert out.to_host()[0] == pytest.approx(total, rel=1e-5)
+    scale = min(1.0, 1.0 / (total + 1e-6))
+    for p, g in zip(ps, grads):
+        assert p.grad is not None and p.grad.dtype == "float16"
+        assert_close(p.grad.to_host(), g.astype(np.float64) * scale, "float16")
+    assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(1.0, rel=1e-3)

@@ -49,8 +49,9 @@ def clip_grad_norm_device(params: Iterable[Tensor], max_norm: float) -> Tensor:
     if arrays:
         total = float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
         scale = min(1.0, max_norm / (total + 1e-6))
-        for a in arrays:
-            a *= scale
+        for a in arrays:  # float16 is scaled in float32 and rounded once, as on the device
+            np.multiply(a, scale, out=a, dtype=np.promote_types(a.dtype, np.float32),
+                        casting="same_kind")
         return Tensor.from_host(queue, np.array([total, scale], np.float32))
     partial = Tensor.from_shape(queue, (NORM_GROUPS * len(grads),), "float32", fill=None)
     for i, g in enumerate(grads):

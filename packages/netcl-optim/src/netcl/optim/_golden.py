@@ -3,12 +3,13 @@ through :func:`._kernels.program_source` (no device needed).
 
 ``tests/test_golden_sources.py`` compares them with the checked-in files under
 ``tests/golden`` and builds them on every OpenCL device present (see
-:mod:`netcl.core.kernels.golden`). float16 is not rendered: the update kernels compute in
-``T`` itself, which needs ``cl_khr_fp16`` (and its pragma, which the header does not add).
+:mod:`netcl.core.kernels.golden`). float16 programs store ``half`` and compute in float (see
+NOTE [ float16 parameters ] in ``_kernels.py``), so they build on devices without
+``cl_khr_fp16`` too.
 
 Examples:
     >>> sorted(golden_sources())[:2]
-    ['clip/clip_factor-float32.cl', 'norm/sum_squares-float32.cl']
+    ['clip/clip_factor-float32.cl', 'norm/sum_squares-float16.cl']
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def golden_sources() -> dict[str, GoldenSource]:
     The header depends on the dtype only (not on the device), so nothing else varies.
     """
     out: dict[str, GoldenSource] = {}
-    for dtype in ("float32", "float64"):
+    for dtype in ("float32", "float16", "float64"):
         needs = ("cl_khr_fp64",) if dtype == "float64" else ()
         for kind, source in _UPDATES.items():
             out[f"update/{kind}-{dtype}.cl"] = GoldenSource(program_source(source, dtype),

@@ -3,6 +3,10 @@
 Each update rule follows PyTorch's documented formula. On OpenCL it is one kernel launch per
 parameter (state kept on the device); on the NumPy backend it is a handful of in-place array
 operations. The host never reads a parameter or gradient back.
+
+float16 parameters work on every backend and device: their update is computed in float32 and
+rounded to float16 once, and their state is float32 (see NOTE [ float16 parameters ] in
+``_kernels.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 from netcl.core.tensor import Tensor
 
-from ._kernels import run_update
+from ._kernels import run_update, state_dtype
 
 __all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp"]
 
@@ -25,7 +29,9 @@ ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]]
 class Optimizer(abc.ABC):
     """Base class: param groups, per-parameter state, ``zero_grad``, ``state_dict``.
 
-    Subclasses set ``defaults`` and implement :meth:`_update`.
+    Subclasses set ``defaults`` and implement :meth:`_update`. Per-parameter state tensors
+    have the parameter's dtype, except for float16 parameters, whose state is float32 (more
+    accurate than PyTorch's float16 state; it is also what :meth:`state_dict` holds).
     """
 
     #: names of per-parameter state tensors, in kernel argument order
@@ -96,7 +102,7 @@ class Optimizer(abc.ABC):
         if state is None:
             state = {"step": 0}
             for name in self.state_names:
-                t = Tensor.from_shape(p.queue, p.shape, p.dtype, fill=0)
+                t = Tensor.from_shape(p.queue, p.shape, state_dtype(p.dtype), fill=0)
                 t.persistent = True
                 state[name] = t
             self.state[index] = state
@@ -112,6 +118,11 @@ class Optimizer(abc.ABC):
                         raise ValueError(
                             f"{type(self).__name__}: gradient shape {p.grad.shape} does not "
                             f"match parameter shape {p.shape}"
+                        )
+                    if p.grad.dtype != p.dtype:
+                        raise TypeError(
+                            f"{type(self).__name__}: gradient dtype {p.grad.dtype} does not "
+                            f"match parameter dtype {p.dtype}"
                         )
                     state = self._state_for(index, p)
                     state["step"] += 1
@@ -168,7 +179,7 @@ class Optimizer(abc.ABC):
             restored: dict[str, Any] = {}
             for k, v in s.items():
                 if isinstance(v, np.ndarray):
-                    t = Tensor.from_host(p.queue, v, dtype=p.dtype)
+                    t = Tensor.from_host(p.queue, v, dtype=state_dtype(p.dtype))
                     t.persistent = True
                     restored[k] = t
                 else:
@@ -212,7 +223,9 @@ class SGD(Optimizer):
         if p.array is None:
             run_update("sgd", p, g, buf, lr, mom, damp, wd, nesterov, first)
             return
-        grad = g.array + wd * p.array if wd else g.array
+        param, grad = _compute(p), _compute(g)
+        if wd:
+            grad = grad + wd * param
         if mom:
             if first:
                 buf.array[...] = grad
@@ -220,7 +233,8 @@ class SGD(Optimizer):
                 buf.array *= mom
                 buf.array += (1 - damp) * grad
             grad = grad + mom * buf.array if nesterov else buf.array
-        p.array -= lr * grad
+        param -= lr * grad
+        _store(p, param)
 
 
 class Momentum(SGD):
@@ -258,16 +272,17 @@ class Adam(Optimizer):
         if p.array is None:
             run_update("adam", p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, self.decoupled)
             return
-        grad = g.array
+        param, grad = _compute(p), _compute(g)
         if self.decoupled:
-            p.array *= 1 - lr * wd
+            param *= 1 - lr * wd
         elif wd:
-            grad = grad + wd * p.array
+            grad = grad + wd * param
         m.array *= b1
         m.array += (1 - b1) * grad
         v.array *= b2
         v.array += (1 - b2) * grad * grad
-        p.array -= lr * (m.array / bc1) / (np.sqrt(v.array / bc2) + eps)
+        param -= lr * (m.array / bc1) / (np.sqrt(v.array / bc2) + eps)
+        _store(p, param)
 
 
 class AdamW(Adam):
@@ -303,7 +318,9 @@ class RMSProp(Optimizer):
         if p.array is None:
             run_update("rmsprop", p, g, sq, buf, gavg, lr, alpha, eps, wd, mom, centered)
             return
-        grad = g.array + wd * p.array if wd else g.array
+        param, grad = _compute(p), _compute(g)
+        if wd:
+            grad = grad + wd * param
         sq.array *= alpha
         sq.array += (1 - alpha) * grad * grad
         denom = sq.array
@@ -316,4 +333,23 @@ class RMSProp(Optimizer):
             buf.array *= mom
             buf.array += step
             step = buf.array
-        p.array -= lr * step
+        param -= lr * step
+        _store(p, param)
+
+
+# -- NumPy backend ----------------------------------------------------------------------------
+
+
+def _compute(t: Tensor) -> Any:
+    """``t``'s array in the dtype updates are computed in: the array itself (updated in place),
+    or a float32 copy of a float16 one (as the device kernels compute; see :func:`_store`)."""
+    a: Any = t.array  # a NumPy-backend tensor: never None
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def _store(p: Tensor, param: Any) -> None:
+    """Write the updated ``param`` back into ``p`` where :func:`_compute` copied it (float16:
+    rounded once, to nearest even, like ``vstore_half``)."""
+    a: Any = p.array
+    if param is not a:
+        a[...] = param

@@ -16,6 +16,10 @@
 #define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
 #endif
 #define T float
+#define CT float
+#define S float
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
 __kernel void clip_factor(__global const float* partial, const int count,

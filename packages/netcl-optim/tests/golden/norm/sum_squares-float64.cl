@@ -17,6 +17,10 @@
 #define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
 #endif
 #define T double
+#define CT double
+#define S double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
 __kernel void sum_squares(__global const T* x, const int n, __global float* partial,
@@ -25,7 +29,7 @@ __kernel void sum_squares(__global const T* x, const int n, __global float* part
   int lid = get_local_id(0);
   float s = 0.0f;
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) {
-    float v = (float)x[i];
+    float v = (float)LD(x, i);
     s += v * v;
   }
   acc[lid] = s;
@@ -39,5 +43,5 @@ __kernel void sum_squares(__global const T* x, const int n, __global float* part
 
 __kernel void scale_by(__global T* x, const int n, __global const float* factor) {
   int i = get_global_id(0);
-  if (i < n) x[i] = (T)((float)x[i] * factor[1]);
+  if (i < n) ST(x, i, LD(x, i) * (CT)factor[1]);
 }

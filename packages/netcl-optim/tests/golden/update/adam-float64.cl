@@ -17,20 +17,24 @@
 #define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
 #endif
 #define T double
+#define CT double
+#define S double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void adam(__global T* p, __global const T* g, __global T* m, __global T* v,
+__kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
                    const int n, const float lr, const float b1, const float b2,
                    const float eps, const float wd, const float bc1, const float bc2,
                    const int decoupled) {
   int i = get_global_id(0);
   if (i >= n) return;
-  T param = p[i];
-  T grad = g[i];
-  if (decoupled) param *= (T)(1.0f - lr * wd); else grad += (T)wd * param;
-  T mi = (T)b1 * m[i] + (T)(1.0f - b1) * grad;
-  T vi = (T)b2 * v[i] + (T)(1.0f - b2) * grad * grad;
-  m[i] = mi;
-  v[i] = vi;
-  p[i] = param - (T)lr * (mi / (T)bc1) / (sqrt(vi / (T)bc2) + (T)eps);
+  CT param = LD(p, i);
+  CT grad = LD(g, i);
+  if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;
+  const CT mi = (CT)b1 * m[i] + (CT)(1.0f - b1) * grad;
+  const CT vi = (CT)b2 * v[i] + (CT)(1.0f - b2) * grad * grad;
+  m[i] = (S)mi;
+  v[i] = (S)vi;
+  ST(p, i, param - (CT)lr * (mi / (CT)bc1) / (sqrt(vi / (CT)bc2) + (CT)eps));
 }

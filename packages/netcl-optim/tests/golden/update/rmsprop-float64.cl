@@ -17,28 +17,33 @@
 #define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
 #endif
 #define T double
+#define CT double
+#define S double
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void rmsprop(__global T* p, __global const T* g, __global T* sq, __global T* buf,
-                      __global T* gavg, const int n, const float lr, const float alpha,
+__kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
+                      __global S* gavg, const int n, const float lr, const float alpha,
                       const float eps, const float wd, const float momentum,
                       const int centered) {
   int i = get_global_id(0);
   if (i >= n) return;
-  T grad = g[i] + (T)wd * p[i];
-  T s = (T)alpha * sq[i] + (T)(1.0f - alpha) * grad * grad;
-  sq[i] = s;
-  T denom_sq = s;
+  const CT param = LD(p, i);
+  const CT grad = LD(g, i) + (CT)wd * param;
+  const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;
+  sq[i] = (S)s;
+  CT denom_sq = s;
   if (centered) {
-    T ga = (T)alpha * gavg[i] + (T)(1.0f - alpha) * grad;
-    gavg[i] = ga;
+    const CT ga = (CT)alpha * gavg[i] + (CT)(1.0f - alpha) * grad;
+    gavg[i] = (S)ga;
     denom_sq = s - ga * ga;
   }
-  T step = grad / (sqrt(denom_sq) + (T)eps);
+  CT step = grad / (sqrt(denom_sq) + (CT)eps);
   if (momentum > 0.0f) {
-    T b = (T)momentum * buf[i] + step;
-    buf[i] = b;
+    const CT b = (CT)momentum * buf[i] + step;
+    buf[i] = (S)b;
     step = b;
   }
-  p[i] -= (T)lr * step;
+  ST(p, i, param - (CT)lr * step);
 }

@@ -16,18 +16,23 @@
 #define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
 #endif
 #define T float
+#define CT float
+#define S float
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void sgd(__global T* p, __global const T* g, __global T* buf, const int n,
+__kernel void sgd(__global T* p, __global const T* g, __global S* buf, const int n,
                   const float lr, const float momentum, const float dampening,
                   const float wd, const int nesterov, const int first) {
   int i = get_global_id(0);
   if (i >= n) return;
-  T grad = g[i] + (T)wd * p[i];
+  const CT param = LD(p, i);
+  CT grad = LD(g, i) + (CT)wd * param;
   if (momentum != 0.0f) {
-    T b = first ? grad : (T)momentum * buf[i] + (T)(1.0f - dampening) * grad;
-    buf[i] = b;
-    grad = nesterov ? grad + (T)momentum * b : b;
+    const CT b = first ? grad : (CT)momentum * buf[i] + (CT)(1.0f - dampening) * grad;
+    buf[i] = (S)b;
+    grad = nesterov ? grad + (CT)momentum * b : b;
   }
-  p[i] -= (T)lr * grad;
+  ST(p, i, param - (CT)lr * grad);
 }

@@ -1,0 +1,46 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define S float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define REDUCE_GROUP 256
+
+__kernel void sum_squares(__global const T* x, const int n, __global float* partial,
+                          const int slot) {
+  __local float acc[REDUCE_GROUP];
+  int lid = get_local_id(0);
+  float s = 0.0f;
+  for (int i = get_global_id(0); i < n; i += get_global_size(0)) {
+    float v = (float)LD(x, i);
+    s += v * v;
+  }
+  acc[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int half_ = REDUCE_GROUP / 2; half_ > 0; half_ >>= 1) {
+    if (lid < half_) acc[lid] += acc[lid + half_];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) partial[slot + get_group_id(0)] = acc[0];
+}
+
+__kernel void scale_by(__global T* x, const int n, __global const float* factor) {
+  int i = get_global_id(0);
+  if (i < n) ST(x, i, LD(x, i) * (CT)factor[1]);
+}

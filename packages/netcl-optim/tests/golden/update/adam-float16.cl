@@ -1,0 +1,39 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define S float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define REDUCE_GROUP 256
+
+__kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
+                   const int n, const float lr, const float b1, const float b2,
+                   const float eps, const float wd, const float bc1, const float bc2,
+                   const int decoupled) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  CT param = LD(p, i);
+  CT grad = LD(g, i);
+  if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;
+  const CT mi = (CT)b1 * m[i] + (CT)(1.0f - b1) * grad;
+  const CT vi = (CT)b2 * v[i] + (CT)(1.0f - b2) * grad * grad;
+  m[i] = (S)mi;
+  v[i] = (S)vi;
+  ST(p, i, param - (CT)lr * (mi / (CT)bc1) / (sqrt(vi / (CT)bc2) + (CT)eps));
+}

@@ -1,0 +1,48 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define LOAD(p, i) ((p)[(i)])
+#define STORE(p, i, v) ((p)[(i)] = (v))
+#define LOAD_HALF(p, i) vload_half((i), (p))
+#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define NEG(a) (-(a))
+#define SQR(a) ((a) * (a))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define S float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define REDUCE_GROUP 256
+
+__kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
+                      __global S* gavg, const int n, const float lr, const float alpha,
+                      const float eps, const float wd, const float momentum,
+                      const int centered) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  const CT param = LD(p, i);
+  const CT grad = LD(g, i) + (CT)wd * param;
+  const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;
+  sq[i] = (S)s;
+  CT denom_sq = s;
+  if (centered) {
+    const CT ga = (CT)alpha * gavg[i] + (CT)(1.0f - alpha) * grad;
+    gavg[i] = (S)ga;
+    denom_sq = s - ga * ga;
+  }
+  CT step = grad / (sqrt(denom_sq) + (CT)eps);
+  if (momentum > 0.0f) {
+    const CT b = (CT)momentum * buf[i] + step;
+    buf[i] = (S)b;
+    step = b;
+  }
+  ST(p, i, param - (CT)lr * step);
+}
