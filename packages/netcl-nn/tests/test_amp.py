@@ -380,3 +380,19 @@ def test_a_scale_that_overflows_float16_gradients_backs_off(dev: DeviceHandle) -
     assert opt.steps == 1 and iterations > 1
     assert scaler.get_scale() == 2.0**24 * 0.5 ** (iterations - 1)
     assert all(np.isfinite(p.to_host()).all() for p in model.parameters())
+
+
+def test_batch_norm_of_a_float16_model_under_autocast_updates_its_running_stats(
+        dev: DeviceHandle) -> None:
+    # float16 running statistics are updated in place: autocast must not hand batch_norm a
+    # float32 copy of them (the update would be lost), so it runs in their dtype instead.
+    rng = np.random.default_rng(0)
+    x = _t(dev, rng.normal(size=(7, 3, 5, 5)) + 2.0, "float16")
+    rm, rv = _t(dev, np.zeros(3), "float16"), _t(dev, np.ones(3), "float16")
+    w, b = _t(dev, np.ones(3), "float16"), _t(dev, np.zeros(3), "float16")
+    with autocast():
+        y = F.batch_norm(x, rm, rv, w, b)
+        y32 = F.batch_norm(x, None, None)
+    assert (y.dtype, y32.dtype) == ("float16", "float32")
+    expected = 0.1 * x.to_host().astype(np.float64).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(rm.to_host(), expected, rtol=1e-2)

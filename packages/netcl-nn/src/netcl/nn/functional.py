@@ -21,7 +21,7 @@ from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set
 from netcl.autograd.ops import __all__ as _ops_all
 from netcl.core.tensor import Tensor
 
-from ._autocast import runs_in_autocast_dtype, runs_in_float32
+from ._autocast import is_autocast_enabled, runs_in_autocast_dtype, runs_in_float32
 
 __all__ = [
     *_ops_all,
@@ -63,6 +63,37 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y if x.ndim == 2 else _ops.reshape(y, (*lead, weight.shape[0]))
 
 
+def batch_norm(  # type: ignore[no-redef]  # replaces the star-imported one
+        x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+        weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
+        momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """:func:`netcl.autograd.ops.batch_norm`. Under autocast the input, weight and bias are cast
+    to the running statistics' dtype (float32 without them): the statistics are updated in
+    place, so they cannot be cast themselves.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> from netcl.nn.amp import autocast
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.array([[1.0], [3.0]]), dtype="float16")
+        >>> rm, rv = Tensor.from_host(q, np.zeros(1)), Tensor.from_host(q, np.ones(1))
+        >>> with autocast():
+        ...     y = batch_norm(x, rm, rv)
+        >>> y.dtype, rm.to_host().tolist()
+        ('float32', [0.20000000298023224])
+    """
+    if is_autocast_enabled():
+        dtype = "float32" if running_mean is None else running_mean.dtype
+        x = _ops.cast(x, dtype) if x.dtype != dtype else x
+        weight, bias = _cast_optional(weight, dtype), _cast_optional(bias, dtype)
+    return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _cast_optional(t: Tensor | None, dtype: str) -> Tensor | None:
+    return t if t is None or t.dtype == dtype else _ops.cast(t, dtype)
+
+
 # NOTE [ Autocast op lists ]
 # Inside ``netcl.nn.amp.autocast`` (and only there) these functions cast their floating-point
 # Tensor arguments before running; every layer computes through this module, so the lists hold
@@ -75,8 +106,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 #   weights are cast per call (differentiably: their gradients come back in float32).
 # float32: softmax, log_softmax, the four losses, batch_norm, layer_norm, sum, mean, var, exp,
 #   log, pow. Results that need float32 range or precision: a loss or a sum over many
-#   elements, exp above 11 (float16 overflows at 65504), normalization statistics and the
-#   running statistics (kept in float32 beside a float32 input).
+#   elements, exp above 11 (float16 overflows at 65504), normalization statistics.
+#   batch_norm (defined above) casts to its running statistics' dtype instead, float32 in a
+#   float32 model: they are updated in place, so a cast copy would never see the update.
 # Everything else runs in the dtype it gets: activations, pooling, dropout and movement keep
 # float16 activations float16, and binary elementwise ops on float16 and float32 promote to
 # float32 (the ops' own rule).
@@ -89,7 +121,6 @@ cross_entropy = runs_in_float32(_ag.cross_entropy)
 nll_loss = runs_in_float32(_ag.nll_loss)
 mse_loss = runs_in_float32(_ag.mse_loss)
 binary_cross_entropy_with_logits = runs_in_float32(_ag.binary_cross_entropy_with_logits)
-batch_norm = runs_in_float32(_ops.batch_norm)
 layer_norm = runs_in_float32(_ops.layer_norm)
 sum = runs_in_float32(_ops.sum)
 mean = runs_in_float32(_ops.mean)
