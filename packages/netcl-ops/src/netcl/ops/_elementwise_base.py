@@ -553,7 +553,7 @@ def run_strided(
 
 
 _ZERO32, _ONE32 = np.int32(0), np.int32(1)
-_IDX0 = {np.int32: np.int32(0), np.int64: np.int64(0)}
+_IDX0: dict[Any, Any] = {np.int32: np.int32(0), np.int64: np.int64(0)}
 
 
 def _plan(op: EwOp, bundle: tuple[EwOp, ...], shape: Sequence[int], out: Strided,
