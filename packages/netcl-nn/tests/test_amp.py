@@ -396,3 +396,18 @@ def test_batch_norm_of_a_float16_model_under_autocast_updates_its_running_stats(
     assert (y.dtype, y32.dtype) == ("float16", "float32")
     expected = 0.1 * x.to_host().astype(np.float64).mean(axis=(0, 2, 3))
     np.testing.assert_allclose(rm.to_host(), expected, rtol=1e-2)
+
+
+def test_two_optimizers_skip_separately_and_back_off_together(dev: DeviceHandle) -> None:
+    clean, opt_clean = _model_with_grads(dev)
+    broken, opt_broken = _model_with_grads(dev)
+    broken.weight.grad = _t(dev, np.full(broken.weight.shape, np.nan))
+    scaler = GradScaler(init_scale=4.0)
+    for _ in range(2):  # the second iteration reuses (clears) each optimizer's flag
+        scaler.unscale_(opt_broken)  # unscaled, never stepped: update() reads its flag
+        scaler.step(opt_clean)
+        scaler.update()
+        for p in clean.parameters():
+            p.grad = _t(dev, np.ones(p.shape))
+    assert (opt_clean.steps, opt_broken.steps) == (2, 0)
+    assert scaler.get_scale() == 1.0

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -59,12 +60,13 @@ class _Optimizer(Protocol):
 
 
 class _PerOptimizer:
-    """Where one optimizer is in the current iteration, and its device flag."""
+    """Where one optimizer is in the current iteration, and its device flag (kept across
+    iterations: cleared, not reallocated)."""
 
     def __init__(self) -> None:
         self.stage = _READY
         self.flag: Tensor | None = None  # int32 (1,): 1 when some unscaled gradient is inf/NaN
-        self.found_inf: bool | None = None  # the flag, once read
+        self.found_inf: bool | None = None  # this iteration's answer, once known
 
 
 def _kernel(context: Any, name: str, dtype: str) -> Any:
@@ -126,8 +128,8 @@ class GradScaler:
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
         self._growth_tracker = 0
-        self._per_optimizer: dict[int, _PerOptimizer] = {}
-        self._flags: dict[int, Tensor] = {}  # one persistent flag per optimizer, reused
+        self._per_optimizer: weakref.WeakKeyDictionary[Any, _PerOptimizer] = (
+            weakref.WeakKeyDictionary())
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -140,8 +142,9 @@ class GradScaler:
         return self._scale if self._enabled else 1.0
 
     def scale(self, loss: Tensor) -> Tensor:
-        """``loss * scale``, recorded on the active tape; a float16 loss is cast to float32
-        first (``65536 * loss`` overflows float16).
+        """``loss * scale``, recorded on the active tape: call it inside the ``with Tape()``
+        block and run ``tape.backward`` on the result. A float16 loss is cast to float32 first
+        (``65536 * loss`` overflows float16).
 
         Raises:
             TypeError: ``loss`` is not a floating-point Tensor.
@@ -167,14 +170,16 @@ class GradScaler:
         """
         if not self._enabled:
             return
-        state = self._per_optimizer.setdefault(id(optimizer), _PerOptimizer())
+        state = self._per_optimizer.setdefault(optimizer, _PerOptimizer())
         if state.stage != _READY:
             raise RuntimeError(f"GradScaler.unscale_: already called on this optimizer since "
                                f"the last update() (stage: {state.stage})")
         params = _params_with_grads(optimizer)
         if params:
-            state.flag = self._cleared_flag(id(optimizer), params[0].queue)
+            state.flag = _cleared_flag(state.flag, params[0].queue)
             self._unscale_grads(params, state.flag)
+        else:
+            state.found_inf = False
         state.stage = _UNSCALED
 
     def step(self, optimizer: _Optimizer) -> Any:
@@ -188,7 +193,7 @@ class GradScaler:
         """
         if not self._enabled:
             return optimizer.step()
-        state = self._per_optimizer.setdefault(id(optimizer), _PerOptimizer())
+        state = self._per_optimizer.setdefault(optimizer, _PerOptimizer())
         if state.stage == _STEPPED:
             raise RuntimeError("GradScaler.step: already called on this optimizer since the "
                                "last update()")
@@ -209,8 +214,6 @@ class GradScaler:
         """
         if not self._enabled:
             return
-        states = list(self._per_optimizer.values())
-        self._per_optimizer = {}
         if new_scale is not None:
             value = float(new_scale.to_host().reshape(-1)[0]) if isinstance(
                 new_scale, Tensor) else float(new_scale)
@@ -218,11 +221,17 @@ class GradScaler:
                 raise ValueError(f"GradScaler.update: new_scale must be a positive finite "
                                  f"number, got {new_scale!r}")
             self._scale = value
-            return
-        if not states:
+        else:
+            self._update_scale()
+        for state in self._per_optimizer.values():
+            state.stage, state.found_inf = _READY, None
+
+    def _update_scale(self) -> None:
+        checked = [s for s in self._per_optimizer.values() if s.stage != _READY]
+        if not checked:
             raise RuntimeError("GradScaler.update: no gradients were unscaled since the last "
                                "update(); call step(optimizer) (or unscale_) first")
-        if any(_read_flag(s) for s in states):
+        if any(_read_flag(s) for s in checked):
             self._scale *= self._backoff_factor
             self._growth_tracker = 0
             return
@@ -283,19 +292,6 @@ class GradScaler:
 
     # -- device work ---------------------------------------------------------------------
 
-    def _cleared_flag(self, key: int, queue: Any) -> Tensor:
-        """The optimizer's int32 inf/NaN flag on ``queue``, set to 0."""
-        flag = self._flags.get(key)
-        if flag is None or flag.queue is not queue:
-            flag = Tensor.from_shape(queue, (1,), "int32", fill=0)
-            flag.persistent = True
-            self._flags[key] = flag
-        elif flag.array is not None:
-            flag.array[0] = 0
-        else:
-            launch(queue, _kernel(flag.context, "amp_clear_flag", "float32"), (1,), (1,), flag)
-        return flag
-
     def _unscale_grads(self, params: list[Tensor], flag: Tensor) -> None:
         """``p.grad *= 1/scale`` in place for every parameter; ``flag`` set to 1 on inf/NaN."""
         inv_scale = 1.0 / self._scale
@@ -343,6 +339,18 @@ def _params_with_grads(optimizer: _Optimizer) -> list[Tensor]:
                              "device than the first one's; use one GradScaler per device")
         out.append(p)
     return out
+
+
+def _cleared_flag(flag: Tensor | None, queue: Any) -> Tensor:
+    """``flag`` (a new one when there is none on ``queue``) set to 0."""
+    if flag is None or flag.queue is not queue:
+        flag = Tensor.from_shape(queue, (1,), "int32", fill=0)
+        flag.persistent = True
+    elif flag.array is not None:
+        flag.array[0] = 0
+    else:
+        launch(queue, _kernel(flag.context, "amp_clear_flag", "float32"), (1,), (1,), flag)
+    return flag
 
 
 def _read_flag(state: _PerOptimizer) -> bool:
