@@ -218,7 +218,11 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
         arrays = [host(v).astype(ct, copy=False) if isinstance(v, Tensor) else v for v in values]
         with np.errstate(all="ignore"):
             res = np.asarray(op.numpy(*arrays, *qs))
-        return wrap(queue, np.broadcast_to(res, shape), out_dtype)
+        # np.broadcast_to is a read-only view even at the same shape, and in-place users
+        # (zero_grad, clipping) need a writable result that aliases no input
+        own = res.shape == tuple(shape) and not any(
+            isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays)
+        return wrap(queue, res if own else np.broadcast_to(res, shape).copy(), out_dtype)
     return run_broadcast(op, bundle(op), values, shape, compute, out_dtype, qs)
 
 
