@@ -493,7 +493,7 @@ class _Plan:
     """What a launch of one (op, shapes, strides, dtypes, alignment) signature needs."""
 
     kernel: Any
-    layout: str
+    zero: Any  # 0 as the compute type's scalar: the unused s<k> of tensor operands
     nd_args: tuple[Any, ...]  # dims then every stride set, as IDX scalars ("nd" only)
     idx: Callable[[int], Any]
     items: int
@@ -540,7 +540,7 @@ def run_strided(
         if len(_plans) >= _MAX_PLANS:  # a long run over ever-new shapes: start over
             _plans.clear()
         plan = _plans[key] = _plan(op, bundle, shape, out, operands, compute, views, n)
-    zero = kernel_scalar(op.name, 0, compute)
+    zero = plan.zero
     idx = plan.idx
     args: list[Any] = [device_buffer(out.tensor), idx(out.offset)]
     for o in operands:
@@ -591,7 +591,8 @@ def _plan(op: EwOp, bundle: tuple[EwOp, ...], shape: Sequence[int], out: Strided
         for st in strides:
             nd_args += [idx(v) for v in st]
     return _Plan(
-        kernel=_kernel(queue.context, sig, bundle), layout=layout, nd_args=tuple(nd_args),
+        kernel=_kernel(queue.context, sig, bundle), zero=kernel_scalar(op.name, 0, compute),
+        nd_args=tuple(nd_args),
         idx=idx, items=-(-n // width) if layout == "vec" else n, nparams=nparams,
         code=np.int32(bundle.index(op)),
     )
