@@ -64,12 +64,7 @@ def test_small_cnn_gradients_match_finite_differences() -> None:
                        BatchNorm2d(3, queue=dev.queue), ReLU(), MaxPool2d(2),
                        AvgPool2d(1), AdaptiveAvgPool2d(1), Flatten(),
                        Linear(3, 4, queue=dev.queue, rng=rng))
-    for p in model.parameters():
-        p.array = p.array.astype(np.float64)  # type: ignore[union-attr]
-        p.dtype = "float64"
-    for b in model.buffers():
-        b.array = b.array.astype(np.float64)  # type: ignore[union-attr]
-        b.dtype = "float64"
+    model.to(dtype="float64")
     x = Tensor.from_host(dev.queue, rng.standard_normal((3, 2, 6, 6)), dtype="float64")
     labels = Tensor.from_host(dev.queue, np.array([0, 3, 1]))
 
@@ -129,31 +124,66 @@ def test_layernorm_embedding_dropout(dev: DeviceHandle) -> None:
     np.testing.assert_array_equal(drop(ones).to_host(), 1.0)
 
 
-def test_resnet18_agrees_between_backends() -> None:
-    """ResNet-18 (CIFAR stem), forward and backward on a 32x32 batch: NumPy vs each OpenCL
-    device, from the same weights."""
-    handles = [h for h in manager.all_handles() if h.backend == "cl"]
+# NOTE [ ResNet-18 gradients are ill-conditioned in float32 at batch 2 ]
+# On NumPy alone, scaling the input by (1 + 1e-7 * noise) -- about one float32 ulp -- moves
+# layer2.0.conv1.weight's gradient by 4% of its largest entry and layer2.0.bn1.bias's by 2%,
+# while every activation moves by under 1e-5: a few pre-activations sit within 1e-5 of zero,
+# and a ReLU that flips there sends the whole upstream gradient a different way. Any change in
+# float32 summation order (Winograd vs direct convolution, BLAS vs OpenCL) is such a
+# perturbation, so float32 *gradients* of the whole net cannot be compared between backends
+# (an H100 differed by 12% with direct convolutions, exactly as NumPy differs from itself).
+# Float32 compares what is well-conditioned (logits, loss, the classifier's gradients); every
+# gradient is compared in float64, where the roundoff is 1e-16 and no ReLU input is that close
+# to zero.
+
+
+def _resnet_run(dev: DeviceHandle, dtype: str) -> tuple[Any, dict[str, Any]]:
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 32))
+    net = resnet18(num_classes=10, stem="cifar", queue=dev.queue, seed=0).to(dtype=dtype)
+    with ag.Tape() as tape:
+        logits = net(Tensor.from_host(dev.queue, x, dtype=dtype))
+        loss = ag.cross_entropy(logits, Tensor.from_host(dev.queue, np.array([3, 7])))
+    tape.backward(loss)
+    grads = {n: p.grad.to_host() for n, p in net.named_parameters()}  # type: ignore[union-attr]
+    return logits.to_host(), grads
+
+
+def _cl_handles(fp64: bool = False) -> list[DeviceHandle]:
+    handles = [h for h in manager.all_handles() if h.backend == "cl"
+               and (not fp64 or "fp64" in h.cl_device.extensions)]
     if not handles:
-        pytest.skip("no OpenCL device")
+        pytest.skip("no OpenCL device" + (" with fp64" if fp64 else ""))
+    return handles
+
+
+def test_resnet18_agrees_between_backends() -> None:
+    """ResNet-18 (CIFAR stem), float32 forward and the classifier's gradients on a 32x32
+    batch: NumPy vs each OpenCL device, from the same weights (see the NOTE above)."""
+    handles = _cl_handles()
     cpu = manager.default("cpu")
     assert cpu is not None
-    x = np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)
-    y = np.array([3, 7])
-
-    def run(dev: DeviceHandle) -> tuple[Any, dict[str, Any]]:
-        net = resnet18(num_classes=10, stem="cifar", queue=dev.queue, seed=0)
-        with ag.Tape() as tape:
-            logits = net(Tensor.from_host(dev.queue, x))
-            loss = ag.cross_entropy(logits, Tensor.from_host(dev.queue, y))
-        tape.backward(loss)
-        grads = {n: p.grad.to_host() for n, p in net.named_parameters()  # type: ignore[union-attr]
-                 if n in ("stem.0.weight", "layer2.0.conv1.weight", "fc.weight", "fc.bias")}
-        return logits.to_host(), grads
-
-    ref_logits, ref_grads = run(cpu)
+    ref_logits, ref_grads = _resnet_run(cpu, "float32")
     for dev in handles:
-        logits, grads = run(dev)
+        logits, grads = _resnet_run(dev, "float32")
         np.testing.assert_allclose(logits, ref_logits, rtol=1e-3, atol=1e-3)
+        for name in ("fc.weight", "fc.bias"):
+            scale = np.abs(ref_grads[name]).max()
+            np.testing.assert_allclose(grads[name], ref_grads[name], rtol=0, atol=2e-3 * scale,
+                                       err_msg=name)
+
+
+def test_resnet18_gradients_agree_between_backends_float64() -> None:
+    """Every parameter gradient of ResNet-18 in float64: NumPy vs each OpenCL device with fp64,
+    to 1e-9 of each gradient's largest entry (the float64 forward runs every conv variant the
+    selector picks for these shapes, and the backward the transposed-conv and GEMM kernels)."""
+    handles = _cl_handles(fp64=True)
+    cpu = manager.default("cpu")
+    assert cpu is not None
+    ref_logits, ref_grads = _resnet_run(cpu, "float64")
+    for dev in handles:
+        logits, grads = _resnet_run(dev, "float64")
+        np.testing.assert_allclose(logits, ref_logits, rtol=1e-10, atol=1e-10)
+        assert grads.keys() == ref_grads.keys()
         for name, g in ref_grads.items():
             scale = np.abs(g).max()
-            np.testing.assert_allclose(grads[name], g, rtol=0, atol=2e-3 * scale, err_msg=name)
+            np.testing.assert_allclose(grads[name], g, rtol=0, atol=1e-9 * scale, err_msg=name)

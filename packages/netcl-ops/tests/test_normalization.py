@@ -11,10 +11,17 @@ import pytest
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
+from netcl.core.testing import supports_dtype
 from netcl.ops import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
 from netcl.ops.testing import check_error, check_op
 
 SHAPES = [(7, 3), (2, 3, 5), (4, 2, 3, 3), (1, 5, 7, 7)]
+DTYPES = ["float32", "float16", "float64"]
+
+
+def _need(dev: DeviceHandle, dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev} has no {dtype}")
 
 
 def ref_bn(x: Any, w: Any, b: Any, eps: float = 1e-5) -> Any:
@@ -25,27 +32,47 @@ def ref_bn(x: Any, w: Any, b: Any, eps: float = 1e-5) -> Any:
         + b.reshape(view)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_batch_norm_training_and_running_stats(dev: DeviceHandle, shape: Any) -> None:
+def test_batch_norm_training_and_running_stats(dev: DeviceHandle, shape: Any, dtype: str
+                                               ) -> None:
+    _need(dev, dtype)
     rng = np.random.default_rng(0)
     c = shape[1]
     x = rng.standard_normal(shape) * 3 + 1
     w, b = rng.standard_normal(c), rng.standard_normal(c)
-    rm = Tensor.from_host(dev.queue, np.full(c, 0.5))
-    rv = Tensor.from_host(dev.queue, np.full(c, 2.0))
-    check_op(dev, lambda t, wt, bt: batch_norm(t, rm, rv, wt, bt, training=True,
-                                               momentum=0.2)[0],
-             lambda a, wa, ba: ref_bn(a, wa, ba), (x, w, b))
+    rm = Tensor.from_host(dev.queue, np.full(c, 0.5), dtype=dtype)
+    rv = Tensor.from_host(dev.queue, np.full(c, 2.0), dtype=dtype)
+    stats: list[Any] = []
+
+    def op(t: Tensor, wt: Tensor, bt: Tensor) -> Tensor:
+        y, mean, invstd = batch_norm(t, rm, rv, wt, bt, training=True, momentum=0.2)
+        stats.extend((mean, invstd))
+        return y  # type: ignore[no-any-return]
+
+    check_op(dev, op, lambda a, wa, ba: ref_bn(a, wa, ba), (x, w, b), dtype=dtype, scale=4)
+    xr = x.astype(dtype).astype(np.float64)  # what the device saw
     axes = (0, *range(2, x.ndim))
     m = x.size // c
-    np.testing.assert_allclose(rm.to_host(), 0.8 * 0.5 + 0.2 * x.mean(axis=axes), rtol=1e-5)
-    np.testing.assert_allclose(rv.to_host(), 0.8 * 2.0 + 0.2 * x.var(axis=axes) * m / (m - 1),
-                               rtol=1e-5)
+    rtol = 1e-3 if dtype == "float16" else 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(rm.to_host(), 0.8 * 0.5 + 0.2 * xr.mean(axis=axes), rtol=rtol)
+    np.testing.assert_allclose(rv.to_host(), 0.8 * 2.0 + 0.2 * xr.var(axis=axes) * m / (m - 1),
+                               rtol=rtol)
+    # the statistics are in the compute type: float64 for float64, float32 otherwise
+    sdt = "float64" if dtype == "float64" else "float32"
+    assert [t.dtype for t in stats] == [sdt, sdt]
+    srtol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(stats[0].to_host(), xr.mean(axis=axes), rtol=srtol, atol=srtol)
+    np.testing.assert_allclose(stats[1].to_host(), 1 / np.sqrt(xr.var(axis=axes) + 1e-5),
+                               rtol=srtol)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [KernelVariant.BATCHNORM_NAIVE,
                                      KernelVariant.BATCHNORM_FUSED], ids=lambda v: v.name)
-def test_batch_norm_eval_with_relu(dev: DeviceHandle, variant: KernelVariant) -> None:
+def test_batch_norm_eval_with_relu(dev: DeviceHandle, variant: KernelVariant, dtype: str
+                                   ) -> None:
+    _need(dev, dtype)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 4, 5, 5))
     rm, rv = rng.standard_normal(4), rng.uniform(0.5, 2, 4)
@@ -58,7 +85,8 @@ def test_batch_norm_eval_with_relu(dev: DeviceHandle, variant: KernelVariant) ->
 
     with force_variant(variant):
         check_op(dev, lambda *t: batch_norm(t[0], t[1], t[2], t[3], t[4], training=False,
-                                            fuse_relu=True), ref, (x, rm, rv, w, b))
+                                            fuse_relu=True), ref, (x, rm, rv, w, b),
+                 dtype=dtype, scale=4)
 
 
 def _numeric_grad(f: Any, x: Any, eps: float = 1e-6) -> Any:
@@ -75,24 +103,36 @@ def _numeric_grad(f: Any, x: Any, eps: float = 1e-6) -> Any:
     return g
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(5, 3), (2, 3, 2, 3)], ids=str)
-def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape: Any) -> None:
+def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape: Any,
+                                                        dtype: str) -> None:
+    _need(dev, dtype)
     rng = np.random.default_rng(2)
     c = shape[1]
     x, w, b = rng.standard_normal(shape), rng.standard_normal(c), rng.standard_normal(c)
     g = rng.standard_normal(shape)
     want_dx = _numeric_grad(lambda a: float((ref_bn(a, w, b) * g).sum()), x.copy())
     want_dw = _numeric_grad(lambda wa: float((ref_bn(x, wa, b) * g).sum()), w.copy())
-    dtype = "float64" if dev.backend == "cpu" else "float32"
     q = dev.queue
     xt, wt = Tensor.from_host(q, x, dtype=dtype), Tensor.from_host(q, w, dtype=dtype)
     _, mean, invstd = batch_norm(xt, None, None, wt, Tensor.from_host(q, b, dtype=dtype))
     dx, dw, db = batch_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, mean, invstd, wt)
-    tol = 1e-6 if dtype == "float64" else 2e-4
+    tol = 1e-6 if dtype == "float64" else 2e-4  # finite differences: 1e-6 is their own error
     np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
     np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
     np.testing.assert_allclose(db.to_host(), g.sum(axis=(0, *range(2, g.ndim))), rtol=tol,
                                atol=tol)
+    if dtype == "float64":  # and the closed form, to float64 precision
+        axes = (0, *range(2, x.ndim))
+        view = (1, -1) + (1,) * (x.ndim - 2)
+        inv = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5)
+        xhat = (x - x.mean(axis=axes, keepdims=True)) * inv
+        exact_dx = w.reshape(view) * inv * (g - g.mean(axis=axes, keepdims=True)
+                                            - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+        np.testing.assert_allclose(dx.to_host(), exact_dx, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(dw.to_host(), (g * xhat).sum(axis=axes), rtol=1e-11,
+                                   atol=1e-11)
 
 
 def ref_ln(x: Any, d: int, w: Any = None, b: Any = None, eps: float = 1e-5) -> Any:
@@ -103,32 +143,45 @@ def ref_ln(x: Any, d: int, w: Any = None, b: Any = None, eps: float = 1e-5) -> A
     return y.reshape(x.shape)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape,norm", [((7, 33), (33,)), ((2, 3, 4), (3, 4)),
                                         ((1, 257), (257,))], ids=str)
-def test_layer_norm_forward_backward(dev: DeviceHandle, shape: Any, norm: Any) -> None:
+def test_layer_norm_forward_backward(dev: DeviceHandle, shape: Any, norm: Any, dtype: str
+                                     ) -> None:
+    _need(dev, dtype)
     rng = np.random.default_rng(3)
     d = int(np.prod(norm))
     x = rng.standard_normal(shape)
     w, b = rng.standard_normal(norm), rng.standard_normal(norm)
     check_op(dev, lambda t, wt, bt: layer_norm(t, norm, wt, bt)[0],
-             lambda a, wa, ba: ref_ln(a, d, wa, ba), (x, w, b))
-    check_op(dev, lambda t: layer_norm(t, norm)[0], lambda a: ref_ln(a, d), (x,))
+             lambda a, wa, ba: ref_ln(a, d, wa, ba), (x, w, b), dtype=dtype, scale=4)
+    check_op(dev, lambda t: layer_norm(t, norm)[0], lambda a: ref_ln(a, d), (x,), dtype=dtype,
+             scale=4)
     small = x[..., :] if x.size <= 64 else x.reshape(-1, d)[:1].reshape((1, *norm))
     g = rng.standard_normal(small.shape)
     want_dx = _numeric_grad(lambda a: float((ref_ln(a, d, w, b) * g).sum()), small.copy())
     want_dw = _numeric_grad(lambda wa: float((ref_ln(small, d, wa, b) * g).sum()), w.copy())
     q = dev.queue
-    dtype = "float64" if dev.backend == "cpu" else "float32"
     xt = Tensor.from_host(q, small, dtype=dtype)
     wt, bt = Tensor.from_host(q, w, dtype=dtype), Tensor.from_host(q, b, dtype=dtype)
     _, mean, rstd = layer_norm(xt, norm, wt, bt)
     dx, dw, db = layer_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, norm, mean, rstd,
                                      wt)
-    tol = 1e-6 if dtype == "float64" else 2e-4
+    tol = 1e-6 if dtype == "float64" else 2e-4  # finite differences: 1e-6 is their own error
     np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
     np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
     np.testing.assert_allclose(db.to_host(), g.reshape(-1, d).sum(0).reshape(norm), rtol=tol,
                                atol=tol)
+    if dtype == "float64":  # and the closed form, to float64 precision
+        rows, gr = small.reshape(-1, d), g.reshape(-1, d) * w.reshape(1, d)
+        inv = 1 / np.sqrt(rows.var(1, keepdims=True) + 1e-5)
+        xhat = (rows - rows.mean(1, keepdims=True)) * inv
+        exact_dx = inv * (gr - gr.mean(1, keepdims=True)
+                          - xhat * (gr * xhat).mean(1, keepdims=True))
+        np.testing.assert_allclose(dx.to_host().reshape(-1, d), exact_dx, rtol=1e-11,
+                                   atol=1e-11)
+        np.testing.assert_allclose(dw.to_host().reshape(-1),
+                                   (g.reshape(-1, d) * xhat).sum(0), rtol=1e-11, atol=1e-11)
 
 
 def test_norm_errors(dev: DeviceHandle) -> None:
@@ -158,3 +211,20 @@ def test_norm_mixed_dtypes_are_refused(dev: DeviceHandle) -> None:
     _, mean, invstd = batch_norm(x16, None, None)
     check_error(dev, lambda g: batch_norm_backward(g, x16, mean, invstd), (np.ones((4, 3)),), {},
                 TypeError, "batch_norm_backward: every tensor must have the input's dtype")
+
+
+def test_norm_backward_refuses_statistics_of_another_dtype(dev: DeviceHandle) -> None:
+    # mean/invstd are read as the compute type: float32 statistics beside a float64 input
+    # (or ones of the wrong length) would be garbage, so they are refused with their values.
+    _need(dev, "float64")
+    q = dev.queue
+    x64 = Tensor.from_host(q, np.ones((4, 3)), dtype="float64")
+    s32 = Tensor.from_host(q, np.ones(3), dtype="float32")
+    check_error(dev, lambda g: batch_norm_backward(g, x64, s32, s32), (np.ones((4, 3)),), {},
+                TypeError, r"batch_norm_backward: mean must be a \(3,\) float64 tensor for a "
+                r"float64 input \(what the forward returned\), got float32 \(3,\)",
+                dtype="float64")
+    _, mean, _rstd = layer_norm(x64, 3)
+    check_error(dev, lambda g: layer_norm_backward(g, x64, 3, mean, s32), (np.ones((4, 3)),), {},
+                TypeError, r"layer_norm_backward: rstd must be a \(4,\) float64 tensor",
+                dtype="float64")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.device import DeviceHandle, get_active_device
+from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from netcl.core.tensor import Tensor, copy_from_host
 
 __all__ = ["HookHandle", "Module", "Parameter"]
@@ -231,15 +232,44 @@ class Module:
         for k in set(own) & set(state):
             copy_from_host(own[k], _host(state[k]))
 
-    def to(self, device: DeviceHandle | Any) -> Module:
-        """Move every parameter and buffer to ``device`` (a DeviceHandle or a queue)."""
+    def to(self, device: DeviceHandle | Any = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer to ``device`` (a DeviceHandle or a queue; None keeps
+        each where it is) and cast the floating-point ones to ``dtype`` (None keeps theirs).
+
+        As in PyTorch, integer buffers keep their dtype. Casting to float16 or float64 on an
+        OpenCL device needs the dtype there (float64: ``cl_khr_fp64``).
+
+        Raises:
+            TypeError: ``dtype`` is not a float dtype.
+
+        Examples:
+            >>> from netcl.core.device import manager
+            >>> from netcl.nn import Linear
+            >>> lin = Linear(3, 2, queue=manager.default("cpu").queue).to(dtype="float64")
+            >>> lin.weight.dtype, lin.weight.requires_grad
+            ('float64', True)
+        """
         queue = device.queue if isinstance(device, DeviceHandle) else device
+        if dtype is not None:
+            dtype = canonical_dtype(dtype, op="Module.to")
+            if dtype not in FLOAT_DTYPES:
+                raise TypeError(f"Module.to: dtype must be one of {', '.join(FLOAT_DTYPES)}, "
+                                f"got {dtype!r}")
+
+        def target(t: Tensor) -> str:
+            return dtype if dtype is not None and t.dtype in FLOAT_DTYPES else t.dtype
+
         for mod in self.modules():
             for name, p in list(mod._parameters.items()):
-                setattr(mod, name, Parameter.from_host(queue, p.to_host(), dtype=p.dtype))
+                q = p.queue if queue is None else queue
+                moved_p = Parameter.from_host(q, p.to_host().astype(numpy_dtype(target(p))),
+                                              dtype=target(p))
+                setattr(mod, name, moved_p)
             for name, b in list(mod._buffers.items()):
                 if b is not None:
-                    moved = Tensor.from_host(queue, b.to_host(), dtype=b.dtype)
+                    q = b.queue if queue is None else queue
+                    moved = Tensor.from_host(q, b.to_host().astype(numpy_dtype(target(b))),
+                                             dtype=target(b))
                     moved.persistent = True
                     setattr(mod, name, moved)
         return self

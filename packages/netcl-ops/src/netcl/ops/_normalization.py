@@ -24,7 +24,7 @@ GROUP = 256
 _SRC = """
 #define GROUP 256
 // Sum of LD(x, base(j)) over j < count, reduced across the work-group.
-inline float group_sum(float v, __local float* acc) {
+inline CT group_sum(CT v, __local CT* acc) {
   int lid = get_local_id(0);
   acc[lid] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -32,145 +32,145 @@ inline float group_sum(float v, __local float* acc) {
     if (lid < s) acc[lid] += acc[lid + s];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  float r = acc[0];
+  CT r = acc[0];
   barrier(CLK_LOCAL_MEM_FENCE);
   return r;
 }
 
 // One work-group per channel: batch mean, 1/std, and the running-statistics update.
-__kernel void bn_stats(__global const T* x, __global float* mean, __global float* invstd,
+__kernel void bn_stats(__global const T* x, __global CT* mean, __global CT* invstd,
                        __global T* run_mean, __global T* run_var, const int N, const int C,
-                       const int HW, const float eps, const float momentum,
+                       const int HW, const CT eps, const CT momentum,
                        const int update_running) {
-  __local float acc[GROUP];
+  __local CT acc[GROUP];
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
-  float s = 0.0f;
+  CT s = (CT)0;
   for (int j = lid; j < M; j += GROUP) s += LD(x, ((long)(j / HW) * C + c) * HW + j % HW);
-  float mu = group_sum(s, acc) / M;
-  float q = 0.0f;
+  CT mu = group_sum(s, acc) / M;
+  CT q = (CT)0;
   for (int j = lid; j < M; j += GROUP) {
-    float d = LD(x, ((long)(j / HW) * C + c) * HW + j % HW) - mu;
+    CT d = LD(x, ((long)(j / HW) * C + c) * HW + j % HW) - mu;
     q += d * d;
   }
-  float var = group_sum(q, acc) / M;
+  CT var = group_sum(q, acc) / M;
   if (lid == 0) {
     mean[c] = mu;
     invstd[c] = rsqrt(var + eps);
     if (update_running) {
-      float unbiased = M > 1 ? var * M / (M - 1) : var;
-      ST(run_mean, c, (1.0f - momentum) * LD(run_mean, c) + momentum * mu);
-      ST(run_var, c, (1.0f - momentum) * LD(run_var, c) + momentum * unbiased);
+      CT unbiased = M > 1 ? var * M / (M - 1) : var;
+      ST(run_mean, c, ((CT)1 - momentum) * LD(run_mean, c) + momentum * mu);
+      ST(run_var, c, ((CT)1 - momentum) * LD(run_var, c) + momentum * unbiased);
     }
   }
 }
 
 // y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
-__kernel void bn_apply(__global const T* x, __global T* y, __global const float* mean,
-                       __global const float* invstd, __global const T* run_mean,
+__kernel void bn_apply(__global const T* x, __global T* y, __global const CT* mean,
+                       __global const CT* invstd, __global const T* run_mean,
                        __global const T* run_var, __global const T* w, __global const T* b,
-                       const int total, const int C, const int HW, const float eps,
+                       const int total, const int C, const int HW, const CT eps,
                        const int use_running, const int affine, const int relu) {
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
-  float mu = use_running ? (float)LD(run_mean, c) : mean[c];
-  float inv = use_running ? rsqrt((float)LD(run_var, c) + eps) : invstd[c];
-  float v = ((float)LD(x, i) - mu) * inv;
-  if (affine) v = v * (float)LD(w, c) + (float)LD(b, c);
-  if (relu) v = fmax(v, 0.0f);
+  CT mu = use_running ? (CT)LD(run_mean, c) : mean[c];
+  CT inv = use_running ? rsqrt((CT)LD(run_var, c) + eps) : invstd[c];
+  CT v = ((CT)LD(x, i) - mu) * inv;
+  if (affine) v = v * (CT)LD(w, c) + (CT)LD(b, c);
+  if (relu) v = fmax(v, (CT)0);
   ST(y, i, v);
 }
 
 // One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
 __kernel void bn_backward_reduce(__global const T* g, __global const T* x,
-                                 __global const float* mean, __global const float* invstd,
-                                 __global float* sum_g, __global float* sum_gx, const int N,
+                                 __global const CT* mean, __global const CT* invstd,
+                                 __global CT* sum_g, __global CT* sum_gx, const int N,
                                  const int C, const int HW) {
-  __local float acc[GROUP];
+  __local CT acc[GROUP];
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
-  float mu = mean[c], inv = invstd[c];
-  float s1 = 0.0f, s2 = 0.0f;
+  CT mu = mean[c], inv = invstd[c];
+  CT s1 = (CT)0, s2 = (CT)0;
   for (int j = lid; j < M; j += GROUP) {
     long i = ((long)(j / HW) * C + c) * HW + j % HW;
-    float gv = LD(g, i);
+    CT gv = LD(g, i);
     s1 += gv;
-    s2 += gv * ((float)LD(x, i) - mu) * inv;
+    s2 += gv * ((CT)LD(x, i) - mu) * inv;
   }
-  float t1 = group_sum(s1, acc);
-  float t2 = group_sum(s2, acc);
+  CT t1 = group_sum(s1, acc);
+  CT t2 = group_sum(s2, acc);
   if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
 }
 
 __kernel void bn_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const float* mean, __global const float* invstd,
-                             __global const float* sum_g, __global const float* sum_gx,
+                             __global const CT* mean, __global const CT* invstd,
+                             __global const CT* sum_g, __global const CT* sum_gx,
                              __global const T* w, const int total, const int C, const int HW,
                              const int M, const int affine) {
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
-  float inv = invstd[c];
-  float xhat = ((float)LD(x, i) - mean[c]) * inv;
-  float scale = affine ? (float)LD(w, c) * inv : inv;
-  ST(dx, i, scale * ((float)LD(g, i) - sum_g[c] / M - xhat * sum_gx[c] / M));
+  CT inv = invstd[c];
+  CT xhat = ((CT)LD(x, i) - mean[c]) * inv;
+  CT scale = affine ? (CT)LD(w, c) * inv : inv;
+  ST(dx, i, scale * ((CT)LD(g, i) - sum_g[c] / M - xhat * sum_gx[c] / M));
 }
 
 // One work-group per row of D elements.
-__kernel void ln_forward(__global const T* x, __global T* y, __global float* mean,
-                         __global float* rstd, __global const T* w, __global const T* b,
-                         const int D, const float eps, const int affine) {
-  __local float acc[GROUP];
+__kernel void ln_forward(__global const T* x, __global T* y, __global CT* mean,
+                         __global CT* rstd, __global const T* w, __global const T* b,
+                         const int D, const CT eps, const int affine) {
+  __local CT acc[GROUP];
   int r = get_group_id(0), lid = get_local_id(0);
   const __global T* xr = x + (long)r * D;
-  float s = 0.0f;
+  CT s = (CT)0;
   for (int j = lid; j < D; j += GROUP) s += LD(xr, j);
-  float mu = group_sum(s, acc) / D;
-  float q = 0.0f;
-  for (int j = lid; j < D; j += GROUP) { float d = LD(xr, j) - mu; q += d * d; }
-  float inv = rsqrt(group_sum(q, acc) / D + eps);
+  CT mu = group_sum(s, acc) / D;
+  CT q = (CT)0;
+  for (int j = lid; j < D; j += GROUP) { CT d = LD(xr, j) - mu; q += d * d; }
+  CT inv = rsqrt(group_sum(q, acc) / D + eps);
   for (int j = lid; j < D; j += GROUP) {
-    float v = ((float)LD(xr, j) - mu) * inv;
-    if (affine) v = v * (float)LD(w, j) + (float)LD(b, j);
+    CT v = ((CT)LD(xr, j) - mu) * inv;
+    if (affine) v = v * (CT)LD(w, j) + (CT)LD(b, j);
     ST(y, (long)r * D + j, v);
   }
   if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
 }
 
 __kernel void ln_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const float* mean, __global const float* rstd,
+                             __global const CT* mean, __global const CT* rstd,
                              __global const T* w, const int D, const int affine) {
-  __local float acc[GROUP];
+  __local CT acc[GROUP];
   int r = get_group_id(0), lid = get_local_id(0);
   long base = (long)r * D;
-  float mu = mean[r], inv = rstd[r];
-  float s1 = 0.0f, s2 = 0.0f;
+  CT mu = mean[r], inv = rstd[r];
+  CT s1 = (CT)0, s2 = (CT)0;
   for (int j = lid; j < D; j += GROUP) {
-    float dxh = (float)LD(g, base + j) * (affine ? (float)LD(w, j) : 1.0f);
+    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
     s1 += dxh;
-    s2 += dxh * ((float)LD(x, base + j) - mu) * inv;
+    s2 += dxh * ((CT)LD(x, base + j) - mu) * inv;
   }
-  float m1 = group_sum(s1, acc) / D;
-  float m2 = group_sum(s2, acc) / D;
+  CT m1 = group_sum(s1, acc) / D;
+  CT m2 = group_sum(s2, acc) / D;
   for (int j = lid; j < D; j += GROUP) {
-    float xhat = ((float)LD(x, base + j) - mu) * inv;
-    float dxh = (float)LD(g, base + j) * (affine ? (float)LD(w, j) : 1.0f);
+    CT xhat = ((CT)LD(x, base + j) - mu) * inv;
+    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
     ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
   }
 }
 
 // One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
 __kernel void ln_backward_params(__global const T* g, __global const T* x,
-                                 __global const float* mean, __global const float* rstd,
+                                 __global const CT* mean, __global const CT* rstd,
                                  __global T* gw, __global T* gb, const int R, const int D) {
   int j = get_global_id(0);
   if (j >= D) return;
-  float sw = 0.0f, sb = 0.0f;
+  CT sw = (CT)0, sb = (CT)0;
   for (int r = 0; r < R; ++r) {
-    float gv = LD(g, (long)r * D + j);
+    CT gv = LD(g, (long)r * D + j);
     sb += gv;
-    sw += gv * ((float)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
+    sw += gv * ((CT)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
   }
   ST(gw, j, sw);
   ST(gb, j, sb);
@@ -209,6 +209,29 @@ def _check_dtypes(op: str, x: Tensor, *others: Tensor | None) -> None:
                             f"{t.dtype} (cast the input or the parameters first)")
 
 
+def stat_dtype(dtype: str) -> str:
+    """The dtype of the statistics (mean, 1/std, gradient sums) for inputs of ``dtype``: the
+    kernels' compute type, float64 for float64 and float32 otherwise (float16 included)."""
+    return "float64" if dtype == "float64" else "float32"
+
+
+def _real(dtype: str, value: float) -> Any:
+    """``value`` as the compute type's scalar (the kernels take ``eps``/``momentum`` as CT)."""
+    return np.float64(value) if dtype == "float64" else np.float32(value)
+
+
+def _check_stats(op: str, x: Tensor, count: int, **stats: Tensor) -> None:
+    """The statistics a forward returned: ``(count,)`` tensors of ``stat_dtype(x.dtype)`` (the
+    kernels read them as the compute type, so another dtype would be garbage)."""
+    want = stat_dtype(x.dtype)
+    for name, t in stats.items():
+        check_tensor(op, t, name)
+        same_device(op, x, t)
+        if t.dtype != want or t.shape != (count,):
+            raise TypeError(f"{op}: {name} must be a ({count},) {want} tensor for a {x.dtype} "
+                            f"input (what the forward returned), got {t.dtype} {t.shape}")
+
+
 def _channel_view(a: np.ndarray[Any, Any], ndim: int) -> np.ndarray[Any, Any]:
     return a.reshape((1, -1) + (1,) * (ndim - 2))
 
@@ -219,8 +242,9 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     """Batch normalization over (N, C, ...) input.
 
     Training: normalizes with the batch statistics, updates ``running_mean``/``running_var``
-    in place (unbiased variance, as PyTorch), and returns ``(y, mean, invstd)`` (float32
-    per-channel tensors the backward needs). Eval: normalizes with the running statistics and
+    in place (unbiased variance, as PyTorch), and returns ``(y, mean, invstd)``, the
+    per-channel statistics the backward needs, in :func:`stat_dtype` (float64 for a float64
+    input, float32 otherwise). Eval: normalizes with the running statistics and
     returns ``y``. ``fuse_relu`` applies ReLU in the same kernel (the BATCHNORM_FUSED variant).
 
     Examples:
@@ -247,18 +271,19 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         return _batch_norm_numpy(x, running_mean, running_var, weight, bias, training, momentum,
                                  eps, fuse_relu)
     q = x.queue
-    mean = empty(q, (c,), "float32")
-    invstd = empty(q, (c,), "float32")
+    sdt = stat_dtype(x.dtype)
+    mean = empty(q, (c,), sdt)
+    invstd = empty(q, (c,), sdt)
     if training:
         stats = cl_kernel(x.context, "bn_stats", _SRC, x.dtype)
         upd = running_mean is not None and running_var is not None
         launch(q, stats, (c * GROUP,), (GROUP,), x, mean, invstd, _or(running_mean, mean),
-               _or(running_var, mean), n, c, hw, np.float32(eps), np.float32(momentum), int(upd))
+               _or(running_var, x), n, c, hw, _real(sdt, eps), _real(sdt, momentum), int(upd))
     y = empty(q, x.shape, x.dtype)
     apply = cl_kernel(x.context, "bn_apply", _SRC, x.dtype)
     affine = weight is not None and bias is not None
     launch_1d(q, apply, x.size, x, y, mean, invstd, _or(running_mean, x), _or(running_var, x),
-              _or(weight, x), _or(bias, x), x.size, c, hw, np.float32(eps), int(not training),
+              _or(weight, x), _or(bias, x), x.size, c, hw, _real(sdt, eps), int(not training),
               int(affine), int(fused))
     if fuse_relu and not fused:
         from ._elementwise import relu
@@ -292,7 +317,8 @@ def _batch_norm_numpy(x: Tensor, running_mean: Tensor | None, running_var: Tenso
     out = result(x, y, x.dtype)
     if not training:
         return out
-    return out, result(x, mu, "float32"), result(x, invstd, "float32")
+    sdt = stat_dtype(x.dtype)
+    return out, result(x, mu, sdt), result(x, invstd, sdt)
 
 
 def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
@@ -302,6 +328,7 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
     op = "batch_norm_backward"
     n, c, hw = _check_bn(op, x, weight)
     _check_dtypes(op, x, grad)
+    _check_stats(op, x, c, mean=mean, invstd=invstd)
     m = n * hw
     if x.array is not None:
         g = grad.array.astype(np.float64)  # type: ignore[union-attr]
@@ -316,7 +343,8 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
         wdt = x.dtype if weight is None else weight.dtype
         return result(x, dx, x.dtype), result(x, sum_gx, wdt), result(x, sum_g, wdt)
     q = x.queue
-    sum_g_t, sum_gx_t = empty(q, (c,), "float32"), empty(q, (c,), "float32")
+    sdt = stat_dtype(x.dtype)
+    sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
     red = cl_kernel(x.context, "bn_backward_reduce", _SRC, x.dtype)
     launch(q, red, (c * GROUP,), (GROUP,), grad, x, mean, invstd, sum_g_t, sum_gx_t, n, c, hw)
     dx_t = empty(q, x.shape, x.dtype)
@@ -344,7 +372,7 @@ def _ln_rows(op: str, x: Tensor, normalized_shape: int | Sequence[int]) -> tuple
 def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     """Normalize over the trailing ``normalized_shape`` dims; returns ``(y, mean, rstd)`` with
-    per-row float32 statistics.
+    per-row statistics in :func:`stat_dtype` (float64 for float64 input, float32 otherwise).
 
     Examples:
         >>> import numpy as np
@@ -366,16 +394,17 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
         y = (xa - mu[:, None]) * rstd[:, None]
         if weight is not None and bias is not None:
             y = y * weight.array.reshape(1, d) + bias.array.reshape(1, d)  # type: ignore[union-attr]
-        return (result(x, y.reshape(x.shape), x.dtype), result(x, mu, "float32"),
-                result(x, rstd, "float32"))
+        return (result(x, y.reshape(x.shape), x.dtype), result(x, mu, stat_dtype(x.dtype)),
+                result(x, rstd, stat_dtype(x.dtype)))
     q = x.queue
-    y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), "float32"), empty(
-        q, (rows,), "float32")
+    sdt = stat_dtype(x.dtype)
+    y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), sdt), empty(
+        q, (rows,), sdt)
     kernel = cl_kernel(x.context, "ln_forward", _SRC, x.dtype)
     affine = weight is not None and bias is not None
     if rows:
         launch(q, kernel, (rows * GROUP,), (GROUP,), x, y_t, mean_t, rstd_t, _or(weight, x),
-               _or(bias, x), d, np.float32(eps), int(affine))
+               _or(bias, x), d, _real(sdt, eps), int(affine))
     return y_t, mean_t, rstd_t
 
 
@@ -387,6 +416,7 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     op = "layer_norm_backward"
     rows, d = _ln_rows(op, x, normalized_shape)
     _check_dtypes(op, x, grad, weight)
+    _check_stats(op, x, rows, mean=mean, rstd=rstd)
     pshape = x.shape[x.ndim - (1 if isinstance(normalized_shape, int)
                                else len(tuple(normalized_shape))):]
     if x.array is not None:
