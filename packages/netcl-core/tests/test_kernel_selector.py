@@ -174,12 +174,15 @@ def test_kernelspec_reexport() -> None:
         (pocl, (512, 512, 512), (V.MATMUL_VECTORIZED, 90, 128, 256, 6, (1, 1), 8)),
         (pocl, (1024, 1024, 64), (V.MATMUL_VECTORIZED, 96, 128, 256, 6, (1, 1), 8)),
         (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 54, 64, 256, 6, (1, 1), 8)),
-        # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3, 128x128 tiles once
-        # there are as many of them as compute units (H100: 132; 1024^3 has 64)
+        # NVIDIA Hopper/Ampere: 32x32 tiled, register tiling from 256**3 once there is a
+        # 64x64 tile per compute unit (H100: 132; 512^2 has 64), 128x128 tiles once there
+        # are as many of those as compute units (1024^3 has 64)
         (hopper, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
         (hopper, (128, 128, 128), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
         (hopper, (255, 256, 256), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
-        (hopper, (256, 256, 256), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
+        (hopper, (512, 512, 512), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
+        (hopper, (768, 768, 768), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
+        (ampere, (256, 16384, 256), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
         (hopper, (1024, 1024, 1024), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 4, (16, 16), 4)),
         (hopper, (2048, 2048, 2048), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
         (hopper, (4096, 1023, 4096), (V.MATMUL_REGISTER_TILED, 128, 128, 16, 8, (16, 16), 4)),
@@ -293,13 +296,12 @@ def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
 @pytest.mark.parametrize(
     ("shape", "expected"),
     [  # (N, C, H, K, R, stride, padding): bench_selector's classes, fastest on an H100
-        # tiled-local measured faster on these five, held back (NOTE in select_conv2d_kernel)
-        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_WINOGRAD),  # the digits CNN
-        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_WINOGRAD),
-        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ResNet-18, CIFAR sizes
-        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_IMPLICIT_GEMM),
+        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # the digits CNN
+        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_TILED_LOCAL),
+        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # ResNet-18, CIFAR sizes
+        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_TILED_LOCAL),
         ((32, 64, 32, 128, 1, 2, 0), V.CONV2D_IMPLICIT_GEMM),
-        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_TILED_LOCAL),
         ((32, 256, 8, 256, 3, 1, 1), V.CONV2D_WINOGRAD),
         ((32, 512, 4, 512, 3, 1, 1), V.CONV2D_WINOGRAD),
         ((32, 64, 56, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ImageNet sizes
@@ -358,13 +360,25 @@ def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.select_conv2d_kernel(1, 8, 36, 36, 8, 5, 5).variant is (  # 32x32: still small
         V.CONV2D_TILED_LOCAL)
     assert s.select_conv2d_kernel(1, 8, 37, 37, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
-    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_WINOGRAD  # first
+    # =1 puts tiled-local before Winograd for every small plane (but not 1x1)
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_TILED_LOCAL
+    assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is V.CONV2D_TILED_LOCAL
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 1, 1).variant is V.CONV2D_IMPLICIT_GEMM
+    monkeypatch.delenv("NETCL_CONV_TILED_LOCAL")  # unset: the measured rule
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_TILED_LOCAL
+    assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is V.CONV2D_WINOGRAD
+    assert s.select_conv2d_kernel(1, 129, 8, 8, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
+    assert s.select_conv2d_kernel(1, 128, 8, 8, 8, 5, 5).variant is V.CONV2D_TILED_LOCAL
+    assert s.select_conv2d_kernel(1, 128, 24, 24, 8, 3, 3, padding=1).variant is (
+        V.CONV2D_WINOGRAD)  # 128 x 576 channel-pixels: over 64 Ki
+    monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "yes please")
+    with pytest.raises(ValueError, match=r"NETCL_CONV_TILED_LOCAL must be 0 or 1"):
+        s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3)
 
 
 def test_conv2d_implicit_gemm_takes_matmul_tiles() -> None:
-    cfg = sel(hopper()).select_conv2d_kernel(8, 64, 16, 16, 128, 1, 1)
-    assert cfg.extra["gemm_shape"] == (8 * 16 * 16, 128, 64)
+    cfg = sel(hopper()).select_conv2d_kernel(32, 64, 16, 16, 128, 1, 1)
+    assert cfg.extra["gemm_shape"] == (32 * 16 * 16, 128, 64)
     assert tiles(cfg) == (V.CONV2D_IMPLICIT_GEMM, 64, 64, 16, 4, (16, 16), 4)
     big = sel(hopper()).select_conv2d_kernel(32, 512, 56, 56, 1024, 1, 1)
     assert (big.tile_m, big.work_per_thread) == (128, 8)
@@ -679,7 +693,8 @@ def test_get_kernel_selector_memoized() -> None:
     assert get_kernel_selector().profile.vendor_family == "numpy"
     assert select_matmul_config(1024, 1024, 1024, device=dev).tile_m == 128
     assert select_matmul_config(1024, 1024, 1024).tile_m == 64
-    assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3, device=dev).variant is V.CONV2D_WINOGRAD
+    assert select_conv2d_config(1, 256, 8, 8, 256, 3, 3, device=dev).variant is (
+        V.CONV2D_WINOGRAD)
     assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3).variant is V.CONV2D_IM2COL
 
 

