@@ -499,7 +499,7 @@ class KernelSelector:
 
         Rules, first match wins (each measured fastest for its class by
         ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a 3x3, stride 1,
-        dilation 1, one-group convolution with an output plane larger than 16x16 ->
+        dilation 1, one-group convolution with an output plane of at least 16x16 ->
         Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the
         NumPy backend) -> im2col; 1x1 -> implicit GEMM; an output plane of at most 32x32 and
         at most 128 input and output channels per group, and channels x pixels at most 64 Ki ->
@@ -545,7 +545,7 @@ class KernelSelector:
             winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd
             small_plane = oh * ow <= _TILED_LOCAL_MAX_OUTPUT
             if self._opencl_cpu():
-                if winograd_shape and oh * ow > _CPU_WINOGRAD_MIN_OUTPUT:
+                if winograd_shape and oh * ow >= _CPU_WINOGRAD_MIN_OUTPUT:
                     return KernelVariant.CONV2D_WINOGRAD  # PoCL: 1.3-2x over im2col here
                 return KernelVariant.CONV2D_IM2COL  # small planes: im2col + packed GEMM
             if self.profile.device_type == "cpu":
