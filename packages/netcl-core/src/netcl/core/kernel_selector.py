@@ -443,7 +443,8 @@ class KernelSelector:
         large = _MATMUL_LARGE_WORK_TUNED if vendor else _MATMUL_LARGE_WORK
         if work < large or min(M, N) < 64:
             return KernelVariant.MATMUL_TILED
-        if vendor == "nvidia" and (M // 64) * (N // 64) < self.profile.compute_units:
+        tiles64 = (M // 64) * (N // 64)
+        if vendor == "nvidia" and tiles64 < self.profile.compute_units:
             # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
             # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
             return KernelVariant.MATMUL_TILED
