@@ -16,7 +16,7 @@ from netcl.core.device import DeviceHandle, manager
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.kernels.cache import build_stats
 from netcl.core.kernels.primitives import count_launches
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, reshape
 from netcl.core.testing import supports_dtype
 from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary
 from netcl.ops.testing import OpInfo, check_error, check_op
@@ -270,6 +270,58 @@ def test_one_launch_per_op_and_kernels_built_once(dev: DeviceHandle) -> None:
     assert n[0] == 6
     assert build_stats()["compiled"] == built["compiled"]
     assert build_stats()["from_disk"] == built["from_disk"]
+
+
+def test_fast_path_repeats_with_new_data_offsets_and_forcing(dev: DeviceHandle) -> None:
+    """A remembered launch (NOTE [ Elementwise fast path ]) computes each call's own data:
+    new buffers, a view with an element offset, a broadcast operand, a forced variant, and a
+    failing op that must keep failing."""
+    if dev.backend != "cl":
+        pytest.skip("OpenCL only")
+    q = dev.queue
+    for n in (1, 7, 33, 257, 4099):
+        for seed in range(3):  # the first call fills the entry, the others use it
+            a, b = _f32((n,), seed), _f32((n,), seed + 10)
+            ta, tb = Tensor.from_host(q, a), Tensor.from_host(q, b)
+            with count_launches() as launches:
+                got = ops.add(ta, tb)
+            assert launches[0] == 1
+            np.testing.assert_allclose(got.to_host(), a + b, rtol=1e-7)
+            np.testing.assert_allclose(ops.exp(ta).to_host(), np.exp(a), rtol=1e-5)
+    whole = _f32((2, 33), 1)
+    t = Tensor.from_host(q, whole)
+    second = reshape(reshape(t, (66,)), (2, 33))  # a view of the same buffer
+    row = Tensor(shape=(33,), dtype=t.dtype, queue=q, context=t.context, buffer=t.buffer,
+                 offset=33, _backend=t._backend)  # the second row, through an offset
+    first = Tensor.from_host(q, whole[0])  # same shape and dtype, offset 0, used first
+    for _ in range(2):
+        np.testing.assert_allclose(ops.mul(first, first).to_host(), whole[0] ** 2, rtol=1e-7)
+        np.testing.assert_allclose(ops.mul(row, row).to_host(), whole[1] ** 2, rtol=1e-7)
+        np.testing.assert_allclose(ops.add(second, row).to_host(), whole + whole[1], rtol=1e-7)
+    for variant in (KernelVariant.ELEMENTWISE_SCALAR, KernelVariant.ELEMENTWISE_VECTORIZED):
+        with force_variant(variant):
+            a = _f32((4099,), 3)
+            ta = Tensor.from_host(q, a)
+            np.testing.assert_allclose(ops.relu(ta).to_host(), np.maximum(a, 0))
+            layout = "vec" if variant is KernelVariant.ELEMENTWISE_VECTORIZED else "flat"
+            entry = _elementwise_base._fast[_elementwise_base._fast_key(
+                _elementwise.OPS["relu"], [ta])]
+            assert _layout_of(entry.plan.kernel) == layout
+    bad = Tensor.from_host(q, _I.astype(np.uint8))
+    for _ in range(2):
+        with pytest.raises(TypeError, match=r"neg: .*got uint8"):
+            ops.neg(bad)
+
+
+def _f32(shape: tuple[int, ...], seed: int) -> Any:
+    return _x(shape, seed=seed).astype(np.float32)
+
+
+def _layout_of(kernel: Any) -> str:
+    for (_, sig, _bundle), k in _elementwise_base._kernels.items():
+        if k is kernel:
+            return str(sig.layout)
+    raise AssertionError("kernel not in the elementwise cache")
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ._elementwise_base import (
     np_compute,
     promote,
     run_broadcast,
+    run_fast,
     run_strided,
     scalar_kind,
 )
@@ -201,6 +202,11 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
     ``kinds`` overrides the dtypes that decide the result (``where`` leaves its condition out).
     """
     op = OPS[name]
+    if not params and kinds is None and all(
+            isinstance(o, Tensor) and o.array is None for o in operands):
+        fast = run_fast(op, operands)  # NOTE [ Elementwise fast path ]
+        if fast is not None:
+            return fast
     tensors = [check_tensor(name, o, "operand") for o in operands if isinstance(o, Tensor)]
     if kinds is None:
         kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]

@@ -149,13 +149,27 @@ def launch(
 
     Every netcl kernel launch goes through here, which is what :func:`launch_count` counts.
     """
-    values = [_kernel_arg(a, kernel) for a in args]
+    return launch_values(queue, kernel, global_size, local_size,
+                         [_kernel_arg(a, kernel) for a in args])
+
+
+def launch_values(
+    queue: Any,
+    kernel: Any,
+    global_size: Sequence[int],
+    local_size: Sequence[int] | None,
+    values: Sequence[Any],
+) -> Any:
+    """:func:`launch` for arguments already in kernel form: buffers, ``None``, NumPy scalars
+    of the parameters' widths (0-d arrays for doubles). The hot path of callers that keep
+    an op's argument list between calls; counted like :func:`launch`.
+    """
     if not getattr(kernel, "_netcl_typed", False):
         _type_scalars(kernel, values)
     kernel.set_args(*values)
     with _launch_lock:
         _launches[0] += 1
-    if any(g == 0 for g in global_size):
+    if 0 in global_size:
         return None
     return cl().enqueue_nd_range_kernel(
         queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size)
