@@ -112,10 +112,19 @@ def cl_kernel(context: Any, name: str, source: str, dtype: str = "float32",
     - ``LD(p, i)`` / ``ST(p, i, v)``: load element ``i`` of ``p`` as ``CT`` / store ``v``
       (``vload_half``/``vstore_half`` for float16).
 
-    Built once per (context, source, options): see :mod:`netcl.core.kernels.cache`.
+    Built once per (context, source, options): see :mod:`netcl.core.kernels.cache`. A repeated
+    call is one dict lookup: the header is not rebuilt and the full source not re-hashed
+    (``source`` is usually a module constant, whose hash Python keeps).
     """
-    full = kernel_header(context, dtype) + source
-    return get_kernel(context, full, name, options)
+    key = (id(context), name, source, dtype, options)
+    kernel = _cl_kernels.get(key)
+    if kernel is None:
+        full = kernel_header(context, dtype) + source
+        kernel = _cl_kernels[key] = get_kernel(context, full, name, options)
+    return kernel
+
+
+_cl_kernels: dict[tuple[int, str, str, str, str], Any] = {}
 
 
 def kernel_header(context: Any, dtype: str) -> str:
