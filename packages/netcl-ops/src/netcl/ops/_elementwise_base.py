@@ -232,6 +232,19 @@ def local_size(device: Any) -> int:
     return int(min(_LOCAL, device.max_work_group_size))
 
 
+_queue_selectors: dict[int, tuple[Any, Any, int]] = {}  # id(queue) -> (queue, selector, local)
+
+
+def _queue_facts(queue: Any) -> tuple[Any, Any, int]:
+    """(queue, its device's selector, its local size), without a driver query per call."""
+    facts = _queue_selectors.get(id(queue))
+    if facts is None or facts[0] is not queue:
+        device = queue.device
+        facts = _queue_selectors[id(queue)] = (queue, get_kernel_selector(device),
+                                               local_size(device))
+    return facts
+
+
 def launch_nd(queue: Any, kernel: Any, global_size: Sequence[int], local: Sequence[int],
               *args: Any) -> None:
     """:func:`netcl.core.kernels.primitives.launch` (counted), float64 scalars kept 64-bit.
@@ -247,7 +260,7 @@ def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
     """Launch ``kernel`` over ``items`` work items with the device's fixed local size."""
     if items <= 0:
         return
-    local = local_size(queue.device)
+    local = _queue_facts(queue)[2]
     launch_nd(queue, kernel, (-(-items // local) * local,), (local,), *args)
 
 
@@ -531,7 +544,7 @@ def run_strided(
     # of the signature and bundle (most of an op's host time before plans: 120 us per small
     # add on the H100's host, where the kernel takes a few).
     wide = max(n, *(v.offset + v.tensor.size for v in [out, *views])) > _INT32_LIMIT
-    epoch = get_kernel_selector(queue.device).epoch("elementwise")
+    epoch = _queue_facts(queue)[1].epoch("elementwise")
     key = (id(queue.context), epoch, op.name, id(bundle), tuple(shape), compute, len(params), wide,
            out.tensor.dtype, out.strides, out.offset % 8,
            *[(o.tensor.dtype, o.strides, o.offset % 8) if isinstance(o, Strided) else type(o)
@@ -650,19 +663,6 @@ class _Fast:
 
 
 _fast: dict[tuple[Any, ...], _Fast] = {}
-
-
-_queue_selectors: dict[int, tuple[Any, Any, int]] = {}  # id(queue) -> (queue, selector, local)
-
-
-def _queue_facts(queue: Any) -> tuple[Any, Any, int]:
-    """(queue, its device's selector, its local size), without a driver query per call."""
-    facts = _queue_selectors.get(id(queue))
-    if facts is None or facts[0] is not queue:
-        device = queue.device
-        facts = _queue_selectors[id(queue)] = (queue, get_kernel_selector(device),
-                                               local_size(device))
-    return facts
 
 
 def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
