@@ -80,9 +80,9 @@ def test_max_pool2d(dev: DeviceHandle, case: Any) -> None:
     for dtype in _dtypes(dev):
         check_op(dev, lambda t: max_pool2d(t, k, s, p, d), lambda a: ref_max(a, k, s, p, d)[0],
                  (x,), dtype=dtype)
-    _, idx = check_op(dev, lambda t: max_pool2d(t, k, s, p, d, return_indices=True),
-                      lambda a: ref_max(a, k, s, p, d), (x,))
-    assert idx.dtype == np.int64
+        _, idx = check_op(dev, lambda t: max_pool2d(t, k, s, p, d, return_indices=True),
+                          lambda a: ref_max(a, k, s, p, d), (x,), dtype=dtype)
+        assert idx.dtype == np.int64
 
 
 def test_max_pool2d_ties_pick_the_first(dev: DeviceHandle) -> None:
@@ -107,8 +107,9 @@ def test_max_pool2d_backward(dev: DeviceHandle, case: Any) -> None:
                        idx.reshape(-1)), g_.reshape(-1))
         return dx.reshape(shape)
 
-    check_op(dev, lambda gt, it: max_pool2d_backward(gt, it, shape, k, s, p, d),
-             lambda g_, _i: ref(g_), (g, idx))
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda gt, it: max_pool2d_backward(gt, it, shape, k, s, p, d),
+                 lambda g_, _i: ref(g_), (g, idx), dtype=dtype)
 
 
 @pytest.mark.parametrize("include", [True, False])
@@ -117,17 +118,16 @@ def test_avg_pool2d_and_backward(dev: DeviceHandle, case: Any, include: bool) ->
     shape, k, s, p, _ = case
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape)
-    for dtype in _dtypes(dev):
-        check_op(dev, lambda t: avg_pool2d(t, k, s, p, count_include_pad=include),
-                 lambda a: ref_avg(a, k, s, p, include), (x,), dtype=dtype)
-    y = ref_avg(x, k, s, p, include)
-    g = rng.standard_normal(y.shape)
+    g = rng.standard_normal(ref_avg(x, k, s, p, include).shape)
     # d/dx of sum(avg_pool(x) * g), by linearity: the adjoint applied to g
     eye = np.eye(x.size).reshape(x.size, *shape)
     jac = np.stack([ref_avg(e[None][0], k, s, p, include) for e in eye])  # (size, *yshape)
-    want = (jac * g).reshape(x.size, -1).sum(axis=1).reshape(shape)
-    check_op(dev, lambda gt: avg_pool2d_backward(gt, shape, k, s, p, include),
-             lambda _g: want, (g,))
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: avg_pool2d(t, k, s, p, count_include_pad=include),
+                 lambda a: ref_avg(a, k, s, p, include), (x,), dtype=dtype)
+        check_op(dev, lambda gt: avg_pool2d_backward(gt, shape, k, s, p, include),
+                 lambda g_: (jac * g_).reshape(x.size, -1).sum(axis=1).reshape(shape), (g,),
+                 dtype=dtype)
 
 
 @pytest.mark.parametrize("shape,out", [((2, 3, 7, 7), 1), ((1, 2, 9, 5), (4, 3)),
@@ -142,16 +142,39 @@ def test_adaptive_avg_pool2d(dev: DeviceHandle, shape: Any, out: Any) -> None:
         return np.array([[a[:, :, r0:r1, c0:c1].mean(axis=(2, 3)) for c0, c1 in cb]
                          for r0, r1 in rb]).transpose(2, 3, 0, 1)
 
+    def ref_backward(g: Any) -> Any:
+        dx = np.zeros(shape)
+        for i, (r0, r1) in enumerate(rb):
+            for j, (c0, c1) in enumerate(cb):
+                dx[:, :, r0:r1, c0:c1] += g[:, :, i:i + 1, j:j + 1] / ((r1 - r0) * (c1 - c0))
+        return dx
+
     x = np.random.default_rng(3).standard_normal(shape)
-    check_op(dev, lambda t: adaptive_avg_pool2d(t, out), ref, (x,))
     g = np.random.default_rng(4).standard_normal((shape[0], shape[1], oh, ow))
-    want = np.zeros(shape)
-    for i, (r0, r1) in enumerate(rb):
-        for j, (c0, c1) in enumerate(cb):
-            want[:, :, r0:r1, c0:c1] += g[:, :, i:i + 1, j:j + 1] / ((r1 - r0) * (c1 - c0))
-    check_op(dev, lambda gt: adaptive_avg_pool2d_backward(gt, shape), lambda _g: want, (g,))
-    if out == 1:
-        check_op(dev, global_avg_pool2d, ref, (x,))
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: adaptive_avg_pool2d(t, out), ref, (x,), dtype=dtype)
+        check_op(dev, lambda gt: adaptive_avg_pool2d_backward(gt, shape), ref_backward, (g,),
+                 dtype=dtype)
+        if out == 1:
+            check_op(dev, global_avg_pool2d, ref, (x,), dtype=dtype)
+
+
+def test_pooling_empty_batch(dev: DeviceHandle) -> None:
+    x = np.zeros((0, 2, 5, 5))
+    g2, g5 = np.zeros((0, 2, 2, 2)), np.zeros((0, 2, 5, 5))
+    idx = np.zeros((0, 2, 2, 2), np.int64)
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: max_pool2d(t, 2, return_indices=True),
+                 lambda a: ref_max(a, 2, None, 0, 1), (x,), dtype=dtype)
+        check_op(dev, lambda t: avg_pool2d(t, 3, 1, 1), lambda a: ref_avg(a, 3, 1, 1), (x,),
+                 dtype=dtype)
+        check_op(dev, lambda t: adaptive_avg_pool2d(t, 2), lambda a: g2, (x,), dtype=dtype)
+        check_op(dev, lambda gt, it: max_pool2d_backward(gt, it, x.shape, 2),
+                 lambda *_: x, (g2, idx), dtype=dtype)
+        check_op(dev, lambda gt: avg_pool2d_backward(gt, x.shape, 3, 1, 1), lambda _: x, (g5,),
+                 dtype=dtype)
+        check_op(dev, lambda gt: adaptive_avg_pool2d_backward(gt, x.shape), lambda _: x, (g2,),
+                 dtype=dtype)
 
 
 def test_pooling_errors(dev: DeviceHandle) -> None:

@@ -1,5 +1,5 @@
-"""softmax, log_softmax and nll_gather on every backend: axes, forced kernels, dtypes,
-stability, NaN, out-of-range labels, errors."""
+"""softmax, log_softmax and nll_gather on every backend: axes, each forced kernel in each
+dtype, stability, NaN, empty tensors, out-of-range labels, errors."""
 
 from __future__ import annotations
 
@@ -45,10 +45,13 @@ TABLE = [
 ]
 
 
-# the row (work-group) kernel is one source for every dtype: forced in float32 only, since
-# each dtype of it is a multi-second PoCL compile
+# Two kernels: the column kernel (REDUCTION_SEQUENTIAL, and every inner > 1) and the row
+# work-group kernel (REDUCTION_PARALLEL; REDUCTION_WORKGROUP runs the same one). Each is built
+# per dtype, so each is forced in every dtype: a float accumulator or scratch in the float64
+# build would pass float32 tests.
 SEQ, PAR = KernelVariant.REDUCTION_SEQUENTIAL, KernelVariant.REDUCTION_PARALLEL
-CASES = [("float32", SEQ), ("float32", PAR), ("float16", SEQ), ("float64", SEQ)]
+WG = KernelVariant.REDUCTION_WORKGROUP
+CASES = [(dtype, v) for dtype in FLOATS for v in (SEQ, PAR)] + [("float32", WG)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1].name}")
@@ -110,6 +113,15 @@ def test_nll_gather_out_of_range(dev: DeviceHandle) -> None:
     out = ops.nll_gather(logp, labels).to_host()
     np.testing.assert_allclose(out[0], np.log(4), rtol=1e-6)
     assert np.isnan(out[1:]).all()
+
+
+@pytest.mark.parametrize("variant", [SEQ, PAR], ids=lambda v: v.name)
+def test_empty(dev: DeviceHandle, variant: KernelVariant) -> None:
+    with force_variant(variant):
+        for info in TABLE:
+            check_op(dev, info.op, info.ref, (np.zeros((0, 5)),))
+            check_op(dev, info.op, info.ref, (np.zeros((4, 0)),), {"axis": 0})
+    check_op(dev, ops.nll_gather, _ref_nll, (np.zeros((0, 5)), np.zeros(0, np.int64)))
 
 
 ERRORS = [

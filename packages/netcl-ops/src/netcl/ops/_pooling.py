@@ -230,7 +230,7 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     shape = (n, c, *out)
     if x.array is not None:
         win = _windows(x.array, k, s, p, d, out, -np.inf)
-        flat = win.reshape(*win.shape[:4], -1)
+        flat = win.reshape(*win.shape[:4], k[0] * k[1])  # not -1: an empty batch has no size
         arg = np.argmax(flat, axis=-1)
         y = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
         if not return_indices:
