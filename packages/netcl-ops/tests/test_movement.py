@@ -1,8 +1,10 @@
-"""Movement, gather and creation ops on every backend, against NumPy, with their errors."""
+"""Movement, gather and creation ops on every backend and float dtype against NumPy (copies
+exactly), with their errors."""
 
 from __future__ import annotations
 
 import doctest
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _creation, _movement, _movement_take
 from netcl.ops.testing import OpInfo, check_error, check_op
 
@@ -46,7 +48,7 @@ TABLE = [
         ((_A, _A), {}), ((_x((7,)), _x((7,), 1), _x((7,), 2)), {"axis": 1})]),
     OpInfo("pad", ops.pad, lambda a, pads, value=0.0: np.pad(
         a, _np_widths(a.ndim, pads), constant_values=value), [
-        ((_A, (1, 2)), {}), ((_A, (0, 1, 2, 0, 1, 1)), {"value": -1.5}), ((_x((7,)), (3, 0)), {})]),
+        ((_A, (1, 2)), {}), ((_A, (0, 1, 2, 0, 1, 1)), {"value": -0.1}), ((_x((7,)), (3, 0)), {})]),
     OpInfo("broadcast_to", ops.broadcast_to, np.broadcast_to, [
         ((_x((3, 1)), (3, 4)), {}), ((_x((7,)), (2, 3, 7)), {}), ((_x((1,)), (0, 5)), {})]),
 ]
@@ -67,17 +69,33 @@ def _np_widths(ndim: int, pads: Any) -> list[tuple[int, int]]:
     return widths
 
 
-@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
-def test_movement(dev: DeviceHandle, info: OpInfo) -> None:
-    for args, kwargs in info.samples:
-        check_op(dev, info.op, info.ref, args, kwargs)
+FLOATS = ["float32", "float16", "float64"]
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float64", "int32", "uint8"])
-def test_movement_dtypes(dev: DeviceHandle, dtype: str) -> None:
-    """Copies move any dtype unchanged (float16 through vload_half/vstore_half)."""
+def _need(dev: DeviceHandle, dtype: str) -> None:
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dev.device_name} has no {dtype}")
+
+
+def _exact(got: Any, want: Any) -> None:
+    """A copy is exact: the tolerance of check_op would let a float16 or float32 round trip
+    of float64 values (or a float32 fill value) through."""
+    np.testing.assert_array_equal(got, np.asarray(want).astype(got.dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_movement(dev: DeviceHandle, info: OpInfo, dtype: str) -> None:
+    _need(dev, dtype)
+    for args, kwargs in info.samples:
+        got = check_op(dev, info.op, info.ref, args, kwargs, dtype=dtype)
+        rounded = [a.astype(dtype) if isinstance(a, np.ndarray) else a for a in args]
+        _exact(got, info.ref(*rounded, **kwargs))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8"])
+def test_movement_dtypes(dev: DeviceHandle, dtype: str) -> None:
+    """Copies move integer dtypes unchanged too."""
     a = (np.abs(_A) * 40).astype(dtype)
     x = Tensor.from_host(dev.queue, a, dtype=dtype)
     got = ops.getitem(x, _idx[::-1, 1:, ::2])
@@ -113,19 +131,24 @@ def test_views(dev: DeviceHandle) -> None:
 _I = np.array([[0, 2, 1], [4, 4, 0]])
 
 
-@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
-def test_gathers(dev: DeviceHandle, index_dtype: str) -> None:
+@pytest.mark.parametrize("dtype,index_dtype", [("float32", "int32"), ("float32", "int64"),
+                                               ("float16", "int64"), ("float64", "int32")])
+def test_gathers(dev: DeviceHandle, dtype: str, index_dtype: str) -> None:
+    _need(dev, dtype)
     x = _x((5, 6))
     i = _I.astype(index_dtype)
-    check_op(dev, lambda a, b: ops.gather(a, 1, b), lambda a, b: np.take_along_axis(a, b, 1),
-             (x[:2], i))
-    check_op(dev, lambda a, b: ops.gather(a, 0, b), lambda a, b: np.take_along_axis(a, b, 0),
-             (x[:, :3], i))
-    check_op(dev, lambda a, b: ops.index_select(a, 0, b), lambda a, b: np.take(a, b, axis=0),
-             (x, i[1]))
-    check_op(dev, lambda a, b: ops.index_select(a, -1, b), lambda a, b: np.take(a, b, axis=-1),
-             (_A, i[0]))
-    check_op(dev, ops.embedding, lambda b, w: w[b], (i, x))
+    cases: list[tuple[Callable[..., Any], Callable[..., Any], tuple[Any, ...]]] = [
+        (lambda a, b: ops.gather(a, 1, b), lambda a, b: np.take_along_axis(a, b, 1), (x[:2], i)),
+        (lambda a, b: ops.gather(a, 0, b), lambda a, b: np.take_along_axis(a, b, 0),
+         (x[:, :3], i)),
+        (lambda a, b: ops.index_select(a, 0, b), lambda a, b: np.take(a, b, axis=0), (x, i[1])),
+        (lambda a, b: ops.index_select(a, -1, b), lambda a, b: np.take(a, b, axis=-1),
+         (_A, i[0])),
+        (ops.embedding, lambda b, w: w[b], (i, x)),
+    ]
+    for op, ref, args in cases:
+        got = check_op(dev, op, ref, args, dtype=dtype)
+        _exact(got, ref(*(a.astype(dtype) if a.dtype.kind == "f" else a for a in args)))
 
 
 def test_gather_out_of_range(dev: DeviceHandle) -> None:
@@ -166,8 +189,27 @@ def test_creation(dev: DeviceHandle) -> None:
                                       np.arange(0, 1, 0.125))
 
 
-@pytest.mark.parametrize("dtype", ["int64", "float32"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_creation_float_dtypes(dev: DeviceHandle, dtype: str) -> None:
+    """Fill values reach the kernel in the dtype's compute type (0.1 is not a float32)."""
+    _need(dev, dtype)
+    q = dev.queue
+    x = Tensor.from_host(q, _A, dtype=dtype)
+    for got, want in [(ops.zeros(q, (2, 3), dtype), np.zeros((2, 3))),
+                      (ops.ones(q, 7, dtype), np.ones(7)),
+                      (ops.full(q, (257,), 0.1, dtype), np.full(257, 0.1)),
+                      (ops.fill(x, -0.1), np.full(_A.shape, -0.1)),
+                      (ops.zeros(q, (0, 4), dtype), np.zeros((0, 4)))]:
+        assert got.dtype == dtype
+        _exact(got.to_host(), want)
+    got = ops.arange(q, 0.1, 3.0, 0.1, dtype)
+    assert got.dtype == dtype
+    assert_close(got.to_host(), 0.1 + np.arange(29) * 0.1, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int64", *FLOATS])
 def test_one_hot(dev: DeviceHandle, dtype: str) -> None:
+    _need(dev, dtype)
     y = np.array([[0, 3], [2, 1], [3, 3]], dtype=np.int32)
     check_op(dev, lambda t: ops.one_hot(t, 4, dtype), lambda a: np.eye(4)[a], (y,),
              dtype=dtype, out_dtype=dtype)

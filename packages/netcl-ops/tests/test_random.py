@@ -12,7 +12,7 @@ import pytest
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor
-from netcl.core.testing import TOLERANCES, supports_dtype
+from netcl.core.testing import TOLERANCES, assert_close, supports_dtype
 from netcl.ops import _random
 
 _NUMPY = manager.default("cpu")
@@ -67,6 +67,21 @@ def test_floats_match_numpy(dev: DeviceHandle, dtype: str) -> None:
         np.testing.assert_allclose(z.to_host(), zr.to_host(), rtol=rtol * 10, atol=atol * 10)
 
 
+def test_float64_values_from_the_words(dev: DeviceHandle) -> None:
+    """float64 uniform and normal against the raw words, computed here in float64 (the
+    NumPy backend is not the reference: it could share a float32 step with the kernels)."""
+    if not supports_dtype(dev, "float64"):
+        pytest.skip(f"{dev.device_name} has no float64")
+    w = ops.random_bits(CPU, (34,), seed=11).to_host().astype(np.float64)
+    u = ops.uniform(dev.queue, (34,), -2.0, 3.0, seed=11, dtype="float64").to_host()
+    assert_close(u, -2.0 + 5.0 * (w * 2.0**-32), "float64")
+    r = np.sqrt(-2.0 * np.log((w[0::2] + 1.0) * 2.0**-32))
+    theta = 2.0 * np.pi * (w[1::2] * 2.0**-32)
+    z = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1).reshape(-1)
+    got = ops.normal(dev.queue, (34,), 1.0, 2.0, seed=11, dtype="float64").to_host()
+    assert_close(got, 1.0 + 2.0 * z, "float64", scale=10.0)
+
+
 def test_normal_any_offset_is_the_same_stream(dev: DeviceHandle) -> None:
     """A value depends on its stream position only, so an odd offset reads the same numbers."""
     whole = ops.normal(dev.queue, (12,), seed=3).to_host()
@@ -74,21 +89,34 @@ def test_normal_any_offset_is_the_same_stream(dev: DeviceHandle) -> None:
     np.testing.assert_allclose(part, whole[5:], rtol=1e-6)
 
 
-def test_bernoulli_and_dropout_exact(dev: DeviceHandle) -> None:
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float16", "float64"])
+def test_bernoulli_exact(dev: DeviceHandle, dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
     for p in (0.0, 0.3, 1.0):
-        b = ops.bernoulli(dev.queue, (257,), p, seed=5, offset=3, dtype="uint8")
-        want = ops.bernoulli(CPU, (257,), p, seed=5, offset=3, dtype="uint8")
+        b = ops.bernoulli(dev.queue, (257,), p, seed=5, offset=3, dtype=dtype)
+        want = ops.bernoulli(CPU, (257,), p, seed=5, offset=3, dtype=dtype)
+        assert b.dtype == dtype
         np.testing.assert_array_equal(b.to_host(), want.to_host())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_dropout(dev: DeviceHandle, dtype: str) -> None:
+    """Masks bit-identical everywhere; kept values scaled by 1 / (1 - p) in the compute type
+    (1 / 0.7 is not a float32: a float32 scale is 2.4e-8 off, relative, in float64)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
     x_host = np.random.default_rng(0).standard_normal((9, 33))
-    for p in (0.0, 0.25, 1.0):
-        y, mask = ops.dropout(Tensor.from_host(dev.queue, x_host), p, seed=9, offset=2)
-        yr, mr = ops.dropout(Tensor.from_host(CPU, x_host), p, seed=9, offset=2)
-        assert mask.dtype == "uint8" and y.shape == x_host.shape
+    x_seen = x_host.astype(dtype).astype(np.float64)
+    for p in (0.0, 0.3, 1.0):
+        y, mask = ops.dropout(Tensor.from_host(dev.queue, x_host, dtype=dtype), p, seed=9,
+                              offset=2)
+        yr, mr = ops.dropout(Tensor.from_host(CPU, x_host, dtype=dtype), p, seed=9, offset=2)
+        assert mask.dtype == "uint8" and y.dtype == dtype and y.shape == x_host.shape
         np.testing.assert_array_equal(mask.to_host(), mr.to_host())
-        np.testing.assert_allclose(y.to_host(), yr.to_host(), rtol=1e-6)
         scale = 0.0 if p == 1 else 1 / (1 - p)
-        np.testing.assert_allclose(y.to_host(), x_host.astype(np.float32) * mask.to_host() * scale,
-                                   rtol=1e-6)
+        assert_close(y.to_host(), x_seen * mask.to_host() * scale, dtype)
+        assert_close(yr.to_host(), x_seen * mask.to_host() * scale, dtype)
 
 
 def test_distributions(dev: DeviceHandle) -> None:
