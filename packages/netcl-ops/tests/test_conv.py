@@ -139,14 +139,15 @@ def test_conv2d_float32(dev: DeviceHandle, variant: Any, sample: int) -> None:
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
 def test_conv2d_other_dtypes(dev: DeviceHandle, variant: Any, dtype: str) -> None:
+    """At the float32 test's scale: a float64 result rounded through float32 even once is
+    6e-8 off, well outside float64's 1e-9 (a scale of 1e3 let it through)."""
     if dev.backend == "cpu" and variant is not None:
         pytest.skip("the NumPy backend has no kernel variants")
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dtype} unsupported on {dev.device_name}")
-    scale = 10.0 if dtype == "float16" else 1e3
     args, kwargs = CONV2D.samples[0]
     with force_variant(*([variant] if variant else [])):
-        check_op(dev, CONV2D.op, CONV2D.ref, args, kwargs, dtype, scale)
+        check_op(dev, CONV2D.op, CONV2D.ref, args, kwargs, dtype, CONV2D.scale)
 
 
 @pytest.mark.parametrize("row", range(len(CONV2D.errors)), ids=lambda i: f"error{i}")
@@ -168,31 +169,60 @@ def test_conv2d_dtype_mismatch_and_devices(dev: DeviceHandle) -> None:
         conv2d(x, w2)
 
 
-@pytest.mark.parametrize("sample", range(len(GEOMETRIES)), ids=lambda i: f"geometry{i}")
-def test_conv2d_backward(dev: DeviceHandle, sample: int) -> None:
+# float16/float64 (each a set of PoCL builds) on two geometries that between them run every
+# backward kernel: groups with stride and asymmetric padding (im2col, col2im, batch sum) and
+# pointwise (the GEMMs on the tensors themselves)
+_BACKWARD_CASES = [(i, "float32") for i in range(len(GEOMETRIES))] + [
+    (i, dtype) for dtype in ("float16", "float64") for i in (1, 3)]
+
+
+@pytest.mark.parametrize("sample,dtype", _BACKWARD_CASES,
+                         ids=lambda c: f"geometry{c}" if isinstance(c, int) else c)
+def test_conv2d_backward(dev: DeviceHandle, sample: int, dtype: str) -> None:
+    """Both backward computations: their im2col/col2im and batch-sum kernels and scratch
+    buffers are built per dtype (float64 checked to float64 precision)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
     xs, ws, st, pad, dil, groups = GEOMETRIES[sample]
     x, w = arr(*xs), arr(*ws)
     gy = arr(*ref_conv(x, w, None, st, pad, dil, groups).shape)
     geo = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
     check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, **geo),
              lambda g, wa: ref_backward(np.zeros(xs), wa, g, st, pad, dil, groups)[0],
-             (gy, w), scale=10.0)
+             (gy, w), dtype=dtype, scale=CONV2D.scale)
     check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, **geo),
              lambda xa, g: ref_backward(xa, np.zeros(ws), g, st, pad, dil, groups)[1],
-             (x, gy), scale=10.0)
+             (x, gy), dtype=dtype, scale=CONV2D.scale)
 
 
-def test_conv2d_backward_float64_and_errors(dev: DeviceHandle) -> None:
+def test_conv2d_backward_errors(dev: DeviceHandle) -> None:
     xs, ws = (2, 4, 6, 5), (6, 2, 3, 3)
     x, w, gy = arr(*xs), arr(*ws), arr(2, 6, 3, 3)
-    if supports_dtype(dev, "float64"):
-        check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 2, 1, 1, 2),
-                 lambda g, wa: ref_backward(np.zeros(xs), wa, g, 2, 1, 1, 2)[0], (gy, w),
-                 dtype="float64", scale=1e3)
     check_error(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 1, 1, 1, 2), (gy, w), {},
                 ValueError, r"grad_out must have shape \(2, 6, 6, 5\)")
     check_error(dev, lambda xt, g: conv2d_backward_weight(xt, g, (6, 3, 3, 3), 2, 1, 1, 2),
                 (x, gy), {}, ValueError, "requires input channels to match weight")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_conv2d_empty_batch(dev: DeviceHandle, dtype: str) -> None:
+    """N = 0: empty outputs, and a zero weight gradient (the sum over no images)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    xs, ws = (0, 4, 6, 5), (6, 2, 3, 3)
+    x, w, b, gy = np.zeros(xs), arr(*ws), arr(6), np.zeros((0, 6, 3, 3))
+    geo = {"stride": 2, "padding": 1, "groups": 2}
+    for variant in VARIANTS:
+        with force_variant(*([variant] if variant else [])):
+            check_op(dev, lambda xt, wt, bt: conv2d(xt, wt, bt, **geo),
+                     lambda xa, wa, ba: ref_conv(xa, wa, ba, **geo), (x, w, b), dtype=dtype)
+    check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, **geo), lambda *_: x, (gy, w),
+             dtype=dtype)
+    check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, **geo),
+             lambda *_: np.zeros(ws), (x, gy), dtype=dtype)
+    check_error(dev, conv2d, (arr(1, 0, 5, 5), arr(4, 0, 3, 3)), {}, ValueError,
+                r"conv2d: channels and kernel sizes must be >= 1 \(the batch >= 0\), got input "
+                r"\(1, 0, 5, 5\) and weight \(4, 0, 3, 3\)")
 
 
 def test_pointwise_conv_is_one_gemm(dev: DeviceHandle) -> None:

@@ -114,8 +114,9 @@ def conv_geometry(
     Raises:
         TypeError: non-integer stride, padding, dilation or groups.
         ValueError: wrong ranks, channels that do not match the weight, groups that do not
-            divide the channels, non-positive stride or dilation, negative padding, an empty
-            output.
+            divide the channels, non-positive stride or dilation, negative padding, zero
+            channels or kernel sizes, an input too small for the kernel. An empty batch
+            (N = 0) is allowed.
 
     Examples:
         >>> conv_geometry("conv2d", (8, 3, 32, 32), (16, 3, 3, 3), padding=1).oh
@@ -142,9 +143,12 @@ def conv_geometry(
     st = _pair(op, "stride", stride, 1)
     pad = _pair(op, "padding", padding, 0)
     dil = _pair(op, "dilation", dilation, 1)
+    if n < 0 or min(c, k, r, s) < 1:
+        raise ValueError(f"{op}: channels and kernel sizes must be >= 1 (the batch >= 0), got "
+                         f"input {x_shape} and weight {w_shape}")
     oh = (h + 2 * pad[0] - dil[0] * (r - 1) - 1) // st[0] + 1
     ow = (w + 2 * pad[1] - dil[1] * (s - 1) - 1) // st[1] + 1
-    if oh < 1 or ow < 1 or min(x_shape) < 1 or min(w_shape) < 1:
+    if oh < 1 or ow < 1 or h < 1 or w < 1:
         raise ValueError(f"{op}: input {h}x{w} is too small for a {r}x{s} kernel with stride "
                          f"{st}, padding {pad} and dilation {dil} (the output would be empty; "
                          f"input {x_shape}, weight {w_shape})")
@@ -371,7 +375,9 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPai
     Raises:
         TypeError: non-Tensors, non-float or differing dtypes, non-integer arguments.
         ValueError: wrong ranks, mismatched channels or groups, bad stride/padding/dilation,
-            an empty output, a bias of the wrong shape, tensors on different devices.
+            zero channels or kernel sizes, an input smaller than the kernel, a bias of the
+            wrong shape, tensors on different devices. (An empty batch gives an empty
+            output.)
 
     Examples:
         >>> import numpy as np
@@ -393,6 +399,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPai
     g = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
     if bias is not None and bias.shape != (g.k,):
         raise ValueError(f"{op}: bias must have shape ({g.k},), got {bias.shape}")
+    if g.n == 0:  # an empty batch: no kernel launches on a zero-size grid
+        return empty(x.queue, (0, g.k, g.oh, g.ow), x.dtype)
     if x.array is not None:
         b = None if bias is None else bias.to_host()
         return result(x, _conv_np(x.array, weight.to_host(), b, g), x.dtype)
@@ -428,6 +436,8 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
     _check_dtypes(op, grad_out=grad_out, weight=weight)
     g = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
     _check_grad_shape(op, grad_out, g)
+    if g.n == 0:
+        return empty(grad_out.queue, (0, g.c, g.h, g.w), grad_out.dtype)
     if grad_out.array is not None:
         host = _conv_backward_data_np(grad_out.array, weight.to_host(), g)
         return result(grad_out, host, grad_out.dtype)
@@ -485,6 +495,8 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
     _check_dtypes(op, input=x, grad_out=grad_out)
     g = conv_geometry(op, x.shape, weight_shape, stride, padding, dilation, groups)
     _check_grad_shape(op, grad_out, g)
+    if g.n == 0:  # the sum over no images
+        return Tensor.from_shape(x.queue, (g.k, g.cg, g.r, g.s), x.dtype, fill=0)
     if x.array is not None:
         return result(x, _conv_backward_weight_np(x.array, grad_out.to_host(), g), x.dtype)
     queue, dtype = x.queue, x.dtype
