@@ -148,42 +148,36 @@ def _resnet_run(dev: DeviceHandle, dtype: str) -> tuple[Any, dict[str, Any]]:
     return logits.to_host(), grads
 
 
-def _cl_handles(fp64: bool = False) -> list[DeviceHandle]:
+def _check_resnet(dtype: str, names: tuple[str, ...] | None, logits_tol: float,
+                  grad_tol: float) -> None:
+    """Logits and the gradients ``names`` (None: all) of ResNet-18 in ``dtype``: NumPy vs each
+    OpenCL device (with fp64 for float64), gradients to ``grad_tol`` of their largest entry."""
+    fp64 = dtype == "float64"
     handles = [h for h in manager.all_handles() if h.backend == "cl"
                and (not fp64 or "fp64" in h.cl_device.extensions)]
     if not handles:
         pytest.skip("no OpenCL device" + (" with fp64" if fp64 else ""))
-    return handles
+    cpu = manager.default("cpu")
+    assert cpu is not None
+    ref_logits, ref_grads = _resnet_run(cpu, dtype)
+    for dev in handles:
+        logits, grads = _resnet_run(dev, dtype)
+        np.testing.assert_allclose(logits, ref_logits, rtol=logits_tol, atol=logits_tol)
+        assert grads.keys() == ref_grads.keys()
+        for name in names or tuple(ref_grads):
+            scale = np.abs(ref_grads[name]).max()
+            np.testing.assert_allclose(grads[name], ref_grads[name], rtol=0,
+                                       atol=grad_tol * scale, err_msg=name)
 
 
 def test_resnet18_agrees_between_backends() -> None:
     """ResNet-18 (CIFAR stem), float32 forward and the classifier's gradients on a 32x32
     batch: NumPy vs each OpenCL device, from the same weights (see the NOTE above)."""
-    handles = _cl_handles()
-    cpu = manager.default("cpu")
-    assert cpu is not None
-    ref_logits, ref_grads = _resnet_run(cpu, "float32")
-    for dev in handles:
-        logits, grads = _resnet_run(dev, "float32")
-        np.testing.assert_allclose(logits, ref_logits, rtol=1e-3, atol=1e-3)
-        for name in ("fc.weight", "fc.bias"):
-            scale = np.abs(ref_grads[name]).max()
-            np.testing.assert_allclose(grads[name], ref_grads[name], rtol=0, atol=2e-3 * scale,
-                                       err_msg=name)
+    _check_resnet("float32", ("fc.weight", "fc.bias"), 1e-3, 2e-3)
 
 
 def test_resnet18_gradients_agree_between_backends_float64() -> None:
     """Every parameter gradient of ResNet-18 in float64: NumPy vs each OpenCL device with fp64,
     to 1e-9 of each gradient's largest entry (the float64 forward runs every conv variant the
     selector picks for these shapes, and the backward the transposed-conv and GEMM kernels)."""
-    handles = _cl_handles(fp64=True)
-    cpu = manager.default("cpu")
-    assert cpu is not None
-    ref_logits, ref_grads = _resnet_run(cpu, "float64")
-    for dev in handles:
-        logits, grads = _resnet_run(dev, "float64")
-        np.testing.assert_allclose(logits, ref_logits, rtol=1e-10, atol=1e-10)
-        assert grads.keys() == ref_grads.keys()
-        for name, g in ref_grads.items():
-            scale = np.abs(g).max()
-            np.testing.assert_allclose(grads[name], g, rtol=0, atol=1e-9 * scale, err_msg=name)
+    _check_resnet("float64", None, 1e-10, 1e-9)
