@@ -26,7 +26,6 @@ import enum
 import functools
 import hashlib
 import json
-import operator
 import os
 import threading
 import time
@@ -37,9 +36,19 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from netcl.core._paths import atomic_write, cache_dir
+from netcl.core._selector_args import (
+    _bool_arg,
+    _env_flag,
+    _float_dtype,
+    _int_arg,
+    _json_key,
+    _pair_arg,
+    _tiled_local_switch,
+    _tuple_key,
+)
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
-from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, itemsize
+from netcl.core.dtypes import canonical_dtype, itemsize
 from netcl.core.kernels.primitives import KernelSpec as KernelSpec
 
 __all__ = [
@@ -221,79 +230,6 @@ def _forced_variant(family: Family) -> KernelVariant | None:
     if raw.upper() not in valid:
         raise ValueError(f"{env}={raw!r} names no {family} kernel; valid: {', '.join(valid)}")
     return KernelVariant[raw.upper()]
-
-
-# --- argument checks --------------------------------------------------------------------
-
-
-def _int_arg(fn: str, name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{fn}: {name} must be an integer, got {value!r}")
-    try:
-        result = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an integer, got {value!r}") from None
-    if result < minimum:
-        raise ValueError(f"{fn}: {name} must be >= {minimum}, got {result}")
-    return result
-
-
-def _pair_arg(fn: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{fn}: {name} must be an int or a pair, got {value!r}")
-        return (_int_arg(fn, name, value[0], minimum), _int_arg(fn, name, value[1], minimum))
-    v = _int_arg(fn, name, value, minimum)
-    return (v, v)
-
-
-def _bool_arg(fn: str, name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{fn}: {name} must be a bool, got {value!r}")
-    return value
-
-
-def _float_dtype(fn: str, dtype: Any) -> str:
-    name = canonical_dtype(dtype, op=fn)
-    if name not in FLOAT_DTYPES:
-        raise TypeError(f"{fn}: dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
-    return name
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "")
-    value = raw.strip().lower()
-    if value == "":
-        return default
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
-
-
-def _tiled_local_switch() -> bool | None:
-    """``NETCL_CONV_TILED_LOCAL``: unset -> None (the measured rule), else its boolean."""
-    if os.environ.get("NETCL_CONV_TILED_LOCAL", "").strip() == "":
-        return None
-    return _env_flag("NETCL_CONV_TILED_LOCAL", False)
-
-
-def _json_key(fn: str, key: Any) -> list[Any]:
-    """The JSON form of a tuning key; rejects keys that would not come back equal."""
-    if not isinstance(key, tuple):
-        raise TypeError(f"{fn}: key must be a tuple, got {type(key).__name__}")
-    try:
-        out: list[Any] = json.loads(json.dumps(key))
-    except (TypeError, ValueError):
-        out = []
-    if _tuple_key(out) != key:
-        raise TypeError(f"{fn}: key items must be str/int/float/bool/None/tuple, got {key!r}")
-    return out
-
-
-def _tuple_key(value: Any) -> Any:
-    return tuple(_tuple_key(v) for v in value) if isinstance(value, list) else value
 
 
 # --- the selector -----------------------------------------------------------------------
