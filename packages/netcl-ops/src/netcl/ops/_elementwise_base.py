@@ -660,6 +660,8 @@ class _Fast:
     shape: tuple[int, ...]
     out_dtype: str
     args: tuple[Any, ...]  # float64 scalars already 0-d arrays; buffers at 0 and 2 + 4k
+    grid: tuple[int]
+    local: tuple[int]
 
 
 _fast: dict[tuple[Any, ...], _Fast] = {}
@@ -667,7 +669,7 @@ _fast: dict[tuple[Any, ...], _Fast] = {}
 
 def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
     queue = operands[0].queue
-    return (op.name, id(queue), _queue_facts(queue)[1].epoch("elementwise"),
+    return (op.name, _queue_facts(queue)[1].epoch("elementwise"),
             *[(t.shape, t.dtype, t.offset, id(t.queue)) for t in operands])
 
 
@@ -679,7 +681,9 @@ def _remember(op: EwOp, operands: Sequence[Tensor], shape: tuple[int, ...], out_
     for k in range(len(operands)):
         args[2 + 4 * k] = None
     frozen = tuple(np.array(a) if isinstance(a, np.float64) else a for a in args)
-    _fast[_fast_key(op, operands)] = _Fast(plan, shape, out_dtype, frozen)
+    local = _queue_facts(operands[0].queue)[2]
+    _fast[_fast_key(op, operands)] = _Fast(plan, shape, out_dtype, frozen,
+                                           (-(-plan.items // local) * local,), (local,))
 
 
 def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
@@ -693,7 +697,5 @@ def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
     args[0] = device_buffer(out)
     for k, t in enumerate(operands):
         args[2 + 4 * k] = device_buffer(t)
-    plan = entry.plan
-    local = _queue_facts(queue)[2]
-    launch_values(queue, plan.kernel, (-(-plan.items // local) * local,), (local,), args)
+    launch_values(queue, entry.plan.kernel, entry.grid, entry.local, args)
     return out
