@@ -256,22 +256,19 @@ class Module:
                 raise TypeError(f"Module.to: dtype must be one of {', '.join(FLOAT_DTYPES)}, "
                                 f"got {dtype!r}")
 
-        def target(t: Tensor) -> str:
-            return dtype if dtype is not None and t.dtype in FLOAT_DTYPES else t.dtype
+        def moved(t: Tensor, cls: type[Tensor]) -> Any:
+            dt = dtype if dtype is not None and t.dtype in FLOAT_DTYPES else t.dtype
+            return cls.from_host(t.queue if queue is None else queue,
+                                 t.to_host().astype(numpy_dtype(dt)), dtype=dt)
 
         for mod in self.modules():
             for name, p in list(mod._parameters.items()):
-                q = p.queue if queue is None else queue
-                moved_p = Parameter.from_host(q, p.to_host().astype(numpy_dtype(target(p))),
-                                              dtype=target(p))
-                setattr(mod, name, moved_p)
+                setattr(mod, name, moved(p, Parameter))
             for name, b in list(mod._buffers.items()):
                 if b is not None:
-                    q = b.queue if queue is None else queue
-                    moved = Tensor.from_host(q, b.to_host().astype(numpy_dtype(target(b))),
-                                             dtype=target(b))
-                    moved.persistent = True
-                    setattr(mod, name, moved)
+                    buf = moved(b, Tensor)
+                    buf.persistent = True
+                    setattr(mod, name, buf)
         return self
 
     # -- calling ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
+from ._elementwise_base import kernel_scalar, np_compute
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
 
@@ -212,12 +213,7 @@ def _check_dtypes(op: str, x: Tensor, *others: Tensor | None) -> None:
 def stat_dtype(dtype: str) -> str:
     """The dtype of the statistics (mean, 1/std, gradient sums) for inputs of ``dtype``: the
     kernels' compute type, float64 for float64 and float32 otherwise (float16 included)."""
-    return "float64" if dtype == "float64" else "float32"
-
-
-def _real(dtype: str, value: float) -> Any:
-    """``value`` as the compute type's scalar (the kernels take ``eps``/``momentum`` as CT)."""
-    return np.float64(value) if dtype == "float64" else np.float32(value)
+    return str(np_compute(dtype).name)
 
 
 def _check_stats(op: str, x: Tensor, count: int, **stats: Tensor) -> None:
@@ -278,12 +274,14 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         stats = cl_kernel(x.context, "bn_stats", _SRC, x.dtype)
         upd = running_mean is not None and running_var is not None
         launch(q, stats, (c * GROUP,), (GROUP,), x, mean, invstd, _or(running_mean, mean),
-               _or(running_var, x), n, c, hw, _real(sdt, eps), _real(sdt, momentum), int(upd))
+               _or(running_var, x), n, c, hw, kernel_scalar(op, eps, sdt),
+               kernel_scalar(op, momentum, sdt), int(upd))
     y = empty(q, x.shape, x.dtype)
     apply = cl_kernel(x.context, "bn_apply", _SRC, x.dtype)
     affine = weight is not None and bias is not None
     launch_1d(q, apply, x.size, x, y, mean, invstd, _or(running_mean, x), _or(running_var, x),
-              _or(weight, x), _or(bias, x), x.size, c, hw, _real(sdt, eps), int(not training),
+              _or(weight, x), _or(bias, x), x.size, c, hw, kernel_scalar(op, eps, sdt),
+              int(not training),
               int(affine), int(fused))
     if fuse_relu and not fused:
         from ._elementwise import relu
@@ -404,7 +402,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     affine = weight is not None and bias is not None
     if rows:
         launch(q, kernel, (rows * GROUP,), (GROUP,), x, y_t, mean_t, rstd_t, _or(weight, x),
-               _or(bias, x), d, _real(sdt, eps), int(affine))
+               _or(bias, x), d, kernel_scalar(op, eps, sdt), int(affine))
     return y_t, mean_t, rstd_t
 
 
