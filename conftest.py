@@ -23,6 +23,18 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["NETCL_DEVICE"] = choice
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """``netcl devices under test: ...`` and, where a device failed its probe, ``skipped``."""
+    try:
+        from netcl.core.testing import device_report
+    except ImportError:  # netcl-data's env holds no other netcl layer
+        try:
+            from netcl.data.augment_gpu import device_report
+        except ImportError:
+            return []
+    return device_report()
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "dev" in metafunc.fixturenames:
         from netcl.core.testing import available_devices, device_id

@@ -24,6 +24,7 @@ from netcl.core.capabilities import (
     vendor_family_of,
 )
 from netcl.core.device_profile import ExtendedDeviceProfile, architecture_of, extended_profile
+from netcl.core.testing import available_devices
 
 GPU, CPU, ACCEL, DEFAULT = 4, 2, 8, 1
 
@@ -307,12 +308,8 @@ def test_architecture_of_cpu_device() -> None:
 
 
 def _real_devices() -> list[Any]:
-    try:
-        import pyopencl as cl
-
-        return [d for p in cl.get_platforms() for d in p.get_devices()]
-    except Exception:  # no pyopencl, no ICD loader, or no platform
-        return []
+    """Every OpenCL device that passed netcl's probe (none without pyopencl or a driver)."""
+    return [h.cl_device for h in available_devices() if h.backend == "cl"]
 
 
 @pytest.mark.parametrize("device", _real_devices(), ids=lambda d: str(d.name))

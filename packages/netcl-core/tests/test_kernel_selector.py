@@ -24,6 +24,7 @@ from netcl.core.kernel_selector import (
     select_conv2d_config,
     select_matmul_config,
 )
+from netcl.core.testing import available_devices
 
 V = KernelVariant
 GPU, CPU = 4, 2
@@ -706,12 +707,8 @@ def test_selector_rejects_plain_profile() -> None:
 
 
 def _real_devices() -> list[Any]:
-    try:
-        import pyopencl as cl
-
-        return [d for p in cl.get_platforms() for d in p.get_devices()]
-    except Exception:  # no pyopencl, no ICD loader, or no platform
-        return []
+    """Every OpenCL device that passed netcl's probe (none without pyopencl or a driver)."""
+    return [h.cl_device for h in available_devices() if h.backend == "cl"]
 
 
 @pytest.mark.parametrize("device", _real_devices(), ids=lambda d: str(d.name))

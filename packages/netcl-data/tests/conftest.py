@@ -35,18 +35,15 @@ def no_leaks() -> Iterator[None]:
 
 
 def _opencl_devices() -> list[Any]:
+    """Usable OpenCL devices by netcl-core's probe verdicts (the same cache file)."""
     try:
-        import pyopencl as cl
-    except ImportError:
-        return []
-    try:
-        platforms = cl.get_platforms()
-    except Exception:  # no ICD loader or no platform
+        from netcl.data.augment_gpu import opencl_devices
+    except ImportError:  # no pyopencl
         return []
     wanted = os.environ.get("NETCL_DEVICE", "")
     if wanted == "cpu":  # NumPy only: no OpenCL device tests
         return []
-    devices = [d for p in platforms for d in p.get_devices()]
+    devices, _ = opencl_devices()
     if wanted and wanted not in ("cl", "auto") and not wanted.startswith("cl:"):
         devices = [d for d in devices if wanted.lower() in d.name.lower()]
     return devices

@@ -19,6 +19,9 @@ def cl() -> Any:
     """Return the ``pyopencl`` module, or raise ``ImportError`` saying how to install it."""
     global _cl
     if _cl is None:
+        from .icd import register_pip_runtimes
+
+        register_pip_runtimes()  # before pyopencl's loader reads OCL_ICD_VENDORS
         try:
             _cl = importlib.import_module("pyopencl")
         except ImportError as exc:

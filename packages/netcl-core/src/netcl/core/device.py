@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ._cl import cl, have_pyopencl
 from .capabilities import device_type_name
+from .device_probe import Verdict, remedy, verdict
 
 __all__ = [
     "CPUQueue",
@@ -109,6 +111,8 @@ class DeviceManager:
         self._lock = threading.RLock()
         self._devices: list[tuple[Any, Any]] | None = None
         self._handles: dict[str, DeviceHandle | None] = {}
+        self._verdicts: dict[int, Verdict] = {}
+        self._warned: set[int] = set()
 
     def discover(self) -> list[tuple[Any, Any]]:
         """Every ``(platform, device)`` pair the OpenCL drivers report (empty without pyopencl)."""
@@ -128,6 +132,42 @@ class DeviceManager:
                         found.extend((platform, dev) for dev in devices)
                 self._devices = found
             return list(self._devices)
+
+    def verdict(self, index: int, refresh: bool = False) -> Verdict:
+        """Whether discovered device ``index`` passed the probe (see :mod:`.device_probe`)."""
+        with self._lock:
+            if refresh or index not in self._verdicts:
+                platform, dev = self.discover()[index]
+                self._verdicts[index] = verdict(platform, dev, refresh=refresh)
+            return self._verdicts[index]
+
+    def unusable(self) -> list[tuple[str, Verdict, str]]:
+        """``(device id, verdict, remedy)`` for every discovered device that failed its probe.
+
+        Examples:
+            >>> DeviceManager().unusable() == [] or True
+            True
+        """
+        found = []
+        for i, (platform, dev) in enumerate(self.discover()):
+            v = self.verdict(i)
+            if not v.usable:
+                found.append((_device_id(platform, dev), v, _remedy_of(platform, dev)))
+        return found
+
+    def _usable(self, index: int, warn: bool) -> bool:
+        """The probe's verdict on device ``index``; a skipped device is reported once."""
+        v = self.verdict(index)
+        if not v.usable and warn and index not in self._warned:
+            self._warned.add(index)
+            platform, dev = self.discover()[index]
+            warnings.warn(
+                f"netcl: skipped unusable OpenCL device {_device_id(platform, dev)} "
+                f"({v.reason}); {_remedy_of(platform, dev)}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return v.usable
 
     @staticmethod
     def _device_type(dev: Any) -> str:
@@ -153,8 +193,9 @@ class DeviceManager:
             return self._handles[key]
 
     def all_handles(self) -> list[DeviceHandle]:
-        """A handle for every OpenCL device found, then the NumPy backend."""
-        handles = [self._handle(i) for i in range(len(self.discover()))]
+        """A handle for every usable OpenCL device found, then the NumPy backend."""
+        usable = [i for i in range(len(self.discover())) if self.verdict(i).usable]
+        handles = [self._handle(i) for i in usable]
         return [*handles, _CPU_HANDLE]
 
     def reset(self) -> None:
@@ -162,6 +203,7 @@ class DeviceManager:
         with self._lock:
             self._devices = None
             self._handles.clear()
+            self._verdicts.clear()
 
     # -- selection -------------------------------------------------------------------------
 
@@ -173,31 +215,46 @@ class DeviceManager:
                 return _CPU_HANDLE
             raise RuntimeError(f"DeviceManager.default({original!r}): {_opencl_disabled[0]}")
         devices = self.discover()
-        if key in ("auto", "cl"):
-            for kind in _AUTO_ORDER:
+        if key in ("auto", "cl", "gpu", "accel"):
+            kinds = _AUTO_ORDER if key in ("auto", "cl") else (key,)
+            for kind in kinds:
                 for i, (_, dev) in enumerate(devices):
-                    if self._device_type(dev) == kind:
+                    if self._device_type(dev) == kind and self._usable(i, warn=True):
                         return self._handle(i)
             return _CPU_HANDLE if key == "auto" else None
-        if key in ("gpu", "accel"):
-            for i, (_, dev) in enumerate(devices):
-                if self._device_type(dev) == key:
-                    return self._handle(i)
-            return None
         if key.startswith("cl:"):
-            return self._select_index(key, original, devices)
-        for i, (platform, dev) in enumerate(devices):
-            if key in dev.name.lower() or key in platform.name.lower():
+            return self._checked(self._select_index(key, original, devices), original)
+        matches = [
+            i for i, (platform, dev) in enumerate(devices)
+            if key in dev.name.lower() or key in platform.name.lower()
+        ]
+        for i in matches:
+            if self._usable(i, warn=False):
                 return self._handle(i)
+        if matches:
+            return self._checked(matches[0], original)
         names = [f"{p.name.strip()}: {d.name.strip()}" for p, d in devices] or ["no OpenCL device"]
         raise ValueError(
             f"DeviceManager.default: unknown device selector {original!r}; use auto, gpu, cpu, "
             f"cl, cl:PLATFORM:DEVICE or a name fragment of one of: {'; '.join(names)}"
         )
 
+    def _checked(self, index: int, original: str) -> DeviceHandle:
+        """The handle of device ``index``, or a ``RuntimeError`` saying why it is unusable."""
+        v = self.verdict(index)
+        if v.usable:
+            return self._handle(index)
+        platform, dev = self.discover()[index]
+        usable = [str(h) for h in self.all_handles()]
+        raise RuntimeError(
+            f"DeviceManager.default({original!r}): OpenCL device {_device_id(platform, dev)} "
+            f"is unusable: {v.reason}; {_remedy_of(platform, dev)}. "
+            f"Usable devices: {', '.join(usable)}"
+        )
+
     def _select_index(
         self, key: str, original: str, devices: list[tuple[Any, Any]]
-    ) -> DeviceHandle | None:
+    ) -> int:
         parts = key.split(":")
         try:
             p_index, d_index = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
@@ -221,7 +278,7 @@ class DeviceManager:
                 f"DeviceManager.default: device index {d_index} in {original!r} is out of range "
                 f"(platform {p_index} has {len(on_platform)} devices)"
             )
-        return self._handle(on_platform[d_index])
+        return on_platform[d_index]
 
     def _handle(self, index: int) -> DeviceHandle:
         key = f"#{index}"
@@ -252,6 +309,15 @@ class DeviceManager:
             )
             self._handles[key] = handle
             return handle
+
+
+def _device_id(platform: Any, dev: Any) -> str:
+    """``cl:<platform>:<device>``, the form ``str(DeviceHandle)`` prints."""
+    return f"cl:{platform.name.strip()}:{dev.name.strip()}"
+
+
+def _remedy_of(platform: Any, dev: Any) -> str:
+    return remedy(platform.name, device_type_name(int(dev.type)))
 
 
 manager = DeviceManager()

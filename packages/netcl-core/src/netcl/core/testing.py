@@ -18,7 +18,14 @@ import numpy as np
 from .device import DeviceHandle, manager
 from .dtypes import canonical_dtype
 
-__all__ = ["TOLERANCES", "assert_close", "available_devices", "device_id", "supports_dtype"]
+__all__ = [
+    "TOLERANCES",
+    "assert_close",
+    "available_devices",
+    "device_id",
+    "device_report",
+    "supports_dtype",
+]
 
 # (rtol, atol) per dtype: the one table every op test uses.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -40,6 +47,21 @@ def available_devices() -> list[DeviceHandle]:
             raise RuntimeError(f"NETCL_DEVICE={choice!r} matches no device on this machine")
         return [handle]
     return [manager.default("cpu"), *manager.all_handles()[:-1]]  # type: ignore[list-item]
+
+
+def device_report() -> list[str]:
+    """The test session's header: the devices under test and each unusable one skipped.
+
+    Examples:
+        >>> device_report()[0].startswith("netcl devices under test: ")
+        True
+    """
+    ids = ["cpu" if h.backend == "cpu" else str(h) for h in available_devices()]
+    lines = [f"netcl devices under test: {', '.join(ids)}"]
+    skipped = [f"{name} ({v.reason})" for name, v, _ in manager.unusable()]
+    if skipped:
+        lines.append(f"netcl devices skipped: {'; '.join(skipped)}")
+    return lines
 
 
 def device_id(handle: Any) -> str:

@@ -13,12 +13,15 @@ kept; per-image parameters (offsets, flags, boxes, factors) travel in one small 
 per queue that is reused from call to call, so a call allocates only its output arrays (pass
 ``allocator``, e.g. a :class:`pyopencl.tools.MemoryPool`, to pool those too).
 
-Needs pyopencl: ``pip install 'netcl-data[opencl]'``.
+Needs pyopencl: ``pip install 'netcl-data[opencl]'``. Where this layer picks a device by
+itself (:func:`default_queue`, :func:`opencl_devices`) it obeys netcl-core's probe verdicts,
+read from the same cache file: a device found unusable there is skipped with its reason, and a
+device not probed yet must build this module's kernels first.
 
 Examples:
     >>> import numpy as np, pyopencl as cl, pyopencl.array as cl_array
     >>> from netcl.data import augment, augment_gpu
-    >>> queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    >>> queue = augment_gpu.default_queue()
     >>> x = np.random.default_rng(0).integers(0, 256, (8, 3, 32, 32), dtype=np.uint8)
     >>> pipeline = augment.Compose([augment.RandomCrop(32, padding=4),
     ...                             augment.RandomHorizontalFlip(),
@@ -53,9 +56,10 @@ except ImportError as _exc:  # pragma: no cover - exercised only without pyopenc
     ) from _exc
 
 from . import augment
+from ._cl_devices import device_key, register_pip_runtimes, stored_verdicts
 from .augment import Shape
 
-__all__ = ["apply", "supported"]
+__all__ = ["apply", "default_queue", "device_report", "opencl_devices", "supported"]
 
 _CTYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.float32): "float"}
 
@@ -236,6 +240,82 @@ def _get_kernels(context: cl.Context, dtype: np.dtype[Any]) -> _Kernels:
         kernel.set_scalar_arg_dtypes([dtype if s == "T" else s for s in signature])
         kernels[name] = kernel
     return _Kernels(kernels)
+
+
+# -- which devices this layer may pick by itself ---------------------------------------------
+
+_AUTO_ORDER = (cl.device_type.GPU, cl.device_type.ACCELERATOR, cl.device_type.CPU)
+_own_verdicts: dict[str, tuple[bool, str]] = {}
+
+
+def _verdict(dev: cl.Device, stored: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
+    """netcl-core's stored verdict, else whether this module's kernels build there."""
+    key = device_key(dev)
+    if key in stored:
+        return stored[key]
+    if key not in _own_verdicts:
+        try:
+            _get_kernels(cl.Context([dev]), np.dtype(np.uint8))
+            _own_verdicts[key] = (True, "")
+        except Exception as exc:  # a build failure or a driver error
+            _own_verdicts[key] = (False, str(exc).splitlines()[0])
+    return _own_verdicts[key]
+
+
+def opencl_devices() -> tuple[list[cl.Device], list[tuple[cl.Device, str]]]:
+    """Usable OpenCL devices (GPU first, as netcl's ``auto``) and ``(device, reason)`` skipped.
+
+    Examples:
+        >>> usable, skipped = opencl_devices()
+        >>> all(isinstance(reason, str) for _, reason in skipped)
+        True
+    """
+    register_pip_runtimes()
+    try:
+        found = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error:  # no ICD loader or no platform
+        return [], []
+    rank = {kind: i for i, kind in enumerate(_AUTO_ORDER)}
+    found.sort(key=lambda d: min((r for k, r in rank.items() if d.type & k), default=len(rank)))
+    stored = stored_verdicts()
+    usable, skipped = [], []
+    for dev in found:
+        ok, reason = _verdict(dev, stored)
+        if ok:
+            usable.append(dev)
+        else:
+            skipped.append((dev, reason))
+    return usable, skipped
+
+
+def default_queue() -> cl.CommandQueue:
+    """An in-order queue on the best usable OpenCL device (GPU, accelerator, then CPU).
+
+    Raises:
+        RuntimeError: no usable OpenCL device; the message names each one skipped and why.
+    """
+    usable, skipped = opencl_devices()
+    if not usable:
+        why = "; ".join(f"{d.platform.name.strip()}: {d.name.strip()} ({r})" for d, r in skipped)
+        raise RuntimeError(
+            "augment_gpu.default_queue: no usable OpenCL device"
+            + (f"; skipped {why}" if why else "")
+            + "; install one with `pip install 'netcl-data[intel-cpu]'` or a GPU driver"
+        )
+    return cl.CommandQueue(cl.Context([usable[0]]))
+
+
+def device_report() -> list[str]:
+    """The test session header: OpenCL devices under test and those skipped, with the reason."""
+    usable, skipped = opencl_devices()
+    ids = ["cpu"] + [f"cl:{d.platform.name.strip()}:{d.name.strip()}" for d in usable]
+    lines = [f"netcl devices under test: {', '.join(ids)}"]
+    if skipped:
+        lines.append(
+            "netcl devices skipped: "
+            + "; ".join(f"cl:{d.platform.name.strip()}:{d.name.strip()} ({r})" for d, r in skipped)
+        )
+    return lines
 
 
 # -- parameters: one reused device buffer per queue ------------------------------------------
