@@ -100,3 +100,29 @@ def test_import_touches_no_driver() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_netcl_device_errors_name_the_value_and_its_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NETCL_DEVICE", "garbage-device")
+    named = r"unknown device selector 'garbage-device' \(from NETCL_DEVICE\)"
+    with pytest.raises(ValueError, match=named):
+        DeviceManager().default("auto")
+    monkeypatch.setenv("NETCL_DEVICE", "cl:9:0")
+    with pytest.raises(ValueError, match=r"platform index 9 in 'cl:9:0' \(from NETCL_DEVICE\)|"
+                                         r"unknown device selector"):
+        DeviceManager().default("auto")
+
+
+def test_netcl_device_naming_an_absent_kind_is_an_error_not_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = DeviceManager()
+    if any(m._device_type(d) == "accel" for _, d in m.discover()):
+        pytest.skip("this machine has an accelerator")
+    monkeypatch.setenv("NETCL_DEVICE", "accel")
+    assert m.default("accel") is None  # asked for directly: None, as documented
+    with pytest.raises(RuntimeError, match=r"'accel' \(from NETCL_DEVICE\) matches no device on "
+                                           r"this machine; devices: .*cpu \(NumPy\)"):
+        m.default("auto")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -109,3 +111,32 @@ def test_root_shortcuts_compute(dev: DeviceHandle) -> None:
     assert callable(nc.build_matmul_kernel)
     b = nc.Tensor.from_host(q, np.array([1.0, 2.0, 3.0], np.float32))
     np.testing.assert_allclose(nc.bias_add(ta, b).to_host(), a + np.array([1.0, 2.0, 3.0]))
+
+
+def test_devices_command_lists_an_unusable_device_with_reason_and_remedy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from netcl.core import device_probe
+    from netcl.core.device import DeviceManager
+
+    m = DeviceManager()
+    if not m.discover():
+        pytest.skip("no OpenCL device to plant a failure on")
+    victim = m.discover()[0][1].name.strip()
+    real = device_probe.probe
+
+    def planted(dev: Any) -> device_probe.Verdict:
+        if dev.name.strip() == victim:
+            return device_probe.Verdict(False, "clBuildProgram failed: planted")
+        return real(dev)
+
+    monkeypatch.setenv("NETCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(device_probe, "probe", planted)
+    monkeypatch.setattr("netcl.cli.manager", m)
+    out = io.StringIO()
+    assert devices(out, reprobe=True) == 0
+    text = out.getvalue()
+    assert f"x [unusable] cl:{m.discover()[0][0].name.strip()}:{victim}" in text
+    assert "reason: clBuildProgram failed: planted" in text
+    assert "remedy: " in text and "NETCL_REPROBE=1" in text
+    assert f"auto picks: cl:{m.discover()[0][0].name.strip()}:{victim}" not in text

@@ -1,13 +1,15 @@
 """The ``netcl`` command.
 
-``netcl devices`` lists every OpenCL platform and device found plus the NumPy backend, and
-which one ``auto`` picks.
+``netcl devices`` lists every usable OpenCL device plus the NumPy backend, which one ``auto``
+picks, and every device that failed its probe with the reason and what to do about it
+(``--probe`` probes every device again instead of trusting the stored verdicts).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,10 +35,15 @@ def _describe(handle: DeviceHandle) -> list[str]:
     ]
 
 
-def devices(out: Any = None) -> int:
-    """Print every device and the one ``auto`` selects."""
+def devices(out: Any = None, reprobe: bool = False) -> int:
+    """Print every usable device, the one ``auto`` selects, and the unusable ones with why."""
     out = out or sys.stdout
-    chosen = manager.default("auto")
+    if reprobe:
+        for i in range(len(manager.discover())):
+            manager.verdict(i, refresh=True)
+    with warnings.catch_warnings():  # the unusable devices are listed below, with their remedy
+        warnings.simplefilter("ignore", RuntimeWarning)
+        chosen = manager.default("auto")
     for i, handle in enumerate(manager.all_handles()):
         marker = "*" if handle == chosen else " "
         selector = "cpu" if handle.backend == "cpu" else f"#{i}"
@@ -44,6 +51,10 @@ def devices(out: Any = None) -> int:
         print(f"{marker} [{selector}] {lines[0]}", file=out)
         for line in lines[1:]:
             print(f"      {line}", file=out)
+    for name, verdict, remedy in manager.unusable():
+        print(f"x [unusable] {name}", file=out)
+        print(f"      reason: {verdict.reason}", file=out)
+        print(f"      remedy: {remedy}", file=out)
     print(f"auto picks: {chosen}  (override with NETCL_DEVICE)", file=out)
     return 0
 
@@ -71,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netcl`` console command."""
     parser = argparse.ArgumentParser(prog="netcl", description="netcl command line")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("devices", help="list OpenCL devices and the NumPy backend")
+    dp = sub.add_parser("devices", help="list OpenCL devices and the NumPy backend")
+    dp.add_argument("--probe", action="store_true",
+                    help="probe every OpenCL device again (after a driver change)")
     tp = sub.add_parser("train", help="train a CNN on scikit-learn's handwritten digits")
     tp.add_argument("--device", default="auto",
                     help="auto (default), cpu (NumPy), cl, cl:P:D or a device-name fragment")
@@ -87,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="mixed precision: float16 matmuls/convolutions, dynamic loss scaling")
     args = parser.parse_args(argv)
     if args.command == "devices":
-        return devices()
+        return devices(reprobe=args.probe)
     if args.command == "train":
         return train(args)
     parser.error(f"unknown command {args.command!r}")

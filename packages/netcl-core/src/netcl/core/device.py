@@ -1,7 +1,8 @@
 """Device discovery, the process-wide ``manager`` and the thread-local active device.
 
 Importing this module touches no driver: ``manager`` is constructed here, but platforms are
-only enumerated on the first ``discover()`` / ``default()`` call.
+only enumerated on the first ``discover()`` / ``default()`` call, and each device is probed
+(its verdict read from the cache, or one tiny kernel run) the first time it is considered.
 
 Examples:
     >>> from netcl.core.device import manager
@@ -105,6 +106,10 @@ class DeviceManager:
     ``NETCL_DEVICE`` variable overrides it), ``"gpu"``, ``"cpu"`` / ``"numpy"`` (the NumPy
     backend), ``"cl"`` (the best OpenCL device), ``"cl:P:D"`` (platform and device index), or a
     fragment of a platform or device name (case-insensitive).
+
+    Every OpenCL device is probed before it is offered (:mod:`.device_probe`): kind selectors
+    and ``auto`` skip an unusable device (one ``RuntimeWarning`` each, with the reason and what
+    to do), and an index or name that points only at unusable devices raises ``RuntimeError``.
     """
 
     def __init__(self) -> None:
@@ -177,20 +182,35 @@ class DeviceManager:
     def default(self, selector: str = "auto") -> DeviceHandle | None:
         """Return the cached handle for ``selector``; ``None`` when no such device exists.
 
+        ``"auto"`` always returns a handle; when ``NETCL_DEVICE`` replaces it with a selector
+        that matches no device, that is an error.
+
         Raises:
             ValueError: the selector names no known device kind, index or name.
+            RuntimeError: the selector names only unusable devices, or ``NETCL_DEVICE`` names
+                a device kind that is not present.
         """
         if not isinstance(selector, str):
             raise TypeError(f"DeviceManager.default: selector must be a str, got {selector!r}")
         key = selector.strip().lower()
         if key == "auto" and _opencl_disabled:
             return _CPU_HANDLE  # a forked child: the best device left is NumPy
+        described = repr(selector)
         if key == "auto":
-            key = os.environ.get("NETCL_DEVICE", "auto").strip().lower() or "auto"
+            value = os.environ.get("NETCL_DEVICE", "auto")
+            key = value.strip().lower() or "auto"
+            if key != "auto":
+                described = f"{value!r} (from NETCL_DEVICE)"
         with self._lock:
             if key not in self._handles:
-                self._handles[key] = self._select(key, selector)
-            return self._handles[key]
+                self._handles[key] = self._select(key, described)
+            handle = self._handles[key]
+        if handle is None and selector.strip().lower() == "auto":
+            raise RuntimeError(
+                f"DeviceManager.default: {described} matches no device on this machine; "
+                f"devices: {', '.join(str(h) for h in self.all_handles())}"
+            )
+        return handle
 
     def all_handles(self) -> list[DeviceHandle]:
         """A handle for every usable OpenCL device found, then the NumPy backend."""
@@ -213,7 +233,7 @@ class DeviceManager:
         if _opencl_disabled:
             if key == "auto":
                 return _CPU_HANDLE
-            raise RuntimeError(f"DeviceManager.default({original!r}): {_opencl_disabled[0]}")
+            raise RuntimeError(f"DeviceManager.default({original}): {_opencl_disabled[0]}")
         devices = self.discover()
         if key in ("auto", "cl", "gpu", "accel"):
             kinds = _AUTO_ORDER if key in ("auto", "cl") else (key,)
@@ -235,7 +255,7 @@ class DeviceManager:
             return self._checked(matches[0], original)
         names = [f"{p.name.strip()}: {d.name.strip()}" for p, d in devices] or ["no OpenCL device"]
         raise ValueError(
-            f"DeviceManager.default: unknown device selector {original!r}; use auto, gpu, cpu, "
+            f"DeviceManager.default: unknown device selector {original}; use auto, gpu, cpu, "
             f"cl, cl:PLATFORM:DEVICE or a name fragment of one of: {'; '.join(names)}"
         )
 
@@ -247,7 +267,7 @@ class DeviceManager:
         platform, dev = self.discover()[index]
         usable = [str(h) for h in self.all_handles()]
         raise RuntimeError(
-            f"DeviceManager.default({original!r}): OpenCL device {_device_id(platform, dev)} "
+            f"DeviceManager.default({original}): OpenCL device {_device_id(platform, dev)} "
             f"is unusable: {v.reason}; {_remedy_of(platform, dev)}. "
             f"Usable devices: {', '.join(usable)}"
         )
@@ -260,7 +280,7 @@ class DeviceManager:
             p_index, d_index = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
         except (IndexError, ValueError):
             raise ValueError(
-                f"DeviceManager.default: selector {original!r} must look like cl:PLATFORM:DEVICE "
+                f"DeviceManager.default: selector {original} must look like cl:PLATFORM:DEVICE "
                 f"with integer indices"
             ) from None
         platforms: list[Any] = []
@@ -269,13 +289,13 @@ class DeviceManager:
                 platforms.append(platform)
         if not 0 <= p_index < len(platforms):
             raise ValueError(
-                f"DeviceManager.default: platform index {p_index} in {original!r} is out of range "
+                f"DeviceManager.default: platform index {p_index} in {original} is out of range "
                 f"(found {len(platforms)} platforms)"
             )
         on_platform = [i for i, (p, _) in enumerate(devices) if p == platforms[p_index]]
         if not 0 <= d_index < len(on_platform):
             raise ValueError(
-                f"DeviceManager.default: device index {d_index} in {original!r} is out of range "
+                f"DeviceManager.default: device index {d_index} in {original} is out of range "
                 f"(platform {p_index} has {len(on_platform)} devices)"
             )
         return on_platform[d_index]
