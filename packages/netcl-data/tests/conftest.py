@@ -63,8 +63,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="module")
-def cl_queue(cl_device: Any) -> Any:
-    """An in-order command queue on a context of its own for ``cl_device``."""
+def cl_context(cl_device: Any) -> Any:
+    """A context of its own for ``cl_device``."""
     import pyopencl as cl
 
-    return cl.CommandQueue(cl.Context([cl_device]))
+    return cl.Context([cl_device])
+
+
+@pytest.fixture(scope="module")
+def cl_queue(cl_context: Any) -> Any:
+    """An in-order command queue on ``cl_context`` (the fixture keeps the context alive: Intel's
+    CPU runtime frees a context that Python dropped even while a queue on it lives)."""
+    import pyopencl as cl
+
+    return cl.CommandQueue(cl_context)

@@ -246,6 +246,9 @@ def _get_kernels(context: cl.Context, dtype: np.dtype[Any]) -> _Kernels:
 
 _AUTO_ORDER = (cl.device_type.GPU, cl.device_type.ACCELERATOR, cl.device_type.CPU)
 _own_verdicts: dict[str, tuple[bool, str]] = {}
+# Intel's CPU runtime frees a context once Python drops it even while a queue on it lives
+# (queue.context then fails with INVALID_CONTEXT), so the context is kept with its queue.
+_default_queues: dict[str, tuple[cl.Context, cl.CommandQueue]] = {}
 
 
 def _verdict(dev: cl.Device, stored: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
@@ -302,7 +305,11 @@ def default_queue() -> cl.CommandQueue:
             + (f"; skipped {why}" if why else "")
             + "; install one with `pip install 'netcl-data[intel-cpu]'` or a GPU driver"
         )
-    return cl.CommandQueue(cl.Context([usable[0]]))
+    key = device_key(usable[0])
+    if key not in _default_queues:
+        context = cl.Context([usable[0]])
+        _default_queues[key] = (context, cl.CommandQueue(context))
+    return _default_queues[key][1]
 
 
 def device_report() -> list[str]:
