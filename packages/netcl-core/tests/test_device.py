@@ -28,11 +28,11 @@ def test_cpu_selector_is_numpy() -> None:
 def test_auto_prefers_opencl_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NETCL_DEVICE", raising=False)
     m = DeviceManager()
-    found = m.discover()
+    found = [d for i, (_, d) in enumerate(m.discover()) if m.verdict(i).usable]
     h = m.default("auto")
     assert h is not None
     if found:
-        kinds = [m._device_type(d) for _, d in found]
+        kinds = [m._device_type(d) for d in found]
         order = ["gpu", "accel", "cpu", "other"]
         best = min(kinds, key=order.index)
         assert h.backend == "cl" and h.device_type == best
@@ -48,11 +48,16 @@ def test_netcl_device_overrides_auto(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_index_and_name_selectors() -> None:
     m = DeviceManager()
     found = m.discover()
-    if not found:
-        pytest.skip("no OpenCL device")
-    h = m.default("cl:0:0")
-    assert h is not None and h.backend == "cl"
-    frag = found[0][1].name.split()[0].lower()
+    usable = [i for i in range(len(found)) if m.verdict(i).usable]
+    if not usable:
+        pytest.skip("no usable OpenCL device")
+    platforms = list(dict.fromkeys(p.int_ptr for p, _ in found))
+    platform = found[usable[0]][0]
+    on_platform = [i for i, (p, _) in enumerate(found) if p.int_ptr == platform.int_ptr]
+    selector = f"cl:{platforms.index(platform.int_ptr)}:{on_platform.index(usable[0])}"
+    h = m.default(selector)
+    assert h is not None and h.backend == "cl" and h.cl_device == found[usable[0]][1]
+    frag = found[usable[0]][1].name.split()[0].lower()
     assert m.default(frag) is not None
     with pytest.raises(ValueError, match=r"platform index 9 in 'cl:9:0' is out of range"):
         m.default("cl:9:0")
