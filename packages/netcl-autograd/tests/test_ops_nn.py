@@ -132,6 +132,39 @@ def test_avg_pool2d(dev: DeviceHandle, include: bool) -> None:
                (r(1, 2, 7, 5),))
 
 
+def avg_pool_ceil_ref(a: Any, k: Any, s: Any, p: Any, include: bool) -> Any:
+    """PyTorch's ceil_mode average pooling, loop for loop: the last window may overhang the
+    padded input; the divisor is the window clipped to it (``include``) or to the input."""
+    (kh, kw), (sh, sw), (ph, pw) = pair(k), pair(s), pair(p)
+    h, w = a.shape[2:]
+
+    def size(n: int, k_: int, s_: int, p_: int) -> int:
+        out = -(-(n + 2 * p_ - k_) // s_) + 1
+        return out - 1 if (out - 1) * s_ >= n + p_ else out
+
+    y = np.zeros((*a.shape[:2], size(h, kh, sh, ph), size(w, kw, sw, pw)))
+    for i in range(y.shape[2]):
+        for j in range(y.shape[3]):
+            r0, c0 = i * sh - ph, j * sw - pw
+            r1, c1 = min(r0 + kh, h + ph), min(c0 + kw, w + pw)
+            padded = (r1 - r0) * (c1 - c0)
+            r0, c0, r1, c1 = max(r0, 0), max(c0, 0), min(r1, h), min(c1, w)
+            total = a[:, :, r0:r1, c0:c1].sum(axis=(-1, -2))
+            y[:, :, i, j] = total / (padded if include else (r1 - r0) * (c1 - c0))
+    return y
+
+
+@pytest.mark.parametrize("include", [True, False])
+@pytest.mark.parametrize("xs, k, s, p", [((2, 3, 7, 7), 2, 2, 0), ((1, 2, 8, 7), (3, 2), 2, 1),
+                                         ((1, 1, 1, 7), (1, 2), (1, 2), 0)], ids=str)
+def test_avg_pool2d_ceil_mode(dev: DeviceHandle, xs: Any, k: Any, s: Any, p: Any,
+                              include: bool) -> None:
+    """ceil_mode trains: the backward divides by the forward's divisor (the issue's case
+    first: 2x3x7x7, k2 s2, whose last row and column of windows overhang the input)."""
+    check_grad(dev, lambda t: ops.avg_pool2d(t, k, s, p, include, ceil_mode=True),
+               lambda a: avg_pool_ceil_ref(a, k, s, p, include), (r(*xs),))
+
+
 def test_adaptive_and_global_avg_pool2d(dev: DeviceHandle) -> None:
     def ref(a: Any, out: tuple[int, int]) -> Any:
         h, w = a.shape[2:]

@@ -3,6 +3,7 @@ ResNet-18 (CIFAR stem) forward + backward agreeing between backends."""
 
 from __future__ import annotations
 
+import doctest
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from netcl.nn import (
     MaxPool2d,
     ReLU,
     Sequential,
+    _layers,
     resnet18,
 )
 
@@ -181,3 +183,7 @@ def test_resnet18_gradients_agree_between_backends_float64() -> None:
     to 1e-9 of each gradient's largest entry (the float64 forward runs every conv variant the
     selector picks for these shapes, and the backward the transposed-conv and GEMM kernels)."""
     _check_resnet("float64", None, 1e-10, 1e-9)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(_layers).failed == 0

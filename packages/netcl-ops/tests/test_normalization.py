@@ -11,9 +11,9 @@ import pytest
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
-from netcl.ops.testing import check_error, check_op
+from netcl.ops.testing import check_error, check_op, offset_view
 
 SHAPES = [(7, 3), (2, 3, 5), (4, 2, 3, 3), (1, 5, 7, 7)]
 DTYPES = ["float32", "float16", "float64"]
@@ -228,3 +228,47 @@ def test_norm_backward_refuses_statistics_of_another_dtype(dev: DeviceHandle) ->
     check_error(dev, lambda g: layer_norm_backward(g, x64, 3, mean, s32), (np.ones((4, 3)),), {},
                 TypeError, r"layer_norm_backward: rstd must be a \(4,\) float64 tensor",
                 dtype="float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_norms_read_views_with_an_element_offset(dev: DeviceHandle, dtype: str) -> None:
+    """batch_norm (training with running statistics, eval, fused ReLU), layer_norm and both
+    backward ops on tensors that start some elements into their buffer (as slices of bigger
+    tensors do): the same numbers as offset-0 copies, bit for bit, and the float64 formulas."""
+    _need(dev, dtype)
+    rng = np.random.default_rng(7)
+    q = dev.queue
+    x, g = rng.standard_normal((4, 3, 2, 5)), rng.standard_normal((4, 3, 2, 5))
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    rm, rv = rng.standard_normal(3), rng.random(3) + 0.5
+
+    def both(a: Any, offset: int) -> tuple[Tensor, Tensor]:
+        return offset_view(dev, a, offset, dtype), Tensor.from_host(q, a, dtype=dtype)
+
+    (xv, xc), (gv, gc), (wv, wc), (bv, bc) = both(x, 5), both(g, 3), both(w, 1), both(b, 2)
+    (rmv, rmc), (rvv, rvc) = both(rm, 4), both(rv, 3)
+    yv, mv, iv = batch_norm(xv, rmv, rvv, wv, bv, momentum=0.25)
+    yc, mc, ic = batch_norm(xc, rmc, rvc, wc, bc, momentum=0.25)
+    for got, want in ((yv, yc), (mv, mc), (iv, ic), (rmv, rmc), (rvv, rvc)):
+        np.testing.assert_array_equal(got.to_host(), want.to_host())
+    check = x.astype(dtype).astype(np.float64)
+    assert_close(yv.to_host(), ref_bn(check, w.astype(dtype), b.astype(dtype)), dtype, 4)
+    for fuse in (False, True):
+        np.testing.assert_array_equal(
+            batch_norm(xv, rmv, rvv, wv, bv, training=False, fuse_relu=fuse).to_host(),
+            batch_norm(xc, rmc, rvc, wc, bc, training=False, fuse_relu=fuse).to_host())
+    mean_v, invstd_v = offset_view(dev, mc.to_host(), 3, mc.dtype), offset_view(
+        dev, ic.to_host(), 6, ic.dtype)
+    for got, want in zip(batch_norm_backward(gv, xv, mean_v, invstd_v, wv),
+                         batch_norm_backward(gc, xc, mc, ic, wc)):
+        np.testing.assert_array_equal(got.to_host(), want.to_host())
+    lw, lb = both(rng.standard_normal((2, 5)), 7), both(rng.standard_normal((2, 5)), 1)
+    outs_v, outs_c = layer_norm(xv, (2, 5), lw[0], lb[0]), layer_norm(xc, (2, 5), lw[1], lb[1])
+    for got, want in zip(outs_v, outs_c):
+        np.testing.assert_array_equal(got.to_host(), want.to_host())
+    assert_close(outs_v[0].to_host(), ref_ln(check, 10, lw[1].to_host().astype(np.float64),
+                                             lb[1].to_host().astype(np.float64)), dtype, 4)
+    mean_l, rstd_l = (offset_view(dev, t.to_host(), 2, t.dtype) for t in outs_c[1:])
+    for got, want in zip(layer_norm_backward(gv, xv, (2, 5), mean_l, rstd_l, lw[0]),
+                         layer_norm_backward(gc, xc, (2, 5), outs_c[1], outs_c[2], lw[1])):
+        np.testing.assert_array_equal(got.to_host(), want.to_host())

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import doctest
 from typing import Any
 
 import numpy as np
 import pytest
 
 from netcl.core.device import DeviceHandle
-from netcl.core.testing import supports_dtype
+from netcl.core.tensor import Tensor
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import (
+    _pooling,
     adaptive_avg_pool2d,
     adaptive_avg_pool2d_backward,
     avg_pool2d,
@@ -18,7 +21,8 @@ from netcl.ops import (
     max_pool2d,
     max_pool2d_backward,
 )
-from netcl.ops.testing import check_error, check_op
+from netcl.ops import testing as ops_testing
+from netcl.ops.testing import check_error, check_op, offset_view
 
 CASES = [  # shape, kernel, stride, padding, dilation
     ((1, 1, 7, 7), 2, None, 0, 1),
@@ -55,17 +59,30 @@ def ref_max(x: Any, k: Any, s: Any, p: Any, d: Any) -> tuple[Any, Any]:
     return y, idx
 
 
-def ref_avg(x: Any, k: Any, s: Any, p: Any, include: bool = True) -> Any:
+def _out_ceil(n: int, k: int, s: int, p: int) -> int:
+    """PyTorch's ceil_mode output size: the last window must start inside input or padding."""
+    out = -(-(n + 2 * p - k) // s) + 1
+    return out - 1 if (out - 1) * s >= n + p else out
+
+
+def ref_avg(x: Any, k: Any, s: Any, p: Any, include: bool = True, ceil: bool = False) -> Any:
+    """PyTorch's avg_pool2d, loop for loop (aten AvgPoolKernel): the divisor is the window
+    clipped to the padded input with count_include_pad, else clipped to the input."""
     (kh, kw), (ph, pw) = _pair(k), _pair(p)
     sh, sw = _pair(k if s is None else s)
     n, c, h, w = x.shape
-    oh, ow = _out(h, kh, sh, ph, 1), _out(w, kw, sw, pw, 1)
+    size = _out_ceil if ceil else (lambda n_, k_, s_, p_: _out(n_, k_, s_, p_, 1))
+    oh, ow = size(h, kh, sh, ph), size(w, kw, sw, pw)
     y = np.zeros((n, c, oh, ow))
     for i in range(oh):
         for j in range(ow):
             r0, q0 = i * sh - ph, j * sw - pw
-            win = x[:, :, max(r0, 0):min(r0 + kh, h), max(q0, 0):min(q0 + kw, w)]
-            y[:, :, i, j] = win.sum(axis=(2, 3)) / (kh * kw if include else win[0, 0].size)
+            r1, q1 = min(r0 + kh, h + ph), min(q0 + kw, w + pw)
+            pool_size = (r1 - r0) * (q1 - q0)
+            r0, q0, r1, q1 = max(r0, 0), max(q0, 0), min(r1, h), min(q1, w)
+            win = x[:, :, r0:r1, q0:q1]
+            y[:, :, i, j] = win.sum(axis=(2, 3)) / (pool_size if include else
+                                                    (r1 - r0) * (q1 - q0))
     return y
 
 
@@ -112,6 +129,15 @@ def test_max_pool2d_backward(dev: DeviceHandle, case: Any) -> None:
                  lambda g_, _i: ref(g_), (g, idx), dtype=dtype)
 
 
+def _avg_adjoint(shape: Any, k: Any, s: Any, p: Any, include: bool, ceil: bool, g: Any
+                 ) -> Any:
+    """d/dx of sum(avg_pool(x) * g), by linearity: the reference's adjoint applied to g."""
+    size = int(np.prod(shape))
+    eye = np.eye(size).reshape(size, *shape)
+    jac = np.stack([ref_avg(e, k, s, p, include, ceil) for e in eye])  # (size, *yshape)
+    return (jac * g).reshape(size, -1).sum(axis=1).reshape(shape)
+
+
 @pytest.mark.parametrize("include", [True, False])
 @pytest.mark.parametrize("case", CASES[:3], ids=str)
 def test_avg_pool2d_and_backward(dev: DeviceHandle, case: Any, include: bool) -> None:
@@ -119,15 +145,88 @@ def test_avg_pool2d_and_backward(dev: DeviceHandle, case: Any, include: bool) ->
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape)
     g = rng.standard_normal(ref_avg(x, k, s, p, include).shape)
-    # d/dx of sum(avg_pool(x) * g), by linearity: the adjoint applied to g
-    eye = np.eye(x.size).reshape(x.size, *shape)
-    jac = np.stack([ref_avg(e[None][0], k, s, p, include) for e in eye])  # (size, *yshape)
     for dtype in _dtypes(dev):
         check_op(dev, lambda t: avg_pool2d(t, k, s, p, count_include_pad=include),
                  lambda a: ref_avg(a, k, s, p, include), (x,), dtype=dtype)
         check_op(dev, lambda gt: avg_pool2d_backward(gt, shape, k, s, p, include),
-                 lambda g_: (jac * g_).reshape(x.size, -1).sum(axis=1).reshape(shape), (g,),
-                 dtype=dtype)
+                 lambda g_: _avg_adjoint(shape, k, s, p, include, False, g_), (g,), dtype=dtype)
+
+
+CEIL_CASES = [  # shape, kernel, stride, padding: the last window overhangs input and padding
+    ((2, 3, 7, 7), 2, 2, 0),
+    ((1, 2, 8, 9), 3, 2, 1),  # rows overhang the padding, columns do not
+    ((1, 1, 1, 7), (1, 2), (1, 2), 0),
+    ((1, 1, 33, 8), (4, 2), (3, 3), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("include", [True, False])
+@pytest.mark.parametrize("case", CEIL_CASES, ids=str)
+def test_avg_pool2d_ceil_mode_divides_by_the_window_inside_the_padded_input(
+        dev: DeviceHandle, case: Any, include: bool) -> None:
+    shape, k, s, p = case
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape)
+    g = rng.standard_normal(ref_avg(x, k, s, p, include, ceil=True).shape)
+    for dtype in _dtypes(dev):
+        check_op(dev, lambda t: avg_pool2d(t, k, s, p, include, ceil_mode=True),
+                 lambda a: ref_avg(a, k, s, p, include, ceil=True), (x,), dtype=dtype)
+        check_op(dev, lambda gt: avg_pool2d_backward(gt, shape, k, s, p, include,
+                                                     ceil_mode=True),
+                 lambda g_: _avg_adjoint(shape, k, s, p, include, True, g_), (g,), dtype=dtype)
+
+
+def test_avg_pool2d_ceil_mode_issue_example(dev: DeviceHandle) -> None:
+    """The issue's case: 2x3x7x7, k2 s2, ceil_mode, count_include_pad. The corner window holds
+    x[..., 6, 6] alone and lies outside the (zero) padding, so PyTorch divides by 1: it gave
+    0.2897 (1.1589 / 4), PyTorch gives 1.1589."""
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 7))
+    x[1, 2, 6, 6] = 1.1589
+    for dtype in ("float32", "float64"):
+        if not supports_dtype(dev, dtype):
+            continue
+        y = check_op(dev, lambda t: avg_pool2d(t, 2, 2, 0, True, ceil_mode=True),
+                     lambda a: ref_avg(a, 2, 2, 0, True, ceil=True), (x,), dtype=dtype)
+        assert y.shape == (2, 3, 4, 4)
+        assert y[1, 2, 3, 3] == pytest.approx(1.1589, rel=1e-6)  # was 0.2897
+        np.testing.assert_allclose(y[:, :, :3, 3], x[:, :, 0:6:2, 6] / 2 + x[:, :, 1:6:2, 6] / 2,
+                                   rtol=1e-5)
+
+
+def test_avg_pool2d_backward_checks_the_gradient_shape(dev: DeviceHandle) -> None:
+    g = np.ones((1, 1, 4, 4))  # ceil_mode's shape for 7x7, k2 s2; floor mode gives 3x3
+    check_error(dev, lambda gt: avg_pool2d_backward(gt, (1, 1, 7, 7), 2), (g,), {}, ValueError,
+                r"avg_pool2d_backward: grad must have shape \(1, 1, 3, 3\).*ceil_mode=False")
+
+
+def test_pooling_reads_views_with_an_element_offset(dev: DeviceHandle) -> None:
+    """Every pooling op, forward and backward, on inputs that start 5 (or 3) elements into
+    their buffer, as a slice of a bigger tensor does."""
+    rng = np.random.default_rng(6)
+    shape = (2, 3, 7, 7)
+    x = rng.standard_normal(shape)
+    _, idx = ref_max(x, 3, 2, 1, 1)
+    g3, g2 = rng.standard_normal((2, 3, 4, 4)), rng.standard_normal((2, 3, 2, 2))
+    for dtype in _dtypes(dev):
+        xv = offset_view(dev, x, 5, dtype)
+        xr = x.astype(dtype).astype(np.float64)
+        g3r, g2r = (a.astype(dtype).astype(np.float64) for a in (g3, g2))
+        g3v, g2v = offset_view(dev, g3, 3, dtype), offset_view(dev, g2, 5, dtype)
+        y, i = max_pool2d(xv, 3, 2, 1, return_indices=True)
+        assert_close(y.to_host(), ref_max(xr, 3, 2, 1, 1)[0], dtype)
+        np.testing.assert_array_equal(i.to_host(), idx)
+        dx = max_pool2d_backward(g3v, offset_view(dev, idx, 7), shape, 3, 2, 1)
+        plain = max_pool2d_backward(Tensor.from_host(dev.queue, g3r, dtype=dtype),
+                                    Tensor.from_host(dev.queue, idx), shape, 3, 2, 1)
+        assert_close(dx.to_host(), plain.to_host(), dtype)
+        assert_close(avg_pool2d(xv, 3, 2, 1).to_host(), ref_avg(xr, 3, 2, 1), dtype)
+        assert_close(avg_pool2d_backward(g3v, shape, 3, 2, 1).to_host(),
+                     _avg_adjoint(shape, 3, 2, 1, True, False, g3r), dtype)
+        assert_close(adaptive_avg_pool2d(xv, 2).to_host(), adaptive_avg_pool2d(
+            Tensor.from_host(dev.queue, xr, dtype=dtype), 2).to_host(), dtype)
+        assert_close(adaptive_avg_pool2d_backward(g2v, shape).to_host(),
+                     adaptive_avg_pool2d_backward(Tensor.from_host(dev.queue, g2r, dtype=dtype),
+                                                  shape).to_host(), dtype)
 
 
 @pytest.mark.parametrize("shape,out", [((2, 3, 7, 7), 1), ((1, 2, 9, 5), (4, 3)),
@@ -189,3 +288,8 @@ def test_pooling_errors(dev: DeviceHandle) -> None:
     check_error(dev, lambda t: max_pool2d(t, 9), (x4,), {}, ValueError, "too small for kernel")
     check_error(dev, lambda t: max_pool2d(t, 2), (np.zeros((1, 1, 4, 4), np.int64),), {},
                 TypeError, "must be floating point, got int64")
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(_pooling).failed == 0
+    assert doctest.testmod(ops_testing).failed == 0

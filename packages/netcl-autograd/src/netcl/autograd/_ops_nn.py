@@ -223,8 +223,11 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
 
 @differentiable("avg_pool2d")
 def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
-               padding: IntPair = 0, count_include_pad: bool = True) -> tuple[Tensor, Backward]:
-    """Average pooling (``count_include_pad``: padded zeros count in the divisor).
+               padding: IntPair = 0, count_include_pad: bool = True, ceil_mode: bool = False
+               ) -> tuple[Tensor, Backward]:
+    """Average pooling with PyTorch's divisor (``count_include_pad``: padded zeros count, but
+    not the part of a ``ceil_mode`` window beyond the padding); the backward divides by the
+    same divisor.
 
     Examples:
         >>> import numpy as np
@@ -232,10 +235,13 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(16.0).reshape(1, 1, 4, 4))
         >>> avg_pool2d(x, 2).to_host().reshape(-1).tolist()
         [2.5, 4.5, 10.5, 12.5]
+        >>> avg_pool2d(x, 3, 2, ceil_mode=True).to_host().reshape(-1).tolist()
+        [5.0, 6.5, 11.0, 12.5]
     """
-    out = _ops.avg_pool2d(x, kernel_size, stride, padding, count_include_pad)
+    out = _ops.avg_pool2d(x, kernel_size, stride, padding, count_include_pad, ceil_mode)
     return out, lambda g, needs: (
-        _ops.avg_pool2d_backward(g, x.shape, kernel_size, stride, padding, count_include_pad),)
+        _ops.avg_pool2d_backward(g, x.shape, kernel_size, stride, padding, count_include_pad,
+                                 ceil_mode),)
 
 
 @differentiable("adaptive_avg_pool2d")

@@ -245,23 +245,41 @@ class Dropout(Module):
 
 class _Pool(Module):
     def __init__(self, kernel_size: IntPair, stride: IntPair | None = None,
-                 padding: IntPair = 0) -> None:
+                 padding: IntPair = 0, ceil_mode: bool = False) -> None:
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode = ceil_mode
 
 
 class MaxPool2d(_Pool):
-    """Max over ``kernel_size`` windows (ties send the gradient to the first maximum)."""
+    """Max over ``kernel_size`` windows (ties send the gradient to the first maximum);
+    ``ceil_mode`` adds a last, partial window where the input does not divide evenly."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding,
+                            ceil_mode=self.ceil_mode)
 
 
 class AvgPool2d(_Pool):
-    """Mean over ``kernel_size`` windows."""
+    """Mean over ``kernel_size`` windows, PyTorch's divisor (:func:`netcl.ops.avg_pool2d`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(9.0).reshape(1, 1, 3, 3))
+        >>> AvgPool2d(2, ceil_mode=True)(x).to_host().reshape(-1).tolist()
+        [2.0, 3.5, 6.5, 8.0]
+    """
+
+    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None,
+                 padding: IntPair = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad = count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
+                            self.count_include_pad, self.ceil_mode)
 
 
 class AdaptiveAvgPool2d(Module):

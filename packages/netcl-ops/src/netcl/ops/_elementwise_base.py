@@ -69,6 +69,7 @@ __all__ = [
     "run_fast",
     "run_strided",
     "scalar_kind",
+    "view_args",
 ]
 
 MAX_DIMS = 6
@@ -214,6 +215,16 @@ def device_buffer(t: Tensor) -> Any:
     """The OpenCL buffer behind ``t`` (its pending upload waited for); offsets go separately."""
     t.wait()
     return t.buffer
+
+
+def view_args(*values: Any) -> list[Any]:
+    """Kernel arguments with each Tensor as two, its buffer and its element offset (``long``),
+    for kernels written ``__global T* x, const long xo`` that start with ``x += xo``; other
+    values pass through. Views with an offset then work with no copy."""
+    out: list[Any] = []
+    for v in values:
+        out += [device_buffer(v), np.int64(v.offset)] if isinstance(v, Tensor) else [v]
+    return out
 
 
 def index_defs(*extents: int) -> tuple[str, Callable[[int], Any]]:

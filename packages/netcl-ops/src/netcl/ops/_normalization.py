@@ -16,7 +16,7 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
-from ._elementwise_base import kernel_scalar, np_compute
+from ._elementwise_base import kernel_scalar, np_compute, view_args
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
 
@@ -24,6 +24,9 @@ GROUP = 256
 
 _SRC = """
 #define GROUP 256
+// Every tensor argument comes with its element offset (x, xo): each kernel first moves its
+// pointers there, so views with an offset work as in every other op.
+
 // Sum of LD(x, base(j)) over j < count, reduced across the work-group.
 inline CT group_sum(CT v, __local CT* acc) {
   int lid = get_local_id(0);
@@ -39,11 +42,13 @@ inline CT group_sum(CT v, __local CT* acc) {
 }
 
 // One work-group per channel: batch mean, 1/std, and the running-statistics update.
-__kernel void bn_stats(__global const T* x, __global CT* mean, __global CT* invstd,
-                       __global T* run_mean, __global T* run_var, const int N, const int C,
-                       const int HW, const CT eps, const CT momentum,
+__kernel void bn_stats(__global const T* x, const long xo, __global CT* mean, const long meano,
+                       __global CT* invstd, const long invstdo, __global T* run_mean,
+                       const long run_meano, __global T* run_var, const long run_varo,
+                       const int N, const int C, const int HW, const CT eps, const CT momentum,
                        const int update_running) {
   __local CT acc[GROUP];
+  x += xo; mean += meano; invstd += invstdo; run_mean += run_meano; run_var += run_varo;
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
   CT s = (CT)0;
@@ -67,11 +72,15 @@ __kernel void bn_stats(__global const T* x, __global CT* mean, __global CT* invs
 }
 
 // y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
-__kernel void bn_apply(__global const T* x, __global T* y, __global const CT* mean,
-                       __global const CT* invstd, __global const T* run_mean,
-                       __global const T* run_var, __global const T* w, __global const T* b,
-                       const int total, const int C, const int HW, const CT eps,
-                       const int use_running, const int affine, const int relu) {
+__kernel void bn_apply(__global const T* x, const long xo, __global T* y, const long yo,
+                       __global const CT* mean, const long meano, __global const CT* invstd,
+                       const long invstdo, __global const T* run_mean, const long run_meano,
+                       __global const T* run_var, const long run_varo, __global const T* w,
+                       const long wo, __global const T* b, const long bo, const int total,
+                       const int C, const int HW, const CT eps, const int use_running,
+                       const int affine, const int relu) {
+  x += xo; y += yo; mean += meano; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; w += wo; b += bo;
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
@@ -84,11 +93,13 @@ __kernel void bn_apply(__global const T* x, __global T* y, __global const CT* me
 }
 
 // One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
-__kernel void bn_backward_reduce(__global const T* g, __global const T* x,
-                                 __global const CT* mean, __global const CT* invstd,
-                                 __global CT* sum_g, __global CT* sum_gx, const int N,
-                                 const int C, const int HW) {
+__kernel void bn_backward_reduce(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global const CT* mean, const long meano,
+                                 __global const CT* invstd, const long invstdo,
+                                 __global CT* sum_g, const long sum_go, __global CT* sum_gx,
+                                 const long sum_gxo, const int N, const int C, const int HW) {
   __local CT acc[GROUP];
+  g += go; x += xo; mean += meano; invstd += invstdo; sum_g += sum_go; sum_gx += sum_gxo;
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
   CT mu = mean[c], inv = invstd[c];
@@ -104,11 +115,16 @@ __kernel void bn_backward_reduce(__global const T* g, __global const T* x,
   if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
 }
 
-__kernel void bn_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const CT* mean, __global const CT* invstd,
-                             __global const CT* sum_g, __global const CT* sum_gx,
-                             __global const T* w, const int total, const int C, const int HW,
+__kernel void bn_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano,
+                             __global const CT* invstd, const long invstdo,
+                             __global const CT* sum_g, const long sum_go,
+                             __global const CT* sum_gx, const long sum_gxo, __global const T* w,
+                             const long wo, const int total, const int C, const int HW,
                              const int M, const int affine) {
+  g += go; x += xo; dx += dxo; mean += meano; invstd += invstdo; sum_g += sum_go;
+  sum_gx += sum_gxo; w += wo;
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
@@ -119,10 +135,13 @@ __kernel void bn_backward_dx(__global const T* g, __global const T* x, __global 
 }
 
 // One work-group per row of D elements.
-__kernel void ln_forward(__global const T* x, __global T* y, __global CT* mean,
-                         __global CT* rstd, __global const T* w, __global const T* b,
-                         const int D, const CT eps, const int affine) {
+__kernel void ln_forward(__global const T* x, const long xo, __global T* y, const long yo,
+                         __global CT* mean, const long meano, __global CT* rstd,
+                         const long rstdo, __global const T* w, const long wo,
+                         __global const T* b, const long bo, const int D, const CT eps,
+                         const int affine) {
   __local CT acc[GROUP];
+  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
   int r = get_group_id(0), lid = get_local_id(0);
   const __global T* xr = x + (long)r * D;
   CT s = (CT)0;
@@ -139,10 +158,13 @@ __kernel void ln_forward(__global const T* x, __global T* y, __global CT* mean,
   if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
 }
 
-__kernel void ln_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const CT* mean, __global const CT* rstd,
-                             __global const T* w, const int D, const int affine) {
+__kernel void ln_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano, __global const CT* rstd,
+                             const long rstdo, __global const T* w, const long wo, const int D,
+                             const int affine) {
   __local CT acc[GROUP];
+  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
   int r = get_group_id(0), lid = get_local_id(0);
   long base = (long)r * D;
   CT mu = mean[r], inv = rstd[r];
@@ -162,9 +184,12 @@ __kernel void ln_backward_dx(__global const T* g, __global const T* x, __global 
 }
 
 // One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
-__kernel void ln_backward_params(__global const T* g, __global const T* x,
-                                 __global const CT* mean, __global const CT* rstd,
-                                 __global T* gw, __global T* gb, const int R, const int D) {
+__kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global const CT* mean, const long meano,
+                                 __global const CT* rstd, const long rstdo, __global T* gw,
+                                 const long gwo, __global T* gb, const long gbo, const int R,
+                                 const int D) {
+  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
   int j = get_global_id(0);
   if (j >= D) return;
   CT sw = (CT)0, sb = (CT)0;
@@ -273,16 +298,16 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training:
         stats = cl_kernel(x.context, "bn_stats", _SRC, x.dtype)
         upd = running_mean is not None and running_var is not None
-        launch(q, stats, (c * GROUP,), (GROUP,), x, mean, invstd, _or(running_mean, mean),
-               _or(running_var, x), n, c, hw, kernel_scalar(op, eps, sdt),
-               kernel_scalar(op, momentum, sdt), int(upd))
+        launch(q, stats, (c * GROUP,), (GROUP,),
+               *view_args(x, mean, invstd, _or(running_mean, mean), _or(running_var, x)), n,
+               c, hw, kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd))
     y = empty(q, x.shape, x.dtype)
     apply = cl_kernel(x.context, "bn_apply", _SRC, x.dtype)
     affine = weight is not None and bias is not None
-    launch_1d(q, apply, x.size, x, y, mean, invstd, _or(running_mean, x), _or(running_var, x),
-              _or(weight, x), _or(bias, x), x.size, c, hw, kernel_scalar(op, eps, sdt),
-              int(not training),
-              int(affine), int(fused))
+    launch_1d(q, apply, x.size, *view_args(x, y, mean, invstd, _or(running_mean, x),
+                                           _or(running_var, x), _or(weight, x), _or(bias, x)),
+              x.size, c, hw, kernel_scalar(op, eps, sdt), int(not training), int(affine),
+              int(fused))
     if fuse_relu and not fused:
         from ._elementwise import relu
 
@@ -344,11 +369,12 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
     sdt = stat_dtype(x.dtype)
     sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
     red = cl_kernel(x.context, "bn_backward_reduce", _SRC, x.dtype)
-    launch(q, red, (c * GROUP,), (GROUP,), grad, x, mean, invstd, sum_g_t, sum_gx_t, n, c, hw)
+    launch(q, red, (c * GROUP,), (GROUP,), *view_args(grad, x, mean, invstd, sum_g_t, sum_gx_t),
+           n, c, hw)
     dx_t = empty(q, x.shape, x.dtype)
     kdx = cl_kernel(x.context, "bn_backward_dx", _SRC, x.dtype)
-    launch_1d(q, kdx, x.size, grad, x, dx_t, mean, invstd, sum_g_t, sum_gx_t, _or(weight, x),
-              x.size, c, hw, m, int(weight is not None))
+    launch_1d(q, kdx, x.size, *view_args(grad, x, dx_t, mean, invstd, sum_g_t, sum_gx_t,
+                                         _or(weight, x)), x.size, c, hw, m, int(weight is not None))
     from ._elementwise_binary import cast
 
     wdt = x.dtype if weight is None else weight.dtype
@@ -401,8 +427,9 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     kernel = cl_kernel(x.context, "ln_forward", _SRC, x.dtype)
     affine = weight is not None and bias is not None
     if rows:
-        launch(q, kernel, (rows * GROUP,), (GROUP,), x, y_t, mean_t, rstd_t, _or(weight, x),
-               _or(bias, x), d, kernel_scalar(op, eps, sdt), int(affine))
+        launch(q, kernel, (rows * GROUP,), (GROUP,),
+               *view_args(x, y_t, mean_t, rstd_t, _or(weight, x), _or(bias, x)), d,
+               kernel_scalar(op, eps, sdt), int(affine))
     return y_t, mean_t, rstd_t
 
 
@@ -434,8 +461,8 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
     if rows:
         kdx = cl_kernel(x.context, "ln_backward_dx", _SRC, x.dtype)
-        launch(q, kdx, (rows * GROUP,), (GROUP,), grad, x, dx_t, mean, rstd, _or(weight, x), d,
-               int(weight is not None))
+        launch(q, kdx, (rows * GROUP,), (GROUP,),
+               *view_args(grad, x, dx_t, mean, rstd, _or(weight, x)), d, int(weight is not None))
         kp = cl_kernel(x.context, "ln_backward_params", _SRC, x.dtype)
-        launch_1d(q, kp, d, grad, x, mean, rstd, gw_t, gb_t, rows, d)
+        launch_1d(q, kp, d, *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
     return dx_t, gw_t, gb_t

@@ -12,6 +12,7 @@ import numpy as np
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty, launch_1d, result
+from ._elementwise_base import view_args
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -34,14 +35,20 @@ def _pair(op: str, name: str, v: Any, minimum: int) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def _geometry(op: str, x: Tensor, kernel_size: IntPair, stride: IntPair | None,
-              padding: IntPair, dilation: IntPair = 1, ceil_mode: bool = False
-              ) -> tuple[tuple[int, int], ...]:
+def _check_input(op: str, x: Tensor) -> None:
     check_tensor(op, x)
     if x.ndim != 4:
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
     if not x.is_floating_point:
         raise TypeError(f"{op}: input must be floating point, got {x.dtype}")
+
+
+def _geometry(op: str, shape: tuple[int, ...], kernel_size: IntPair, stride: IntPair | None,
+              padding: IntPair, dilation: IntPair = 1, ceil_mode: bool = False
+              ) -> tuple[tuple[int, int], ...]:
+    """``(kernel, stride, padding, dilation, output size)`` of pooling an NCHW ``shape``,
+    PyTorch's output size rule (``ceil_mode``: the last window must start inside the input or
+    its left padding)."""
     k = _pair(op, "kernel_size", kernel_size, 1)
     s = k if stride is None else _pair(op, "stride", stride, 1)
     p = _pair(op, "padding", padding, 0)
@@ -50,24 +57,45 @@ def _geometry(op: str, x: Tensor, kernel_size: IntPair, stride: IntPair | None,
         raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
     out = []
     for i in range(2):
-        span = x.shape[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
+        span = shape[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
         n = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
-        if ceil_mode and (n - 1) * s[i] >= x.shape[2 + i] + p[i]:
-            n -= 1  # the last window must start inside the input or left padding
+        if ceil_mode and (n - 1) * s[i] >= shape[2 + i] + p[i]:
+            n -= 1
         if n < 1:
-            raise ValueError(f"{op}: input {x.shape[2:]} is too small for kernel {k} with "
+            raise ValueError(f"{op}: input {tuple(shape[2:])} is too small for kernel {k} with "
                              f"padding {p} and dilation {d}")
         out.append(n)
     return k, s, p, d, (out[0], out[1])
 
 
+def _avg_divisors(size: int, k: int, s: int, p: int, out: int, include_pad: bool
+                  ) -> np.ndarray[Any, Any]:
+    """The divisor of each of ``out`` windows along one axis, PyTorch's rule: the window's
+    part inside the padded input ``[-p, size + p)`` with ``include_pad`` (a ``ceil_mode`` window
+    may overhang it), else its part inside the input ``[0, size)``. The 2-D divisor is the
+    product of the two axes' divisors (see ``avg_divisor`` in the kernels)."""
+    start = np.arange(out) * s - p
+    counts: np.ndarray[Any, Any]
+    if include_pad:
+        counts = np.minimum(start + k, size + p) - start
+    else:
+        counts = np.maximum(np.minimum(start + k, size) - np.maximum(start, 0), 1)
+    return counts
+
+
+# NOTE [ Pooling kernel arguments ]
+# Every tensor argument is a buffer and its element offset (``__global T* x, const long xo``,
+# the kernel starts with ``x += xo``), so views with an offset work as in every other op.
+
 _MAX_SRC = """
-__kernel void max_pool(__global const T* x, __global T* y, __global long* idx, const int total,
-                       const int H, const int W, const int OH, const int OW, const int KH,
-                       const int KW, const int SH, const int SW, const int PH, const int PW,
-                       const int DH, const int DW) {
+__kernel void max_pool(__global const T* x, const long xo, __global T* y, const long yo,
+                       __global long* idx, const long io, const int total, const int H,
+                       const int W, const int OH, const int OW, const int KH, const int KW,
+                       const int SH, const int SW, const int PH, const int PW, const int DH,
+                       const int DW) {
   int o = get_global_id(0);
   if (o >= total) return;
+  x += xo; y += yo; idx += io;
   int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
   const __global T* xp = x + (long)plane * H * W;
   CT best = -INFINITY; long best_i = -1;
@@ -85,13 +113,15 @@ __kernel void max_pool(__global const T* x, __global T* y, __global long* idx, c
   idx[o] = best_i;
 }
 
-__kernel void max_pool_backward(__global const T* g, __global const long* idx, __global T* dx,
+__kernel void max_pool_backward(__global const T* g, const long go, __global const long* idx,
+                                const long io, __global T* dx, const long dxo,
                                 const int total, const int H, const int W, const int OH,
                                 const int OW, const int KH, const int KW, const int SH,
                                 const int SW, const int PH, const int PW, const int DH,
                                 const int DW) {
   int i = get_global_id(0);
   if (i >= total) return;
+  g += go; idx += io; dx += dxo;
   int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
   long self_i = ih * W + iw;
   CT acc = 0;
@@ -114,31 +144,41 @@ __kernel void max_pool_backward(__global const T* g, __global const long* idx, _
 """
 
 _AVG_SRC = """
-__kernel void avg_pool(__global const T* x, __global T* y, const int total, const int H,
-                       const int W, const int OH, const int OW, const int KH, const int KW,
-                       const int SH, const int SW, const int PH, const int PW,
-                       const int include_pad) {
-  int o = get_global_id(0);
-  if (o >= total) return;
-  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
-  const __global T* xp = x + (long)plane * H * W;
-  CT acc = 0; int count = 0;
-  for (int kh = 0; kh < KH; ++kh) {
-    int ih = oh * SH - PH + kh;
-    for (int kw = 0; kw < KW; ++kw) {
-      int iw = ow * SW - PW + kw;
-      if (ih >= 0 && ih < H && iw >= 0 && iw < W) { acc += LD(xp, ih * W + iw); ++count; }
-    }
-  }
-  ST(y, o, acc / (CT)(include_pad ? KH * KW : max(count, 1)));
+/* PyTorch's divisor of the window starting at (h0, w0): its part inside the padded input
+   with count_include_pad (a ceil_mode window may overhang it), else its part inside the
+   input. */
+inline int avg_divisor(const int h0, const int w0, const int H, const int W, const int KH,
+                       const int KW, const int PH, const int PW, const int include_pad) {
+  const int h1 = min(h0 + KH, include_pad ? H + PH : H);
+  const int w1 = min(w0 + KW, include_pad ? W + PW : W);
+  const int hs = include_pad ? h0 : max(h0, 0), ws = include_pad ? w0 : max(w0, 0);
+  return max((h1 - hs) * (w1 - ws), 1);
 }
 
-__kernel void avg_pool_backward(__global const T* g, __global T* dx, const int total,
-                                const int H, const int W, const int OH, const int OW,
-                                const int KH, const int KW, const int SH, const int SW,
-                                const int PH, const int PW, const int include_pad) {
+__kernel void avg_pool(__global const T* x, const long xo, __global T* y, const long yo,
+                       const int total, const int H, const int W, const int OH, const int OW,
+                       const int KH, const int KW, const int SH, const int SW, const int PH,
+                       const int PW, const int include_pad) {
+  int o = get_global_id(0);
+  if (o >= total) return;
+  x += xo; y += yo;
+  int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
+  int h0 = oh * SH - PH, w0 = ow * SW - PW;
+  const __global T* xp = x + (long)plane * H * W;
+  CT acc = 0;
+  for (int ih = max(h0, 0); ih < min(h0 + KH, H); ++ih)
+    for (int iw = max(w0, 0); iw < min(w0 + KW, W); ++iw) acc += LD(xp, ih * W + iw);
+  ST(y, o, acc / (CT)avg_divisor(h0, w0, H, W, KH, KW, PH, PW, include_pad));
+}
+
+__kernel void avg_pool_backward(__global const T* g, const long go, __global T* dx,
+                                const long dxo, const int total, const int H, const int W,
+                                const int OH, const int OW, const int KH, const int KW,
+                                const int SH, const int SW, const int PH, const int PW,
+                                const int include_pad) {
   int i = get_global_id(0);
   if (i >= total) return;
+  g += go; dx += dxo;
   int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
   CT acc = 0;
   for (int kh = 0; kh < KH; ++kh) {
@@ -151,21 +191,19 @@ __kernel void avg_pool_backward(__global const T* g, __global T* dx, const int t
       if (tw < 0 || tw % SW) continue;
       int ow = tw / SW;
       if (ow >= OW) continue;
-      int count = KH * KW;
-      if (!include_pad) {
-        int h0 = oh * SH - PH, w0 = ow * SW - PW;
-        count = (min(h0 + KH, H) - max(h0, 0)) * (min(w0 + KW, W) - max(w0, 0));
-      }
+      int count = avg_divisor(oh * SH - PH, ow * SW - PW, H, W, KH, KW, PH, PW, include_pad);
       acc += LD(g, ((long)plane * OH + oh) * OW + ow) / (CT)count;
     }
   }
   ST(dx, i, acc);
 }
 
-__kernel void adaptive_avg(__global const T* x, __global T* y, const int total, const int H,
-                           const int W, const int OH, const int OW) {
+__kernel void adaptive_avg(__global const T* x, const long xo, __global T* y, const long yo,
+                           const int total, const int H, const int W, const int OH,
+                           const int OW) {
   int o = get_global_id(0);
   if (o >= total) return;
+  x += xo; y += yo;
   int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
   int h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
   int w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
@@ -176,10 +214,12 @@ __kernel void adaptive_avg(__global const T* x, __global T* y, const int total, 
   ST(y, o, acc / (CT)((h1 - h0) * (w1 - w0)));
 }
 
-__kernel void adaptive_avg_backward(__global const T* g, __global T* dx, const int total,
-                                    const int H, const int W, const int OH, const int OW) {
+__kernel void adaptive_avg_backward(__global const T* g, const long go, __global T* dx,
+                                    const long dxo, const int total, const int H, const int W,
+                                    const int OH, const int OW) {
   int i = get_global_id(0);
   if (i >= total) return;
+  g += go; dx += dxo;
   int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
   CT acc = 0;
   for (int oh = (ih * OH) / H; oh < OH && (oh * H) / OH <= ih; ++oh) {
@@ -225,7 +265,8 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         [5.0, 7.0, 13.0, 15.0]
     """
     op = "max_pool2d"
-    k, s, p, d, out = _geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode)
+    _check_input(op, x)
+    k, s, p, d, out = _geometry(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
     shape = (n, c, *out)
     if x.array is not None:
@@ -243,14 +284,25 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     y_t = empty(x.queue, shape, x.dtype)
     idx_t = empty(x.queue, shape, "int64")
     kernel = cl_kernel(x.context, "max_pool", _MAX_SRC, x.dtype)
-    launch_1d(x.queue, kernel, y_t.size, x, y_t, idx_t, y_t.size, h, w, *out, *k, *s, *p, *d)
+    launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t, idx_t), y_t.size, h, w, *out, *k,
+              *s, *p, *d)
     return (y_t, idx_t) if return_indices else y_t
 
 
 def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, ...],
                         kernel_size: IntPair, stride: IntPair | None = None,
                         padding: IntPair = 0, dilation: IntPair = 1) -> Tensor:
-    """The input gradient of :func:`max_pool2d`: each output's gradient goes to its maximum."""
+    """The input gradient of :func:`max_pool2d`: each output's gradient goes to its maximum.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> g, idx = Tensor.from_host(q, np.ones((1, 1, 1, 1))), Tensor.from_host(q, np.array(
+        ...     [[[[3]]]]))
+        >>> max_pool2d_backward(g, idx, (1, 1, 2, 2), 2).to_host().reshape(-1).tolist()
+        [0.0, 0.0, 0.0, 1.0]
+    """
     op = "max_pool2d_backward"
     n, c, h, w = input_shape
     k = _pair(op, "kernel_size", kernel_size, 1)
@@ -264,61 +316,86 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
         return result(grad, dx.reshape(input_shape), grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = cl_kernel(grad.context, "max_pool_backward", _MAX_SRC, grad.dtype)
-    launch_1d(grad.queue, kernel, dx_t.size, grad, indices, dx_t, dx_t.size, h, w, oh, ow, *k,
-              *s, *p, *d)
+    launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, indices, dx_t), dx_t.size, h, w,
+              oh, ow, *k, *s, *p, *d)
     return dx_t
 
 
 def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, count_include_pad: bool = True,
                ceil_mode: bool = False) -> Tensor:
-    """Mean over windows (padding counted in the divisor unless ``count_include_pad=False``)."""
+    """Mean over windows, PyTorch's divisor: with ``count_include_pad`` the window's part
+    inside the padded input (the whole window, except a ``ceil_mode`` window overhanging the
+    padding), else its part inside the input.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(9.0).reshape(1, 1, 3, 3))
+        >>> avg_pool2d(x, 2).to_host().reshape(-1).tolist()
+        [2.0]
+        >>> avg_pool2d(x, 2, ceil_mode=True).to_host().reshape(-1).tolist()  # 2 + 2, 1 + 1 wide
+        [2.0, 3.5, 6.5, 8.0]
+    """
     op = "avg_pool2d"
-    k, s, p, _, out = _geometry(op, x, kernel_size, stride, padding, 1, ceil_mode)
+    _check_input(op, x)
+    k, s, p, _, out = _geometry(op, x.shape, kernel_size, stride, padding, 1, ceil_mode)
     n, c, h, w = x.shape
     if x.array is not None:
         win = _windows(x.array, k, s, p, (1, 1), out, 0.0)
         total = win.sum(axis=(-1, -2), dtype=np.float64)
-        if count_include_pad:
-            y = total / (k[0] * k[1])
-        else:
-            ones = _windows(np.ones((1, 1, h, w), x.array.dtype), k, s, p, (1, 1), out, 0.0)
-            y = total / ones.sum(axis=(-1, -2))
-        return result(x, y, x.dtype)
+        return result(x, total / _divisor(h, w, k, s, p, out, count_include_pad), x.dtype)
     y_t = empty(x.queue, (n, c, *out), x.dtype)
     kernel = cl_kernel(x.context, "avg_pool", _AVG_SRC, x.dtype)
-    launch_1d(x.queue, kernel, y_t.size, x, y_t, y_t.size, h, w, *out, *k, *s, *p,
-              int(count_include_pad))
+    launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
+              y_t.size, h, w, *out, *k, *s, *p, int(count_include_pad))
     return y_t
+
+
+def _divisor(h: int, w: int, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
+             out: tuple[int, int], include_pad: bool) -> np.ndarray[Any, Any]:
+    """(OH, OW) float64 divisors of :func:`avg_pool2d`'s windows."""
+    rows = _avg_divisors(h, k[0], s[0], p[0], out[0], include_pad)
+    cols = _avg_divisors(w, k[1], s[1], p[1], out[1], include_pad)
+    return np.outer(rows, cols).astype(np.float64)
 
 
 def avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...], kernel_size: IntPair,
                         stride: IntPair | None = None, padding: IntPair = 0,
-                        count_include_pad: bool = True) -> Tensor:
-    """The input gradient of :func:`avg_pool2d`."""
+                        count_include_pad: bool = True, ceil_mode: bool = False) -> Tensor:
+    """The input gradient of :func:`avg_pool2d` (the same arguments): each output's gradient
+    divided by its window's divisor, added to every input of the window.
+
+    Raises:
+        ValueError: ``grad`` does not have the shape :func:`avg_pool2d` gives ``input_shape``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> g = Tensor.from_host(manager.default("cpu").queue, np.ones((1, 1, 2, 2)))
+        >>> avg_pool2d_backward(g, (1, 1, 3, 3), 2, ceil_mode=True).to_host()[0, 0].tolist()
+        [[0.25, 0.25, 0.5], [0.25, 0.25, 0.5], [0.5, 0.5, 1.0]]
+    """
     op = "avg_pool2d_backward"
+    check_tensor(op, grad, "grad")
+    k, s, p, _, out = _geometry(op, tuple(input_shape), kernel_size, stride, padding, 1,
+                                ceil_mode)
     n, c, h, w = input_shape
-    k = _pair(op, "kernel_size", kernel_size, 1)
-    s = k if stride is None else _pair(op, "stride", stride, 1)
-    p = _pair(op, "padding", padding, 0)
-    oh, ow = grad.shape[2:]
+    if grad.shape != (n, c, *out):
+        raise ValueError(f"{op}: grad must have shape {(n, c, *out)} (avg_pool2d of input "
+                         f"{tuple(input_shape)} with ceil_mode={ceil_mode}), got {grad.shape}")
+    oh, ow = out
     if grad.array is not None:
         dx = np.zeros((n, c, h + 2 * p[0] + k[0], w + 2 * p[1] + k[1]), np.float64)
-        g = grad.array.astype(np.float64)
-        if count_include_pad:
-            scale = np.full((oh, ow), 1.0 / (k[0] * k[1]))
-        else:
-            ones = _windows(np.ones((1, 1, h, w)), k, s, p, (1, 1), (oh, ow), 0.0)
-            scale = 1.0 / ones.sum(axis=(-1, -2))[0, 0]
-        gs = g * scale
+        gs = grad.array.astype(np.float64) / _divisor(h, w, k, s, p, out, count_include_pad)
         for kh in range(k[0]):
             for kw in range(k[1]):
                 dx[:, :, kh:kh + oh * s[0]:s[0], kw:kw + ow * s[1]:s[1]] += gs
         return result(grad, dx[:, :, p[0]:p[0] + h, p[1]:p[1] + w], grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = cl_kernel(grad.context, "avg_pool_backward", _AVG_SRC, grad.dtype)
-    launch_1d(grad.queue, kernel, dx_t.size, grad, dx_t, dx_t.size, h, w, oh, ow, *k, *s, *p,
-              int(count_include_pad))
+    launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
+              dx_t.size, h, w, oh, ow, *k, *s, *p, int(count_include_pad))
     return dx_t
 
 
@@ -349,7 +426,8 @@ def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
         return result(x, y, x.dtype)
     y_t = empty(x.queue, (n, c, oh, ow), x.dtype)
     kernel = cl_kernel(x.context, "adaptive_avg", _AVG_SRC, x.dtype)
-    launch_1d(x.queue, kernel, y_t.size, x, y_t, y_t.size, h, w, oh, ow)
+    launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
+              y_t.size, h, w, oh, ow)
     return y_t
 
 
@@ -367,7 +445,8 @@ def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> 
         return result(grad, dx, grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = cl_kernel(grad.context, "adaptive_avg_backward", _AVG_SRC, grad.dtype)
-    launch_1d(grad.queue, kernel, dx_t.size, grad, dx_t, dx_t.size, h, w, oh, ow)
+    launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
+              dx_t.size, h, w, oh, ow)
     return dx_t
 
 

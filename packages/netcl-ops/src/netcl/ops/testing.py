@@ -26,7 +26,7 @@ from netcl.core.dtypes import canonical_dtype, is_float
 from netcl.core.tensor import Tensor
 from netcl.core.testing import TOLERANCES
 
-__all__ = ["OpInfo", "check_error", "check_op", "to_device"]
+__all__ = ["OpInfo", "check_error", "check_op", "offset_view", "to_device"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,27 @@ def to_device(dev: DeviceHandle, value: Any, dtype: str) -> Any:
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
         return type(value)(to_device(dev, v, dtype) for v in value)
     return value
+
+
+def offset_view(dev: DeviceHandle, value: np.ndarray[Any, Any], offset: int = 5,
+                dtype: str | None = None) -> Tensor:
+    """``value`` on ``dev`` as a view ``offset`` elements into a larger buffer (the elements
+    before it hold NaN, or -1 for integers), as a slice of a bigger tensor would be.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> t = offset_view(manager.default("cpu"), np.arange(3.0), offset=2)
+        >>> t.offset, t.to_host().tolist()
+        (2, [0.0, 1.0, 2.0])
+    """
+    target = canonical_dtype(dtype or value.dtype.name)
+    flat = np.concatenate([np.full(offset, -1 if value.dtype.kind in "iu" else np.nan),
+                           value.reshape(-1)])
+    whole = Tensor.from_host(dev.queue, flat, dtype=target)
+    array = None if whole.array is None else whole.array[offset:].reshape(value.shape)
+    return Tensor(buffer=whole.buffer, shape=value.shape, dtype=target, context=whole.context,
+                  queue=whole.queue, array=array, offset=offset, persistent=True, _base=whole,
+                  _backend=whole._backend)
 
 
 def _round_to(value: Any, dtype: str) -> Any:

@@ -22,6 +22,9 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 
 #define GROUP 256
+// Every tensor argument comes with its element offset (x, xo): each kernel first moves its
+// pointers there, so views with an offset work as in every other op.
+
 // Sum of LD(x, base(j)) over j < count, reduced across the work-group.
 inline CT group_sum(CT v, __local CT* acc) {
   int lid = get_local_id(0);
@@ -37,11 +40,13 @@ inline CT group_sum(CT v, __local CT* acc) {
 }
 
 // One work-group per channel: batch mean, 1/std, and the running-statistics update.
-__kernel void bn_stats(__global const T* x, __global CT* mean, __global CT* invstd,
-                       __global T* run_mean, __global T* run_var, const int N, const int C,
-                       const int HW, const CT eps, const CT momentum,
+__kernel void bn_stats(__global const T* x, const long xo, __global CT* mean, const long meano,
+                       __global CT* invstd, const long invstdo, __global T* run_mean,
+                       const long run_meano, __global T* run_var, const long run_varo,
+                       const int N, const int C, const int HW, const CT eps, const CT momentum,
                        const int update_running) {
   __local CT acc[GROUP];
+  x += xo; mean += meano; invstd += invstdo; run_mean += run_meano; run_var += run_varo;
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
   CT s = (CT)0;
@@ -65,11 +70,15 @@ __kernel void bn_stats(__global const T* x, __global CT* mean, __global CT* invs
 }
 
 // y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
-__kernel void bn_apply(__global const T* x, __global T* y, __global const CT* mean,
-                       __global const CT* invstd, __global const T* run_mean,
-                       __global const T* run_var, __global const T* w, __global const T* b,
-                       const int total, const int C, const int HW, const CT eps,
-                       const int use_running, const int affine, const int relu) {
+__kernel void bn_apply(__global const T* x, const long xo, __global T* y, const long yo,
+                       __global const CT* mean, const long meano, __global const CT* invstd,
+                       const long invstdo, __global const T* run_mean, const long run_meano,
+                       __global const T* run_var, const long run_varo, __global const T* w,
+                       const long wo, __global const T* b, const long bo, const int total,
+                       const int C, const int HW, const CT eps, const int use_running,
+                       const int affine, const int relu) {
+  x += xo; y += yo; mean += meano; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; w += wo; b += bo;
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
@@ -82,11 +91,13 @@ __kernel void bn_apply(__global const T* x, __global T* y, __global const CT* me
 }
 
 // One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
-__kernel void bn_backward_reduce(__global const T* g, __global const T* x,
-                                 __global const CT* mean, __global const CT* invstd,
-                                 __global CT* sum_g, __global CT* sum_gx, const int N,
-                                 const int C, const int HW) {
+__kernel void bn_backward_reduce(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global const CT* mean, const long meano,
+                                 __global const CT* invstd, const long invstdo,
+                                 __global CT* sum_g, const long sum_go, __global CT* sum_gx,
+                                 const long sum_gxo, const int N, const int C, const int HW) {
   __local CT acc[GROUP];
+  g += go; x += xo; mean += meano; invstd += invstdo; sum_g += sum_go; sum_gx += sum_gxo;
   int c = get_group_id(0), lid = get_local_id(0);
   int M = N * HW;
   CT mu = mean[c], inv = invstd[c];
@@ -102,11 +113,16 @@ __kernel void bn_backward_reduce(__global const T* g, __global const T* x,
   if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
 }
 
-__kernel void bn_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const CT* mean, __global const CT* invstd,
-                             __global const CT* sum_g, __global const CT* sum_gx,
-                             __global const T* w, const int total, const int C, const int HW,
+__kernel void bn_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano,
+                             __global const CT* invstd, const long invstdo,
+                             __global const CT* sum_g, const long sum_go,
+                             __global const CT* sum_gx, const long sum_gxo, __global const T* w,
+                             const long wo, const int total, const int C, const int HW,
                              const int M, const int affine) {
+  g += go; x += xo; dx += dxo; mean += meano; invstd += invstdo; sum_g += sum_go;
+  sum_gx += sum_gxo; w += wo;
   int i = get_global_id(0);
   if (i >= total) return;
   int c = (i / HW) % C;
@@ -117,10 +133,13 @@ __kernel void bn_backward_dx(__global const T* g, __global const T* x, __global 
 }
 
 // One work-group per row of D elements.
-__kernel void ln_forward(__global const T* x, __global T* y, __global CT* mean,
-                         __global CT* rstd, __global const T* w, __global const T* b,
-                         const int D, const CT eps, const int affine) {
+__kernel void ln_forward(__global const T* x, const long xo, __global T* y, const long yo,
+                         __global CT* mean, const long meano, __global CT* rstd,
+                         const long rstdo, __global const T* w, const long wo,
+                         __global const T* b, const long bo, const int D, const CT eps,
+                         const int affine) {
   __local CT acc[GROUP];
+  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
   int r = get_group_id(0), lid = get_local_id(0);
   const __global T* xr = x + (long)r * D;
   CT s = (CT)0;
@@ -137,10 +156,13 @@ __kernel void ln_forward(__global const T* x, __global T* y, __global CT* mean,
   if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
 }
 
-__kernel void ln_backward_dx(__global const T* g, __global const T* x, __global T* dx,
-                             __global const CT* mean, __global const CT* rstd,
-                             __global const T* w, const int D, const int affine) {
+__kernel void ln_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano, __global const CT* rstd,
+                             const long rstdo, __global const T* w, const long wo, const int D,
+                             const int affine) {
   __local CT acc[GROUP];
+  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
   int r = get_group_id(0), lid = get_local_id(0);
   long base = (long)r * D;
   CT mu = mean[r], inv = rstd[r];
@@ -160,9 +182,12 @@ __kernel void ln_backward_dx(__global const T* g, __global const T* x, __global 
 }
 
 // One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
-__kernel void ln_backward_params(__global const T* g, __global const T* x,
-                                 __global const CT* mean, __global const CT* rstd,
-                                 __global T* gw, __global T* gb, const int R, const int D) {
+__kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global const CT* mean, const long meano,
+                                 __global const CT* rstd, const long rstdo, __global T* gw,
+                                 const long gwo, __global T* gb, const long gbo, const int R,
+                                 const int D) {
+  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
   int j = get_global_id(0);
   if (j >= D) return;
   CT sw = (CT)0, sb = (CT)0;

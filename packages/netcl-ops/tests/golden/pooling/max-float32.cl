@@ -20,12 +20,14 @@
 #define LD(p, i) ((CT)(p)[(i)])
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 
-__kernel void max_pool(__global const T* x, __global T* y, __global long* idx, const int total,
-                       const int H, const int W, const int OH, const int OW, const int KH,
-                       const int KW, const int SH, const int SW, const int PH, const int PW,
-                       const int DH, const int DW) {
+__kernel void max_pool(__global const T* x, const long xo, __global T* y, const long yo,
+                       __global long* idx, const long io, const int total, const int H,
+                       const int W, const int OH, const int OW, const int KH, const int KW,
+                       const int SH, const int SW, const int PH, const int PW, const int DH,
+                       const int DW) {
   int o = get_global_id(0);
   if (o >= total) return;
+  x += xo; y += yo; idx += io;
   int ow = o % OW, oh = (o / OW) % OH, plane = o / (OW * OH);
   const __global T* xp = x + (long)plane * H * W;
   CT best = -INFINITY; long best_i = -1;
@@ -43,13 +45,15 @@ __kernel void max_pool(__global const T* x, __global T* y, __global long* idx, c
   idx[o] = best_i;
 }
 
-__kernel void max_pool_backward(__global const T* g, __global const long* idx, __global T* dx,
+__kernel void max_pool_backward(__global const T* g, const long go, __global const long* idx,
+                                const long io, __global T* dx, const long dxo,
                                 const int total, const int H, const int W, const int OH,
                                 const int OW, const int KH, const int KW, const int SH,
                                 const int SW, const int PH, const int PW, const int DH,
                                 const int DW) {
   int i = get_global_id(0);
   if (i >= total) return;
+  g += go; idx += io; dx += dxo;
   int iw = i % W, ih = (i / W) % H, plane = i / (W * H);
   long self_i = ih * W + iw;
   CT acc = 0;
