@@ -13,7 +13,7 @@ import pytest
 
 import netcl.autograd as ag
 import netcl.ops
-from netcl.autograd import ops
+from netcl.autograd import compiler, ops
 from netcl.autograd.testing import check_grad
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
@@ -214,11 +214,65 @@ def test_max_ties_send_the_gradient_to_the_first_max(dev: DeviceHandle) -> None:
     assert _grad_of(dev, ops.max, x).tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]
 
 
-def test_maximum_tie_goes_to_first_argument_and_clamp_bounds_pass(dev: DeviceHandle) -> None:
+def test_maximum_tie_splits_the_gradient_and_clamp_bounds_pass(dev: DeviceHandle) -> None:
     x = np.array([1.0, 2.0, 3.0])
-    assert _grad_of(dev, lambda t: ops.maximum(t, 2.0), x).tolist() == [0.0, 1.0, 1.0]
-    assert _grad_of(dev, lambda t: ops.minimum(t, 2.0), x).tolist() == [1.0, 1.0, 0.0]
+    assert _grad_of(dev, lambda t: ops.maximum(t, 2.0), x).tolist() == [0.0, 0.5, 1.0]
+    assert _grad_of(dev, lambda t: ops.minimum(t, 2.0), x).tolist() == [1.0, 0.5, 0.0]
+    assert _grad_of(dev, lambda t: ops.maximum(2.0, t), x).tolist() == [0.0, 0.5, 1.0]
     assert _grad_of(dev, lambda t: ops.clamp(t, 1.0, 2.0), x).tolist() == [1.0, 1.0, 0.0]
+
+
+# Ties (1 == 1, -0 == +0, inf == inf), a loser, NaN on either side and both, -inf == -inf.
+SPECIAL_A = np.array([1.0, 2.0, -0.0, np.inf, -np.inf, np.nan, 3.0, np.nan, -np.inf, 7.0])
+SPECIAL_B = np.array([1.0, 3.0, 0.0, np.inf, 5.0, 1.0, np.nan, np.nan, -np.inf, -7.0])
+
+
+def _pytorch_tie_ref(a: Any, b: Any, g: Any, largest: bool) -> tuple[Any, Any, Any]:
+    """maximum/minimum and PyTorch's derivative (derivatives.yaml) in float64: g / 2 at a
+    tie, g where the operand is not beaten (so both get g next to a NaN)."""
+    with np.errstate(invalid="ignore"):
+        out = np.maximum(a, b) if largest else np.minimum(a, b)
+        a_loses, b_loses = (a < b, a > b) if largest else (a > b, a < b)
+        shared = np.where(a == b, g / 2, g)
+        return out, np.where(a_loses, 0.0, shared), np.where(b_loses, 0.0, shared)
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_minimum_eager_and_fused_on_ties_nan_inf_and_zeros(dev: DeviceHandle,
+                                                                   name: str) -> None:
+    """Both operands' gradients follow PyTorch (half each at a tie) in the eager op and in the
+    JIT-fused kernel, which also computes the eager forward (NaN wins)."""
+    op = getattr(ops, name)
+    fused = compiler.jit(lambda a, b: op(a, b))
+    g = np.arange(1.0, 1.0 + SPECIAL_A.size)
+    want = _pytorch_tie_ref(SPECIAL_A, SPECIAL_B, g, name == "maximum")
+    for fn in (op, fused):
+        ta, tb = Tensor.from_host(dev.queue, SPECIAL_A), Tensor.from_host(dev.queue, SPECIAL_B)
+        ta.requires_grad = tb.requires_grad = True
+        with ag.Tape() as tape:
+            y = fn(ta, tb)
+        tape.backward(y, grad=Tensor.from_host(dev.queue, g, dtype=y.dtype))
+        assert ta.grad is not None and tb.grad is not None
+        for got, ref in zip((y, ta.grad, tb.grad), want):
+            np.testing.assert_array_equal(got.to_host(), ref.astype(np.float32))
+
+
+def test_maximum_tie_gradient_broadcasts_and_sums(dev: DeviceHandle) -> None:
+    """A (3, 1) operand tied with some of a (3, 4) one: the halves add up over the
+    broadcast axis, as the float64 formula says."""
+    a = np.array([[1.0], [2.0], [3.0]])
+    b = np.array([[1.0, 0.0, 1.0, 5.0], [2.0, 2.0, 2.0, 2.0], [9.0, 3.0, -1.0, 3.0]])
+    g = np.ones((3, 4))
+    _, ga, gb = _pytorch_tie_ref(np.broadcast_to(a, b.shape), b, g, True)
+    check_grad(dev, ops.maximum, np.maximum, (a, distinct(3, 4)))  # away from ties
+    ta, tb = Tensor.from_host(dev.queue, a), Tensor.from_host(dev.queue, b)
+    ta.requires_grad = tb.requires_grad = True
+    with ag.Tape() as tape:
+        y = ops.sum(ops.maximum(ta, tb))
+    tape.backward(y)
+    assert ta.grad is not None and tb.grad is not None
+    np.testing.assert_array_equal(ta.grad.to_host(), ga.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(tb.grad.to_host(), gb)
 
 
 def test_cast_passes_gradient_between_floats(dev: DeviceHandle) -> None:

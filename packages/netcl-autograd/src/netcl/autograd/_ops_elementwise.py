@@ -6,11 +6,12 @@ the fused expression instead of running (``primitive=``).
 
 Kinks follow PyTorch: ``relu'(0) = 0``, ``abs'(0) = 0``, ``leaky_relu'(0) = negative_slope``,
 ``clamp`` passes the gradient where ``min <= x <= max``, and a tie of ``maximum(a, b)``
-(``minimum``) sends the whole gradient to ``a``, the first argument.
+(``minimum``) sends half the gradient to each operand.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import netcl.ops as _ops
@@ -382,7 +383,7 @@ def _log_scalar(a: Any) -> float:
 
 @differentiable("maximum", primitive="maximum")
 def maximum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
-    """Elementwise maximum; on a tie the gradient goes to ``a``.
+    """Elementwise maximum (NaN wins); a tie splits the gradient, half to each (PyTorch).
 
     Examples:
         >>> import numpy as np
@@ -391,17 +392,12 @@ def maximum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> maximum(a, 2.0).to_host().tolist()
         [2.0, 5.0]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        first = _ops.ge(a, b) if isinstance(a, Tensor) else _ops.le(b, a)
-        return _select_grads(a, b, first, g, needs)
-
-    return _ops.maximum(a, b), backward
+    return _ops.maximum(a, b), lambda g, needs: _tie_grads(a, b, g, needs, _ops.lt, _ops.gt)
 
 
 @differentiable("minimum", primitive="minimum")
 def minimum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
-    """Elementwise minimum; on a tie the gradient goes to ``a``.
+    """Elementwise minimum (NaN wins); a tie splits the gradient, half to each (PyTorch).
 
     Examples:
         >>> import numpy as np
@@ -410,12 +406,7 @@ def minimum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> minimum(a, 2.0).to_host().tolist()
         [1.0, 2.0]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        first = _ops.le(a, b) if isinstance(a, Tensor) else _ops.ge(b, a)
-        return _select_grads(a, b, first, g, needs)
-
-    return _ops.minimum(a, b), backward
+    return _ops.minimum(a, b), lambda g, needs: _tie_grads(a, b, g, needs, _ops.gt, _ops.lt)
 
 
 @differentiable("where")
@@ -485,10 +476,16 @@ def _per_tensor(a: Any, b: Any, ga: Tensor | None, gb: Tensor | None) -> tuple[
     return tuple(out)
 
 
-def _select_grads(a: Any, b: Any, first: Tensor, g: Tensor, needs: tuple[bool, ...]) -> Grads:
+def _tie_grads(a: Any, b: Any, g: Tensor, needs: tuple[bool, ...],
+               a_loses: Callable[[Any, Any], Tensor], b_loses: Callable[[Any, Any], Tensor]
+               ) -> Grads:
+    """PyTorch's maximum/minimum derivative: ``g / 2`` where ``a == b``, else ``g``, zeroed
+    where the operand loses (``a_loses(a, b)``: ``a < b`` for maximum). With a NaN neither
+    loses nor ties, so both operands get ``g``, as in PyTorch."""
+    shared = _ops.where(_ops.eq(a, b), _ops.mul(g, 0.5), g)
     ga = gb = None
     if _wants(a, b, needs, 0):
-        ga = unbroadcast(_ops.where(first, g, 0.0), _shape(a), True)
+        ga = unbroadcast(_ops.where(a_loses(a, b), 0.0, shared), _shape(a), True)
     if _wants(a, b, needs, 1):
-        gb = unbroadcast(_ops.where(first, 0.0, g), _shape(b), True)
+        gb = unbroadcast(_ops.where(b_loses(a, b), 0.0, shared), _shape(b), True)
     return _per_tensor(a, b, ga, gb)

@@ -221,9 +221,16 @@ def _templated(name: str, arity: int, fwd: str, bwd: Sequence[str]) -> None:
 
 _ZERO = "(CT)0"
 
-# One row per built-in: name, arity, forward, backward per argument. Ties of maximum/minimum
-# and the kinks of relu/abs/clamp follow PyTorch: relu'(0) = 0, abs'(0) = 0, a tie of
-# maximum(a, b) sends the whole gradient to a (the first argument).
+
+def _tie(loses: str, a: str, b: str) -> str:
+    """An operand's gradient in maximum/minimum (PyTorch's): 0 where ``a <loses> b``, ``g / 2``
+    at a tie, else ``g`` (so with a NaN, both operands get ``g``)."""
+    return f"(({a}) {loses} ({b}) ? {_ZERO} : (({a}) == ({b}) ? MUL({{g}}, LIT(0.5)) : ({{g}})))"
+
+# One row per built-in: name, arity, forward, backward per argument. Forwards compute what the
+# eager ops compute (maximum/minimum: NaN wins); ties of maximum/minimum and the kinks of
+# relu/abs/clamp follow PyTorch: relu'(0) = 0, abs'(0) = 0, a tie of maximum(a, b) sends half
+# the gradient to each operand.
 _BUILTINS: tuple[tuple[str, int, str, tuple[str, ...]], ...] = (
     ("add", 2, "ADD({0}, {1})", ("{g}", "{g}")),
     ("sub", 2, "SUB({0}, {1})", ("{g}", "NEG({g})")),
@@ -250,10 +257,10 @@ _BUILTINS: tuple[tuple[str, int, str, tuple[str, ...]], ...] = (
       "MUL(LIT(0.044715), MUL({0}, SQR({0})))))))), MUL(MUL(MUL(LIT(0.5), {0}), SUB(LIT(1.0), "
       "SQR(tanh(MUL(LIT(0.7978845608028654), ADD({0}, MUL(LIT(0.044715), MUL({0}, SQR({0})))))))"
       ")), MUL(LIT(0.7978845608028654), ADD(LIT(1.0), MUL(LIT(0.134145), SQR({0})))))))",)),
-    ("maximum", 2, "(({0}) >= ({1}) ? ({0}) : ({1}))",
-     (f"(({{0}}) >= ({{1}}) ? ({{g}}) : {_ZERO})", f"(({{0}}) >= ({{1}}) ? {_ZERO} : ({{g}}))")),
-    ("minimum", 2, "(({0}) <= ({1}) ? ({0}) : ({1}))",
-     (f"(({{0}}) <= ({{1}}) ? ({{g}}) : {_ZERO})", f"(({{0}}) <= ({{1}}) ? {_ZERO} : ({{g}}))")),
+    ("maximum", 2, "((({0}) > ({1}) || isnan({0})) ? ({0}) : ({1}))",
+     (_tie("<", "{0}", "{1}"), _tie(">", "{0}", "{1}"))),
+    ("minimum", 2, "((({0}) < ({1}) || isnan({0})) ? ({0}) : ({1}))",
+     (_tie(">", "{0}", "{1}"), _tie("<", "{0}", "{1}"))),
     ("pow", 2, "pow({0}, {1})",
      ("MUL({g}, MUL({1}, pow({0}, SUB({1}, LIT(1.0)))))", "MUL({g}, MUL({out}, log({0})))")),
     ("clamp", 3, "(({0}) < ({1}) ? ({1}) : (({0}) > ({2}) ? ({2}) : ({0})))",
