@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import json
+import re
 import threading
 import time
 import warnings
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from netcl.core import kernel_selector
+from netcl.core._paths import write_entry
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.kernel_selector import (
     KernelConfig,
@@ -560,6 +562,13 @@ def _tune_files(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "cache" / "autotune").glob("*"))
 
 
+def _read_tune_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(header, winners document) of a winners file: a cache entry whose content is JSON."""
+    magic, header, content = path.read_bytes().split(b"\n", 2)
+    assert magic == b"netcl-cache-entry 1"
+    return json.loads(header), json.loads(content)
+
+
 def test_autotune_picks_fastest_and_persists(tmp_path: Path) -> None:
     p = hopper()
     calls: dict[str, int] = {}
@@ -568,11 +577,11 @@ def test_autotune_picks_fastest_and_persists(tmp_path: Path) -> None:
     assert winner is V.MATMUL_NAIVE
     assert calls == {"tiled": 3, "naive": 3, "register": 3}  # one warm-up + repeats each
     [path] = _tune_files(tmp_path)  # written atomically: no temp file left behind
-    data = json.loads(path.read_text())
+    header, data = _read_tune_file(path)
     assert data["winners"] == [
         {"op": "matmul", "key": [2048, 2048, 2048, "float32"], "variant": "MATMUL_NAIVE"}]
-    assert data["device"] == {"vendor": "NVIDIA Corporation", "name": "NVIDIA H100 80GB HBM3",
-                              "driver_version": "580.159.04"}
+    assert header["key"] == {"store": "autotune", "format": "2", "vendor": "NVIDIA Corporation",
+                             "name": "NVIDIA H100 80GB HBM3", "driver_version": "580.159.04"}
     fresh = sel(p)  # a new process: reads the device's file
     assert fresh.lookup_tuned("matmul", (2048, 2048, 2048, "float32")) is V.MATMUL_NAIVE
     assert fresh.select_matmul_kernel(2048, 2048, 2048).variant is V.MATMUL_NAIVE
@@ -627,20 +636,69 @@ def test_autotune_skips_failing_candidates() -> None:
         s.autotune("matmul", (8, 9, 9, "float32"), {V.MATMUL_TILED: broken})
 
 
-def test_corrupt_tune_file_is_ignored(tmp_path: Path) -> None:
+def _plant(path: Path, how: str) -> None:
+    """Damage a sound winners file the way a crash, a disk or a careless copy would."""
+    data = path.read_bytes()
+    if how == "truncate-half":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "truncate-10":
+        path.write_bytes(data[:-10])
+    elif how == "flip-byte":
+        path.write_bytes(data[:-20] + bytes([data[-20] ^ 0x01]) + data[-19:])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "zeros":  # what a power cut after an unsynced write can leave
+        path.write_bytes(bytes(len(data)))
+    elif how == "plain-json":  # netcl 0.1's format, or any hand-made file
+        path.write_text('{"winners": [{"op": "matmul", "key": [1, 1, 1, "float32"], '
+                        '"variant": "MATMUL_TILED"}]}')
+    elif how == "swap":  # another device's sound file copied over this one
+        other = sel(ampere())
+        other.autotune("matmul", (1, 1, 1, "float32"), {V.MATMUL_REGISTER_TILED: lambda: None})
+        path.write_bytes(other.tuned_path().read_bytes())
+    elif how == "wrong-key":  # a sound entry written for another driver version
+        key = {**json.loads(data.split(b"\n")[1])["key"], "driver_version": "1.0"}
+        write_entry(path, key, data.split(b"\n", 2)[2])
+    elif how == "unknown-variant":  # sound framing, a variant this netcl does not know
+        header = json.loads(data.split(b"\n")[1])
+        write_entry(path, header["key"], json.dumps(
+            {"winners": [{"op": "matmul", "key": [1], "variant": "NOPE"}]}).encode())
+    else:
+        raise ValueError(how)
+
+
+@pytest.mark.parametrize(("how", "reason"), [
+    ("truncate-half", r"truncated inside the header|truncated: \d+ bytes of content"),
+    ("truncate-10", r"truncated: \d+ bytes of content, the header says \d+"),
+    ("flip-byte", r"checksum mismatch"),
+    ("empty", r"empty file"),
+    ("zeros", r"not a netcl cache entry"),
+    ("plain-json", r"not a netcl cache entry"),
+    ("swap", r"built for another key: \w+ is '[^']+', expected '[^']+'"),
+    ("wrong-key", r"built for another key: driver_version is '1.0', expected '580.159.04'"),
+    ("unknown-variant", r"unknown winners \(KeyError\('NOPE'\)\)"),
+])
+def test_bad_tune_file_is_discarded_with_one_warning(how: str, reason: str) -> None:
     s = sel(hopper())
+    s.autotune("matmul", (1, 1, 1, "float32"), {V.MATMUL_TILED: lambda: None})
     path = s.tuned_path()
-    path.write_text("{not json")
-    with pytest.warns(RuntimeWarning, match=r"ignoring unreadable autotune cache"):
-        assert s.lookup_tuned("matmul", (1, 1, 1, "float32")) is None
-    assert s.select_matmul_kernel(8, 8, 8).variant is V.MATMUL_NAIVE
+    _plant(path, how)
+    fresh = sel(hopper())  # a new process on this device
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fresh.lookup_tuned("matmul", (1, 1, 1, "float32")) is None
+        assert fresh.select_matmul_kernel(1, 1, 1).variant is V.MATMUL_NAIVE  # the rule
+        fresh.autotune("matmul", (2, 2, 2, "float32"), {V.MATMUL_TILED: lambda: None})
+    assert [w.category for w in caught] == [RuntimeWarning]
+    message = str(caught[0].message)
+    assert message.startswith(f"netcl: discarded cache file {path}: ")
+    assert re.search(reason, message), message
+    assert message.endswith("; its winners will be tuned again")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the rewrite reads the corrupt file once more
-        s.autotune("matmul", (1, 1, 1, "float32"), {V.MATMUL_TILED: lambda: None})
-    assert json.loads(path.read_text())["winners"][0]["variant"] == "MATMUL_TILED"
-    path.write_text(json.dumps({"winners": [{"op": "matmul", "key": [1], "variant": "NOPE"}]}))
-    with pytest.warns(RuntimeWarning):
-        assert sel(hopper()).lookup_tuned("matmul", (1,)) is None
+        warnings.simplefilter("error")  # the rewritten file is sound
+        again = sel(hopper())
+        assert again.lookup_tuned("matmul", (2, 2, 2, "float32")) is V.MATMUL_TILED
+        assert again.lookup_tuned("matmul", (1, 1, 1, "float32")) is None
 
 
 def test_unwritable_cache_keeps_winner_in_memory(

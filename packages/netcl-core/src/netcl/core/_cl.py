@@ -19,9 +19,11 @@ def cl() -> Any:
     """Return the ``pyopencl`` module, or raise ``ImportError`` saying how to install it."""
     global _cl
     if _cl is None:
+        from ._pocl_cache import guard_pocl_cache
         from .icd import register_pip_runtimes
 
         register_pip_runtimes()  # before pyopencl's loader reads OCL_ICD_VENDORS
+        guard_pocl_cache()  # before PoCL reads POCL_CACHE_DIR and trusts what lies there
         try:
             _cl = importlib.import_module("pyopencl")
         except ImportError as exc:

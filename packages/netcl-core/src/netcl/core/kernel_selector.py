@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from netcl.core._paths import atomic_write, cache_dir
+from netcl.core._paths import (
+    CacheEntryError,
+    cache_dir,
+    discard_entry,
+    read_entry,
+    write_entry,
+)
 from netcl.core._selector_args import (
     _bool_arg,
     _env_flag,
@@ -78,7 +84,7 @@ _TILED_LOCAL_MAX_CHANNELS = 128  # per group, input and output
 _CPU_WINOGRAD_MIN_OUTPUT = 16 * 16
 _NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
 _AMD_TUNED_ARCHS = ("rdna2", "rdna3")
-_TUNE_FORMAT = 1
+_TUNE_FORMAT = 2  # 1: plain JSON; 2: a checksummed entry holding JSON
 
 
 class KernelVariant(enum.Enum):
@@ -620,27 +626,50 @@ class KernelSelector:
 
     # -- autotuning --
 
+    def _tuned_key(self) -> dict[str, str]:
+        """What the winners file is for; stored in it and checked when it is read."""
+        p = self.profile
+        return {"store": "autotune", "format": str(_TUNE_FORMAT), "vendor": p.vendor,
+                "name": p.name, "driver_version": p.driver_version}
+
     def tuned_path(self) -> Path:
-        """The JSON file holding this device's winners (named from vendor, name and driver)."""
+        """The file holding this device's winners (named from vendor, name and driver).
+
+        A checksummed cache entry (``netcl.core._paths.write_entry``) whose content is JSON:
+        ``{"winners": [{"op": ..., "key": [...], "variant": ...}, ...]}``.
+
+        Raises:
+            OSError: the cache folder cannot be created.
+        """
         p = self.profile
         ident = f"{p.vendor}\0{p.name}\0{p.driver_version}".encode()
-        return cache_dir("autotune") / f"{hashlib.sha256(ident).hexdigest()[:20]}.json"
+        return cache_dir("autotune") / f"{hashlib.sha256(ident).hexdigest()[:20]}.winners"
 
     def _read_tuned(self) -> dict[_TunedKey, KernelVariant]:
-        path: Path | str = "<autotune cache>"
+        """The stored winners; a missing file gives none, a bad one is deleted with a warning."""
         try:
             path = self.tuned_path()
-            if not path.exists():
-                return {}
-            data = json.loads(path.read_text(encoding="utf-8"))
+            content = read_entry(path, self._tuned_key())
+        except FileNotFoundError:
+            return {}
+        except CacheEntryError as exc:  # truncated, corrupt, or another device's file
+            discard_entry(exc.path, exc.reason, "its winners will be tuned again", stacklevel=5)
+            return {}
+        except OSError as exc:
+            warnings.warn(f"KernelSelector: ignoring unreadable autotune cache: {exc!r}",
+                          RuntimeWarning, stacklevel=4)
+            return {}
+        try:
+            data = json.loads(content)
             entries = [(str(e["op"]), e["key"], KernelVariant[e["variant"]])
                        for e in data["winners"]]
             if not all(isinstance(key, list) for _, key, _ in entries):
                 raise TypeError("a key is not a list")
             return {(op, _tuple_key(key)): variant for op, key, variant in entries}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(f"KernelSelector: ignoring unreadable autotune cache {path}: {exc!r}",
-                          RuntimeWarning, stacklevel=3)
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # a sound file whose
+            # winners this netcl does not know (a variant renamed since): tune them again
+            discard_entry(path, f"unknown winners ({exc!r})", "its winners will be tuned again",
+                          stacklevel=5)
             return {}
 
     def _ensure_tuned_loaded(self) -> None:
@@ -729,18 +758,14 @@ class KernelSelector:
         return best[1]
 
     def _persist(self) -> None:
-        """Merge the winners into the device's JSON file, atomically; never a crash."""
+        """Merge the winners into the device's file, atomically; never a crash."""
         try:
             path = self.tuned_path()
             self._tuned = merged = {**self._read_tuned(), **self._tuned}  # other processes' too
-            payload = {
-                "format": _TUNE_FORMAT,
-                "device": {"vendor": self.profile.vendor, "name": self.profile.name,
-                           "driver_version": self.profile.driver_version},
-                "winners": [{"op": op, "key": _json_key("autotune", k), "variant": v.name}
-                            for (op, k), v in merged.items()],
-            }
-            atomic_write(path, json.dumps(payload, indent=1).encode("utf-8"))
+            winners = [{"op": op, "key": _json_key("autotune", k), "variant": v.name}
+                       for (op, k), v in merged.items()]
+            content = json.dumps({"winners": winners}, indent=1).encode("utf-8")
+            write_entry(path, self._tuned_key(), content)
         except (OSError, TypeError) as exc:
             warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
                           RuntimeWarning, stacklevel=3)

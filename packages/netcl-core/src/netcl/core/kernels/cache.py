@@ -3,11 +3,20 @@
 The disk cache keys a program binary by platform, device, driver version, source and options,
 so a second process start compiles nothing. Kernel objects are cached too: ``prg.name`` makes a
 new ``cl.Kernel`` each time, so hot paths call :func:`get_kernel` instead.
+
+# NOTE [ Corrupt program binaries ]
+# A binary handed to clCreateProgramWithBinary is trusted by the driver: PoCL segfaults on one
+# cut in half and aborts on one 10 bytes short (pocl_binary_deserialize asserts), and a sound
+# binary of another kernel runs as if it were this one. So each entry is written with its key
+# and a checksum (netcl.core._paths.write_entry) and verified before the driver sees it; a bad
+# entry is deleted with one RuntimeWarning naming the file and the fault, and rebuilt from
+# source. pyopencl's own binary cache (pickled, unchecked) is bypassed: cache_dir=False.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import warnings
@@ -15,9 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from .._cl import cl
-from .._paths import atomic_write, cache_dir
+from .._paths import CacheEntryError, cache_dir, discard_entry, read_entry, write_entry
 
-__all__ = ["KernelBuildError", "build_stats", "get_kernel", "get_program"]
+__all__ = [
+    "KernelBuildError",
+    "build_stats",
+    "entry_key",
+    "entry_path",
+    "get_kernel",
+    "get_program",
+]
 
 
 class KernelBuildError(RuntimeError):
@@ -59,11 +75,34 @@ def _disk_cache_enabled(dev: Any) -> bool:
     return "Portable Computing Language" not in str(dev.platform.name)
 
 
-def _device_key(dev: Any) -> str:
-    return "|".join(
-        str(x).strip()
-        for x in (dev.platform.name, dev.name, dev.driver_version, dev.version)
-    )
+def entry_key(dev: Any, source: str, options: str) -> dict[str, str]:
+    """What a cached binary of ``source`` was built for; stored in the entry and checked on load.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> dev = NS(platform=NS(name="PoCL"), name="cpu", driver_version="6.0", version="3.0")
+        >>> entry_key(dev, "k", "-O2")["driver_version"]
+        '6.0'
+    """
+    return {
+        "store": "program",
+        "platform": str(dev.platform.name).strip(),
+        "device": str(dev.name).strip(),
+        "driver_version": str(dev.driver_version).strip(),
+        "device_version": str(dev.version).strip(),
+        "options": options,
+        "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+    }
+
+
+def entry_path(key: dict[str, str]) -> Path:
+    """The file of the entry for ``key``: ``$NETCL_CACHE_DIR/programs/<sha256 of key>.program``.
+
+    Raises:
+        OSError: the cache folder cannot be created.
+    """
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return cache_dir("programs") / f"{digest}.program"
 
 
 def _build_from_source(context: Any, source: str, options: str, name: str) -> Any:
@@ -71,7 +110,7 @@ def _build_from_source(context: Any, source: str, options: str, name: str) -> An
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return program.build(options=options)
+            return program.build(options=options, cache_dir=False)
     except Exception as exc:
         dev = context.devices[0]
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -84,32 +123,60 @@ def _build_from_source(context: Any, source: str, options: str, name: str) -> An
         raise KernelBuildError(name, dev.name.strip(), options, log or str(exc), path) from exc
 
 
-def _load_or_build(context: Any, source: str, options: str, name: str) -> Any:
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:200] + "...") if len(text) > 200 else text or type(exc).__name__
+
+
+def _load_entry(context: Any, path: Path, key: dict[str, str], options: str) -> Any | None:
+    """The program built from the verified entry at ``path``; None (after one warning and
+    deleting the file) when it is missing, corrupt, for another key or refused by the driver."""
+    try:
+        binary = read_entry(path, key)
+    except FileNotFoundError:
+        return None
+    except CacheEntryError as exc:
+        discard_entry(path, exc.reason, "rebuilding it from source", stacklevel=4)
+        return None
+    except OSError:
+        return None  # unreadable (permissions): compile, as without a disk cache
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cl().Program(context, [context.devices[0]], [binary]).build(options=options)
+    except Exception as exc:  # a driver update that kept its version string
+        discard_entry(path, f"the driver refused the binary ({_one_line(exc)})",
+                      "rebuilding it from source", stacklevel=4)
+        return None
+
+
+def _entry_of(context: Any, source: str, options: str) -> tuple[Path, dict[str, str]] | None:
+    """Where the program's disk entry lives and its key; None when the disk cache is off for
+    this context (several devices, ``NETCL_DISK_CACHE``) or its folder cannot be made."""
     devices = context.devices
     if len(devices) != 1 or not _disk_cache_enabled(devices[0]):
-        _stats["compiled"] += 1
-        return _build_from_source(context, source, options, name)
-    dev = devices[0]
-    digest = hashlib.sha256(
-        "\0".join((_device_key(dev), options, source)).encode()
-    ).hexdigest()
-    path = cache_dir("programs") / f"{digest}.bin"
-    if path.exists():
-        try:
-            binary = path.read_bytes()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                program = cl().Program(context, [dev], [binary]).build(options=options)
+        return None
+    key = entry_key(devices[0], source, options)
+    try:
+        return entry_path(key), key
+    except OSError:
+        return None  # no usable cache folder only costs compile time
+
+
+def _load_or_build(context: Any, source: str, options: str, name: str) -> Any:
+    entry = _entry_of(context, source, options)
+    if entry is not None:
+        program = _load_entry(context, *entry, options)
+        if program is not None:
             _stats["from_disk"] += 1
             return program
-        except Exception:
-            path.unlink(missing_ok=True)  # stale or corrupt binary: rebuild from source
     program = _build_from_source(context, source, options, name)
     _stats["compiled"] += 1
-    try:
-        atomic_write(path, bytes(program.binaries[0]))
-    except OSError:
-        pass  # a read-only cache only costs compile time
+    if entry is not None:
+        try:
+            write_entry(*entry, bytes(program.binaries[0]))
+        except OSError:
+            pass  # a read-only cache only costs compile time
     return program
 
 
