@@ -69,6 +69,19 @@ def test_nll_loss(dev: DeviceHandle) -> None:
     check_grad(dev, ag.nll_loss, ref, (logp, LABELS), {"reduction": "sum"})
 
 
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_out_of_range_label_raises_on_every_backend(dev: DeviceHandle, loss: str) -> None:
+    """The issue's case: label 5 of 5 classes was a NaN loss on OpenCL and a ValueError on
+    NumPy; every backend raises now (the spatial form goes through the same rows)."""
+    fn = getattr(ag, loss)
+    for shape, labels in (((4, 5), np.array([0, 5, 4, 1])),
+                          ((2, 5, 3), np.array([[0, 1, 2], [3, 5, -100]]))):
+        x = Tensor.from_host(dev.queue, rng.standard_normal(shape))
+        with pytest.raises(ValueError, match="nll_gather: label 5 is out of range for 5 "
+                                             "classes"):
+            fn(x, Tensor.from_host(dev.queue, labels))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss(dev: DeviceHandle, reduction: str) -> None:
     def ref(a: Any, b: Any, reduction: str) -> Any:

@@ -102,17 +102,37 @@ def test_nll_gather(dev: DeviceHandle, dtype: str, label_dtype: str) -> None:
              lambda a, b: _ref_nll(a, b, 3), (logp, labels), dtype=dtype)
 
 
-def test_nll_gather_out_of_range(dev: DeviceHandle) -> None:
-    """NumPy raises; OpenCL reads nothing out of bounds and writes NaN for that row."""
-    logp = Tensor.from_host(dev.queue, np.log(np.full((3, 4), 0.25)))
-    labels = Tensor.from_host(dev.queue, np.array([1, 4, -1]))
-    if dev.backend == "cpu":
-        with pytest.raises(ValueError, match="nll_gather: label 4 is out of range for 4 classes"):
-            ops.nll_gather(logp, labels)
-        return
-    out = ops.nll_gather(logp, labels).to_host()
-    np.testing.assert_allclose(out[0], np.log(4), rtol=1e-6)
-    assert np.isnan(out[1:]).all()
+@pytest.mark.parametrize("label_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("case", [
+    (33, [5], 5, 5),  # the issue's: label 5 of 5 classes, one bad row among 33
+    (7, [2, 6, 0], 7, -1),  # several bad rows (-1 at rows 0 and 6): the first is named
+    (1, [0], 99, 99),
+    (7, [3], 0, 0),  # C = 0: every label is out of range
+], ids=str)
+def test_nll_gather_out_of_range_raises_on_every_backend(dev: DeviceHandle, label_dtype: str,
+                                                        case: Any) -> None:
+    """Every backend raises the NumPy backend's error (it used to be a NaN loss on OpenCL),
+    naming the first bad label; ignore_index rows stay exempt. ``case``: rows, rows given a
+    bad label, C, the first bad label."""
+    n, rows, C, first = case
+    labels = np.random.default_rng(2).integers(0, C, size=n) if C else np.full(n, -100)
+    labels = labels.astype(label_dtype)
+    labels[rows[1:]] = -1
+    labels[rows[0]] = first
+    logp = Tensor.from_host(dev.queue, np.zeros((n, C)))
+    with pytest.raises(ValueError, match=rf"nll_gather: label {first} is out of range for {C} "
+                                         rf"classes \(ignore_index is -100\)"):
+        ops.nll_gather(logp, Tensor.from_host(dev.queue, labels))
+    labels[rows] = -100  # ignored now: the same call succeeds
+    out = ops.nll_gather(logp, Tensor.from_host(dev.queue, labels)).to_host()
+    assert out.shape == (n,) and not np.isnan(out).any()
+
+
+def test_nll_gather_ignore_index_is_never_out_of_range(dev: DeviceHandle) -> None:
+    logp = np.log(np.full((3, 4), 0.25))
+    labels = np.array([1, 7, 2])  # 7 is out of range for 4 classes, but ignored
+    check_op(dev, lambda a, b: ops.nll_gather(a, b, ignore_index=7),
+             lambda a, b: _ref_nll(a, b, 7), (logp, labels))
 
 
 @pytest.mark.parametrize("variant", [SEQ, PAR], ids=lambda v: v.name)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -95,16 +96,27 @@ __kernel void softmax_col(__global T* out, __global const T* x, const IDX xo,
 _NLL = """
 __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
                     __global const LT* labels, const IDX yo,
-                    const IDX C, const long ignore, const IDX n)
+                    const IDX C, const long ignore, const IDX n, __global int* bad)
 {
   const IDX i = get_global_id(0);
   if (i >= n) return;
   const long y = (long)labels[yo + i];
   if (y == ignore) ST(out, i, (CT)0);
-  else if (y < 0 || y >= (long)C) ST(out, i, (CT)NAN);  /* out of range: NaN, no read */
+  else if (y < 0 || y >= (long)C) { ST(out, i, (CT)NAN); *bad = 1; }  /* no read; see NOTE */
   else ST(out, i, -LD(logp, lo + i * C + (IDX)y));
 }
 """
+
+# NOTE [ Out-of-range labels ]
+# A label outside [0, C) that is not ignore_index raises the same ValueError on every backend,
+# from nll_gather itself. The NumPy backend checks the labels it gathers with. On OpenCL the
+# gather kernel already reads every label, so it also raises a device flag for a bad one (every
+# writer stores 1: a benign race); nll_gather reads that int back, and only when it is set
+# downloads the labels to name the first bad one as NumPy does. That costs a 4-byte fill, a
+# 4-byte read and no extra pass over the labels -- a min/max reduction would add a kernel (two
+# for min and max) and a read, and would need the ignore_index rows masked out first. The read
+# waits for the queue, one host sync per loss: the price of raising where NumPy raises instead
+# of returning a NaN loss that surfaces steps later.
 
 
 def _program_source(name: str, local: int, wide: bool) -> str:
@@ -195,9 +207,8 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
 
     Raises:
         TypeError: float labels, or integer ``logp``.
-        ValueError: shapes other than (N, C) and (N,); on the NumPy backend a label outside
-            ``[0, C)`` that is not ``ignore_index``. On OpenCL such a label yields NaN for
-            its row (nothing out of bounds is read; checking would need a host round trip).
+        ValueError: shapes other than (N, C) and (N,), or a label outside ``[0, C)`` that is
+            not ``ignore_index`` (on every backend; see NOTE [ Out-of-range labels ]).
 
     Examples:
         >>> from netcl.core.device import manager
@@ -220,11 +231,9 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     if logp.array is not None:
         y = host(labels).astype(np.int64)
         keep = y != ignore_index
-        bad = keep & ((y < 0) | (y >= C))
-        if bad.any():
-            raise ValueError(f"nll_gather: label {int(y[bad][0])} is out of range for "
-                             f"{C} classes (ignore_index is {ignore_index})")
-        rows = host(logp)[np.arange(N), np.where(keep, y, 0)]
+        _check_labels(y, C, ignore_index)
+        # with C = 0 every row is ignored (else _check_labels raised): nothing to gather
+        rows = host(logp)[np.arange(N), np.where(keep, y, 0)] if C else np.zeros(N)
         return wrap(logp.queue, np.where(keep, -rows, 0), logp.dtype)
     out = empty(logp.queue, (N,), logp.dtype)
     if N == 0:
@@ -232,7 +241,18 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     _, idx = index_defs(logp.offset + logp.size, labels.offset + N)
     source = _nll_source(labels.dtype, idx is np.int64)
     kernel = cl_kernel(logp.queue.context, "nll_k", source, logp.dtype)
+    bad = Tensor.from_shape(logp.queue, (1,), "int32", fill=0)
     launch_items(logp.queue, kernel, N, device_buffer(out), device_buffer(logp) if C else None,
                  idx(logp.offset), device_buffer(labels), idx(labels.offset), idx(C),
-                 np.int64(ignore_index), idx(N))
+                 np.int64(ignore_index), idx(N), device_buffer(bad))
+    if bad.to_host()[0]:  # NOTE [ Out-of-range labels ]
+        _check_labels(labels.to_host().astype(np.int64), C, ignore_index)
     return out
+
+
+def _check_labels(y: np.ndarray[Any, Any], C: int, ignore_index: int) -> None:
+    """``ValueError`` naming the first label outside ``[0, C)`` that is not ``ignore_index``."""
+    bad = (y != ignore_index) & ((y < 0) | (y >= C))
+    if bad.any():
+        raise ValueError(f"nll_gather: label {int(y[bad][0])} is out of range for {C} classes "
+                         f"(ignore_index is {ignore_index}); class labels must be in [0, {C})")

@@ -25,12 +25,12 @@
 
 __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
                     __global const LT* labels, const IDX yo,
-                    const IDX C, const long ignore, const IDX n)
+                    const IDX C, const long ignore, const IDX n, __global int* bad)
 {
   const IDX i = get_global_id(0);
   if (i >= n) return;
   const long y = (long)labels[yo + i];
   if (y == ignore) ST(out, i, (CT)0);
-  else if (y < 0 || y >= (long)C) ST(out, i, (CT)NAN);  /* out of range: NaN, no read */
+  else if (y < 0 || y >= (long)C) { ST(out, i, (CT)NAN); *bad = 1; }  /* no read; see NOTE */
   else ST(out, i, -LD(logp, lo + i * C + (IDX)y));
 }
