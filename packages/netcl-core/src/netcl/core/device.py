@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._cl import cl, have_pyopencl
+from ._cl import _INSTALL_HINT, cl, have_pyopencl
 from .capabilities import device_type_name
 from .device_probe import Verdict, remedy, verdict
 
@@ -183,9 +183,12 @@ class DeviceManager:
         """Return the cached handle for ``selector``; ``None`` when no such device exists.
 
         ``"auto"`` always returns a handle; when ``NETCL_DEVICE`` replaces it with a selector
-        that matches no device, that is an error.
+        that matches no device, that is an error. ``"cl"``, ``"gpu"`` and ``"accel"`` return
+        ``None`` when pyopencl is installed but no usable device of that kind is found.
 
         Raises:
+            ImportError: an OpenCL selector (anything but ``auto``, ``cpu``, ``numpy``) while
+                pyopencl is not installed; the message says how to install it.
             ValueError: the selector names no known device kind, index or name.
             RuntimeError: the selector names only unusable devices, or ``NETCL_DEVICE`` names
                 a device kind that is not present.
@@ -234,6 +237,10 @@ class DeviceManager:
             if key == "auto":
                 return _CPU_HANDLE
             raise RuntimeError(f"DeviceManager.default({original}): {_opencl_disabled[0]}")
+        if not have_pyopencl():
+            if key == "auto":
+                return _CPU_HANDLE
+            raise ImportError(f"DeviceManager.default({original}): {_INSTALL_HINT}")
         devices = self.discover()
         if key in ("auto", "cl", "gpu", "accel"):
             kinds = _AUTO_ORDER if key in ("auto", "cl") else (key,)
