@@ -39,7 +39,7 @@ def test_params_body_form_source() -> None:
         preamble=PRIMITIVE_PREAMBLE,
         body="int gid = get_global_id(0); c[gid] = a[gid] + b[gid];",
     ).to_source()
-    assert src.count("#define ADD") == 1
+    assert src.count("#define NETCL_ADD") == 1
     assert "__kernel void vec_add(__global const float* a, __global const float* b, " in src
 
 
@@ -56,7 +56,7 @@ def test_vec_add_runs(cl_dev: DeviceHandle, n: int) -> None:
         name="vec_add",
         params=["__global const float* a", "__global const float* b", "__global float* c",
                 "const int n"],
-        body="int gid = get_global_id(0); if (gid < n) c[gid] = ADD(a[gid], b[gid]);",
+        body="int gid = get_global_id(0); if (gid < n) c[gid] = NETCL_ADD(a[gid], b[gid]);",
     )
     q = cl_dev.queue
     a, b = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)

@@ -6,7 +6,7 @@ primitive works on every backend without a second definition.
 
 The subset understood is what elementwise expressions use: number literals (``1.0f``, ``2``,
 ``1e-3``), variables, ``+ - * / %``, comparisons, ``&& || !``, ``?:``, casts to the scalar
-types, the preamble macros (``ADD``, ``MUL``, ``RELU``, ``SIGMOID``, ...), ``LIT(x)`` and the
+types, the expression macros (``ADD``, ``MUL``, ``RELU``, ``SIGMOID``, ...), ``LIT(x)`` and the
 OpenCL math built-ins listed in :data:`FUNCTIONS`.
 
 Examples:
@@ -57,7 +57,7 @@ def _select_min(a: Any, b: Any) -> Any:
 
 #: OpenCL built-ins and netcl preamble macros the evaluator knows, by name.
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    # netcl preamble macros (netcl.core.kernels.primitives.PRIMITIVE_PREAMBLE)
+    # netcl expression macros (netcl.core.kernels.primitives.EXPRESSION_MACROS)
     "ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
     "NEG": np.negative, "SQR": np.square, "RELU": lambda x: np.where(x > 0, x, 0),
     "MAX": _select_max, "MIN": _select_min, "SIGMOID": _sigmoid, "LIT": lambda x: x,

@@ -38,7 +38,7 @@ import numpy as np
 
 from netcl.core.capabilities import device_profile
 from netcl.core.dtypes import c_type
-from netcl.core.kernels.primitives import BuiltKernel, KernelSpec
+from netcl.core.kernels.primitives import EXPRESSION_MACROS, BuiltKernel, KernelSpec
 from netcl.core.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -167,7 +167,8 @@ def _header(dtype: str, wide: bool) -> str:
     else:
         access = "#define LD(p, i) ((p)[(i)])\n#define ST(p, i, v) ((p)[(i)] = (v))\n"
     lit = "#define LIT(x) (x)\n" if dtype == "float64" else "#define LIT(x) (x##f)\n"
-    return (f"#define T {storage}\n#define CT {_compute(dtype)}\n"
+    # the primitives' expressions are written with the short macro names (ADD, MUL, ...)
+    return (f"{EXPRESSION_MACROS}#define T {storage}\n#define CT {_compute(dtype)}\n"
             f"#define IDX {'long' if wide else 'int'}\n{lit}{access}")
 
 

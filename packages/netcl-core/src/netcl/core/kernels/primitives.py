@@ -29,6 +29,7 @@ from ..tensor import Tensor
 from .cache import get_kernel
 
 __all__ = [
+    "EXPRESSION_MACROS",
     "PRIMITIVE_PREAMBLE",
     "BuiltKernel",
     "KernelSpec",
@@ -43,20 +44,40 @@ __all__ = [
 PRIMITIVE_PREAMBLE = """\
 #ifndef NETCL_PRIMITIVES
 #define NETCL_PRIMITIVES
-#define LOAD(p, i) ((p)[(i)])
-#define STORE(p, i, v) ((p)[(i)] = (v))
-#define LOAD_HALF(p, i) vload_half((i), (p))
-#define STORE_HALF(p, i, v) vstore_half((v), (i), (p))
-#define ADD(a, b) ((a) + (b))
-#define SUB(a, b) ((a) - (b))
-#define MUL(a, b) ((a) * (b))
-#define DIV(a, b) ((a) / (b))
-#define NEG(a) (-(a))
-#define SQR(a) ((a) * (a))
-#define RELU(x) ((x) > 0 ? (x) : 0)
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#define NETCL_LOAD(p, i) ((p)[(i)])
+#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
+#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
+#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define NETCL_ADD(a, b) ((a) + (b))
+#define NETCL_SUB(a, b) ((a) - (b))
+#define NETCL_MUL(a, b) ((a) * (b))
+#define NETCL_DIV(a, b) ((a) / (b))
+#define NETCL_NEG(a) (-(a))
+#define NETCL_SQR(a) ((a) * (a))
+#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
+#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+"""
+
+#: The short names of the expression language (``MUL(ADD(v0, v1), 2.0f)``) that
+#: :class:`PrimitiveBuilder` expressions and the autograd JIT's primitives are written in.
+#: Only sources netcl generates around such an expression include them; a hand-written
+#: kernel sees the ``NETCL_`` names alone, so its own ``RELU`` or ``MAX`` cannot collide.
+EXPRESSION_MACROS = """\
+#ifndef NETCL_EXPRESSION_MACROS
+#define NETCL_EXPRESSION_MACROS
+#define ADD(a, b) NETCL_ADD(a, b)
+#define SUB(a, b) NETCL_SUB(a, b)
+#define MUL(a, b) NETCL_MUL(a, b)
+#define DIV(a, b) NETCL_DIV(a, b)
+#define NEG(a) NETCL_NEG(a)
+#define SQR(a) NETCL_SQR(a)
+#define RELU(x) NETCL_RELU(x)
+#define MAX(a, b) NETCL_MAX(a, b)
+#define MIN(a, b) NETCL_MIN(a, b)
+#define SIGMOID(x) NETCL_SIGMOID(x)
 #endif
 """
 
@@ -246,6 +267,13 @@ class KernelSpec:
         workgroup_size: local size; ``None`` means autotune (``tune``) or the default of 64.
         extra_flags: extra build options.
         tune: time candidate local sizes on the first run of each global size.
+
+    The source compiled is :data:`PRIMITIVE_PREAMBLE` (``NETCL_ADD``, ``NETCL_MUL``,
+    ``NETCL_RELU``, ...: every netcl macro is prefixed, so a kernel may define its own ``RELU``
+    or ``MAX``), then ``preamble``, then ``src`` (or the kernel made from ``params`` and
+    ``body``). ``#line`` directives name the parts, so a build log points into your own text:
+    ``src:3:5: error: ...`` is line 3 of ``src`` (likewise ``preamble``, ``params``,
+    ``body``).
     """
 
     name: str
@@ -266,15 +294,17 @@ class KernelSpec:
             raise ValueError(f"KernelSpec {self.name!r}: give either src or params + body")
 
     def to_source(self) -> str:
-        """The complete OpenCL C source, preamble spliced in."""
+        """The complete OpenCL C source: the netcl preamble, then the spec's parts, each after a
+        ``#line 1 "<part>"`` so build logs count lines in the text you wrote."""
         parts = [PRIMITIVE_PREAMBLE]
         if self.preamble and self.preamble != PRIMITIVE_PREAMBLE:
-            parts.append(self.preamble)
+            parts.append(f'#line 1 "preamble"\n{self.preamble}')
         if self.src is not None:
-            parts.append(self.src)
+            parts.append(f'#line 1 "src"\n{self.src}')
         else:
             params = ", ".join(self.params)
-            parts.append(f"__kernel void {self.name}({params}) {{\n{self.body}\n}}\n")
+            parts.append(f'#line 1 "params"\n__kernel void {self.name}({params}) {{\n'
+                         f'#line 1 "body"\n{self.body}\n}}\n')
         return "\n".join(parts)
 
     def device_source(self, extensions: str) -> str:
@@ -404,7 +434,9 @@ class PrimitiveBuilder:
     """Builds elementwise :class:`KernelSpec` objects from a C expression over ``v0, v1, ...``.
 
     float16 is stored as ``half`` and loaded/stored with ``vload_half``/``vstore_half``, so the
-    arithmetic runs in float and works on devices without ``cl_khr_fp16``.
+    arithmetic runs in float and works on devices without ``cl_khr_fp16``. The expression may
+    use the short macro names of :data:`EXPRESSION_MACROS` (``ADD``, ``MUL``, ``RELU``, ...),
+    which the generated spec's ``preamble`` defines.
 
     Examples:
         >>> b = PrimitiveBuilder(dtype="float")
@@ -436,7 +468,8 @@ class PrimitiveBuilder:
             store = f"    out[gid] = ({expression});\n"
         body = f"  int gid = get_global_id(0);\n  if (gid < n) {{\n{loads}{store}  }}"
         flags: tuple[str, ...] = ("-cl-fast-relaxed-math",) if ctype == "half" else ()
-        return KernelSpec(name=name, params=params, body=body, extra_flags=flags, tune=False)
+        return KernelSpec(name=name, params=params, body=body, preamble=EXPRESSION_MACROS,
+                          extra_flags=flags, tune=False)
 
 
 def build_elementwise_kernel(
