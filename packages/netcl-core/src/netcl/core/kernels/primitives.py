@@ -2,7 +2,8 @@
 
 ``KernelSpec`` takes either a whole ``src`` or ``params`` + ``body`` (+ ``preamble``), and
 ``build(queue_or_context)`` returns a :class:`BuiltKernel` whose ``run(queue, global, local,
-*args)`` accepts Tensors and Python scalars.
+*args)`` accepts Tensors and Python scalars, checked against the parameters the source declares
+(:mod:`._signature`, :mod:`._arguments`); :mod:`._local_size` decides local sizes and tunes them.
 
 Examples:
     >>> spec = KernelSpec(name="vec_add", params=["__global const float* a",
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,9 @@ import numpy as np
 from .._cl import cl
 from ..dtypes import canonical_dtype
 from ..tensor import Tensor
+from ._arguments import Converter, converters, unparsed_converter
+from ._local_size import autotune, kernel_local_limits, pick_local, size_tuple
+from ._signature import KernelParam, parse_signature, type_aliases, work_group_features
 from .cache import get_kernel
 
 __all__ = [
@@ -188,6 +191,13 @@ def launch_values(
     if not getattr(kernel, "_netcl_typed", False):
         _type_scalars(kernel, values)
     kernel.set_args(*values)
+    return _enqueue(queue, kernel, global_size, local_size)
+
+
+def _enqueue(
+    queue: Any, kernel: Any, global_size: Sequence[int], local_size: Sequence[int] | None
+) -> Any:
+    """Enqueue ``kernel`` (its arguments set) and count the launch; nothing for an empty range."""
     with _launch_lock:
         _launches[0] += 1
     if 0 in global_size:
@@ -234,22 +244,6 @@ class WorkGroupTuner:
         return (self.round_up(rows, lr), self.round_up(cols, lc)), (lr, lc)
 
 
-_DEFAULT_LOCAL = 64
-
-
-def _local_candidates(global_size: tuple[int, ...], max_wg: int) -> list[tuple[int, ...] | None]:
-    if len(global_size) == 1:
-        sizes: list[tuple[int, ...]] = [(s,) for s in (32, 64, 128, 256, 512)]
-    else:
-        sizes = [(8, 8), (16, 16), (8, 32), (32, 8), (16, 8)]
-        sizes = [s + (1,) * (len(global_size) - 2) for s in sizes]
-    ok: list[tuple[int, ...] | None] = [
-        s for s in sizes
-        if math.prod(s) <= max_wg and all(g % s_ == 0 for g, s_ in zip(global_size, s))
-    ]
-    return [*ok, None]
-
-
 # -- KernelSpec ------------------------------------------------------------------------------
 
 
@@ -264,9 +258,11 @@ class KernelSpec:
         body: the kernel's statements.
         preamble: code placed before the kernel (macros, helpers).
         shape_sig: shape signature the op dispatch uses as a cache slot.
-        workgroup_size: local size; ``None`` means autotune (``tune``) or the default of 64.
+        workgroup_size: the local size ``run`` uses when given ``local_size=None``.
         extra_flags: extra build options.
-        tune: time candidate local sizes on the first run of each global size.
+        tune: with ``local_size=None`` and no ``workgroup_size``, time candidate local sizes on
+            the first run of each global size (default ``True``, as on the KernelSpec page) —
+            but only for a kernel whose result cannot depend on its local size (see below).
 
     The source compiled is :data:`PRIMITIVE_PREAMBLE` (``NETCL_ADD``, ``NETCL_MUL``,
     ``NETCL_RELU``, ...: every netcl macro is prefixed, so a kernel may define its own ``RELU``
@@ -274,6 +270,42 @@ class KernelSpec:
     ``body``). ``#line`` directives name the parts, so a build log points into your own text:
     ``src:3:5: error: ...`` is line 3 of ``src`` (likewise ``preamble``, ``params``,
     ``body``).
+
+    ``build(queue_or_context)`` compiles once per context and returns a :class:`BuiltKernel`;
+    ``run(queue, global_size, local_size, *args)`` launches it (``spec.run(...)`` builds and
+    runs in one call). The kernel's parameter list is read from the source at build time, and
+    each argument is checked against it:
+
+    - a Python or NumPy number for a scalar parameter becomes the declared type (``2`` for
+      ``const float k`` is ``2.0f``); a float for an integer parameter, or a value outside the
+      type's range, raises;
+    - a Tensor for a pointer parameter must have the declared element type (a float64 Tensor
+      for ``__global float*`` raises ``TypeError``); NumPy arrays are refused (pass
+      ``Tensor.from_host(queue, array)``); ``__local`` pointers take ``pyopencl.LocalMemory``;
+    - a type given by a ``typedef`` or ``#define`` to a plain type (``#define T float``, also
+      ``-D T=float`` in ``extra_flags``) is resolved; one netcl cannot resolve (a struct, a
+      vector, a macro defined two ways) is not checked, and a Python number for it raises
+      (pass a NumPy scalar of its width).
+
+    A bad call raises before anything is set on the kernel, so later calls are unaffected.
+
+    With ``local_size=None`` the local size is, in order: the kernel's
+    ``__attribute__((reqd_work_group_size(X, Y, Z)))``; ``workgroup_size``; for a kernel whose
+    source (all of it, if it holds several kernels) uses work-group features (``__local``
+    memory, ``barrier``, ``get_local_id``, ``get_group_id``, ...) nothing else: that is a
+    ``ValueError`` rather than a guess, since such a kernel (a tiled matmul) computes wrong
+    results with a local size it was not written for.
+    A kernel without those features gets the autotuned size (``tune=True``) or 64 where that
+    divides a 1-D global size, else the driver's choice; every one of those gives it the same
+    result.
+
+    Examples:
+        >>> spec = KernelSpec("scale", src="__kernel void scale(__global float* x, float k)\\n"
+        ...                   "{ x[get_global_id(0)] *= k; }")
+        >>> print(spec.to_source()[spec.to_source().index("#line"):])
+        #line 1 "src"
+        __kernel void scale(__global float* x, float k)
+        { x[get_global_id(0)] *= k; }
     """
 
     name: str
@@ -323,7 +355,8 @@ class KernelSpec:
         return source
 
     def build(self, queue_or_context: Any) -> BuiltKernel:
-        """Compile for the context of ``queue_or_context`` (once; cached in the spec and on disk).
+        """Compile for the context of ``queue_or_context`` (once; cached in the spec and on disk)
+        and read the kernel's parameters and work-group use from the source.
 
         Raises:
             KernelBuildError: compilation failed; the error carries the build log.
@@ -334,22 +367,16 @@ class KernelSpec:
                             "got the NumPy backend's queue")
         built = self._built.get(id(context))
         if built is None:
-            source = self.device_source(str(context.devices[0].extensions))
-            options = " ".join(self.extra_flags)
-            kernel = get_kernel(context, source, self.name, options)
-            built = self._built[id(context)] = BuiltKernel(self, kernel, context, source)
+            device = context.devices[0]
+            source = self.device_source(str(device.extensions))
+            kernel = get_kernel(context, source, self.name, " ".join(self.extra_flags))
+            params = parse_signature(source, self.name, type_aliases(source, self.extra_flags))
+            required, largest = kernel_local_limits(kernel, device)
+            built = self._built[id(context)] = BuiltKernel(
+                self, kernel, context, source, params=params, required_local=required,
+                max_local=largest, work_group_features=work_group_features(source),
+            )
         return built
-
-
-@dataclass
-class BuiltKernel:
-    """A compiled :class:`KernelSpec`: ``run(queue, global, local, *args)`` launches it."""
-
-    spec: KernelSpec
-    kernel: Any
-    context: Any
-    source: str
-    tuned: dict[tuple[int, ...], tuple[int, ...] | None] = field(default_factory=dict)
 
     def run(
         self,
@@ -358,72 +385,94 @@ class BuiltKernel:
         local_size: int | Sequence[int] | None,
         *args: Any,
     ) -> Any:
-        """Launch with ``args`` (Tensors, buffers, NumPy scalars, Python ints/floats).
+        """``self.build(queue).run(queue, global_size, local_size, *args)``."""
+        return self.build(queue).run(queue, global_size, local_size, *args)
 
-        With ``local_size=None`` the spec's ``workgroup_size`` is used; if that is ``None`` and
-        ``tune`` is set, the first run of each global size times the candidate local sizes on
-        scratch copies of the buffer arguments (so in-place kernels are not applied twice) and
-        keeps the fastest.
+
+@dataclass
+class BuiltKernel:
+    """A compiled :class:`KernelSpec`: ``run(queue, global, local, *args)`` launches it.
+
+    ``params`` is the parameter list read from the source (``None`` when no ``__kernel void
+    <name>(`` was found in it), ``required_local`` the kernel's ``reqd_work_group_size``,
+    ``max_local`` its largest work-group on the device, ``work_group_features`` the work-group
+    built-ins its source uses, and ``tuned`` the autotuned local size per global size.
+    """
+
+    spec: KernelSpec
+    kernel: Any
+    context: Any
+    source: str
+    tuned: dict[tuple[int, ...], tuple[int, ...] | None] = field(default_factory=dict)
+    params: tuple[KernelParam, ...] | None = None
+    required_local: tuple[int, ...] | None = None
+    max_local: int | None = None
+    work_group_features: tuple[str, ...] = ()
+    _convert: list[Converter] | None = field(default=None, init=False, repr=False,
+                                             compare=False)
+
+    def __post_init__(self) -> None:
+        self._convert = converters(self.spec.name, self.params)
+        if self.params is not None:
+            _declare_scalars(self.kernel, self.params)
+
+    def run(
+        self,
+        queue: Any,
+        global_size: int | Sequence[int],
+        local_size: int | Sequence[int] | None,
+        *args: Any,
+    ) -> Any:
+        """Launch with ``args`` (Tensors, pyopencl buffers, Python and NumPy numbers), checked
+        against the kernel's parameters; see :class:`KernelSpec` for the conversions and for
+        how ``local_size=None`` is resolved.
+
+        Raises:
+            TypeError: wrong number of arguments; an argument of the wrong kind or type.
+            ValueError: a number out of its parameter's range; a local size that does not fit
+                the kernel, or that cannot be known (a kernel using ``__local`` memory or
+                other work-group features, with no size given).
         """
-        gsize = (global_size,) if isinstance(global_size, int) else tuple(global_size)
+        name = self.spec.name
+        gsize = size_tuple(name, "global_size", global_size, 0)
+        given = None if local_size is None else size_tuple(name, "local_size", local_size, 1)
+        values = self._arguments(args)
+        pick = pick_local(name, gsize, given, self.required_local, self.spec.workgroup_size,
+                          self.work_group_features, self.spec.tune)
         local: tuple[int, ...] | None
-        if local_size is not None:
-            local = (local_size,) if isinstance(local_size, int) else tuple(local_size)
+        if pick == "tune":
+            if gsize not in self.tuned:
+                largest = self.max_local or int(queue.device.max_work_group_size)
+                self.tuned[gsize] = (
+                    None if 0 in gsize else autotune(queue, self.kernel, gsize, values, largest)
+                )
+            local = self.tuned[gsize]
         else:
-            local = self._choose_local(queue, gsize, args)
-        return launch(queue, self.kernel, gsize, local, *args)
+            local = pick if isinstance(pick, tuple) else None
+        self.kernel.set_args(*values)
+        return _enqueue(queue, self.kernel, gsize, local)
 
-    def _choose_local(
-        self, queue: Any, gsize: tuple[int, ...], args: Sequence[Any]
-    ) -> tuple[int, ...] | None:
-        wg = self.spec.workgroup_size
-        if wg is not None:
-            cand = (wg,) if isinstance(wg, int) else tuple(wg)
-            fits = len(cand) == len(gsize) and all(g % c == 0 for g, c in zip(gsize, cand))
-            return cand if fits else None
-        if gsize in self.tuned:
-            return self.tuned[gsize]
-        if not self.spec.tune:
-            return (_DEFAULT_LOCAL,) if len(gsize) == 1 and gsize[0] % _DEFAULT_LOCAL == 0 else None
-        winner = self._autotune(queue, gsize, args)
-        self.tuned[gsize] = winner
-        return winner
-
-    def _autotune(
-        self, queue: Any, gsize: tuple[int, ...], args: Sequence[Any]
-    ) -> tuple[int, ...] | None:
-        max_wg = int(queue.device.max_work_group_size)
-        candidates = _local_candidates(gsize, max_wg)
-        if len(candidates) == 1:
-            return None
-        scratch = [_scratch_copy(queue, a) for a in args]
-        best: tuple[float, tuple[int, ...] | None] = (math.inf, None)
-        for cand in candidates:
-            try:
-                self.kernel.set_args(*(_kernel_arg(a, self.spec.name) for a in scratch))
-                cl().enqueue_nd_range_kernel(queue, self.kernel, gsize, cand)
-                queue.finish()
-                start = time.perf_counter()
-                cl().enqueue_nd_range_kernel(queue, self.kernel, gsize, cand)
-                queue.finish()
-                elapsed = time.perf_counter() - start
-            except Exception:
-                continue  # the device rejects this local size for this kernel
-            if elapsed < best[0]:
-                best = (elapsed, cand)
-        if best[1] is not None and len(best[1]) == 1:
-            self.spec.workgroup_size = None  # per-global-size winners live in self.tuned
-        return best[1]
+    def _arguments(self, args: Sequence[Any]) -> list[Any]:
+        name = self.spec.name
+        if self._convert is None:  # no parameter list: Tensors and NumPy values only
+            return [unparsed_converter(name, i)(a) for i, a in enumerate(args)]
+        if self.params is not None and len(args) != len(self.params):
+            names = ", ".join(p.name for p in self.params)
+            raise TypeError(f"kernel {name!r} takes {len(self.params)} arguments ({names}), "
+                            f"got {len(args)}")
+        return [convert(a) for convert, a in zip(self._convert, args)]
 
 
-def _scratch_copy(queue: Any, arg: Any) -> Any:
-    """A device-side copy of a buffer argument (other arguments pass through)."""
-    buffer = arg.buffer if isinstance(arg, Tensor) else arg
-    if isinstance(buffer, cl().Buffer):
-        copy = cl().Buffer(queue.context, cl().mem_flags.READ_WRITE, buffer.size)
-        cl().enqueue_copy(queue, copy, buffer, byte_count=buffer.size)
-        return copy
-    return arg
+def _declare_scalars(kernel: Any, params: Sequence[KernelParam]) -> None:
+    """Give PyOpenCL the declared scalar types (see NOTE [ Typed kernel arguments ]): read from
+    the source, never from a first call, so no call's arguments can leave the kernel typed
+    wrongly for the calls after it."""
+    dtypes = [p.dtype if p.kind == "scalar" else None for p in params]
+    try:
+        kernel.set_scalar_arg_dtypes(dtypes)
+        kernel._netcl_typed = True
+    except (AttributeError, TypeError):  # a stand-in kernel object: keep the untyped path
+        pass
 
 
 # -- elementwise builders -------------------------------------------------------------------
