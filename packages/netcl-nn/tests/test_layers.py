@@ -11,7 +11,7 @@ import pytest
 
 import netcl.autograd as ag
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, copy_from_host
 from netcl.nn import (
     AdaptiveAvgPool2d,
     AvgPool2d,
@@ -27,6 +27,7 @@ from netcl.nn import (
     ReLU,
     Sequential,
     _layers,
+    manual_seed,
     resnet18,
 )
 
@@ -183,6 +184,65 @@ def test_resnet18_gradients_agree_between_backends_float64() -> None:
     to 1e-9 of each gradient's largest entry (the float64 forward runs every conv variant the
     selector picks for these shapes, and the backward the transposed-conv and GEMM kernels)."""
     _check_resnet("float64", None, 1e-10, 1e-9)
+
+
+# -- dropout and the default generator -------------------------------------------------------
+
+
+def test_stacked_dropouts_draw_independent_masks(dev: DeviceHandle) -> None:
+    """The issue: every Dropout defaulted to seed 0, so two stacked Dropout(0.5) zeroed 0.4998
+    of the values instead of 1 - 0.5 * 0.5 = 0.75, and parallel branches got one mask."""
+    manual_seed(1)
+    x = _t(dev, np.ones(100_001, np.float32))
+    stacked = Sequential(Dropout(0.5), Dropout(0.5))
+    zeroed = float((stacked(x).to_host() == 0).mean())
+    assert abs(zeroed - 0.75) < 0.01, zeroed
+    left, right = Dropout(0.5), Dropout(0.5)
+    a, b = left(x).to_host() == 0, right(x).to_host() == 0
+    assert abs(float((a == b).mean()) - 0.5) < 0.01  # independent masks agree half the time
+    c = left(x).to_host() == 0  # and one layer's next call draws a new mask
+    assert abs(float((a == c).mean()) - 0.5) < 0.01
+
+
+def test_manual_seed_replays_a_whole_training_run(dev: DeviceHandle) -> None:
+    """Initial weights (no rng given), dropout masks and so every loss, gradient and update
+    repeat after the same manual_seed, on every backend; another seed differs."""
+    x = _t(dev, np.random.default_rng(2).standard_normal((7, 33)).astype(np.float32))
+    labels = Tensor.from_host(dev.queue, np.arange(7) % 3)
+
+    def run(seed: int) -> list[np.ndarray[Any, Any]]:
+        manual_seed(seed)
+        model = Sequential(Linear(33, 17, queue=dev.queue), ReLU(), Dropout(0.3),
+                           Linear(17, 3, queue=dev.queue), Dropout(0.1))
+        seen = [p.to_host() for p in model.parameters()]
+        for _ in range(3):
+            model.zero_grad()
+            with ag.Tape() as tape:
+                loss = ag.cross_entropy(model(x), labels)
+            tape.backward(loss)
+            seen.append(loss.to_host())
+            for p in model.parameters():
+                assert p.grad is not None
+                copy_from_host(p, p.to_host() - 0.5 * p.grad.to_host())
+        return [*seen, *(p.to_host() for p in model.parameters())]
+
+    first, again, other = run(5), run(5), run(6)
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], other[0])  # initial weights
+    assert any(not np.array_equal(a, b) for a, b in zip(first[4:7], other[4:7]))  # losses
+
+
+def test_dropout_with_its_own_seed_ignores_the_default_generator(dev: DeviceHandle) -> None:
+    x = _t(dev, np.ones(257, np.float32))
+    manual_seed(0)
+    a = Dropout(0.5, seed=9)(x).to_host()
+    manual_seed(123)
+    ag.ops.dropout(x, 0.5)  # another draw from the default generator in between
+    b = Dropout(0.5, seed=9)(x).to_host()
+    np.testing.assert_array_equal(a, b)
+    layer = Dropout(0.5, seed=9)
+    assert not np.array_equal(layer(x).to_host(), layer(x).to_host())  # its stream advances
 
 
 def test_doctests() -> None:

@@ -4,6 +4,7 @@ equal within rounding, Generator offsets, distributions, errors."""
 from __future__ import annotations
 
 import doctest
+import threading
 from typing import Any
 
 import numpy as np
@@ -143,6 +144,54 @@ def test_generator(dev: DeviceHandle) -> None:
     np.testing.assert_array_equal(ops.dropout(Tensor.from_host(dev.queue, np.ones(6)), 0.5, 42,
                                               20)[1].to_host(), mask.to_host())
     assert repr(again) == "Generator(seed=42, offset=20)"
+
+
+def test_default_generator(dev: DeviceHandle) -> None:
+    """Draws without a seed take the default generator's next words (each its own 4-word
+    blocks), equal to the explicit (seed, offset) draws; manual_seed restarts the stream; a
+    refused call does not advance it."""
+    g = ops.manual_seed(3)
+    assert g is ops.default_generator and (g.seed, g.offset) == (3, 0)
+    q = dev.queue
+    u, z = ops.uniform(q, (5,)), ops.normal(q, (3,))
+    _, mask = ops.dropout(Tensor.from_host(q, np.ones(9)), 0.5)
+    bits, b = ops.random_bits(q, (2,)), ops.bernoulli(q, (1,), 0.5)
+    assert g.offset == 8 + 4 + 12 + 4 + 4
+    np.testing.assert_array_equal(u.to_host(), ops.uniform(q, (5,), seed=3).to_host())
+    np.testing.assert_array_equal(z.to_host(), ops.normal(q, (3,), seed=3, offset=8).to_host())
+    np.testing.assert_array_equal(
+        mask.to_host(), ops.dropout(Tensor.from_host(q, np.ones(9)), 0.5, 3, 12)[1].to_host())
+    np.testing.assert_array_equal(bits.to_host(), ops.random_bits(q, (2,), 3, 24).to_host())
+    np.testing.assert_array_equal(b.to_host(), ops.bernoulli(q, (1,), seed=3, offset=28)
+                                  .to_host())
+    with pytest.raises(ValueError, match="bernoulli: p must be"):
+        ops.bernoulli(q, (4,), 1.5)
+    with pytest.raises(ValueError, match="uniform: offset=4 needs a seed"):
+        ops.uniform(q, (4,), offset=4)
+    assert g.offset == 32
+    ops.manual_seed(3)
+    np.testing.assert_array_equal(ops.uniform(q, (5,)).to_host(), u.to_host())
+    with pytest.raises(ValueError, match=r"manual_seed: seed must be in \[0, 2\*\*64\)"):
+        ops.manual_seed(-1)
+    with pytest.raises(TypeError, match="manual_seed: seed must be an int"):
+        ops.manual_seed(1.5)  # type: ignore[arg-type]
+
+
+def test_default_generator_is_thread_safe() -> None:
+    """Threads drawing at once get disjoint words: the offsets they took never overlap."""
+    ops.manual_seed(0)
+    taken: list[int] = []
+
+    def draw() -> None:
+        for _ in range(200):
+            taken.append(ops.default_generator.take(5))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(taken) == list(range(0, 8 * 800, 8))
 
 
 def test_empty(dev: DeviceHandle) -> None:

@@ -426,9 +426,12 @@ def embedding(indices: Tensor, weight: Tensor) -> tuple[Tensor, Backward]:
 
 
 @differentiable("dropout")
-def dropout(x: Tensor, p: float, seed: int, offset: int = 0) -> tuple[Tensor, Backward]:
-    """Zero elements with probability ``p`` (Philox stream ``seed``/``offset``), scale the rest
-    by ``1 / (1 - p)``; the backward applies the same mask and scale.
+def dropout(x: Tensor, p: float, seed: int | None = None, offset: int | None = None
+            ) -> tuple[Tensor, Backward]:
+    """Zero elements with probability ``p``, scale the rest by ``1 / (1 - p)``; the backward
+    applies the same mask and scale. The mask comes from the Philox stream ``seed``/``offset``,
+    or without a seed from the default generator (``netcl.ops.manual_seed``), which each call
+    advances.
 
     Examples:
         >>> import numpy as np

@@ -44,6 +44,11 @@ from ._resnet import resnet50 as resnet50
 from ._resnet import resnet101 as resnet101
 from ._resnet import resnet152 as resnet152
 
+# isort: split
+# the default generator's seed, as PyTorch's torch.manual_seed (it lives in netcl.ops, the
+# lowest layer with random ops: NOTE [ The default generator ] there)
+from netcl.ops import manual_seed as manual_seed
+
 __all__ = [
     "AdaptiveAvgPool2d",
     "AvgPool2d",
@@ -82,4 +87,5 @@ __all__ = [
     "autocast",
     "functional",
     "init",
+    "manual_seed",
 ]

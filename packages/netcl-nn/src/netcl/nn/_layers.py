@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.tensor import Tensor
+from netcl.ops import Generator
 
 from . import functional as F
 from . import init
@@ -226,21 +227,45 @@ class Embedding(Module):
 
 class Dropout(Module):
     """Zero elements with probability ``p`` in training mode (scaled by ``1/(1-p)``); identity
-    in eval mode. Masks come from a counter-based Philox stream (``seed``), the same on every
-    backend; the stream position advances with each call."""
+    in eval mode.
 
-    def __init__(self, p: float = 0.5, seed: int = 0) -> None:
+    Masks come from the default generator (:func:`netcl.nn.manual_seed`), which every call
+    advances: successive calls, and different Dropout layers, draw different masks, and
+    ``manual_seed(s)`` replays a whole run. With ``seed`` the layer keeps a Philox stream of
+    its own instead (the same masks whatever else draws random numbers). Either way the masks
+    are the same on every backend.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> from netcl.nn import manual_seed
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones(1000))
+        >>> _ = manual_seed(0)
+        >>> a, b = Dropout(0.5)(x).to_host(), Dropout(0.5)(x).to_host()
+        >>> bool((a != b).any())  # two layers, two masks
+        True
+        >>> _ = manual_seed(0)
+        >>> bool((Dropout(0.5)(x).to_host() == a).all())  # replayed
+        True
+    """
+
+    def __init__(self, p: float = 0.5, seed: int | None = None) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p, self.seed, self.offset = p, seed, 0
+        self.p = p
+        self.generator = None if seed is None else Generator(seed)
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        y = F.dropout(x, self.p, seed=self.seed, offset=self.offset)
-        self.offset += 4 * math.ceil(x.size / 4)
-        return y
+        if self.generator is None:
+            return F.dropout(x, self.p)
+        return F.dropout(x, self.p, seed=self.generator.seed,
+                         offset=self.generator.take(x.size))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 class _Pool(Module):

@@ -1,4 +1,5 @@
-"""Weight initialisers, PyTorch's formulas, each taking an explicit ``np.random.Generator``.
+"""Weight initialisers, PyTorch's formulas, each taking an ``np.random.Generator`` (``rng``);
+without one they draw from the default generator, so :func:`netcl.nn.manual_seed` replays them.
 
 Initialisation is not a hot path: values are drawn on the host and written into the tensor in
 place (so an optimizer holding it keeps working).
@@ -19,6 +20,7 @@ import math
 import numpy as np
 
 from netcl.core.tensor import Tensor, copy_from_host
+from netcl.ops import default_generator
 
 __all__ = [
     "calculate_gain",
@@ -56,7 +58,9 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 
 
 def _rng(rng: np.random.Generator | None) -> np.random.Generator:
-    return rng if rng is not None else np.random.default_rng()
+    # Without an explicit rng, draw from the default generator (netcl.nn.manual_seed), so
+    # that seeding it also replays the initial weights of a model.
+    return rng if rng is not None else default_generator.numpy_generator()
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0,

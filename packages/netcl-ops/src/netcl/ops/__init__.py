@@ -65,7 +65,9 @@ from ._movement_take import gather as gather
 from ._movement_take import index_select as index_select
 from ._random import Generator as Generator
 from ._random import bernoulli as bernoulli
+from ._random import default_generator as default_generator
 from ._random import dropout as dropout
+from ._random import manual_seed as manual_seed
 from ._random import normal as normal
 from ._random import philox4x32_10 as philox4x32_10
 from ._random import random_bits as random_bits
@@ -132,6 +134,7 @@ __all__ = [
     "concat",
     "contiguous",
     "copy",
+    "default_generator",
     "div",
     "dropout",
     "elementwise_binary",
@@ -152,6 +155,7 @@ __all__ = [
     "log",
     "log_softmax",
     "lt",
+    "manual_seed",
     "max",
     "maximum",
     "mean",

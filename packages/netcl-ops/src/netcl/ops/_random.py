@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +46,9 @@ from ._elementwise_base import (
 __all__ = [
     "Generator",
     "bernoulli",
+    "default_generator",
     "dropout",
+    "manual_seed",
     "normal",
     "philox4x32_10",
     "random_bits",
@@ -224,6 +227,18 @@ def _seed(op: str, seed: Any, offset: Any) -> tuple[int, int]:
     return int(seed), int(offset)
 
 
+def _stream(op: str, seed: Any, offset: Any, n: int) -> tuple[int, int]:
+    """The ``(seed, offset)`` a draw of ``n`` words uses: the given ones, or with ``seed=None``
+    the default generator's next unused words (NOTE [ The default generator ]). Call it after
+    every other argument check, so a refused call does not advance the generator."""
+    if seed is None:
+        if offset is not None:
+            raise ValueError(f"{op}: offset={offset!r} needs a seed; without one the draw comes "
+                             "from the default generator (netcl.ops.manual_seed)")
+        return default_generator.seed, default_generator.take(n)
+    return _seed(op, seed, 0 if offset is None else offset)
+
+
 def _threshold(op: str, p: float) -> int:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{op}: p must be in [0, 1], got {p}")
@@ -267,8 +282,16 @@ def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ..
                  np.uint32(seed & _MASK), np.uint32(seed >> 32), *extra)
 
 
-def random_bits(queue: Any, shape: Sequence[int], seed: int, offset: int = 0) -> Tensor:
+def random_bits(queue: Any, shape: Sequence[int], seed: int | None = None,
+                offset: int | None = None) -> Tensor:
     """The raw uint32 words of the stream, as int64 (netcl has no uint32 dtype).
+
+    Every draw takes the stream ``seed`` from word ``offset`` (default 0) on, or with no
+    ``seed`` the default generator's next words (:func:`manual_seed`); so do
+    :func:`uniform`, :func:`normal`, :func:`bernoulli` and :func:`dropout`.
+
+    Raises:
+        ValueError: an ``offset`` without a ``seed``; a seed or offset out of range.
 
     Examples:
         >>> from netcl.core.device import manager
@@ -277,9 +300,9 @@ def random_bits(queue: Any, shape: Sequence[int], seed: int, offset: int = 0) ->
         ...     0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
         True
     """
-    seed, offset = _seed("random_bits", seed, offset)
     q = device_queue(queue)
     dims = shape_arg(shape, "random_bits")
+    seed, offset = _stream("random_bits", seed, offset, math.prod(dims))
     if getattr(q, "backend", None) == "cpu":
         return wrap(q, _words(seed, offset, math.prod(dims)).reshape(dims), "int64")
     out = empty(q, dims, "int64")
@@ -288,7 +311,8 @@ def random_bits(queue: Any, shape: Sequence[int], seed: int, offset: int = 0) ->
 
 
 def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.0, *,
-            seed: int, offset: int = 0, dtype: Any = "float32") -> Tensor:
+            seed: int | None = None, offset: int | None = None, dtype: Any = "float32"
+            ) -> Tensor:
     """Uniform values in ``[low, high)`` (float rounding may reach ``high`` for float16).
 
     Examples:
@@ -297,10 +321,10 @@ def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.
         >>> bool(x.to_host().min() >= -1 and x.to_host().max() < 1)
         True
     """
-    seed, offset = _seed("uniform", seed, offset)
     dt = _float_dtype("uniform", dtype)
     q = device_queue(queue)
     dims = shape_arg(shape, "uniform")
+    seed, offset = _stream("uniform", seed, offset, math.prod(dims))
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
         u = _np_unit(_words(seed, offset, math.prod(dims)), dt)
@@ -311,7 +335,8 @@ def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.
 
 
 def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0, *,
-           seed: int, offset: int = 0, dtype: Any = "float32") -> Tensor:
+           seed: int | None = None, offset: int | None = None, dtype: Any = "float32"
+           ) -> Tensor:
     """Normal values with ``mean`` and ``std`` (Box-Muller, see NOTE [ Philox streams ]).
 
     Examples:
@@ -320,10 +345,10 @@ def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0
         >>> bool(abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05)
         True
     """
-    seed, offset = _seed("normal", seed, offset)
     dt = _float_dtype("normal", dtype)
     q = device_queue(queue)
     dims = shape_arg(shape, "normal")
+    seed, offset = _stream("normal", seed, offset, math.prod(dims))
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
         z = _np_normal(seed, offset, math.prod(dims), dt)
@@ -333,8 +358,8 @@ def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0
     return out
 
 
-def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int,
-              offset: int = 0, dtype: Any = "float32") -> Tensor:
+def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int | None = None,
+              offset: int | None = None, dtype: Any = "float32") -> Tensor:
     """1 with probability ``p`` (to 2^-24), else 0, in ``dtype`` (any dtype).
 
     Raises:
@@ -346,11 +371,11 @@ def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int,
         >>> bool(abs(b.mean() - 0.25) < 0.02)
         True
     """
-    seed, offset = _seed("bernoulli", seed, offset)
     threshold = _threshold("bernoulli", p)
     dt = canonical_dtype(dtype, "bernoulli")
     q = device_queue(queue)
     dims = shape_arg(shape, "bernoulli")
+    seed, offset = _stream("bernoulli", seed, offset, math.prod(dims))
     if getattr(q, "backend", None) == "cpu":
         words = _words(seed, offset, math.prod(dims))
         return wrap(q, ((words >> 8) < threshold).reshape(dims), dt)
@@ -359,11 +384,14 @@ def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int,
     return out
 
 
-def dropout(x: Tensor, p: float, seed: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+def dropout(x: Tensor, p: float, seed: int | None = None, offset: int | None = None
+            ) -> tuple[Tensor, Tensor]:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     Returns ``(y, mask)`` with ``mask`` a uint8 tensor, 1 where kept (the backward pass
-    multiplies by it and the same scale). ``p = 1`` zeroes everything.
+    multiplies by it and the same scale). ``p = 1`` zeroes everything. Without a ``seed`` the
+    mask comes from the default generator, which each call advances, so successive calls and
+    different layers draw different masks (:func:`manual_seed` replays them).
 
     Raises:
         TypeError: an integer ``x``.
@@ -378,8 +406,8 @@ def dropout(x: Tensor, p: float, seed: int, offset: int = 0) -> tuple[Tensor, Te
     """
     x = check_tensor("dropout", x)
     require_float("dropout", x)
-    seed, offset = _seed("dropout", seed, offset)
     threshold = _threshold("dropout", p)
+    seed, offset = _stream("dropout", seed, offset, x.size)
     ct = np_compute(x.dtype).type
     scale = ct(0.0 if p >= 1.0 else 1.0 / (1.0 - p))
     if x.array is not None:
@@ -412,15 +440,40 @@ class Generator:
 
     def __init__(self, seed: int, offset: int = 0) -> None:
         self.seed, self.offset = _seed("Generator", seed, offset)
+        self._lock = threading.Lock()  # threads drawing at once still get disjoint words
 
     def __repr__(self) -> str:
         return f"Generator(seed={self.seed}, offset={self.offset})"
 
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart at stream ``seed``, word 0; returns this generator.
+
+        Raises:
+            TypeError, ValueError: ``seed`` is not an int in ``[0, 2**64)``.
+        """
+        seed, _ = _seed("manual_seed", seed, 0)
+        with self._lock:
+            self.seed, self.offset = seed, 0
+        return self
+
     def take(self, n: int) -> int:
         """Reserve ``n`` words: returns the offset to draw them at and advances past them."""
-        start = self.offset
-        self.offset += -(-int(n) // 4) * 4
+        with self._lock:
+            start = self.offset
+            self.offset += -(-int(n) // 4) * 4
         return start
+
+    def numpy_generator(self) -> np.random.Generator:
+        """A NumPy generator seeded with this stream's next four words (it advances by four):
+        host-side draws, such as weight initialisation, that :func:`manual_seed` replays too.
+
+        Examples:
+            >>> a = Generator(5).numpy_generator().integers(1000, size=3)
+            >>> bool((a == Generator(5).numpy_generator().integers(1000, size=3)).all())
+            True
+        """
+        words = _words(self.seed, self.take(4), 4)
+        return np.random.default_rng([int(w) for w in words])
 
     def random_bits(self, queue: Any, shape: Sequence[int]) -> Tensor:
         """:func:`random_bits` at this generator's next offset."""
@@ -448,3 +501,38 @@ class Generator:
         """:func:`dropout` at this generator's next offset."""
         x = check_tensor("dropout", x)
         return dropout(x, p, self.seed, self.take(x.size))
+
+
+# NOTE [ The default generator ]
+# Every random op called without a seed -- dropout, uniform, normal, bernoulli, random_bits, and
+# so netcl.nn.Dropout and the weight initialisers of netcl.nn.init -- draws from one
+# process-wide Generator, as PyTorch's global generator. Each draw reserves its own words (the
+# offset advances past them), so successive calls and different layers never share a mask, and
+# manual_seed(s) replays the whole sequence: the same model built and trained the same way
+# after manual_seed(s) draws the same numbers on every backend. Like PyTorch's it starts from a
+# fixed seed (0), so an unseeded process is reproducible too. It lives here, in the lowest layer
+# that owns random ops; netcl.nn re-exports manual_seed.
+default_generator = Generator(0)
+"""The process-wide :class:`Generator` that random ops without a ``seed`` draw from."""
+
+
+def manual_seed(seed: int) -> Generator:
+    """Restart the default generator at stream ``seed`` (PyTorch's ``torch.manual_seed``);
+    returns it. Everything drawn afterwards without an explicit seed -- dropout masks, random
+    tensors, weight initialisation -- repeats after the same call.
+
+    Raises:
+        TypeError, ValueError: ``seed`` is not an int in ``[0, 2**64)``.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> q = manager.default("cpu").queue
+        >>> _ = manual_seed(7)
+        >>> a, b = uniform(q, (3,)).to_host(), uniform(q, (3,)).to_host()
+        >>> bool((a != b).all())  # each draw takes new words
+        True
+        >>> _ = manual_seed(7)
+        >>> bool((uniform(q, (3,)).to_host() == a).all())  # and the same seed replays them
+        True
+    """
+    return default_generator.manual_seed(seed)
