@@ -15,6 +15,7 @@ from netcl.core.kernels.primitives import (
     EXPRESSION_MACROS,
     PRIMITIVE_PREAMBLE,
     KernelSpec,
+    _user_lines,
     build_elementwise_kernel,
 )
 from netcl.core.tensor import Tensor
@@ -81,3 +82,24 @@ def test_expression_macros_in_builder_expressions(cl_dev: DeviceHandle) -> None:
     kernel.run(q, (3,), None, Tensor.from_host(q, a), Tensor.from_host(q, b), out, 3)
     np.testing.assert_allclose(out.to_host(), np.maximum(np.maximum(a - b, 0), 0.5))
     assert EXPRESSION_MACROS in spec.to_source()
+
+
+@pytest.mark.parametrize("part", ["src", "body", "preamble"])
+def test_logs_of_compilers_that_ignore_line_directives_are_mapped(part: str) -> None:
+    """NVIDIA's compiler ignores ``#line`` and reports ``<kernel>:21:10``: KernelSpec.build
+    rewrites such locations to the part and line of the user's text."""
+    spec = {
+        "src": KernelSpec("bad", src="__kernel void bad(__global float* x) {\n"
+                                     "  x[1] = undeclared_name;\n}"),
+        "body": KernelSpec("bad", params=["__global float* x"],
+                           body="  x[0] = 1.0f;\n  x[1] = undeclared_name;"),
+        "preamble": KernelSpec("bad", preamble="#define ONE 1.0f\nfloat f(void) { return "
+                               "undeclared_name; }", params=["__global float* x"],
+                               body="x[0] = ONE;"),
+    }[part]
+    source = spec.device_source("cl_khr_fp64 cl_khr_fp16")
+    whole = source[:source.index("undeclared_name")].count("\n") + 1
+    log = f"<kernel>:{whole}:10: error: use of undeclared identifier 'undeclared_name'"
+    assert _user_lines(source, log).startswith(f"{part}:2:10: error:")
+    inside_netcl = "<kernel>:3:1: warning: something in netcl's preamble"
+    assert _user_lines(source, inside_netcl) == inside_netcl

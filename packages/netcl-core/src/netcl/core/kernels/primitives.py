@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from ..tensor import Tensor
 from ._arguments import Converter, converters, unparsed_converter
 from ._local_size import autotune, kernel_local_limits, pick_local, size_tuple
 from ._signature import KernelParam, parse_signature, type_aliases, work_group_features
-from .cache import get_kernel
+from .cache import KernelBuildError, get_kernel
 
 __all__ = [
     "EXPRESSION_MACROS",
@@ -269,7 +270,8 @@ class KernelSpec:
     or ``MAX``), then ``preamble``, then ``src`` (or the kernel made from ``params`` and
     ``body``). ``#line`` directives name the parts, so a build log points into your own text:
     ``src:3:5: error: ...`` is line 3 of ``src`` (likewise ``preamble``, ``params``,
-    ``body``).
+    ``body``). NVIDIA's compiler ignores ``#line``; ``build`` rewrites its ``<kernel>:21:5``
+    locations in the same way.
 
     ``build(queue_or_context)`` compiles once per context and returns a :class:`BuiltKernel`;
     ``run(queue, global_size, local_size, *args)`` launches it (``spec.run(...)`` builds and
@@ -369,7 +371,14 @@ class KernelSpec:
         if built is None:
             device = context.devices[0]
             source = self.device_source(str(device.extensions))
-            kernel = get_kernel(context, source, self.name, " ".join(self.extra_flags))
+            try:
+                kernel = get_kernel(context, source, self.name, " ".join(self.extra_flags))
+            except KernelBuildError as err:
+                log = _user_lines(source, err.log)
+                if log == err.log:
+                    raise
+                raise KernelBuildError(err.name, err.device, err.options, log,
+                                       err.source_path) from err
             params = parse_signature(source, self.name, type_aliases(source, self.extra_flags))
             required, largest = kernel_local_limits(kernel, device)
             built = self._built[id(context)] = BuiltKernel(
@@ -387,6 +396,35 @@ class KernelSpec:
     ) -> Any:
         """``self.build(queue).run(queue, global_size, local_size, *args)``."""
         return self.build(queue).run(queue, global_size, local_size, *args)
+
+
+_PART = re.compile(r'^#line 1 "(\w+)"$', re.M)
+# a location in the whole program, from a compiler that ignores #line: NVIDIA's "<kernel>:21:10"
+_WHOLE_PROGRAM_LINE = re.compile(r"(?:<kernel>|<source>):(\d+)(?=:\d+)")
+
+
+def _user_lines(source: str, log: str) -> str:
+    """``log`` with each whole-program line number (``<kernel>:21:10``, from a compiler that
+    ignores ``#line``, such as NVIDIA's) rewritten as ``part:line`` (``src:2:10``), the form
+    that compilers honouring the ``#line`` directives of :meth:`KernelSpec.to_source` print.
+
+    Examples:
+        >>> source = '#define A 1\\n#line 1 "src"\\n__kernel void k() {\\n  bad;\\n}\\n'
+        >>> _user_lines(source, "<kernel>:4:3: error: use of undeclared identifier 'bad'")
+        "src:2:3: error: use of undeclared identifier 'bad'"
+    """
+    # the line after a directive on line d (1-based) is line 1 of its part
+    starts = [(source.count("\n", 0, m.start()) + 2, m.group(1)) for m in _PART.finditer(source)]
+
+    def part_line(match: re.Match[str]) -> str:
+        line = int(match.group(1))
+        before = [(first, name) for first, name in starts if first <= line]
+        if not before:
+            return match.group(0)  # inside netcl's own preamble
+        first, name = before[-1]
+        return f"{name}:{line - first + 1}"
+
+    return _WHOLE_PROGRAM_LINE.sub(part_line, log)
 
 
 @dataclass
