@@ -9,9 +9,9 @@ Examples:
     ['b']
 """
 
-from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import load_tensors as load_tensors
 from ._checkpoint import save_tensors as save_tensors
+from ._format import CheckpointError as CheckpointError
 from ._model import load_model as load_model
 from ._model import save_model as save_model
 

@@ -3,9 +3,11 @@
 One file holds a safetensors blob whose header metadata carries two strings: ``netcl.meta``
 (the JSON document) and ``netcl.sha256`` (a digest over every tensor's name, dtype, shape and
 bytes, plus the JSON). Writes go to a temporary file in the same folder, are fsynced, then
-renamed over the target, so a crash mid-save leaves the previous checkpoint intact. Loading
-reads nothing with pickle, checks the digest, and says whether a file is truncated, corrupted
-or not a netcl checkpoint.
+renamed over the target, so a crash mid-save leaves the previous checkpoint intact (and the
+next save deletes the temporary file a killed one left: :mod:`._atomic`). Loading reads
+nothing with pickle, checks the header rule by rule (:mod:`._format`) and then the digest,
+and says in one :class:`CheckpointError` whether a file is truncated, corrupted or not a netcl
+checkpoint.
 """
 
 from __future__ import annotations
@@ -19,23 +21,18 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core._paths import atomic_write
+from ._atomic import atomic_write
+from ._format import (
+    MAX_HEADER_BYTES,
+    CheckpointError,
+    parse_header,
+    parse_json_document,
+    safetensors_dtype,
+)
 
 __all__ = ["CheckpointError", "load_tensors", "save_tensors"]
 
 _FORMAT = "netcl-checkpoint-1"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be used: truncated, corrupted, foreign, or not matching the model.
-
-    ``kind`` is one of ``"missing"``, ``"truncated"``, ``"corrupted"``, ``"format"``,
-    ``"mismatch"``.
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
 
 
 def _digest(tensors: Mapping[str, np.ndarray[Any, Any]], meta_json: str) -> str:
@@ -55,8 +52,12 @@ def save_tensors(
 ) -> Path:
     """Atomically write ``tensors`` and the JSON-serialisable ``meta`` to ``path``.
 
+    Temporary files that earlier saves of ``path`` left behind when they were killed are
+    deleted (NOTE [ Temporary files of a killed save ] in :mod:`netcl.io._atomic`).
+
     Raises:
-        TypeError: ``meta`` is not JSON-serialisable or a tensor is not a NumPy array.
+        TypeError: ``meta`` is not JSON-serialisable, a tensor is not a NumPy array, or its
+            dtype has no safetensors name (bool, integers, float16/32/64 do).
 
     Examples:
         >>> import numpy as np, tempfile, os
@@ -73,10 +74,14 @@ def save_tensors(
         if not isinstance(value, np.ndarray):
             raise TypeError(f"save_tensors: {name!r} must be a NumPy array, got "
                             f"{type(value).__name__}")
-        arrays[name] = np.ascontiguousarray(value)
+        if safetensors_dtype(value.dtype) is None:
+            raise TypeError(f"save_tensors: {name!r} has dtype {value.dtype}, which a "
+                            f"checkpoint cannot hold (bool, integers, float16/32/64 only)")
+        # little-endian, as the file stores it, so the digest matches what a load returns
+        arrays[name] = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
     try:
         meta_json = json.dumps(dict(meta or {}), sort_keys=True, allow_nan=True)
-    except TypeError as err:
+    except (TypeError, ValueError) as err:  # ValueError: a circular reference
         raise TypeError(f"save_tensors: metadata must be JSON-serialisable: {err}") from None
     header = {
         "format": _FORMAT,
@@ -88,19 +93,25 @@ def save_tensors(
     return target
 
 
-def load_tensors(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray[Any, Any]], Any]:
-    """Read and verify a checkpoint written by :func:`save_tensors`.
+def load_tensors(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, Any]]:
+    """Read and verify a checkpoint written by :func:`save_tensors`: its tensors (writable
+    arrays) and its metadata document.
+
+    The header is checked rule by rule (:func:`netcl.io._format.parse_header`) before any
+    array is built, then the checksum over every name, dtype, shape, byte and the metadata.
 
     Raises:
-        CheckpointError: the file is missing, truncated, corrupted or not a netcl checkpoint.
+        CheckpointError: the file is missing, truncated, corrupted or not a netcl checkpoint;
+            nothing else comes out of a malformed file.
     """
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
-
     target = Path(path)
     if not target.is_file():
-        raise CheckpointError("missing", f"checkpoint {target} does not exist")
-    data = target.read_bytes()
+        what = "is not a file" if target.exists() else "does not exist"
+        raise CheckpointError("missing", f"checkpoint {target} {what}")
+    with open(target, "rb") as f:
+        data = bytearray(f.read())  # bytearray: the arrays below are writable views of it
     if len(data) < 8:
         raise CheckpointError("truncated", f"checkpoint {target} is truncated ({len(data)} bytes)")
     header_len = int.from_bytes(data[:8], "little")
@@ -110,22 +121,23 @@ def load_tensors(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray[Any
             f"checkpoint {target} is truncated: header says {header_len} bytes, file has "
             f"{len(data) - 8} after the length",
         )
-    try:
-        header = json.loads(data[8 : 8 + header_len])
-    except ValueError:
-        raise CheckpointError("corrupted", f"checkpoint {target}: header is not JSON") from None
-    meta_block = header.get("__metadata__", {}) if isinstance(header, dict) else {}
+    if header_len > MAX_HEADER_BYTES:
+        raise CheckpointError("corrupted", f"checkpoint {target} is corrupted: a header of "
+                              f"{header_len} bytes is over the {MAX_HEADER_BYTES}-byte limit")
+    body = memoryview(data)[8 + header_len:]
+    entries, meta_block = parse_header(memoryview(data)[8 : 8 + header_len], len(body),
+                                       str(target))
     if meta_block.get("format") != _FORMAT:
         raise CheckpointError("format", f"{target} is not a netcl checkpoint ({_FORMAT})")
-    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
-    if 8 + header_len + max(ends, default=0) > len(data):
-        raise CheckpointError("truncated", f"checkpoint {target} is truncated: tensor data ends "
-                              f"past the end of the file")
-    try:
-        tensors = load(data)
-    except SafetensorError as err:
-        raise CheckpointError("corrupted", f"checkpoint {target} is corrupted: {err}") from None
-    meta_json = meta_block.get("netcl.meta", "{}")
-    if _digest(tensors, meta_json) != meta_block.get("netcl.sha256"):
+    missing = sorted({"netcl.meta", "netcl.sha256"} - set(meta_block))
+    if missing:
+        raise CheckpointError("corrupted", f"checkpoint {target} is corrupted: the header "
+                              f"lacks {', '.join(missing)}")
+    tensors = {
+        e.name: np.frombuffer(body[e.begin : e.end], dtype=e.dtype).reshape(e.shape)
+        for e in entries
+    }
+    meta_json = meta_block["netcl.meta"]
+    if _digest(tensors, meta_json) != meta_block["netcl.sha256"]:
         raise CheckpointError("corrupted", f"checkpoint {target} is corrupted: checksum mismatch")
-    return tensors, json.loads(meta_json)
+    return tensors, parse_json_document(meta_json, "netcl.meta", str(target))

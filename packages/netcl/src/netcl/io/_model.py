@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ._checkpoint import CheckpointError, load_tensors, save_tensors
+from ._checkpoint import load_tensors, save_tensors
+from ._format import CheckpointError
 
 __all__ = ["HasState", "load_model", "save_model", "to_numpy_state"]
 
