@@ -1,9 +1,11 @@
-"""netcl.trainer: the training loop (tqdm progress, per-epoch metrics, checkpoints, exact resume)
-and full training checkpoints."""
+"""netcl.trainer: the training loop (tqdm progress, per-epoch metrics, checkpoints, exact resume,
+a stop on divergence) and full training checkpoints."""
 
 from ._checkpoint import load_training_checkpoint as load_training_checkpoint
 from ._checkpoint import save_training_checkpoint as save_training_checkpoint
+from ._divergence import DivergenceError as DivergenceError
 from ._trainer import EpochMetrics as EpochMetrics
 from ._trainer import Trainer as Trainer
 
-__all__ = ["EpochMetrics", "Trainer", "load_training_checkpoint", "save_training_checkpoint"]
+__all__ = ["DivergenceError", "EpochMetrics", "Trainer", "load_training_checkpoint",
+           "save_training_checkpoint"]

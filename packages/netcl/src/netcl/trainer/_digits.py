@@ -7,6 +7,7 @@ seed; the held-out 20% is never trained on.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ class DigitsConfig:
     progress: bool = True
     stop_after: int | None = None  # stop after this many epochs (simulates an interruption)
     amp: bool = False  # mixed precision (autocast + GradScaler)
+    # called with each epoch's metrics: the epochs a resumed run restored first, then each new
+    # epoch as soon as it ends (``netcl train`` prints its lines with it)
+    on_epoch_end: Callable[[EpochMetrics], None] | None = None
 
 
 def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], DeviceHandle]:
@@ -79,6 +83,9 @@ def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], Device
         trainer = Trainer(model, optimizer, cross_entropy, train_loader, test_loader, device=dev,
                           epochs=cfg.epochs, scheduler=scheduler,
                           checkpoint_dir=cfg.checkpoint_dir, resume=cfg.resume,
-                          progress=cfg.progress, amp=cfg.amp)
+                          progress=cfg.progress, amp=cfg.amp, on_epoch_end=cfg.on_epoch_end)
+        if cfg.on_epoch_end is not None:
+            for restored in trainer.history:
+                cfg.on_epoch_end(restored)
         history = trainer.fit(stop_after=cfg.stop_after)
     return trainer, history, dev

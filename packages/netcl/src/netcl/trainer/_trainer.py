@@ -1,12 +1,14 @@
 """``Trainer``: the training loop with a tqdm progress bar, per-epoch metrics, periodic
-checkpoints and exact resume."""
+checkpoints, exact resume, and a stop with :class:`DivergenceError` when the loss stops being
+finite (NOTE [ Checking the loss without a sync per step ] in :mod:`._divergence`)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +17,20 @@ import numpy as np
 import netcl.autograd as ag
 from netcl.core.device import DeviceHandle, get_active_device
 from netcl.core.tensor import Tensor
+from netcl.io import CheckpointError
 from netcl.nn.amp import GradScaler, autocast
 
-from ._checkpoint import load_training_checkpoint, save_training_checkpoint
+from ._checkpoint import (
+    read_training_checkpoint,
+    restore_training_state,
+    save_training_checkpoint,
+)
+from ._divergence import CHECK_EVERY, DivergenceError
 
 __all__ = ["EpochMetrics", "Trainer"]
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
+EpochCallback = Callable[["EpochMetrics"], None]
 
 
 @dataclass
@@ -57,6 +66,35 @@ class Trainer:
             is computed on float32 logits, and a :class:`netcl.nn.amp.GradScaler` scales it
             (its state is saved in the checkpoint). Costs one 4-byte host read per step (the
             inf/NaN flag that decides whether the optimizer steps).
+        on_epoch_end: called with each epoch's :class:`EpochMetrics` as soon as the epoch
+            (and its checkpoint, when one is due) is done, e.g. to print a line per epoch.
+
+    Raises:
+        ValueError: ``epochs < 1``, or ``resume`` without a ``checkpoint_dir``.
+        CheckpointError: ``resume`` found a checkpoint it cannot use (nothing is restored).
+
+    The losses are read back every 16 steps and at the end of each epoch; when one is NaN or
+    infinite, :meth:`fit` raises :class:`DivergenceError` naming the epoch, the step and the
+    loss, and writes no checkpoint (the last good one stays). Under AMP, a non-finite loss on a
+    step the GradScaler skipped is excused.
+
+    Examples:
+        >>> import numpy as np, netcl.autograd as ag
+        >>> from netcl.core import manager
+        >>> from netcl.nn import Linear
+        >>> from netcl.optim import SGD
+        >>> dev = manager.default("cpu")
+        >>> model = Linear(2, 2, queue=dev.queue, rng=np.random.default_rng(0))
+        >>> good = (np.ones((4, 2), np.float32), np.array([0, 1, 0, 1]))
+        >>> bad = (np.full((4, 2), np.nan, np.float32), np.array([0, 1, 0, 1]))
+        >>> ends = []
+        >>> trainer = Trainer(model, SGD(model.parameters(), lr=0.1), ag.cross_entropy,
+        ...                   [good, bad], device=dev, progress=False, on_epoch_end=ends.append)
+        >>> try:
+        ...     trainer.fit()
+        ... except DivergenceError as err:
+        ...     print(err.epoch, err.step, err.loss, len(ends))
+        0 1 nan 0
     """
 
     def __init__(
@@ -74,6 +112,7 @@ class Trainer:
         checkpoint_every: int = 1,
         progress: bool = True,
         amp: bool = False,
+        on_epoch_end: EpochCallback | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
@@ -85,16 +124,31 @@ class Trainer:
         self.epochs, self.scheduler = epochs, scheduler
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.checkpoint_every, self.progress = checkpoint_every, progress
-        self.amp = amp
+        self.amp, self.on_epoch_end = amp, on_epoch_end
         self.scaler = GradScaler(enabled=amp)  # disabled: every call passes straight through
         self.history: list[EpochMetrics] = []
         self.start_epoch = 0
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
-            meta = load_training_checkpoint(self.checkpoint_path, model, optimizer, scheduler)
-            self.start_epoch = int(meta["epoch"]) + 1
-            self.history = [EpochMetrics(**m) for m in meta["extra"].get("history", [])]
-            if amp and meta["extra"].get("grad_scaler"):
-                self.scaler.load_state_dict(meta["extra"]["grad_scaler"])
+            self._resume(self.checkpoint_path)
+
+    def _resume(self, path: Path) -> None:
+        """Check everything in ``path`` (history, scaler state included), then restore it."""
+        tensors, meta = read_training_checkpoint(path)
+        extra = meta["extra"]
+        history = _history_of(extra.get("history", []), path)
+        scaler_state = extra.get("grad_scaler") if self.amp else None
+        if scaler_state:
+            try:  # on a scratch scaler first: a bad state must not change anything
+                GradScaler().load_state_dict(scaler_state)
+            except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as err:
+                raise CheckpointError("mismatch", f"checkpoint {path}: unusable grad_scaler "
+                                      f"state: {err}") from None
+        restore_training_state(tensors, meta, self.model, self.optimizer, self.scheduler,
+                               str(path))
+        self.start_epoch = int(meta["epoch"]) + 1
+        self.history = history
+        if scaler_state:
+            self.scaler.load_state_dict(scaler_state)
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -106,12 +160,20 @@ class Trainer:
         q = self.device.queue
         return Tensor.from_host(q, x, dtype="float32"), Tensor.from_host(q, y)
 
-    def _batches(self, loader: Any, desc: str) -> Iterable[Any]:
+    @contextmanager
+    def _batches(self, loader: Any, desc: str) -> Iterator[Any]:
+        """``loader``, behind a progress bar that is closed (and erased) however the epoch
+        ends: an error or Ctrl-C leaves no half-drawn bar above the message."""
         if not self.progress:
-            return loader  # type: ignore[no-any-return]
+            yield loader
+            return
         from tqdm.auto import tqdm
 
-        return tqdm(loader, desc=desc, leave=False, dynamic_ncols=True)  # type: ignore[no-any-return]
+        bar = tqdm(loader, desc=desc, leave=False, dynamic_ncols=True)
+        try:
+            yield bar
+        finally:
+            bar.close()
 
     def _forward(self, xt: Tensor, yt: Tensor) -> tuple[Tensor, Tensor]:
         """(logits, loss): the model under autocast when ``amp``, the loss in float32."""
@@ -122,53 +184,61 @@ class Trainer:
         return logits, self.loss_fn(logits, yt)
 
     def train_epoch(self, epoch: int) -> tuple[float, float]:
-        """One pass over ``train_loader``; returns (mean loss, accuracy)."""
+        """One pass over ``train_loader``; returns (mean loss, accuracy).
+
+        Raises:
+            DivergenceError: a loss read back was NaN or infinite (see the class docstring).
+        """
         self.model.train()
         if hasattr(self.train_loader, "set_epoch"):
             self.train_loader.set_epoch(epoch)  # resume draws the same batches
-        total_loss, correct, seen = 0.0, 0, 0
-        pending: list[tuple[Tensor, Tensor]] = []  # (loss, hits) still on the device
-        bar = self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}")
-        for x, y in bar:
-            xt, yt = self._to_device(x, y)
-            with ag.Tape() as tape:
-                logits, loss = self._forward(xt, yt)
-                scaled = self.scaler.scale(loss)
-            tape.backward(scaled)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad()
-            pending.append((loss, _hits(logits, yt)))
-            seen += len(y)
-            if len(pending) >= 16:  # read results back in groups, not once per step
-                loss_sum, hits = _drain(pending)
-                total_loss, correct = total_loss + loss_sum, correct + hits
-                if hasattr(bar, "set_postfix"):
-                    bar.set_postfix(acc=f"{correct / max(seen, 1):.3f}")
-        loss_sum, hits = _drain(pending)
-        total_loss, correct = total_loss + loss_sum, correct + hits
-        n_batches = max(len(self.train_loader), 1)
-        return total_loss / n_batches, correct / max(seen, 1)
+        tally = _Tally(self, epoch)
+        with self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}") as bar:
+            for x, y in bar:
+                xt, yt = self._to_device(x, y)
+                with ag.Tape() as tape:
+                    logits, loss = self._forward(xt, yt)
+                    scaled = self.scaler.scale(loss)
+                tape.backward(scaled)
+                scale = self.scaler.get_scale()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad()
+                # the scale only shrinks after a step the scaler skipped (inf/NaN gradients)
+                tally.add(loss, _hits(logits, yt), len(y), self.scaler.get_scale() < scale)
+                if len(tally.pending) >= CHECK_EVERY:  # read back in groups, not per step
+                    tally.drain()
+                    if hasattr(bar, "set_postfix"):
+                        bar.set_postfix(acc=f"{tally.accuracy:.3f}")
+        tally.drain()
+        return tally.mean_loss, tally.accuracy
 
     def evaluate(self, loader: Any) -> tuple[float, float]:
         """Mean loss and accuracy over ``loader`` in eval mode, without recording."""
         self.model.eval()
-        pending: list[tuple[Tensor, Tensor]] = []
+        losses: list[Tensor] = []
+        hits: list[Tensor] = []
         seen = 0
         with ag.no_grad():
             for x, y in loader:
                 xt, yt = self._to_device(x, y)
                 logits, loss = self._forward(xt, yt)
-                pending.append((loss, _hits(logits, yt)))
+                losses.append(loss)
+                hits.append(_hits(logits, yt))
                 seen += len(y)
-        batches = len(pending)
-        total_loss, correct = _drain(pending)
+        total_loss = float(_read_back(losses).sum())
+        correct = int(_read_back(hits).sum())
         self.model.train()
-        return total_loss / max(batches, 1), correct / max(seen, 1)
+        return total_loss / max(len(losses), 1), correct / max(seen, 1)
 
     def fit(self, stop_after: int | None = None) -> list[EpochMetrics]:
         """Run the remaining epochs (or stop once ``stop_after`` epochs are done, as an
-        interruption would); returns the history of every epoch so far."""
+        interruption would); returns the history of every epoch so far.
+
+        Raises:
+            DivergenceError: the loss became NaN or infinite, or the weights did (then no
+                checkpoint is written over the last good one).
+        """
         end = self.epochs if stop_after is None else min(self.epochs, stop_after)
         for epoch in range(self.start_epoch, end):
             start = time.perf_counter()
@@ -189,6 +259,8 @@ class Trainer:
                     extra={"history": [vars(m) for m in self.history],
                            "grad_scaler": self.scaler.state_dict()},
                 )
+            if self.on_epoch_end is not None:
+                self.on_epoch_end(metrics)
         return self.history
 
 
@@ -200,9 +272,86 @@ def _hits(logits: Tensor, labels: Tensor) -> Tensor:
     return ops.sum(ops.cast(same, "int32"))
 
 
-def _drain(pending: list[tuple[Tensor, Tensor]]) -> tuple[float, int]:
-    """Read back and clear queued (loss, hits) pairs: their loss sum and hit count."""
-    loss_sum = sum(float(loss.to_host()) for loss, _ in pending)
-    hits = sum(int(h.to_host()) for _, h in pending)
-    pending.clear()
-    return loss_sum, hits
+def _read_back(scalars: list[Tensor]) -> np.ndarray[Any, Any]:
+    """Device scalars as one host array, in one transfer."""
+    from netcl import ops
+
+    if not scalars:
+        return np.zeros(0)
+    return np.asarray(ops.stack(scalars).to_host()).reshape(-1)
+
+
+class _Tally:
+    """One epoch's losses and hits, queued on the device and read back by :meth:`drain`,
+    which also checks the losses (NOTE [ Checking the loss without a sync per step ])."""
+
+    def __init__(self, trainer: Trainer, epoch: int) -> None:
+        self.trainer, self.epoch = trainer, epoch
+        self.pending: list[tuple[Tensor, Tensor, bool]] = []  # (loss, hits, step skipped)
+        self.step = 0  # steps drained so far
+        self.loss_sum, self.counted, self.correct, self.seen = 0.0, 0, 0, 0
+
+    def add(self, loss: Tensor, hits: Tensor, rows: int, skipped: bool) -> None:
+        self.pending.append((loss, hits, skipped))
+        self.seen += rows
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss_sum / max(self.counted, 1)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / max(self.seen, 1)
+
+    def drain(self) -> None:
+        """Read the queued losses and hits back; raise on a loss that diverged."""
+        if not self.pending:
+            return
+        losses = _read_back([p[0] for p in self.pending]).astype(np.float64)
+        self.correct += int(_read_back([p[1] for p in self.pending]).sum())
+        skipped = [p[2] for p in self.pending]
+        first_step, self.step = self.step, self.step + len(self.pending)
+        self.pending.clear()
+        finite = np.isfinite(losses)
+        for i in np.flatnonzero(~finite):
+            if not skipped[i] or not finite.any():
+                self._diverged(first_step + int(i), float(losses[i]), skipped[i])
+        self.loss_sum += float(losses[finite].sum())
+        self.counted += int(finite.sum())
+
+    def _diverged(self, step: int, loss: float, skipped: bool) -> None:
+        t = self.trainer
+        steps = f" of {len(t.train_loader)}" if hasattr(t.train_loader, "__len__") else ""
+        why = (" and every loss since the last check was non-finite, though the GradScaler "
+               "skipped those steps" if skipped else "")
+        kept = (f"; {t.checkpoint_path} was not overwritten" if t.checkpoint_path
+                is not None and t.checkpoint_path.exists() else "")
+        lr = float(t.optimizer.param_groups[0]["lr"])
+        raise DivergenceError(
+            f"Trainer: training diverged: the loss is {loss} at epoch {self.epoch + 1}, "
+            f"step {step + 1}{steps}{why} (lr {lr:g}); lower the learning rate or clip the "
+            f"gradients{kept}",
+            epoch=self.epoch, step=step, loss=loss,
+        )
+
+
+def _history_of(saved: Any, path: Path) -> list[EpochMetrics]:
+    """The ``EpochMetrics`` a checkpoint's ``extra.history`` holds, each field checked."""
+    numbers = {"epoch", "train_loss", "train_accuracy", "lr", "seconds"}
+    names = {f.name for f in fields(EpochMetrics)}
+
+    def fits(key: str, value: Any) -> bool:
+        if key == "extra":
+            return isinstance(value, dict)
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return is_number or (value is None and key not in numbers)
+
+    if isinstance(saved, list) and all(
+        isinstance(m, dict) and numbers <= set(m) <= names
+        and all(fits(k, v) for k, v in m.items()) for m in saved
+    ):
+        return [EpochMetrics(**{**m, "epoch": int(m["epoch"])}) for m in saved]
+    shown = repr(saved)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise CheckpointError("format", f"training checkpoint {path}: extra.history must be a list "
+                          f"of epoch metrics, got {shown}")
