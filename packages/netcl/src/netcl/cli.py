@@ -3,17 +3,43 @@
 ``netcl devices`` lists every usable OpenCL device plus the NumPy backend, which one ``auto``
 picks, and every device that failed its probe with the reason and what to do about it
 (``--probe`` probes every device again instead of trusting the stored verdicts).
+``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends.
+
+Errors are one line on stderr, ``netcl: <what went wrong>``, and the exit status says which
+kind (``--debug`` or ``NETCL_DEBUG=1`` adds the traceback):
+
+- 0: done;
+- 1: a failure while running: an unusable device, a checkpoint that cannot be used
+  (``CheckpointError``), training that diverged (``DivergenceError``), an OpenCL or OS error;
+- 2: bad usage or input: an unknown option or value, a ``--device`` or ``NETCL_DEVICE`` that
+  matches no usable device;
+- 130: interrupted (Ctrl-C), after the line ``netcl: interrupted``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from netcl.core.device import DeviceHandle, manager
+from netcl.io import CheckpointError
+
+EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+# Failures that the command reports in one line; anything else is a bug in netcl, reported in
+# one line too but flagged as such (the traceback is one --debug away).
+_EXPECTED = (CheckpointError, FloatingPointError, RuntimeError, OSError, MemoryError,
+             ImportError)
+
+
+class InputError(Exception):
+    """Input the command cannot use (a device selector, an option): exit status 2."""
 
 
 def _yes(flag: bool) -> str:
@@ -36,14 +62,23 @@ def _describe(handle: DeviceHandle) -> list[str]:
 
 
 def devices(out: Any = None, reprobe: bool = False) -> int:
-    """Print every usable device, the one ``auto`` selects, and the unusable ones with why."""
+    """Print every usable device, the one ``auto`` selects, and the unusable ones with why.
+
+    Raises:
+        InputError: ``NETCL_DEVICE`` names no usable device (raised after the listing, which
+            is what it takes to fix it).
+    """
     out = out or sys.stdout
     if reprobe:
         for i in range(len(manager.discover())):
             manager.verdict(i, refresh=True)
+    problem: Exception | None = None
     with warnings.catch_warnings():  # the unusable devices are listed below, with their remedy
         warnings.simplefilter("ignore", RuntimeWarning)
-        chosen = manager.default("auto")
+        try:
+            chosen = manager.default("auto")
+        except (ValueError, RuntimeError) as err:  # NETCL_DEVICE names nothing usable
+            chosen, problem = None, err
     for i, handle in enumerate(manager.all_handles()):
         marker = "*" if handle == chosen else " "
         selector = "cpu" if handle.backend == "cpu" else f"#{i}"
@@ -55,56 +90,168 @@ def devices(out: Any = None, reprobe: bool = False) -> int:
         print(f"x [unusable] {name}", file=out)
         print(f"      reason: {verdict.reason}", file=out)
         print(f"      remedy: {remedy}", file=out)
+    if problem is not None:
+        raise InputError(str(problem)) from problem
     print(f"auto picks: {chosen}  (override with NETCL_DEVICE)", file=out)
     return 0
 
 
+def select_device(selector: str) -> DeviceHandle:
+    """The device ``--device selector`` names (``auto`` obeys ``NETCL_DEVICE``).
+
+    Raises:
+        InputError: the selector is malformed, names no device, or only unusable ones.
+
+    Examples:
+        >>> str(select_device("cpu"))
+        'cpu (NumPy)'
+    """
+    try:
+        handle = manager.default(selector)
+    except (ValueError, RuntimeError) as err:
+        raise InputError(str(err)) from err
+    if handle is None:  # a kind (gpu, accel, cl) this machine does not have
+        found = ", ".join(str(h) for h in manager.all_handles())
+        raise InputError(f"--device {selector!r} matches no device; devices: {found}")
+    return handle
+
+
+def epoch_line(m: Any) -> str:
+    """The line ``netcl train`` prints for one :class:`netcl.trainer.EpochMetrics`.
+
+    Examples:
+        >>> from netcl.trainer import EpochMetrics
+        >>> epoch_line(EpochMetrics(0, 0.5, 0.75, val_accuracy=0.8, seconds=1.25))
+        'epoch  1  loss 0.5000  train acc 0.7500  test acc 0.8000  (1.2 s)'
+    """
+    return (f"epoch {m.epoch + 1:2d}  loss {m.train_loss:.4f}  train acc {m.train_accuracy:.4f}"
+            f"  test acc {m.val_accuracy:.4f}  ({m.seconds:.1f} s)")
+
+
 def train(args: argparse.Namespace, out: Any = None) -> int:
-    """Train the digits CNN and print the held-out accuracy."""
+    """Train the digits CNN, printing the device, one line per epoch as it ends (the epochs a
+    resumed run restored first), and the held-out accuracy."""
     from netcl.trainer._digits import DigitsConfig, train_digits
 
     out = out or sys.stdout
-    cfg = DigitsConfig(device=args.device, epochs=args.epochs, batch_size=args.batch_size,
+    dev = select_device(args.device)
+    print(f"device: {dev}", file=out, flush=True)
+
+    def report(m: Any) -> None:
+        print(epoch_line(m), file=out, flush=True)
+
+    cfg = DigitsConfig(device=dev, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, seed=args.seed, workers=args.workers,
                        checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                       progress=not args.no_progress, amp=args.amp)
-    _, history, dev = train_digits(cfg)
-    print(f"device: {dev}", file=out)
-    for m in history:
-        print(f"epoch {m.epoch + 1:2d}  loss {m.train_loss:.4f}  train acc {m.train_accuracy:.4f}"
-              f"  test acc {m.val_accuracy:.4f}  ({m.seconds:.1f} s)", file=out)
+                       progress=not args.no_progress, amp=args.amp, on_epoch_end=report)
+    _, history, _ = train_digits(cfg)
     final = history[-1].val_accuracy if history else None
     print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran", file=out)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``netcl`` console command."""
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def _natural_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    debug_help = "on an error, print the full traceback too (or set NETCL_DEBUG=1)"
     parser = argparse.ArgumentParser(prog="netcl", description="netcl command line")
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", required=True)
+    # SUPPRESS: a subcommand's --debug must not reset one given before the subcommand
     dp = sub.add_parser("devices", help="list OpenCL devices and the NumPy backend")
+    dp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     dp.add_argument("--probe", action="store_true",
                     help="probe every OpenCL device again (after a driver change)")
     tp = sub.add_parser("train", help="train a CNN on scikit-learn's handwritten digits")
+    tp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     tp.add_argument("--device", default="auto",
-                    help="auto (default), cpu (NumPy), cl, cl:P:D or a device-name fragment")
-    tp.add_argument("--epochs", type=int, default=10)
-    tp.add_argument("--batch-size", type=int, default=64)
-    tp.add_argument("--lr", type=float, default=1e-2)
+                    help="auto (default), cpu (NumPy), gpu, cl, cl:P:D or a device-name fragment")
+    tp.add_argument("--epochs", type=_positive_int, default=10)
+    tp.add_argument("--batch-size", type=_positive_int, default=64)
+    tp.add_argument("--lr", type=_positive_float, default=1e-2)
     tp.add_argument("--seed", type=int, default=0)
-    tp.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    tp.add_argument("--workers", type=_natural_int, default=0,
+                    help="DataLoader worker processes")
     tp.add_argument("--checkpoint-dir", default=None)
     tp.add_argument("--resume", action="store_true", help="continue from checkpoint-dir")
     tp.add_argument("--no-progress", action="store_true", help="no progress bar")
     tp.add_argument("--amp", action="store_true",
                     help="mixed precision: float16 matmuls/convolutions, dynamic loss scaling")
-    args = parser.parse_args(argv)
-    if args.command == "devices":
-        return devices(reprobe=args.probe)
-    if args.command == "train":
-        return train(args)
-    parser.error(f"unknown command {args.command!r}")
-    return 2
+    return parser
+
+
+def _debug_from_env() -> bool:
+    return os.environ.get("NETCL_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any,
+                      **__: Any) -> None:
+    print(f"netcl: warning: {message}", file=sys.stderr)
+
+
+def _report(err: BaseException, debug: bool, err_out: TextIO) -> None:
+    """One line for ``err`` (after its traceback when ``debug``)."""
+    if debug:
+        traceback.print_exception(type(err), err, err.__traceback__, file=err_out)
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    text = lines[0] + (" (more with --debug)" if len(lines) > 1 and not debug else "")
+    module = type(err).__module__
+    if isinstance(err, KeyboardInterrupt):
+        text = "interrupted"
+    elif module.startswith("pyopencl"):  # a driver's error, raised as pyopencl's own types
+        text = f"OpenCL error: {text}"
+    elif not isinstance(err, (InputError, *_EXPECTED)):
+        text = f"internal error: {type(err).__name__}: {text}"
+        text += "" if debug else " (rerun with --debug for the traceback and report it)"
+    print(f"netcl: {text}", file=err_out, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``netcl`` console command; returns the exit status (see the module
+    docstring)."""
+    args = _parser().parse_args(argv)  # usage errors: argparse prints them and exits with 2
+    debug = bool(args.debug) or _debug_from_env()
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            # NumPy's floating-point warnings say nothing the divergence check does not say
+            # better (and AMP's float16 casts overflow on purpose: the GradScaler handles it)
+            warnings.filterwarnings("ignore", category=RuntimeWarning, message=(
+                r"(overflow|invalid value|divide by zero|underflow) encountered"))
+            if args.command == "devices":
+                return devices(reprobe=args.probe)
+            if args.resume and args.checkpoint_dir is None:
+                raise InputError("--resume needs --checkpoint-dir")
+            return train(args)
+    except KeyboardInterrupt as err:
+        sys.stdout.flush()
+        _report(err, debug, sys.stderr)
+        return EXIT_INTERRUPTED
+    except InputError as err:
+        _report(err, debug, sys.stderr)
+        return EXIT_USAGE
+    except Exception as err:
+        _report(err, debug, sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":
