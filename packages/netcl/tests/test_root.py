@@ -131,6 +131,9 @@ def test_devices_command_lists_an_unusable_device_with_reason_and_remedy(
         return real(dev)
 
     monkeypatch.setenv("NETCL_CACHE_DIR", str(tmp_path))
+    # auto's own choice is under test: NETCL_DEVICE=cl on a one-GPU machine would name only
+    # the planted failure (devices() then lists everything and raises; test_cli covers that)
+    monkeypatch.delenv("NETCL_DEVICE", raising=False)
     monkeypatch.setattr(device_probe, "probe", planted)
     monkeypatch.setattr("netcl.cli.manager", m)
     out = io.StringIO()

@@ -9,10 +9,13 @@ Errors are one line on stderr, ``netcl: <what went wrong>``, and the exit status
 kind (``--debug`` or ``NETCL_DEBUG=1`` adds the traceback):
 
 - 0: done;
-- 1: a failure while running: an unusable device, a checkpoint that cannot be used
-  (``CheckpointError``), training that diverged (``DivergenceError``), an OpenCL or OS error;
-- 2: bad usage or input: an unknown option or value, a ``--device`` or ``NETCL_DEVICE`` that
-  matches no usable device;
+- 1: a failure while running: a checkpoint that cannot be used (``CheckpointError``),
+  training that diverged (``DivergenceError``), a device or OpenCL error during the run, an OS
+  error (disk full, permissions); anything else is reported as an internal error;
+- 2: bad usage or input: an unknown option or value, ``--resume`` without
+  ``--checkpoint-dir``, a ``--device`` or ``NETCL_DEVICE`` that is malformed, names a device
+  kind this machine lacks, or names only devices that failed their probe (the message says
+  why and lists the usable ones);
 - 130: interrupted (Ctrl-C), after the line ``netcl: interrupted``.
 """
 
