@@ -1,5 +1,6 @@
-"""Philox streams: known answers, bit-identical words and masks on every backend, float values
-equal within rounding, Generator offsets, distributions, errors."""
+"""Philox streams: known answers; words, masks, uniform and normal values bit-identical on every
+backend; normal's accuracy against libm; Generator offsets, the default generator,
+distributions, errors."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor
-from netcl.core.testing import TOLERANCES, assert_close, supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _random
+from netcl.ops._random_normal import np_box_muller
 
 _NUMPY = manager.default("cpu")
 assert _NUMPY is not None
@@ -50,22 +52,63 @@ def test_bits_identical_everywhere(dev: DeviceHandle, stream: tuple[int, int, in
     np.testing.assert_array_equal(got.to_host(), want)
 
 
+def _bits(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The bit patterns of float values (so -0.0 and 0.0 differ)."""
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
-def test_floats_match_numpy(dev: DeviceHandle, dtype: str) -> None:
+def test_floats_bit_identical_to_numpy(dev: DeviceHandle, dtype: str) -> None:
+    """uniform (with and without low/high) and normal: the same bits on every backend."""
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dev.device_name} has no {dtype}")
-    rtol, atol = TOLERANCES[dtype]
-    for offset, shape in ((0, (33,)), (5, (3, 7)), (2, (1,))):
-        u = ops.uniform(dev.queue, shape, seed=11, offset=offset, dtype=dtype)
-        ref = ops.uniform(CPU, shape, seed=11, offset=offset, dtype=dtype)
-        assert u.dtype == dtype and u.shape == shape
-        np.testing.assert_array_equal(u.to_host(), ref.to_host())  # exact: w * 2^-k
-        a = ops.uniform(dev.queue, shape, -2.0, 3.0, seed=11, offset=offset, dtype=dtype)
-        b = ops.uniform(CPU, shape, -2.0, 3.0, seed=11, offset=offset, dtype=dtype)
-        np.testing.assert_allclose(a.to_host(), b.to_host(), rtol=rtol, atol=atol)
-        z = ops.normal(dev.queue, shape, 1.0, 2.0, seed=11, offset=offset, dtype=dtype)
-        zr = ops.normal(CPU, shape, 1.0, 2.0, seed=11, offset=offset, dtype=dtype)
-        np.testing.assert_allclose(z.to_host(), zr.to_host(), rtol=rtol * 10, atol=atol * 10)
+    draws = [(ops.uniform, 0.0, 1.0), (ops.uniform, -2.0, 3.0), (ops.normal, 0.0, 1.0),
+             (ops.normal, 1.0, 2.0)]
+    for offset, shape in ((0, (33,)), (5, (3, 7)), (2, (1,)), (3, (4099,))):
+        for draw, a, b in draws:
+            got = draw(dev.queue, shape, a, b, seed=11, offset=offset, dtype=dtype)
+            want = draw(CPU, shape, a, b, seed=11, offset=offset, dtype=dtype)
+            assert got.dtype == dtype and got.shape == shape
+            np.testing.assert_array_equal(_bits(got.to_host()), _bits(want.to_host()))
+
+
+def test_normal_bit_identical_on_a_long_stream(dev: DeviceHandle) -> None:
+    """2^16 normals in each float dtype, bit for bit as NumPy computes them."""
+    for dtype in ("float32", "float16", "float64"):
+        if not supports_dtype(dev, dtype):
+            continue
+        got = ops.normal(dev.queue, (1 << 16,), seed=7, offset=1, dtype=dtype).to_host()
+        want = ops.normal(CPU, (1 << 16,), seed=7, offset=1, dtype=dtype).to_host()
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_normal_accuracy_against_float64_libm(dtype: str) -> None:
+    """The portable log/sin/cos/sqrt (NOTE [ Portable Box-Muller ]) against libm in float64
+    on 2^20 word pairs: within 3 float32 ulp of r for float32 (and float16's float32 values),
+    within 1e-15 r for float64. (Every backend computes these bits: tests above.)"""
+    rng = np.random.default_rng(9)
+    w1, w2 = (rng.integers(0, 2**32, size=1 << 20, dtype=np.uint64).astype(np.uint32)
+              for _ in range(2))
+    # the ends of u1 (its smallest value, u1 = 1) and the angle's quadrant/octant boundaries
+    edges1 = [0, 1, 255, 256, 0xFFFFFEFF, 0xFFFFFF00, 0xFFFFFFFF, 0x80000000]
+    edges2 = [0, 0x1FFFFFFF, 0x20000000, 0x20000100, 0x3FFFFFFF, 0x40000000, 0xC0000000,
+              0xFFFFFFFF]
+    w1[:8], w2[:8] = edges1, edges2
+    bits = {"float64": 32, "float16": 11}.get(dtype, 24)
+    if dtype == "float64":
+        u1 = (w1.astype(np.float64) + 1.0) * 2.0**-32
+    else:
+        u1 = ((w1 >> 8) + 1).astype(np.float64) * 2.0**-24
+    theta = 2 * np.pi * ((w2 >> (32 - bits)).astype(np.float64) * 2.0**-bits)
+    r = np.sqrt(-2 * np.log(u1))
+    z0, z1 = np_box_muller(w1, w2, dtype)
+    err = np.maximum(np.abs(z0 - r * np.cos(theta)), np.abs(z1 - r * np.sin(theta)))
+    if dtype == "float64":
+        assert (err <= 1e-15 * np.maximum(r, 1.0)).all(), err.max()
+    else:
+        ulp = np.spacing(r.astype(np.float32)).astype(np.float64)
+        assert (err[r > 0] <= 3 * ulp[r > 0]).all(), (err[r > 0] / ulp[r > 0]).max()
 
 
 def test_float64_values_from_the_words(dev: DeviceHandle) -> None:

@@ -12,10 +12,13 @@
 #   exact, in [0, 1)), then low + (high - low) * u;
 # - bernoulli / dropout: (w >> 8) < round(p * 2^24), an integer test, so masks are identical;
 # - normal: Box-Muller on the word pair at even stream position 2k, 2k + 1: r = sqrt(-2 log u1)
-#   with u1 in (0, 1], r cos(2 pi u2) at 2k and r sin(2 pi u2) at 2k + 1. Each value is a
-#   function of its stream position only, so any offset gives the same numbers.
-# Integer results are identical across backends; float ones equal within float rounding
-# (log/cos/sin differ in the last ulps between libm and OpenCL builtins).
+#   with u1 in (0, 1] (float32/float16: ((w >> 8) + 1) * 2^-24; float64: (w + 1) * 2^-32),
+#   r cos(2 pi u2) at 2k and r sin(2 pi u2) at 2k + 1. Each value is a function of its stream
+#   position only, so any offset gives the same numbers.
+# Every result is identical across backends, bit for bit: integer ones trivially; uniform and
+# dropout's scale are single roundings of the same operations (no fma: FP_CONTRACT OFF), and
+# normal computes log, sin, cos and sqrt from correctly rounded operations only (NOTE
+# [ Portable Box-Muller ] in _random_normal.py).
 # Generator starts each draw on a 4-word block boundary, so draws never share words.
 """
 
@@ -42,6 +45,7 @@ from ._elementwise_base import (
     np_compute,
     require_float,
 )
+from ._random_normal import box_muller_source, np_box_muller
 
 __all__ = [
     "Generator",
@@ -61,6 +65,10 @@ _MASK = 0xFFFFFFFF
 _P_SCALE = 1 << 24  # bernoulli/dropout thresholds compare the top 24 bits of a word
 
 _SOURCE = """
+/* No a * b + c fused into one fma: the results must round as NumPy's do (see NOTE
+   [ Portable Box-Muller ]). */
+#pragma OPENCL FP_CONTRACT OFF
+
 inline uint4 philox(const ulong block, uint k0, uint k1) {
   uint c0 = (uint)block, c1 = (uint)(block >> 32), c2 = 0u, c3 = 0u;
   for (int r = 0; r < 10; ++r) {
@@ -106,12 +114,8 @@ __kernel void rng_normal(__global T* out, const IDX n, const ulong offset,
                          const uint k0, const uint k1, const CT mean, const CT std) {
   BLOCK_WORDS
   CT z[4];
-  for (int pair = 0; pair < 4; pair += 2) {
-    const CT r = sqrt(LIT(-2.0) * log(OPEN_UNIT(w[pair])));
-    const CT theta = LIT(6.283185307179586) * UNIT(w[pair + 1]);
-    z[pair] = r * cos(theta);
-    z[pair + 1] = r * sin(theta);
-  }
+  box_muller(w[0], w[1], &z[0], &z[1]);
+  box_muller(w[2], w[3], &z[2], &z[3]);
   FOR_LANES ST(out, e, mean + std * z[lane]); END_LANES
 }
 """,
@@ -137,10 +141,10 @@ __kernel void rng_dropout(__global T* out, __global uchar* mask, __global const 
 }
 
 _UNITS = {
-    # (word -> [0, 1), word -> (0, 1]) per dtype, in the compute type
-    "float32": ("((float)((u) >> 8) * 0x1.0p-24f)", "((float)(((u) >> 8) + 1u) * 0x1.0p-24f)"),
-    "float16": ("((float)((u) >> 21) * 0x1.0p-11f)", "((float)(((u) >> 8) + 1u) * 0x1.0p-24f)"),
-    "float64": ("((double)(u) * 0x1.0p-32)", "(((double)(u) + 1.0) * 0x1.0p-32)"),
+    # word -> [0, 1) per dtype, in the compute type
+    "float32": "((float)((u) >> 8) * 0x1.0p-24f)",
+    "float16": "((float)((u) >> 21) * 0x1.0p-11f)",
+    "float64": "((double)(u) * 0x1.0p-32)",
 }
 
 
@@ -190,18 +194,8 @@ def _np_normal(seed: int, offset: int, n: int, dtype: str) -> np.ndarray[Any, An
     lo = offset - offset % 2
     hi = offset + n + (offset + n) % 2
     w = _words(seed, lo, hi - lo).reshape(-1, 2)
-    if dtype == "float64":
-        u1 = (w[:, 0].astype(np.float64) + 1.0) * 2.0**-32
-        u2 = w[:, 1].astype(np.float64) * 2.0**-32
-        two_pi = np.float64(2 * math.pi)
-    else:
-        u1 = ((w[:, 0] >> 8) + 1).astype(np.float32) * np.float32(2.0**-24)
-        shift = 21 if dtype == "float16" else 8
-        u2 = (w[:, 1] >> shift).astype(np.float32) * np.float32(2.0 ** (shift - 32))
-        two_pi = np.float32(2 * math.pi)
-    r = np.sqrt(-2 * np.log(u1))
-    theta = two_pi * u2
-    z = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1).reshape(-1)
+    z0, z1 = np_box_muller(w[:, 0], w[:, 1], dtype)
+    z = np.stack([z0, z1], axis=1).reshape(-1)
     return z[offset - lo:offset - lo + n]
 
 
@@ -255,10 +249,11 @@ def _float_dtype(op: str, dtype: Any) -> str:
 def _program_source(name: str, dtype: str, wide: bool) -> str:
     """Kernel ``rng_<name>`` writing ``dtype``, with 64-bit indices if ``wide``; the dtype
     header comes from ``cl_kernel``."""
-    unit, open_unit = _UNITS.get(dtype, _UNITS["float32"])
+    unit = _UNITS.get(dtype, _UNITS["float32"])
     defs = index_defs(2**31 if wide else 0)[0]
-    return (f"{defs}{literal_macro(dtype)}#define UNIT(u) {unit}\n"
-            f"#define OPEN_UNIT(u) {open_unit}\n{_SOURCE}{_KERNELS[name]}")
+    helpers = box_muller_source(dtype) if name == "normal" else ""
+    return (f"{defs}{literal_macro(dtype)}#define UNIT(u) {unit}\n{_SOURCE}{helpers}"
+            f"{_KERNELS[name]}")
 
 
 def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ...] = (),

@@ -22,7 +22,10 @@
 #define IDX int
 #define LIT(x) (x##f)
 #define UNIT(u) ((float)((u) >> 8) * 0x1.0p-24f)
-#define OPEN_UNIT(u) ((float)(((u) >> 8) + 1u) * 0x1.0p-24f)
+
+/* No a * b + c fused into one fma: the results must round as NumPy's do (see NOTE
+   [ Portable Box-Muller ]). */
+#pragma OPENCL FP_CONTRACT OFF
 
 inline uint4 philox(const ulong block, uint k0, uint k1) {
   uint c0 = (uint)block, c1 = (uint)(block >> 32), c2 = 0u, c3 = 0u;

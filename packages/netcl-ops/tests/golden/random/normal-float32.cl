@@ -22,7 +22,10 @@
 #define IDX int
 #define LIT(x) (x##f)
 #define UNIT(u) ((float)((u) >> 8) * 0x1.0p-24f)
-#define OPEN_UNIT(u) ((float)(((u) >> 8) + 1u) * 0x1.0p-24f)
+
+/* No a * b + c fused into one fma: the results must round as NumPy's do (see NOTE
+   [ Portable Box-Muller ]). */
+#pragma OPENCL FP_CONTRACT OFF
 
 inline uint4 philox(const ulong block, uint k0, uint k1) {
   uint c0 = (uint)block, c1 = (uint)(block >> 32), c2 = 0u, c3 = 0u;
@@ -47,15 +50,74 @@ inline uint4 philox(const ulong block, uint k0, uint k1) {
   const IDX e = (IDX)(j - offset);
 #define END_LANES }
 
+/* NOTE [ Portable Box-Muller ]: Cephes logf of u = m * 2^-24 (m = (w >> 8) + 1). */
+inline float log_unit(const uint m) {
+  const uint b = as_uint((float)m);
+  int k = (int)(b >> 23) - 127 - 24;
+  float x = as_float((b & 0x007FFFFFu) | 0x3F800000u);
+  if (x < 0x1.6a09e6p+0f) { x = x - 1.0f; } else { x = 0.5f * x - 1.0f; k += 1; }
+  const float z = x * x, fk = (float)k;
+  float y;
+  y = 0x1.204376p-4f;
+  y = y * x - 0x1.d7a37p-4f;
+  y = y * x + 0x1.de4a34p-4f;
+  y = y * x - 0x1.fcba9ep-4f;
+  y = y * x + 0x1.23d37ep-3f;
+  y = y * x - 0x1.555cap-3f;
+  y = y * x + 0x1.999d58p-3f;
+  y = y * x - 0x1.fffff8p-3f;
+  y = y * x + 0x1.555554p-2f;
+  y = y * x * z;
+  y = y + -0x1.bd0106p-13f * fk;
+  y = y + -0.5f * z;
+  return x + y + 0x1.63p-1f * fk;
+}
+
+/* sqrt(a), a > 0: Newton steps on the bit-trick 1 / sqrt(a), then one on sqrt(a) itself. */
+inline float sqrt_pos(const float a) {
+  float y = as_float(0x5f3759dfu - (as_uint(a) >> 1));
+  const float h = 0.5f * a;
+  y = y * (1.5f - h * y * y);
+  y = y * (1.5f - h * y * y);
+  y = y * (1.5f - h * y * y);
+  const float r = a * y;
+  return r + (a - r * r) * (0.5f * y);
+}
+
+/* sin and cos of 2 pi k / 2^24, Cephes' polynomials after an exact octant reduction. */
+inline void sincos_turn(const uint k, float* s, float* c) {
+  const uint q = k >> 22;
+  uint r = k & 0x3fffffu;
+  const int swap = r > 0x200000u;
+  if (swap) r = 0x400000u - r;
+  const float x = (float)r * 0x1.921fb6p-22f, z = x * x;
+  float ps, pc;
+  ps = -0x1.9943f2p-13f;
+  ps = ps * z + 0x1.11073cp-7f;
+  ps = ps * z - 0x1.555546p-3f;
+  pc = 0x1.99eb9cp-16f;
+  pc = pc * z - 0x1.6c0c34p-10f;
+  pc = pc * z + 0x1.55554ap-5f;
+  const float sn = ps * z * x + x, cs = pc * z * z - 0.5f * z + 1.0f;
+  const float a = swap ? cs : sn, b = swap ? sn : cs;
+  *s = q == 0 ? a : q == 1 ? b : q == 2 ? -a : -b;
+  *c = q == 0 ? b : q == 1 ? -a : q == 2 ? -b : a;
+}
+
+inline void box_muller(const uint w1, const uint w2, float* z0, float* z1) {
+  const float a = -2.0f * log_unit((w1 >> 8) + 1u);
+  const float r = a > 0.0f ? sqrt_pos(a) : 0.0f;
+  float s, c;
+  sincos_turn(w2 >> 8, &s, &c);
+  *z0 = r * c;
+  *z1 = r * s;
+}
+
 __kernel void rng_normal(__global T* out, const IDX n, const ulong offset,
                          const uint k0, const uint k1, const CT mean, const CT std) {
   BLOCK_WORDS
   CT z[4];
-  for (int pair = 0; pair < 4; pair += 2) {
-    const CT r = sqrt(LIT(-2.0) * log(OPEN_UNIT(w[pair])));
-    const CT theta = LIT(6.283185307179586) * UNIT(w[pair + 1]);
-    z[pair] = r * cos(theta);
-    z[pair + 1] = r * sin(theta);
-  }
+  box_muller(w[0], w[1], &z[0], &z[1]);
+  box_muller(w[2], w[3], &z[2], &z[3]);
   FOR_LANES ST(out, e, mean + std * z[lane]); END_LANES
 }

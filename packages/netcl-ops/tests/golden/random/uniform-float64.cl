@@ -23,7 +23,10 @@
 #define IDX int
 #define LIT(x) (x)
 #define UNIT(u) ((double)(u) * 0x1.0p-32)
-#define OPEN_UNIT(u) (((double)(u) + 1.0) * 0x1.0p-32)
+
+/* No a * b + c fused into one fma: the results must round as NumPy's do (see NOTE
+   [ Portable Box-Muller ]). */
+#pragma OPENCL FP_CONTRACT OFF
 
 inline uint4 philox(const ulong block, uint k0, uint k1) {
   uint c0 = (uint)block, c1 = (uint)(block >> 32), c2 = 0u, c3 = 0u;
