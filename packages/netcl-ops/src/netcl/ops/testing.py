@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import numpy as np
 
 from netcl.core.device import DeviceHandle
 from netcl.core.dtypes import canonical_dtype, is_float
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, reshape
 from netcl.core.testing import TOLERANCES
 
 __all__ = ["OpInfo", "check_error", "check_op", "offset_view", "to_device"]
@@ -82,9 +83,9 @@ def offset_view(dev: DeviceHandle, value: np.ndarray[Any, Any], offset: int = 5,
                            value.reshape(-1)])
     whole = Tensor.from_host(dev.queue, flat, dtype=target)
     array = None if whole.array is None else whole.array[offset:].reshape(value.shape)
-    return Tensor(buffer=whole.buffer, shape=value.shape, dtype=target, context=whole.context,
-                  queue=whole.queue, array=array, offset=offset, persistent=True, _base=whole,
-                  _backend=whole._backend)
+    # a view of ``whole`` (it keeps ``whole`` alive), moved to the offset
+    return dataclasses.replace(reshape(whole, whole.shape), shape=value.shape, offset=offset,
+                               array=array)
 
 
 def _round_to(value: Any, dtype: str) -> Any:
