@@ -133,6 +133,31 @@ def test_unexpected_error_is_one_line_flagged_as_a_bug(capsys: pytest.CaptureFix
         "report it)")
 
 
+class _DriverError(Exception):
+    """Stands for pyopencl's own exception types (not builtin RuntimeError subclasses)."""
+
+
+_DriverError.__module__ = "pyopencl._cl"
+
+
+@pytest.mark.parametrize(("error", "line"), [
+    (OSError(28, "No space left on device"), "netcl: [Errno 28] No space left on device"),
+    (_DriverError("clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES"),
+     "netcl: OpenCL error: clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES"),
+    (RuntimeError("DataLoader: worker 1 died (signal SIGKILL)\nits log:\n..."),
+     "netcl: DataLoader: worker 1 died (signal SIGKILL) (more with --debug)"),
+], ids=["os", "opencl", "multi-line"])
+def test_runtime_failures_are_one_line_and_exit_1(error: Exception, line: str,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(cfg: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr("netcl.trainer._digits.train_digits", failing)
+    assert main(["train", "--device", "cpu"]) == 1
+    assert _one_line(capsys.readouterr().err) == line
+
+
 @pytest.mark.usefixtures("few_digits")
 def test_divergence_is_one_line_and_exit_1(dev: DeviceHandle, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
