@@ -38,7 +38,7 @@ def _unary(lo: float = -3.0, hi: float = 3.0, **kwargs: Any) -> list[Any]:
     return [((_x(s, lo, hi),), kwargs) for s in SHAPES]
 
 
-_erf = np.vectorize(math.erf)
+_erf = np.vectorize(math.erf, otypes=[float])  # otypes: size-0 inputs too
 
 
 def _gelu_tanh(a: Any) -> Any:

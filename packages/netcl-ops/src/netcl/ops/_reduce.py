@@ -365,6 +365,13 @@ def _scale(count: int) -> float:
 Axis = int | Sequence[int] | None
 
 
+def _axes(op: str, axis: Axis, ndim: int) -> tuple[int, ...]:
+    """The sorted axes to reduce. A 0-d tensor takes axis 0 or -1, as in PyTorch (and as
+    :func:`normalize_axis` allows); it has no axis to reduce, so its value comes back."""
+    axes = normalize_axes(op, axis, ndim)
+    return axes if ndim else ()
+
+
 def _np_reduce(fn: Any, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
                **kwargs: Any) -> Tensor:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -372,6 +379,11 @@ def _np_reduce(fn: Any, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dt
         res = fn(host(x).astype(np_compute(x.dtype), copy=False), axis=axes, keepdims=keepdims,
                  **kwargs)
     return wrap(x.queue, np.asarray(res).astype(numpy_dtype(out_dtype)), out_dtype)
+
+
+def _np_empty(x: Tensor, axes: tuple[int, ...], keepdims: bool, dtype: str) -> Tensor:
+    """The empty result of reducing an empty tensor to an empty one (as OpenCL gives)."""
+    return wrap(x.queue, np.empty(_out_shape(x, axes, keepdims), numpy_dtype(dtype)), dtype)
 
 
 # -- public ops -------------------------------------------------------------------------------
@@ -393,7 +405,7 @@ def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         ([3.0, 12.0], 15.0)
     """
     x = check_tensor("sum", x)
-    axes = normalize_axes("sum", axis, x.ndim)
+    axes = _axes("sum", axis, x.ndim)
     out_dtype = x.dtype if x.dtype in FLOAT_DTYPES else "int64"
     if x.array is not None:
         return _np_reduce(np.sum, x, axes, keepdims, out_dtype,
@@ -418,7 +430,7 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         [1.5, 2.5, 3.5]
     """
     x = check_tensor("mean", x)
-    axes = normalize_axes("mean", axis, x.ndim)
+    axes = _axes("mean", axis, x.ndim)
     require_float("mean", x)
     if x.array is not None:
         return _np_reduce(np.mean, x, axes, keepdims, x.dtype)
@@ -460,9 +472,11 @@ def min(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 def _maxmin(op: str, fn: Any, x: Tensor, axis: Axis, keepdims: bool) -> Tensor:
     x = check_tensor(op, x)
-    axes = normalize_axes(op, axis, x.ndim)
+    axes = _axes(op, axis, x.ndim)
     _check_nonempty(op, x, axes)
     if x.array is not None:
+        if x.size == 0:  # an empty result (else _check_nonempty raised); NumPy refuses it
+            return _np_empty(x, axes, keepdims, x.dtype)
         with np.errstate(all="ignore"):
             return wrap(x.queue, fn(host(x), axis=axes, keepdims=keepdims), x.dtype)
     return _reduce_cl(op, x, axes, keepdims, x.dtype)
@@ -485,11 +499,15 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
         ([1, 0], 2)
     """
     x = check_tensor("argmax", x)
+    if axis is not None and not _axes("argmax", axis, x.ndim):
+        axis = None  # a 0-d tensor's axis 0 or -1: its one element
     axes = tuple(range(x.ndim)) if axis is None else (normalize_axis("argmax", axis, x.ndim),)
     _check_nonempty("argmax", x, axes)
     if x.size == 0 and axis is None:
         raise ValueError(f"argmax: cannot take the argmax of an empty tensor of shape {x.shape}")
     if x.array is not None:
+        if x.size == 0:
+            return _np_empty(x, axes, keepdims, "int64")
         a = host(x)
         res = np.argmax(a, axis=axes[0]) if axis is not None else np.argmax(a)
         return wrap(x.queue, np.reshape(res, _out_shape(x, axes, keepdims)), "int64")
@@ -519,7 +537,7 @@ def var(x: Tensor, axis: Axis = None, keepdims: bool = False, correction: int = 
         (1.6666666269302368, 1.25)
     """
     x = check_tensor("var", x)
-    axes = normalize_axes("var", axis, x.ndim)
+    axes = _axes("var", axis, x.ndim)
     require_float("var", x)
     if ddof is not None:
         if correction not in (1, ddof):
