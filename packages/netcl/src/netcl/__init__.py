@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from netcl.ops import build_matmul_kernel as build_matmul_kernel
     from netcl.ops import conv2d as conv2d
     from netcl.ops import elementwise_binary as elementwise_binary
+    from netcl.ops import manual_seed as manual_seed
     from netcl.ops import matmul as matmul
     from netcl.ops import reduce_sum as reduce_sum
     from netcl.ops import relu as relu
@@ -43,6 +44,7 @@ _SHORTCUTS: dict[str, str] = {
     "build_matmul_kernel": "netcl.ops",
     "bias_add": "netcl.ops",
     "elementwise_binary": "netcl.ops",
+    "manual_seed": "netcl.ops",
     "relu": "netcl.ops",
     "reduce_sum": "netcl.ops",
     "softmax": "netcl.ops",
@@ -57,6 +59,7 @@ __all__ = [
     "build_matmul_kernel",
     "conv2d",
     "elementwise_binary",
+    "manual_seed",
     "matmul",
     "reduce_sum",
     "relu",
