@@ -11,7 +11,7 @@ Kinks follow PyTorch: ``relu'(0) = 0``, ``abs'(0) = 0``, ``leaky_relu'(0) = nega
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import netcl.ops as _ops
@@ -19,13 +19,14 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor
 
 from ._function import Grads, differentiable, unbroadcast
+from ._fusion import primitive_vjp
 from ._lazy import Lazy
 from ._tape import Backward
 
 __all__ = [
-    "abs", "add", "cast", "clamp", "div", "exp", "gelu", "leaky_relu", "log", "maximum",
-    "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt",
-    "sub", "tanh", "where",
+    "abs", "add", "cast", "clamp", "div", "elementwise", "exp", "gelu", "leaky_relu", "log",
+    "maximum", "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
+    "sqrt", "sub", "tanh", "where",
 ]
 
 Operand = Tensor | float
@@ -229,8 +230,6 @@ def gelu(x: Tensor, approximate: str = "none") -> tuple[Tensor, Backward]:
         >>> np.round(gelu(x).to_host().astype(float), 4).tolist()
         [0.0, 0.8413]
     """
-    from ._fusion import primitive_vjp
-
     out = _ops.gelu(x, approximate=approximate)
     name = "gelu" if approximate == "none" else "gelu_tanh"
     return out, lambda g, needs: primitive_vjp(name, (x,), g)
@@ -261,6 +260,36 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> tupl
         return (_ops.where(inside, g, 0.0),)
 
     return out, backward
+
+
+def _lazy_elementwise(name: str, *operands: Any, params: Sequence[float] = ()) -> Tensor:
+    return Lazy.apply(name, (*operands, *params), {})
+
+
+@differentiable("elementwise", primitive=_lazy_elementwise)
+def elementwise(name: str, *operands: Operand, params: Sequence[float] = ()) -> tuple[
+        Tensor, Backward]:
+    """Row ``name`` of :data:`netcl.ops.ELEMENTWISE`, differentiated by its derivative row.
+
+    Any row with a derivative (``softplus``, ``square``, ...) is differentiable this way, with
+    no function of its own: the forward is :func:`netcl.ops.elementwise`, the backward the
+    derivative row run as one generated kernel, and inside ``jit`` it fuses.
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.autograd as ag
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([0.0, 30.0]))
+        >>> x.requires_grad = True
+        >>> with ag.Tape() as tape:
+        ...     y = ag.ops.sum(elementwise("softplus", x))
+        >>> tape.backward(y)
+        >>> x.grad.to_host().tolist()
+        [0.5, 1.0]
+    """
+    out = _ops.elementwise(name, *operands, params=params)
+    arguments = (*operands, *(float(p) for p in params))
+    return out, lambda g, needs: primitive_vjp(name, arguments, g)
 
 
 # -- binary -------------------------------------------------------------------------------------

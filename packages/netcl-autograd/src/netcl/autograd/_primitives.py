@@ -1,5 +1,8 @@
 """The JIT compiler's primitives: each an OpenCL C expression and its derivative expressions.
 
+The built-in ones are made from netcl.ops' elementwise table and the derivative table (see
+NOTE [ Built-in primitives ]); :func:`register_primitive` adds user primitives.
+
 :func:`register_primitive` takes exactly what the KernelSpec page shows: ``forward(args, attrs)``
 returns the C expression of the output given the C names of the arguments; ``backward(args,
 grad_var, attrs, out_var)`` returns one C expression per argument, its gradient given the
@@ -22,10 +25,15 @@ Examples:
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from netcl.ops import ELEMENTWISE, EwOp
+
+from ._derivatives import DERIVATIVES
 
 if TYPE_CHECKING:
     from netcl.core.tensor import Tensor
@@ -190,8 +198,8 @@ def get_primitive(name: str) -> Primitive:
         KeyError: no primitive of that name (the message lists the known ones).
 
     Examples:
-        >>> get_primitive("mul").forward_source(["a", "b"], {})
-        'MUL(a, b)'
+        >>> get_primitive("mul").forward_source(["x", "y"], {})
+        'x * y'
     """
     try:
         return PRIMITIVES[name]
@@ -203,71 +211,46 @@ def get_primitive(name: str) -> Primitive:
 
 # -- built-in primitives ------------------------------------------------------------------------
 
+# NOTE [ Built-in primitives ]
+# Every "arith" row of netcl.ops.ELEMENTWISE with a float expression is a built-in primitive:
+# its arguments are the row's operands then its parameters, its forward is the row's C
+# expression and its backward the row of the same name in the derivative table (none: the
+# primitive is not differentiable). Nothing is restated here, so the fused and the eager
+# kernels compute the same expression (relu of NaN is NaN in both).
 
-def _templated(name: str, arity: int, fwd: str, bwd: Sequence[str]) -> None:
-    """A primitive from format templates: ``{0}``.. are arguments, ``{g}``/``{out}`` the
-    upstream gradient and output."""
+_VARIABLES = re.compile(r"\b(?:[abc]|q[01]|g|out)\b")
+_ARGUMENTS = ("a", "b", "c", "q0", "q1")
+
+
+def _bind(template: str, names: Mapping[str, str]) -> str:
+    """``template`` with its variables (``a``, ``q0``, ``g``, ``out``, ...) renamed by
+    ``names``; a name that is not a C identifier is parenthesized."""
+
+    def name(m: re.Match[str]) -> str:
+        value = names[m.group()]
+        return value if value.isidentifier() else f"({value})"
+
+    return _VARIABLES.sub(name, template)
+
+
+def _from_tables(row: EwOp, derivative: Sequence[str] | None) -> None:
+    arity = row.arity + row.nparams
+    forward_template = row.c_float or ""
+    variables = _ARGUMENTS[:row.arity] + _ARGUMENTS[3:3 + row.nparams]
 
     def forward(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
-        return fwd.format(*args)
+        return _bind(forward_template, dict(zip(variables, args)))
 
-    def backward(
-        args: Sequence[str], g: str, attrs: Mapping[str, Any], out: str
-    ) -> list[str]:
-        return [t.format(*args, g=g, out=out) for t in bwd]
+    def backward(args: Sequence[str], g: str, attrs: Mapping[str, Any], out: str) -> list[str]:
+        names = {**dict(zip(variables, args)), "g": g, "out": out}
+        return [_bind(t, names) for t in derivative or ()]
 
-    register_primitive(name, forward, backward, arity)
+    if derivative is not None and len(derivative) != arity:
+        raise RuntimeError(f"derivative row {row.name!r} has {len(derivative)} expressions, "
+                           f"its primitive {arity} arguments")
+    register_primitive(row.name, forward, None if derivative is None else backward, arity)
 
 
-_ZERO = "(CT)0"
-
-
-def _tie(loses: str, a: str, b: str) -> str:
-    """An operand's gradient in maximum/minimum (PyTorch's): 0 where ``a <loses> b``, ``g / 2``
-    at a tie, else ``g`` (so with a NaN, both operands get ``g``)."""
-    return f"(({a}) {loses} ({b}) ? {_ZERO} : (({a}) == ({b}) ? MUL({{g}}, LIT(0.5)) : ({{g}})))"
-
-# One row per built-in: name, arity, forward, backward per argument. Forwards compute what the
-# eager ops compute (maximum/minimum: NaN wins); ties of maximum/minimum and the kinks of
-# relu/abs/clamp follow PyTorch: relu'(0) = 0, abs'(0) = 0, a tie of maximum(a, b) sends half
-# the gradient to each operand.
-_BUILTINS: tuple[tuple[str, int, str, tuple[str, ...]], ...] = (
-    ("add", 2, "ADD({0}, {1})", ("{g}", "{g}")),
-    ("sub", 2, "SUB({0}, {1})", ("{g}", "NEG({g})")),
-    ("mul", 2, "MUL({0}, {1})", ("MUL({g}, {1})", "MUL({g}, {0})")),
-    ("div", 2, "DIV({0}, {1})", ("DIV({g}, {1})", "NEG(DIV(MUL({g}, {out}), {1}))")),
-    ("neg", 1, "NEG({0})", ("NEG({g})",)),
-    ("square", 1, "SQR({0})", ("MUL({g}, MUL(LIT(2.0), {0}))",)),
-    ("exp", 1, "exp({0})", ("MUL({g}, {out})",)),
-    ("log", 1, "log({0})", ("DIV({g}, {0})",)),
-    ("sqrt", 1, "sqrt({0})", ("DIV({g}, MUL(LIT(2.0), {out}))",)),
-    ("abs", 1, "fabs({0})", ("MUL({g}, sign({0}))",)),
-    ("relu", 1, "RELU({0})", (f"(({{0}}) > 0 ? ({{g}}) : {_ZERO})",)),
-    ("sigmoid", 1, "SIGMOID({0})", ("MUL({g}, MUL({out}, SUB(LIT(1.0), {out})))",)),
-    ("tanh", 1, "tanh({0})", ("MUL({g}, SUB(LIT(1.0), SQR({out})))",)),
-    ("silu", 1, "MUL({0}, SIGMOID({0}))",
-     ("MUL({g}, MUL(SIGMOID({0}), ADD(LIT(1.0), MUL({0}, SUB(LIT(1.0), SIGMOID({0}))))))",)),
-    ("gelu", 1, "MUL(MUL(LIT(0.5), {0}), ADD(LIT(1.0), erf(MUL({0}, LIT(0.7071067811865476)))))",
-     ("MUL({g}, ADD(MUL(LIT(0.5), ADD(LIT(1.0), erf(MUL({0}, LIT(0.7071067811865476))))), "
-      "MUL(MUL({0}, LIT(0.3989422804014327)), exp(MUL(LIT(-0.5), SQR({0}))))))",)),
-    ("gelu_tanh", 1,
-     "MUL(MUL(LIT(0.5), {0}), ADD(LIT(1.0), tanh(MUL(LIT(0.7978845608028654), "
-     "ADD({0}, MUL(LIT(0.044715), MUL({0}, SQR({0}))))))))",
-     ("MUL({g}, ADD(MUL(LIT(0.5), ADD(LIT(1.0), tanh(MUL(LIT(0.7978845608028654), ADD({0}, "
-      "MUL(LIT(0.044715), MUL({0}, SQR({0})))))))), MUL(MUL(MUL(LIT(0.5), {0}), SUB(LIT(1.0), "
-      "SQR(tanh(MUL(LIT(0.7978845608028654), ADD({0}, MUL(LIT(0.044715), MUL({0}, SQR({0})))))))"
-      ")), MUL(LIT(0.7978845608028654), ADD(LIT(1.0), MUL(LIT(0.134145), SQR({0})))))))",)),
-    ("maximum", 2, "((({0}) > ({1}) || isnan({0})) ? ({0}) : ({1}))",
-     (_tie("<", "{0}", "{1}"), _tie(">", "{0}", "{1}"))),
-    ("minimum", 2, "((({0}) < ({1}) || isnan({0})) ? ({0}) : ({1}))",
-     (_tie(">", "{0}", "{1}"), _tie("<", "{0}", "{1}"))),
-    ("pow", 2, "pow({0}, {1})",
-     ("MUL({g}, MUL({1}, pow({0}, SUB({1}, LIT(1.0)))))", "MUL({g}, MUL({out}, log({0})))")),
-    ("clamp", 3, "(({0}) < ({1}) ? ({1}) : (({0}) > ({2}) ? ({2}) : ({0})))",
-     (f"(({{0}}) >= ({{1}}) && ({{0}}) <= ({{2}}) ? ({{g}}) : {_ZERO})",
-      f"(({{0}}) < ({{1}}) ? ({{g}}) : {_ZERO})",
-      f"(({{0}}) >= ({{1}}) && ({{0}}) > ({{2}}) ? ({{g}}) : {_ZERO})")),
-)
-
-for _row in _BUILTINS:
-    _templated(*_row)
+for _row in ELEMENTWISE.values():
+    if _row.group == "arith" and _row.c_float is not None:
+        _from_tables(_row, DERIVATIVES.get(_row.name))

@@ -23,6 +23,7 @@ from ._ops_elementwise import add as add
 from ._ops_elementwise import cast as cast
 from ._ops_elementwise import clamp as clamp
 from ._ops_elementwise import div as div
+from ._ops_elementwise import elementwise as elementwise
 from ._ops_elementwise import exp as exp
 from ._ops_elementwise import gelu as gelu
 from ._ops_elementwise import leaky_relu as leaky_relu
@@ -80,9 +81,9 @@ from ._ops_reduce import var as var
 
 __all__ = [
     # elementwise
-    "abs", "add", "cast", "clamp", "div", "exp", "gelu", "leaky_relu", "log", "maximum",
-    "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt",
-    "sub", "tanh", "where",
+    "abs", "add", "cast", "clamp", "div", "elementwise", "exp", "gelu", "leaky_relu", "log",
+    "maximum", "minimum", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
+    "sqrt", "sub", "tanh", "where",
     # matmul, convolution, normalization, pooling
     "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bias_add", "conv2d",
     "global_avg_pool2d", "layer_norm", "matmul", "max_pool2d",

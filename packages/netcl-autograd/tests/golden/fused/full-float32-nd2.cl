@@ -39,7 +39,7 @@
 #define ST(p, i, v) ((p)[(i)] = (v))
 
 #line 1 "params"
-__kernel void fused_full_8e7a26668efd(__global const T* gout, const IDX og, __global T* g0, __global T* g1, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
+__kernel void fused_full_77ee2d46023a(__global const T* gout, const IDX og, __global T* g0, __global T* g1, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
 #line 1 "body"
   const IDX c0 = get_global_id(0);
   const IDX row = get_global_id(1);
@@ -57,21 +57,21 @@ __kernel void fused_full_8e7a26668efd(__global const T* gout, const IDX og, __gl
   const CT x1 = LD(p1, i1);
   const CT x2 = LD(p2, i2);
   const CT x3 = s3;
-  const CT t0 = (CT)(MUL(x0, x1));
-  const CT t1 = (CT)(ADD(t0, x2));
-  const CT t2 = (CT)(RELU(t1));
-  const CT t3 = (CT)(MUL(t2, x3));
+  const CT t0 = (CT)(x0 * x1);
+  const CT t1 = (CT)(t0 + x2);
+  const CT t2 = (CT)(t1 < (CT)0 ? (CT)0 : t1);
+  const CT t3 = (CT)(t2 * x3);
   CT gx0 = (CT)0;
   CT gx1 = (CT)0;
   CT gt0 = (CT)0;
   CT gt1 = (CT)0;
   CT gt2 = (CT)0;
   CT gt3 = LD(gout, og + gid);
-  gt2 += (CT)(MUL(gt3, x3));
-  gt1 += (CT)(((t1) > 0 ? (gt2) : (CT)0));
+  gt2 += (CT)(gt3 * x3);
+  gt1 += (CT)(t1 > (CT)0 ? gt2 : (CT)0);
   gt0 += (CT)(gt1);
-  gx0 += (CT)(MUL(gt0, x1));
-  gx1 += (CT)(MUL(gt0, x0));
+  gx0 += (CT)(gt0 * x1);
+  gx1 += (CT)(gt0 * x0);
   ST(g0, gid, gx0);
   ST(g1, gid, gx1);
 }

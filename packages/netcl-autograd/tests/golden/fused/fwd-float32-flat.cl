@@ -39,7 +39,7 @@
 #define ST(p, i, v) ((p)[(i)] = (v))
 
 #line 1 "params"
-__kernel void fused_fwd_ab13dd3770aa(__global T* out, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, const IDX n, const IDX d0, const IDX st0_0, const IDX st1_0) {
+__kernel void fused_fwd_58af80b89f15(__global T* out, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, const IDX n, const IDX d0, const IDX st0_0, const IDX st1_0) {
 #line 1 "body"
   const IDX gid = get_global_id(0);
   if (gid >= n) return;
@@ -47,7 +47,7 @@ __kernel void fused_fwd_ab13dd3770aa(__global T* out, __global const T* p0, cons
   const IDX i1 = o1 + gid;
   const CT x0 = LD(p0, i0);
   const CT x1 = LD(p1, i1);
-  const CT t0 = (CT)(SIGMOID(x0));
-  const CT t1 = (CT)(MUL(t0, x1));
+  const CT t0 = (CT)(LIT(1.0) / (LIT(1.0) + exp(-x0)));
+  const CT t1 = (CT)(t0 * x1);
   ST(out, gid, t1);
 }

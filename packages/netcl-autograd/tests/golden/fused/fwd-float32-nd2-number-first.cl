@@ -39,7 +39,7 @@
 #define ST(p, i, v) ((p)[(i)] = (v))
 
 #line 1 "params"
-__kernel void fused_fwd_1d49f9aff2ec(__global T* out, const CT s0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const IDX n, const IDX d0, const IDX d1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
+__kernel void fused_fwd_d82cd469bacc(__global T* out, const CT s0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const IDX n, const IDX d0, const IDX d1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
 #line 1 "body"
   const IDX c0 = get_global_id(0);
   const IDX row = get_global_id(1);
@@ -54,7 +54,7 @@ __kernel void fused_fwd_1d49f9aff2ec(__global T* out, const CT s0, __global cons
   const CT x0 = s0;
   const CT x1 = LD(p1, i1);
   const CT x2 = LD(p2, i2);
-  const CT t0 = (CT)(MUL(x0, x1));
-  const CT t1 = (CT)(ADD(t0, x2));
+  const CT t0 = (CT)(x0 * x1);
+  const CT t1 = (CT)(t0 + x2);
   ST(out, gid, t1);
 }

@@ -39,7 +39,7 @@
 #define ST(p, i, v) ((p)[(i)] = (v))
 
 #line 1 "params"
-__kernel void fused_fwd_25e278ebcaa8(__global T* out, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
+__kernel void fused_fwd_01ea72653081(__global T* out, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1) {
 #line 1 "body"
   const IDX c0 = get_global_id(0);
   const IDX row = get_global_id(1);
@@ -57,9 +57,9 @@ __kernel void fused_fwd_25e278ebcaa8(__global T* out, __global const T* p0, cons
   const CT x1 = LD(p1, i1);
   const CT x2 = LD(p2, i2);
   const CT x3 = s3;
-  const CT t0 = (CT)(MUL(x0, x1));
-  const CT t1 = (CT)(ADD(t0, x2));
-  const CT t2 = (CT)(RELU(t1));
-  const CT t3 = (CT)(MUL(t2, x3));
+  const CT t0 = (CT)(x0 * x1);
+  const CT t1 = (CT)(t0 + x2);
+  const CT t2 = (CT)(t1 < (CT)0 ? (CT)0 : t1);
+  const CT t3 = (CT)(t2 * x3);
   ST(out, gid, t3);
 }

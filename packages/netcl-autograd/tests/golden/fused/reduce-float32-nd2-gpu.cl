@@ -39,7 +39,7 @@
 #define ST(p, i, v) ((p)[(i)] = (v))
 
 #line 1 "params"
-__kernel void fused_reduce_65e970174e9c(__global const T* gout, const IDX og, __global T* g2, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1, const IDX so0, const IDX so1, const IDX start0, const IDX m0, const IDX w0, const IDX red0, const IDX chunk0, const IDX iters0, const IDX pbase0, const IDX cbase0, volatile __global CT* part, volatile __global int* count) {
+__kernel void fused_reduce_46e4d6419a85(__global const T* gout, const IDX og, __global T* g2, __global const T* p0, const IDX o0, __global const T* p1, const IDX o1, __global const T* p2, const IDX o2, const CT s3, const IDX n, const IDX d0, const IDX d1, const IDX st0_0, const IDX st0_1, const IDX st1_0, const IDX st1_1, const IDX st2_0, const IDX st2_1, const IDX so0, const IDX so1, const IDX start0, const IDX m0, const IDX w0, const IDX red0, const IDX chunk0, const IDX iters0, const IDX pbase0, const IDX cbase0, volatile __global CT* part, volatile __global int* count) {
 #line 1 "body"
 #define nleaves(s) ((s) == 0 ? 1 : 0)
   const IDX grp = get_group_id(0);
@@ -74,16 +74,16 @@ __kernel void fused_reduce_65e970174e9c(__global const T* gout, const IDX og, __
   const CT x1 = LD(p1, i1);
   const CT x2 = LD(p2, i2);
   const CT x3 = s3;
-  const CT t0 = (CT)(MUL(x0, x1));
-  const CT t1 = (CT)(ADD(t0, x2));
-  const CT t2 = (CT)(RELU(t1));
-  const CT t3 = (CT)(MUL(t2, x3));
+  const CT t0 = (CT)(x0 * x1);
+  const CT t1 = (CT)(t0 + x2);
+  const CT t2 = (CT)(t1 < (CT)0 ? (CT)0 : t1);
+  const CT t3 = (CT)(t2 * x3);
   CT gx2 = (CT)0;
   CT gt1 = (CT)0;
   CT gt2 = (CT)0;
   CT gt3 = LD(gout, io);
-  gt2 += (CT)(MUL(gt3, x3));
-  gt1 += (CT)(((t1) > 0 ? (gt2) : (CT)0));
+  gt2 += (CT)(gt3 * x3);
+  gt1 += (CT)(t1 > (CT)0 ? gt2 : (CT)0);
   gx2 += (CT)(gt1);
   acc0 += gx2;
   }

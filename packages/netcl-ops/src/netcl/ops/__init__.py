@@ -16,6 +16,7 @@ from ._creation import ones as ones
 from ._creation import zeros as zeros
 from ._elementwise import abs as abs
 from ._elementwise import clamp as clamp
+from ._elementwise import elementwise as elementwise
 from ._elementwise import exp as exp
 from ._elementwise import gelu as gelu
 from ._elementwise import leaky_relu as leaky_relu
@@ -29,6 +30,7 @@ from ._elementwise import sign as sign
 from ._elementwise import silu as silu
 from ._elementwise import sqrt as sqrt
 from ._elementwise import tanh as tanh
+from ._elementwise_base import EwOp as EwOp
 from ._elementwise_binary import add as add
 from ._elementwise_binary import cast as cast
 from ._elementwise_binary import div as div
@@ -45,6 +47,7 @@ from ._elementwise_binary import ne as ne
 from ._elementwise_binary import pow as pow
 from ._elementwise_binary import sub as sub
 from ._elementwise_binary import where as where
+from ._elementwise_table import ELEMENTWISE as ELEMENTWISE
 from ._movement import broadcast_to as broadcast_to
 from ._movement import concat as concat
 from ._movement import contiguous as contiguous
@@ -122,6 +125,8 @@ __all__ = [
     "max_pool2d_backward",
     "__version__",
     # section A names
+    "ELEMENTWISE",
+    "EwOp",
     "Generator",
     "abs",
     "add",
@@ -137,6 +142,7 @@ __all__ = [
     "default_generator",
     "div",
     "dropout",
+    "elementwise",
     "elementwise_binary",
     "embedding",
     "eq",

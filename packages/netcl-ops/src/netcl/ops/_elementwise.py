@@ -1,4 +1,4 @@
-"""Elementwise ops: one table row per op (C expression + NumPy function), dispatch, unary ops.
+"""Elementwise ops: dispatch of the table rows (:mod:`._elementwise_table`), unary ops.
 
 Binary ops, comparisons, ``where`` and ``cast`` are in :mod:`._elementwise_binary`; the kernel
 family and dtype/broadcast rules in :mod:`._elementwise_base`.
@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.polynomial.chebyshev as cheb
 
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
 from netcl.core.tensor import _CPU_BACKEND, Tensor
@@ -33,10 +32,12 @@ from ._elementwise_base import (
     run_strided,
     scalar_kind,
 )
+from ._elementwise_table import OPS as OPS
 
 __all__ = [
     "abs",
     "clamp",
+    "elementwise",
     "exp",
     "gelu",
     "leaky_relu",
@@ -51,105 +52,6 @@ __all__ = [
     "sqrt",
     "tanh",
 ]
-
-# -- NumPy helpers ----------------------------------------------------------------------------
-
-# NOTE [ erf on NumPy ]
-# NumPy has no erf. Chebyshev fits of erf(sqrt(u))/sqrt(u) on u = x^2 in [0, 1] and of
-# erfc(x)*exp(x^2) on v = 1/x in [1/6, 1], made from mpmath at 40 digits; both agree with
-# math.erf to 1e-15 (relative) everywhere; |x| >= 6 gives +-1 (erfc(6) < 2.2e-17).
-_ERF_INNER = (
-    0.9754769393826545, -0.14226120510371354, 0.010035582187599769, -0.0005768764699767233,
-    2.7419931252195823e-05, -1.1043175506760156e-06, 3.8488755453847274e-08,
-    -1.1808582408068812e-09, 3.233427947363029e-11, -7.990537014178701e-13,
-    1.8005380973056022e-14, -3.250009724776344e-16,
-)
-_ERF_OUTER = (
-    0.274774685897953, 0.16699329119310397, -0.014778434908201294, 0.0004607660043735307,
-    0.00017657967835407875, -5.026984064250317e-05, 7.427013355626763e-06,
-    -3.5188112190249004e-07, -1.715011288314677e-07, 6.706623049222044e-08,
-    -1.4316589287249802e-08, 1.7595567714068648e-09, 7.452125925902882e-11,
-    -1.1543790532987167e-10, 3.8873503922903895e-11, -8.504826142441907e-12,
-    1.1272288026965894e-12, 4.329529954820512e-14, -8.414125486086354e-14,
-    3.198278338338851e-14, -8.152705091715507e-15, 1.5033635291897156e-15,
-    -4.710277376051329e-17,
-)
-
-
-def _erf(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Vectorized erf in the dtype of ``x`` (see NOTE [ erf on NumPy ])."""
-    ax = np.abs(x)
-    out: np.ndarray[Any, Any] = np.sign(x)  # |x| >= 6, and NaN stays NaN
-    small = ax < 1
-    xs = x[small]
-    out[small] = xs * cheb.chebval(2 * xs * xs - 1, _ERF_INNER)
-    mid = (ax >= 1) & (ax < 6)
-    xm = ax[mid]
-    t = (2 / xm - 7 / 6) * 1.2
-    out[mid] = np.sign(x[mid]) * (1 - np.exp(-xm * xm) * cheb.chebval(t, _ERF_OUTER))
-    return out
-
-
-def _gelu_tanh(a: Any) -> Any:
-    return 0.5 * a * (1 + np.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
-
-
-def _sign(a: Any) -> Any:
-    return np.sign(a)
-
-
-def _clamp(a: Any, lo: Any, hi: Any) -> Any:
-    return np.minimum(np.maximum(a, lo), hi)
-
-
-# -- the table --------------------------------------------------------------------------------
-
-_INT_SIGN = "(CT)((a > (CT)0) - (a < (CT)0))"
-_CLAMP = "((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))"
-
-# One row per op: name, arity, group, float C expression, int C expression, NumPy function.
-# C sees the operands as a, b, c and the parameters as q0, q1, all of the compute type CT.
-OPS: dict[str, EwOp] = {op.name: op for op in (
-    EwOp("neg", 1, "arith", "-a", "-a", np.negative, unsigned=False),
-    EwOp("abs", 1, "arith", "fabs(a)", "(CT)abs(a)", np.abs),
-    EwOp("sign", 1, "arith", "isnan(a) ? a : sign(a)", _INT_SIGN, _sign),
-    EwOp("exp", 1, "arith", "exp(a)", None, np.exp),
-    EwOp("log", 1, "arith", "log(a)", None, np.log),
-    EwOp("sqrt", 1, "arith", "sqrt(a)", None, np.sqrt),
-    EwOp("rsqrt", 1, "arith", "rsqrt(a)", None, lambda a: 1 / np.sqrt(a)),
-    EwOp("reciprocal", 1, "arith", "LIT(1.0) / a", None, np.reciprocal),
-    EwOp("relu", 1, "arith", "a < (CT)0 ? (CT)0 : a", "a < (CT)0 ? (CT)0 : a",
-         lambda a: np.maximum(a, a.dtype.type(0))),
-    EwOp("leaky_relu", 1, "arith", "a < (CT)0 ? a * q0 : a", None,
-         lambda a, s, _: np.where(a < 0, a * s, a), nparams=2),
-    EwOp("sigmoid", 1, "arith", "LIT(1.0) / (LIT(1.0) + exp(-a))", None,
-         lambda a: 1 / (1 + np.exp(-a))),
-    EwOp("tanh", 1, "arith", "tanh(a)", None, np.tanh),
-    EwOp("gelu", 1, "arith", "LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476)))",
-         None, lambda a: 0.5 * a * (1 + _erf(a * 0.7071067811865476))),
-    EwOp("gelu_tanh", 1, "arith",
-         "LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a"
-         " * a)))", None, _gelu_tanh),
-    EwOp("silu", 1, "arith", "a / (LIT(1.0) + exp(-a))", None, lambda a: a / (1 + np.exp(-a))),
-    EwOp("clamp", 1, "arith", _CLAMP, _CLAMP, _clamp, nparams=2),
-    EwOp("add", 2, "arith", "a + b", "a + b", np.add),
-    EwOp("sub", 2, "arith", "a - b", "a - b", np.subtract),
-    EwOp("mul", 2, "arith", "a * b", "a * b", np.multiply),
-    EwOp("div", 2, "arith", "a / b", None, np.true_divide),
-    EwOp("max", 2, "arith", "(a > b || isnan(a)) ? a : b", "a > b ? a : b", np.maximum),
-    EwOp("min", 2, "arith", "(a < b || isnan(a)) ? a : b", "a < b ? a : b", np.minimum),
-    EwOp("pow", 2, "arith", "pow(a, b)", None, np.power),
-    EwOp("eq", 2, "cmp", "a == b", "a == b", np.equal),
-    EwOp("ne", 2, "cmp", "a != b", "a != b", np.not_equal),
-    EwOp("lt", 2, "cmp", "a < b", "a < b", np.less),
-    EwOp("le", 2, "cmp", "a <= b", "a <= b", np.less_equal),
-    EwOp("gt", 2, "cmp", "a > b", "a > b", np.greater),
-    EwOp("ge", 2, "cmp", "a >= b", "a >= b", np.greater_equal),
-    EwOp("where", 3, "arith", "a != (CT)0 ? b : c", "a != (CT)0 ? b : c",
-         lambda c, a, b: np.where(c != 0, a, b)),
-    # movement ops and casts: its own one-op kernel, small to compile
-    EwOp("copy", 1, "copy", "a", "a", lambda a: a),
-)}
 
 _BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
 for _op in OPS.values():
@@ -184,8 +86,8 @@ def _dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
     promoted = promote(op.name, kinds)
     if op.group == "cmp":
         return promoted, "uint8"
-    if op.name == "div" and promoted in INT_DTYPES:
-        return "float32", "float32"
+    if op.int_out is not None and promoted in INT_DTYPES:
+        return op.int_out, op.int_out
     if op.expression(promoted) is None:
         what = "a floating-point" if op.c_int is None else "a signed or floating-point"
         raise TypeError(
@@ -230,6 +132,31 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
             isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays)
         return wrap(queue, res if own else np.broadcast_to(res, shape).copy(), out_dtype)
     return run_broadcast(op, bundle(op), values, shape, compute, out_dtype, qs)
+
+
+def elementwise(name: str, *operands: Tensor | int | float,
+                params: Sequence[int | float] = ()) -> Tensor:
+    """Row ``name`` of :data:`netcl.ops.ELEMENTWISE` applied to ``operands`` (broadcast), with
+    its scalar ``params`` (``q0``, ``q1``): every row, including those with no named function.
+
+    Raises:
+        KeyError: no row ``name``.
+        ValueError: wrong number of operands or parameters, shapes that do not broadcast.
+        TypeError: the row's dtype rule (e.g. a float-only op on an integer tensor).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([0.0, 30.0]))
+        >>> [round(float(v), 4) for v in elementwise("softplus", x).to_host()]
+        [0.6931, 30.0]
+    """
+    op = OPS.get(name)
+    if op is None:
+        raise KeyError(f"elementwise: no op {name!r}; known: {', '.join(sorted(OPS))}")
+    if len(operands) != op.arity or len(params) != op.nparams:
+        raise ValueError(f"elementwise: {name} takes {op.arity} operand(s) and {op.nparams} "
+                         f"parameter(s), got {len(operands)} and {len(params)}")
+    return apply(name, operands, params)
 
 
 def cast_compute(src: str, dst: str) -> str:
@@ -364,7 +291,7 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
         >>> leaky_relu(x, 0.5).to_host().tolist()
         [-1.0, 3.0]
     """
-    return apply("leaky_relu", [x], [float(negative_slope), 0.0])
+    return apply("leaky_relu", [x], [float(negative_slope)])
 
 
 def sigmoid(x: Tensor) -> Tensor:

@@ -1,8 +1,8 @@
 """Machinery under every elementwise op: dtype promotion, broadcasting, the kernel family.
 
-An elementwise op is a row of :data:`netcl.ops._elementwise.OPS` (an :class:`EwOp`: its C
-expression and its NumPy function). This module turns a row into OpenCL kernels and launches
-them; it knows no op by name.
+An elementwise op is a row of :data:`netcl.ops.ELEMENTWISE` (an :class:`EwOp`: its C
+expression, its NumPy function and its dtype rule). This module turns a row into OpenCL
+kernels and launches them; it knows no op by name.
 
 # NOTE [ Elementwise kernel family ]
 # One kernel serves every op of a *bundle* (same group and arity) that has an expression for
@@ -292,6 +292,8 @@ class EwOp:
         numpy: vectorized NumPy function on arrays in the compute dtype (params after operands).
         unsigned: whether uint8 is allowed (``neg`` is not).
         nparams: number of scalar parameters (``q0``, ``q1``) the op reads.
+        int_out: the compute and output dtype of integer operands, where it is not theirs
+            (``div``: float32).
     """
 
     name: str
@@ -302,6 +304,7 @@ class EwOp:
     numpy: Callable[..., Any]
     unsigned: bool = True
     nparams: int = 0
+    int_out: str | None = None
 
     def expression(self, compute: str) -> str | None:
         """The C expression for ``compute`` dtype, ``None`` where the op does not apply."""

@@ -1,7 +1,7 @@
 """Binary elementwise ops, comparisons, ``where`` and ``cast``.
 
 Operands broadcast as in NumPy and may be Python numbers (passed to kernels by value, never
-uploaded). The rows these functions run are in :data:`netcl.ops._elementwise.OPS`.
+uploaded). The rows these functions run are in :data:`netcl.ops.ELEMENTWISE`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ __all__ = [
 Operand = Tensor | int | float
 
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
+_ROW = {"max": "maximum", "min": "minimum"}  # elementwise_binary's short names
 
 
 def elementwise_binary(a: Operand, b: Operand, op: str = "add") -> Tensor:
@@ -59,7 +60,7 @@ def elementwise_binary(a: Operand, b: Operand, op: str = "add") -> Tensor:
     if op not in BINARY_OPS:
         raise ValueError(f"elementwise_binary: op must be one of {', '.join(BINARY_OPS)}, "
                          f"got {op!r}")
-    return apply(op, [a, b])
+    return apply(_ROW.get(op, op), [a, b])
 
 
 def add(a: Operand, b: Operand) -> Tensor:
@@ -121,7 +122,7 @@ def maximum(a: Operand, b: Operand) -> Tensor:
         >>> maximum(Tensor.from_host(q, np.array([1.0, 5.0])), 2).to_host().tolist()
         [2.0, 5.0]
     """
-    return apply("max", [a, b])
+    return apply("maximum", [a, b])
 
 
 def minimum(a: Operand, b: Operand) -> Tensor:
@@ -133,7 +134,7 @@ def minimum(a: Operand, b: Operand) -> Tensor:
         >>> minimum(Tensor.from_host(q, np.array([1.0, 5.0])), 2).to_host().tolist()
         [1.0, 2.0]
     """
-    return apply("min", [a, b])
+    return apply("minimum", [a, b])
 
 
 def pow(a: Operand, b: Operand) -> Tensor:

@@ -57,5 +57,7 @@ __kernel void ew_arith1(
     case 13: { STO(out, oo + i, (LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))); } break;
     case 14: { STO(out, oo + i, (a / (LIT(1.0) + exp(-a)))); } break;
     case 15: { STO(out, oo + i, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
+    case 16: { STO(out, oo + i, (a * a)); } break;
+    case 17: { STO(out, oo + i, (a > LIT(20.0) ? a : log1p(exp(a)))); } break;
   }
 }

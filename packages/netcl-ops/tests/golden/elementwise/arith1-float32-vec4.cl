@@ -107,6 +107,14 @@ __kernel void ew_arith1(
         { const CT a = (CT)v0.s1; r.s1 = (float)(((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))); }
         { const CT a = (CT)v0.s2; r.s2 = (float)(((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))); }
         { const CT a = (CT)v0.s3; r.s3 = (float)(((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))); } } break;
+      case 16: { { const CT a = (CT)v0.s0; r.s0 = (float)(a * a); }
+        { const CT a = (CT)v0.s1; r.s1 = (float)(a * a); }
+        { const CT a = (CT)v0.s2; r.s2 = (float)(a * a); }
+        { const CT a = (CT)v0.s3; r.s3 = (float)(a * a); } } break;
+      case 17: { { const CT a = (CT)v0.s0; r.s0 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); }
+        { const CT a = (CT)v0.s1; r.s1 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); }
+        { const CT a = (CT)v0.s2; r.s2 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); }
+        { const CT a = (CT)v0.s3; r.s3 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); } } break;
     }
     ((__global float4*)(out + oo))[i] = r;
   } else {
@@ -129,6 +137,8 @@ __kernel void ew_arith1(
         case 13: { STO(out, oo + j, (LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))); } break;
         case 14: { STO(out, oo + j, (a / (LIT(1.0) + exp(-a)))); } break;
         case 15: { STO(out, oo + j, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
+        case 16: { STO(out, oo + j, (a * a)); } break;
+        case 17: { STO(out, oo + j, (a > LIT(20.0) ? a : log1p(exp(a)))); } break;
       }
     }
   }

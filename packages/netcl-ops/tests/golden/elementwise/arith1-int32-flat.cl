@@ -45,5 +45,6 @@ __kernel void ew_arith1(
     case 2: { STO(out, oo + i, ((CT)((a > (CT)0) - (a < (CT)0)))); } break;
     case 8: { STO(out, oo + i, (a < (CT)0 ? (CT)0 : a)); } break;
     case 15: { STO(out, oo + i, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
+    case 16: { STO(out, oo + i, (a * a)); } break;
   }
 }

@@ -1,0 +1,176 @@
+"""Every elementwise row, eager against fused (JIT), on every backend: values on NaN, +-inf,
++-0 and ties (equal operands), gradients against each other and against finite differences.
+
+The forward rows are netcl.ops.ELEMENTWISE, the derivatives netcl.autograd's derivative table,
+the JIT's built-in primitives are made from both. ``ROWS`` below is this file's test row per op:
+where its gradient is checked by finite differences (a domain away from kinks and poles), its
+parameters, and the eager differentiable function when the row has a named one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.ops
+from netcl.autograd import Tape, compiler, ops
+from netcl.autograd.testing import check_grad
+from netcl.core.device import DeviceHandle
+from netcl.core.tensor import Tensor
+from netcl.core.testing import TOLERANCES, supports_dtype
+
+
+@dataclass(frozen=True)
+class Row:
+    """How one elementwise row is tested: FD domain ``[lo, hi]``, away from ``0`` by ``gap``
+    (kinks), its ``params``, and its eager differentiable function (default: ``ops.<name>``,
+    else the generic ``ops.elementwise``)."""
+
+    lo: float = -3.0
+    hi: float = 3.0
+    gap: float = 0.0
+    params: tuple[float, ...] = ()
+    eager: Callable[..., Tensor] | None = None
+    fd_scale: float = 1.0
+
+
+def _gelu_tanh(x: Tensor) -> Tensor:
+    return ops.gelu(x, approximate="tanh")
+
+
+ROWS: dict[str, Row] = {
+    "neg": Row(),
+    "abs": Row(gap=0.2),
+    "sign": Row(gap=0.2),
+    "exp": Row(),
+    "log": Row(0.2, 4.0),
+    "sqrt": Row(0.2, 4.0),
+    "rsqrt": Row(0.2, 4.0),
+    "reciprocal": Row(gap=0.3),
+    "relu": Row(gap=0.2),
+    "leaky_relu": Row(gap=0.2, params=(0.1,)),
+    "sigmoid": Row(),
+    "tanh": Row(),
+    "gelu": Row(),
+    "gelu_tanh": Row(eager=_gelu_tanh),
+    "silu": Row(),
+    "clamp": Row(params=(-1.0, 1.0), gap=0.2),
+    "square": Row(),
+    "softplus": Row(-30.0, 30.0),
+    "add": Row(),
+    "sub": Row(),
+    "mul": Row(),
+    "div": Row(gap=0.3),
+    "maximum": Row(),
+    "minimum": Row(),
+    "pow": Row(0.3, 2.5),
+    "where": Row(eager=lambda c, a, b: ops.elementwise("where", c, a, b)),
+}
+
+FUSED = [name for name, row in netcl.ops.ELEMENTWISE.items()
+         if row.group == "arith" and row.c_float is not None]
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 25.0, -25.0, 3.0])
+
+
+def test_every_fused_row_has_a_test_row() -> None:
+    assert sorted(ROWS) == sorted(FUSED)
+
+
+def _operands(name: str, arity: int) -> list[np.ndarray[Any, Any]]:
+    """Special values in every operand; binary ops meet each pair, equal operands included."""
+    if arity == 1:
+        return [SPECIAL]
+    a, b = (m.ravel() for m in np.meshgrid(SPECIAL, SPECIAL, indexing="ij"))
+    if arity == 2:
+        return [a, b]
+    cond = np.tile([0.0, 1.0, np.nan], a.size)[:a.size]
+    return [cond, a, b]
+
+
+def _eager_fn(name: str, row: Row) -> Callable[..., Tensor]:
+    if row.eager is not None:
+        return row.eager
+    named = getattr(ops, name, None)
+    if named is not None:
+        return named  # type: ignore[no-any-return]
+    return lambda *xs: ops.elementwise(name, *xs)
+
+
+def _run(fn: Callable[..., Tensor], tensors: list[Tensor], params: tuple[float, ...]) -> tuple[
+        np.ndarray[Any, Any], list[np.ndarray[Any, Any]]]:
+    """Value and the gradients of ``sum(fn(...))``."""
+    for t in tensors:
+        t.grad = None
+        t.requires_grad = True
+    with Tape() as tape:
+        out = fn(*tensors, *params)
+        total = ops.sum(out)
+    tape.backward(total)
+    grads = [t.grad.to_host() if t.grad is not None else np.zeros(t.shape) for t in tensors]
+    return out.to_host(), grads
+
+
+def _same(actual: Any, expected: Any, dtype: str, what: str) -> None:
+    """Equal within ``dtype``'s tolerance once both are rounded to ``dtype``; NaN where NaN."""
+    rtol, atol = TOLERANCES[dtype]
+    with np.errstate(all="ignore"):
+        a = np.asarray(actual).astype(dtype).astype(np.float64)
+        e = np.asarray(expected).astype(dtype).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(e), err_msg=f"{what}: NaN positions")
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("name", FUSED)
+def test_eager_matches_fused(dev: DeviceHandle, name: str, dtype: str) -> None:
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on this device")
+    row, table = ROWS[name], netcl.ops.ELEMENTWISE[name]
+    arrays = _operands(name, table.arity)
+    make = [Tensor.from_host(dev.queue, a, dtype=dtype) for a in arrays]
+    eager_value = netcl.ops.elementwise(name, *make, params=row.params).to_host()
+    # the NumPy function of the row, in the compute type
+    ct = np.float32 if dtype == "float16" else np.dtype(dtype).type
+    with np.errstate(all="ignore"):
+        numpy_value = table.numpy(*(a.astype(dtype).astype(ct) for a in arrays),
+                                  *(ct(p) for p in row.params))
+    _same(eager_value, numpy_value, dtype, f"{name}: eager vs NumPy")
+    prim = compiler.get_primitive(name)
+    eager, eager_grads = _run(_eager_fn(name, row), make, row.params)
+    fused, fused_grads = _run(lambda *xs: prim(*xs), make, row.params)
+    jitted = compiler.jit(lambda *xs: prim(*xs))(*make, *row.params).to_host()
+    _same(eager, eager_value, dtype, f"{name}: eager autograd vs eager op")
+    _same(fused, eager, dtype, f"{name}: fused vs eager values")
+    _same(jitted, eager, dtype, f"{name}: jit vs eager values")
+    for k, (fg, eg) in enumerate(zip(fused_grads, eager_grads)):
+        _same(fg, eg, dtype, f"{name}: gradient of operand {k}, fused vs eager")
+
+
+def _domain(row: Row, size: int, seed: int) -> np.ndarray[Any, Any]:
+    x = np.random.default_rng(seed).uniform(row.lo, row.hi, size)
+    return np.where(np.abs(x) < row.gap, np.copysign(row.gap, x) + x, x)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
+@pytest.mark.parametrize("name", FUSED)
+def test_gradient_matches_finite_differences(dev: DeviceHandle, name: str, fused: bool) -> None:
+    row, table = ROWS[name], netcl.ops.ELEMENTWISE[name]
+    if name == "sign":
+        pytest.skip("sign is flat: its derivative is 0, checked eager vs fused above")
+    args = [_domain(row, 17, seed) for seed in range(table.arity)]
+    if name == "where":
+        args[0] = np.tile([0.0, 1.0], 9)[:17]
+    fn = (lambda *xs: compiler.get_primitive(name)(*xs, *row.params)) if fused else (
+        lambda *xs: _eager_fn(name, row)(*xs, *row.params))
+
+    def ref(*xs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return table.numpy(*xs, *row.params)
+
+    wrt = [1, 2] if name == "where" else None
+    check_grad(dev, fn, ref, args, wrt=wrt, scale=row.fd_scale)
