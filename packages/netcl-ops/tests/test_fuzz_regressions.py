@@ -63,3 +63,68 @@ def test_max_min_argmax_of_an_empty_axis_into_an_empty_result(dev: DeviceHandle,
         assert op(x, axis=axis).shape == (0, 3)
     with pytest.raises(ValueError, match="max: cannot reduce an empty axis"):
         ops.max(Tensor.from_host(dev.queue, np.zeros((0, 3), dtype=np.float32)), axis=0)
+
+
+def test_0d_tensors_through_permute_transpose_and_squeeze(dev: DeviceHandle) -> None:
+    """permute(x, ()) was (1,) on NumPy (np.ascontiguousarray makes 0-d arrays 1-d);
+    transpose(x, 0, -1) and squeeze(x, 0) raised 'list/tuple index out of range' though
+    axis 0 and -1 are valid for a 0-d tensor (as in PyTorch)."""
+    x = Tensor.from_host(dev.queue, np.array(7, dtype=np.int32))
+    for y in (ops.permute(x, ()), ops.transpose(x, 0, -1), ops.transpose(x, -1, -1),
+              ops.squeeze(x, 0), ops.squeeze(x, -1), ops.squeeze(x)):
+        assert (y.shape, y.to_host().tolist()) == ((), 7)
+    with pytest.raises(IndexError, match="transpose: axis -2 is out of range for a 0-d"):
+        ops.transpose(x)
+    with pytest.raises(IndexError, match="squeeze: axis 1 is out of range"):
+        ops.squeeze(x, 1)
+
+
+def test_errors_name_the_op_called() -> None:
+    """slice's errors named getitem, full's and pad's named fill, zeros' and ones' full."""
+    from netcl.core.device import manager
+
+    handle = manager.default("cpu")
+    assert handle is not None
+    x = Tensor.from_host(handle.queue, np.zeros(4, dtype=np.int32))
+    with pytest.raises(ValueError, match=r"^slice: slice step must not be 0"):
+        ops.slice(x, [0], [2], [0])
+    with pytest.raises(TypeError, match=r"^pad: float value 0\.5 for an integer tensor"):
+        ops.pad(x, (1, 1), 0.5)
+    with pytest.raises(TypeError, match=r"^full: float value 1\.5 for an integer tensor"):
+        ops.full(handle.queue, (2,), 1.5, "int32")
+    with pytest.raises(ValueError, match=r"^full: scalar 300 is out of range for uint8"):
+        ops.full(handle.queue, (2,), 300, "uint8")
+    with pytest.raises(ValueError, match=r"^zeros: shape entries must be >= 0"):
+        ops.zeros(handle.queue, (2, -1))
+    with pytest.raises(ValueError, match=r"^ones: unsupported dtype"):
+        ops.ones(handle.queue, 2, "complex64")
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_pad_pads_integer_tensors_by_default(dev: DeviceHandle, dtype: str) -> None:
+    """The default value was the float 0.0, which fill refuses for an integer tensor."""
+    x = Tensor.from_host(dev.queue, np.array([[1, 2]], dtype=dtype))
+    y = ops.pad(x, (1, 0, 0, 1))
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y.to_host(), [[0, 1, 2], [0, 0, 0]])
+
+
+def test_gathers_take_axis_0_of_a_0d_tensor(dev: DeviceHandle) -> None:
+    """Were 'tuple index out of range': index_select of a 0-d tensor is 1-d and gather with a
+    0-d index is 0-d, as in PyTorch."""
+    x = Tensor.from_host(dev.queue, np.array(5.0, dtype=np.float32))
+    y = ops.gather(x, 0, Tensor.from_host(dev.queue, np.array(0)))
+    assert (y.shape, y.to_host().tolist()) == ((), 5.0)
+    y = ops.index_select(x, -1, Tensor.from_host(dev.queue, np.array([0, 0], dtype=np.int32)))
+    assert (y.shape, y.to_host().tolist()) == ((2,), [5.0, 5.0])
+
+
+def test_embedding_errors_name_embedding() -> None:
+    """Its out-of-range error named index_select, which it calls."""
+    from netcl.core.device import manager
+
+    handle = manager.default("cpu")
+    assert handle is not None
+    w = Tensor.from_host(handle.queue, np.zeros((3, 2)))
+    with pytest.raises(IndexError, match=r"^embedding: index 3 is out of range for axis 0"):
+        ops.embedding(Tensor.from_host(handle.queue, np.array([1, 3])), w)

@@ -247,7 +247,7 @@ ERRORS = [
     ("stack_shapes", lambda x, i: ops.stack([x, ops.transpose(x)]), ValueError, "stack: shapes"),
     ("pad_negative", lambda x, i: ops.pad(x, (1, -1)), ValueError, "pad: pads must be >= 0"),
     ("pad_odd", lambda x, i: ops.pad(x, (1,)), ValueError, "pairs"),
-    ("pad_float_on_int", lambda x, i: ops.pad(i, (1, 1), 0.5), TypeError, "fill: float value"),
+    ("pad_float_on_int", lambda x, i: ops.pad(i, (1, 1), 0.5), TypeError, "pad: float value"),
     ("broadcast_to", lambda x, i: ops.broadcast_to(x, (3, 5)), ValueError,
      r"broadcast_to: cannot broadcast shape \(3, 4\) to \(3, 5\)"),
     ("view_two_holes", lambda x, i: ops.view(x, (-1, -1)), ValueError, "only one dimension"),

@@ -86,10 +86,15 @@ def fill(x: Tensor, value: float) -> Tensor:
         >>> fill(x, 7).to_host().tolist()
         [7.0, 7.0]
     """
-    x = check_tensor("fill", x)
-    if x.dtype in INT_DTYPES and scalar_kind("fill", value) == SCALAR_FLOAT:
-        raise TypeError(f"fill: float value {value!r} for an integer tensor ({x.dtype})")
-    v = kernel_scalar("fill", value, x.dtype)
+    return fill_for("fill", x, value)
+
+
+def fill_for(op: str, x: Tensor, value: float) -> Tensor:
+    """:func:`fill` on behalf of ``op`` (``full``, ``pad``): its errors name ``op``."""
+    x = check_tensor(op, x)
+    if x.dtype in INT_DTYPES and scalar_kind(op, value) == SCALAR_FLOAT:
+        raise TypeError(f"{op}: float value {value!r} for an integer tensor ({x.dtype})")
+    v = kernel_scalar(op, value, x.dtype)
     if x.array is not None:
         x.array[...] = v
         return x
@@ -111,10 +116,16 @@ def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None
         >>> full(manager.default("cpu").queue, (2,), 1.5).to_host().tolist()
         [1.5, 1.5]
     """
-    kind = scalar_kind("full", value)
+    return _full("full", queue, shape, value, dtype)
+
+
+def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: Any) -> Tensor:
+    """:func:`full` on behalf of ``op`` (``zeros``, ``ones``): its errors name ``op``."""
+    kind = scalar_kind(op, value)
     if dtype is None:
         dtype = "float32" if kind == SCALAR_FLOAT else "int64"
-    return fill(empty(device_queue(queue), shape_arg(shape), canonical_dtype(dtype, "full")), value)
+    return fill_for(op, empty(device_queue(queue), shape_arg(shape, op),
+                              canonical_dtype(dtype, op)), value)
 
 
 def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
@@ -125,7 +136,7 @@ def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Ten
         >>> zeros(manager.default("cpu").queue, (1, 2)).to_host().tolist()
         [[0.0, 0.0]]
     """
-    return full(queue, shape, 0, dtype)
+    return _full("zeros", queue, shape, 0, dtype)
 
 
 def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
@@ -136,7 +147,7 @@ def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tens
         >>> ones(manager.default("cpu").queue, (2,), "int32").to_host().tolist()
         [1, 1]
     """
-    return full(queue, shape, 1, dtype)
+    return _full("ones", queue, shape, 1, dtype)
 
 
 def shape_arg(shape: Any, op: str = "shape") -> tuple[int, ...]:

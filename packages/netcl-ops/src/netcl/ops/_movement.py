@@ -18,7 +18,7 @@ from netcl.core.tensor import Tensor
 from netcl.core.tensor import reshape as _reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
-from ._creation import fill
+from ._creation import fill_for
 from ._elementwise import copy_strided, host, wrap
 from ._elementwise_base import Strided, broadcast_strides, contiguous_strides
 
@@ -115,6 +115,11 @@ def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
         (3,)
     """
     x = check_tensor("squeeze", x)
+    if x.ndim == 0:  # axis 0 or -1 of a 0-d tensor, as in PyTorch: nothing to squeeze
+        if axis is not None:
+            for a in [axis] if isinstance(axis, (int, np.integer)) else list(axis):
+                normalize_axis("squeeze", a, 0)
+        return _reshape(x, ())
     if axis is None:
         axes = [k for k, d in enumerate(x.shape) if d == 1]
     else:
@@ -194,7 +199,8 @@ def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
                          f"{x.ndim} axes of shape {x.shape}")
     shape = tuple(x.shape[d] for d in order)
     if x.array is not None:
-        return wrap(x.queue, np.ascontiguousarray(np.transpose(host(x), order)), x.dtype)
+        # a copy in C order: np.ascontiguousarray would make a 0-d array 1-d
+        return wrap(x.queue, np.transpose(host(x), order).copy(), x.dtype)
     strides = contiguous_strides(x.shape)
     return _gather_view(x, shape, [strides[d] for d in order], 0)
 
@@ -211,6 +217,8 @@ def transpose(x: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
     x = check_tensor("transpose", x)
     a = normalize_axis("transpose", dim0, x.ndim)
     b = normalize_axis("transpose", dim1, x.ndim)
+    if x.ndim == 0:  # axes 0 and -1 of a 0-d tensor, as in PyTorch: a copy
+        return permute(x, ())
     order = list(range(x.ndim))
     order[a], order[b] = order[b], order[a]
     return permute(x, order)
@@ -282,8 +290,12 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         >>> getitem(x, np.s_[::-2, 1]).to_host().tolist()
         [9, 1]
     """
-    x = check_tensor("getitem", x)
-    shape, strides, offset = _index_plan("getitem", x.shape, key)
+    return _getitem("getitem", check_tensor("getitem", x), key)
+
+
+def _getitem(op: str, x: Tensor, key: Any) -> Tensor:
+    """:func:`getitem` on behalf of ``op`` (``slice``): its errors name ``op``."""
+    shape, strides, offset = _index_plan(op, x.shape, key)
     if x.array is not None:
         return wrap(x.queue, np.array(host(x)[key], copy=True).reshape(shape), x.dtype)
     return _gather_view(x, shape, strides, offset)
@@ -320,7 +332,7 @@ def slice(x: Tensor, starts: Sequence[int | None], stops: Sequence[int | None],
             raise IndexError(f"slice: axis {a} is repeated in axes {tuple(axes)}")
         seen.add(k)
         key[k] = _slice(start, stop, step)
-    return getitem(x, tuple(key))
+    return _getitem("slice", x, tuple(key))
 
 
 def _check_same(op: str, tensors: Sequence[Any]) -> list[Tensor]:
@@ -395,7 +407,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return concat([unsqueeze(t, ax) for t in ts], axis=ax)
 
 
-def pad(x: Tensor, pads: Sequence[int], value: float = 0.0) -> Tensor:
+def pad(x: Tensor, pads: Sequence[int], value: float = 0) -> Tensor:
     """Constant padding; ``pads`` lists (before, after) pairs from the *last* dim backwards.
 
     As ``torch.nn.functional.pad``: ``(1, 2)`` pads the last dim by 1 before and 2 after,
@@ -424,7 +436,7 @@ def pad(x: Tensor, pads: Sequence[int], value: float = 0.0) -> Tensor:
     for k in range(len(pads) // 2):
         widths[x.ndim - 1 - k] = (int(pads[2 * k]), int(pads[2 * k + 1]))
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths))
-    out = fill(empty(x.queue, shape, x.dtype), value)
+    out = fill_for("pad", empty(x.queue, shape, x.dtype), value)
     if x.array is not None:
         region = tuple(_slice(lo, lo + d) for d, (lo, _) in zip(x.shape, widths))
         host(out)[region] = host(x)

@@ -107,6 +107,8 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     x = check_tensor("gather", x)
     index = _check_index("gather", x, index)
     ax = normalize_axis("gather", axis, x.ndim)
+    if x.ndim == 0 and index.ndim == 0:  # axis 0 or -1 of a 0-d tensor, as in PyTorch
+        return reshape(gather(reshape(x, (1,)), 0, reshape(index, (1,))), ())
     if index.ndim != x.ndim or any(
             d != e for k, (d, e) in enumerate(zip(index.shape, x.shape)) if k != ax):
         raise ValueError(f"gather: index shape {index.shape} must match input shape {x.shape} "
@@ -140,10 +142,17 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     ax = normalize_axis("index_select", axis, x.ndim)
     if index.ndim != 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
+    if x.ndim == 0:  # axis 0 or -1 of a 0-d tensor, as in PyTorch: a 1-d result
+        x = reshape(x, (1,))
+    return _select("index_select", x, ax, index)
+
+
+def _select(op: str, x: Tensor, ax: int, index: Tensor) -> Tensor:
+    """:func:`index_select` of checked arguments on behalf of ``op``: errors name ``op``."""
     shape = (*x.shape[:ax], index.shape[0], *x.shape[ax + 1:])
     if x.array is not None:
         idx = host(index)
-        _check_range("index_select", idx, ax, x.shape[ax])
+        _check_range(op, idx, ax, x.shape[ax])
         return wrap(x.queue, np.take(host(x), idx, axis=ax), x.dtype)
     return _take(x, index, ax, shape, index.shape[0], (0, 1, 0))
 
@@ -170,5 +179,5 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-d (num_embeddings, dim), "
                          f"got shape {weight.shape}")
-    rows = index_select(weight, 0, reshape(indices, (indices.size,)))
+    rows = _select("embedding", weight, 0, reshape(indices, (indices.size,)))
     return reshape(rows, (*indices.shape, weight.shape[1]))
