@@ -71,6 +71,10 @@ ROWS: dict[str, Row] = {
     "where": Row(eager=lambda c, a, b: ops.elementwise("where", c, a, b)),
 }
 
+# gelu_tanh(-inf) is -inf * (1 + tanh(-inf)) = -inf * 0: NaN in NumPy and on Intel's OpenCL,
+# -inf from PoCL's compiled kernels; eager and fused agree on each device (checked below).
+INF_TIMES_ZERO = {"gelu_tanh"}
+
 FUSED = [name for name, row in netcl.ops.ELEMENTWISE.items()
          if row.group == "arith" and row.c_float is not None]
 
@@ -139,7 +143,10 @@ def test_eager_matches_fused(dev: DeviceHandle, name: str, dtype: str) -> None:
     with np.errstate(all="ignore"):
         numpy_value = table.numpy(*(a.astype(dtype).astype(ct) for a in arrays),
                                   *(ct(p) for p in row.params))
-    _same(eager_value, numpy_value, dtype, f"{name}: eager vs NumPy")
+    keep = np.ones(eager_value.shape, dtype=bool)
+    if name in INF_TIMES_ZERO:  # the row's value at +-inf is the device's (eager = fused there)
+        keep = np.all([np.isfinite(a) | np.isnan(a) for a in arrays], axis=0)
+    _same(eager_value[keep], np.asarray(numpy_value)[keep], dtype, f"{name}: eager vs NumPy")
     prim = compiler.get_primitive(name)
     eager, eager_grads = _run(_eager_fn(name, row), make, row.params)
     fused, fused_grads = _run(lambda *xs: prim(*xs), make, row.params)
