@@ -154,6 +154,27 @@ def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 0,
         lambda s: math.prod(s) <= max_size)
 
 
+@st.composite
+def broadcast_shapes(draw: st.DrawFn, n: int, max_dims: int = 4
+                     ) -> tuple[list[tuple[int, ...]], bool]:
+    """``n`` shapes that broadcast together (trailing dims of one base shape, some set to 1),
+    or now and then a side changed so that they may not; and whether they do."""
+    base = draw(shapes(max_dims=max_dims, max_size=2048))
+    out = []
+    for _ in range(n):
+        nd = draw(st.integers(0, len(base)))
+        out.append(tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in base[len(base) - nd:]))
+    if draw(st.integers(0, 7)) == 0 and any(out):
+        k = draw(st.sampled_from([i for i, s in enumerate(out) if s]))
+        i = draw(st.integers(0, len(out[k]) - 1))
+        out[k] = (*out[k][:i], out[k][i] + 2, *out[k][i + 1:])
+    try:
+        np.broadcast_shapes(*out)
+    except ValueError:
+        return out, False
+    return out, True
+
+
 def dtypes(dev: DeviceHandle, names: Sequence[str] = FLOATS) -> st.SearchStrategy[str]:
     """The dtypes of ``names`` that ``dev`` has (float64 needs cl_khr_fp64)."""
     return st.sampled_from([d for d in names if supports_dtype(dev, d)])

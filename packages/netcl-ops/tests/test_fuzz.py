@@ -60,26 +60,6 @@ BINARY = _rows(EW.BINARY + EW.COMPARE)
 
 
 @st.composite
-def broadcast_shapes(draw: st.DrawFn, n: int) -> tuple[list[tuple[int, ...]], bool]:
-    """``n`` shapes that broadcast together (trailing dims of one base shape, some set to 1),
-    or now and then a side changed so that they may not; and whether they do."""
-    base = draw(fz.shapes(max_size=2048))
-    out = []
-    for _ in range(n):
-        nd = draw(st.integers(0, len(base)))
-        out.append(tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in base[len(base) - nd:]))
-    if draw(st.integers(0, 7)) == 0 and any(out):
-        k = draw(st.sampled_from([i for i, s in enumerate(out) if s]))
-        i = draw(st.integers(0, len(out[k]) - 1))
-        out[k] = (*out[k][:i], out[k][i] + 2, *out[k][i + 1:])
-    try:
-        np.broadcast_shapes(*out)
-    except ValueError:
-        return out, False
-    return out, True
-
-
-@st.composite
 def _kwargs(draw: st.DrawFn, info: OpInfo, integer: bool) -> dict[str, Any]:
     """The row's keyword arguments with every number redrawn (clamp bounds, slopes)."""
     kwargs = dict(info.samples[0][1])
@@ -139,7 +119,7 @@ def test_binary(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     dtype wins, an integer pair gives the wider one, comparisons give uint8)."""
     info = BINARY[name]
     n = len(info.samples[0][0])
-    shapes, broadcasts = data.draw(broadcast_shapes(n), label="shapes")
+    shapes, broadcasts = data.draw(fz.broadcast_shapes(n), label="shapes")
     dtype = data.draw(fz.dtypes(dev), label="float dtype")
     args: list[Any] = []
     for k in range(n):

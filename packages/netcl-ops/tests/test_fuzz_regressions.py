@@ -8,6 +8,8 @@ failure here so that the mark and the exclusion are removed together.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -128,3 +130,64 @@ def test_embedding_errors_name_embedding() -> None:
     w = Tensor.from_host(handle.queue, np.zeros((3, 2)))
     with pytest.raises(IndexError, match=r"^embedding: index 3 is out of range for axis 0"):
         ops.embedding(Tensor.from_host(handle.queue, np.array([1, 3])), w)
+
+
+@pytest.mark.xfail(strict=True, reason="batch_norm and layer_norm apply weight and bias only "
+                   "when both are given: a weight or a bias alone is silently ignored, on every "
+                   "backend (ops/_normalization.py: affine = weight is not None and bias is not "
+                   "None)")
+def test_norms_apply_a_weight_or_a_bias_given_alone(dev: DeviceHandle) -> None:
+    x = Tensor.from_host(dev.queue, np.array([[1.0, 3.0], [3.0, 5.0]]))
+    two = Tensor.from_host(dev.queue, np.array([2.0, 2.0]))
+    y = ops.batch_norm(x, None, None, None, two)[0].to_host()  # bias 2 alone
+    np.testing.assert_allclose(y, [[1.0, 1.0], [3.0, 3.0]], atol=1e-4)
+    y = ops.layer_norm(x, 2, two, None)[0].to_host()  # weight 2 alone
+    np.testing.assert_allclose(y, [[-2.0, 2.0], [-2.0, 2.0]], atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", [None, "CONV2D_NAIVE", "CONV2D_IM2COL", "CONV2D_IMPLICIT_GEMM",
+                                     "CONV2D_TILED_LOCAL", "CONV2D_WINOGRAD"])
+def test_conv2d_reads_views_with_an_element_offset(dev: DeviceHandle, variant: str | None
+                                                   ) -> None:
+    """On OpenCL the naive and tiled kernels refused any offset view ('conv2d_naive: Tensor
+    argument has element offset 3'), Winograd an offset weight or bias, every GEMM path an
+    offset bias ('conv2d: bias with an element offset is not supported')."""
+    from netcl.core.kernel_selector import KernelVariant, force_variant
+    from netcl.ops.testing import offset_view
+
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((2, 4, 6, 6)), rng.standard_normal((4, 4, 3, 3)), \
+        rng.standard_normal(4)
+    def tensor(a: np.ndarray[Any, Any], offset: int) -> Tensor:
+        if offset:
+            return offset_view(dev, a, offset, "float32")
+        return Tensor.from_host(dev.queue, a, dtype="float32")
+
+    want = ops.conv2d(tensor(x, 0), tensor(w, 0), tensor(b, 0)).to_host()
+    forced = [] if variant is None or dev.backend == "cpu" else [KernelVariant[variant]]
+    with force_variant(*forced):
+        for ox, ow, ob in ((3, 0, 0), (0, 5, 0), (0, 0, 1), (7, 2, 3)):
+            got = ops.conv2d(tensor(x, ox), tensor(w, ow), tensor(b, ob))
+            np.testing.assert_allclose(got.to_host(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="max_pool2d: a window of padding only gets index -2 "
+                   "on NumPy, -1 on OpenCL, and max_pool2d_backward raises NumPy's IndexError "
+                   "'index -2 is out of bounds for axis 1 with size 1' on it (ops/_pooling.py)")
+def test_max_pool2d_window_of_padding_only(dev: DeviceHandle) -> None:
+    """A window that dilation makes step over the whole input (1x1 input, kernel 2, padding
+    1, dilation 2) holds padding only: -inf on every backend, but then one index (and one
+    gradient) everywhere, and no crash."""
+    from netcl.core.device import manager
+
+    numpy_backend = manager.default("cpu")
+    assert numpy_backend is not None
+    results = []
+    for handle in (dev, numpy_backend):
+        x = Tensor.from_host(handle.queue, np.full((1, 1, 1, 1), 0.5, dtype=np.float32))
+        y, idx = ops.max_pool2d(x, 2, None, 1, 2, return_indices=True)
+        g = Tensor.from_host(handle.queue, np.ones((1, 1, 1, 1), dtype=np.float32))
+        dx = ops.max_pool2d_backward(g, idx, (1, 1, 1, 1), 2, None, 1, 2)
+        results.append((y.to_host().tolist(), idx.to_host().tolist(), dx.to_host().tolist()))
+    assert results[0][0] == [[[[-np.inf]]]]
+    assert results[0] == results[1]

@@ -33,6 +33,7 @@ from . import _conv_kernels as ck
 from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
 from ._conv_winograd import conv2d_winograd, winograd_applies
 from ._matmul import Operand, operand, run_gemm
+from ._movement import contiguous
 
 __all__ = ["ConvGeometry", "conv2d", "conv2d_backward_data", "conv2d_backward_weight",
            "conv_geometry"]
@@ -277,10 +278,9 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry, 
     a = operand(weight, g.crs, 0, g.kg * g.crs)
     bias_args: dict[str, Any] = {}
     if bias is not None:
+        bias = contiguous(bias)  # NOTE [ Offset views in conv2d ]
         bias.wait()
         bias_args = {"bias": bias.buffer, "bias_mode": 1, "sbias": g.kg}
-        if bias.offset:
-            raise ValueError("conv2d: bias with an element offset is not supported")
     if config is not None and not g.pointwise:  # implicit GEMM: B gathered from x directly
         run_gemm(queue, config, x.dtype, a,
                  operand(x, 0, g.c * g.h * g.w, g.cg * g.h * g.w),
@@ -326,6 +326,19 @@ def _conv_direct(name: str, x: Tensor, weight: Tensor, bias: Tensor | None, g: C
            has_bias)
 
 
+# NOTE [ Offset views in conv2d ]
+# A tensor may start some elements into its buffer (a slice of a bigger one). The GEMM paths
+# pass x's and the weight's offsets to the kernels, but the direct kernels (naive, tiled local)
+# and Winograd's weight and output transforms take whole buffers, and the GEMM epilogue reads
+# the bias from element 0: those get copies at offset 0 (``contiguous``; no copy for offset 0,
+# the usual case).
+
+
+def _whole(t: Tensor | None) -> Any:
+    """``t`` at offset 0 of its own buffer (a copy only when it starts elsewhere)."""
+    return None if t is None else contiguous(t)
+
+
 def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) -> Tensor:
     out = empty(x.queue, (g.n, g.k, g.oh, g.ow), x.dtype)
     sel = get_kernel_selector(x.queue.device)
@@ -334,11 +347,11 @@ def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) ->
     variant = config.variant
     if variant is KernelVariant.CONV2D_WINOGRAD:
         if winograd_applies(g):
-            conv2d_winograd(x, weight, bias, g, out)
+            conv2d_winograd(x, _whole(weight), _whole(bias), g, out)
             return out
         variant = KernelVariant.CONV2D_IMPLICIT_GEMM  # Winograd forced onto another shape
     if variant is KernelVariant.CONV2D_NAIVE:
-        _conv_direct("naive", x, weight, bias, g, out)
+        _conv_direct("naive", _whole(x), _whole(weight), _whole(bias), g, out)
     elif variant is KernelVariant.CONV2D_TILED_LOCAL:
         width = 8 if x.dtype == "float64" else 4
         local_bytes = width * ((7 * g.stride[0] + (g.r - 1) * g.dilation[0] + 1)
@@ -347,7 +360,7 @@ def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) ->
         if local_bytes > sel.profile.local_mem_size // 2:  # a window too large to stage
             _conv_gemm(x, weight, bias, g, out, None)
         else:
-            _conv_direct("tiled_local", x, weight, bias, g, out)
+            _conv_direct("tiled_local", _whole(x), _whole(weight), _whole(bias), g, out)
     elif variant is KernelVariant.CONV2D_IM2COL:
         _conv_gemm(x, weight, bias, g, out, None)
     else:
