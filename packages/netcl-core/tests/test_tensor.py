@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -176,6 +177,103 @@ def test_non_integer_shape(dev: DeviceHandle, shape: Any) -> None:
 def test_object_arrays_rejected(dev: DeviceHandle) -> None:
     with pytest.raises(TypeError, match="NumPy dtype object"):
         Tensor.from_host(dev.queue, np.array([1, "a"], dtype=object))
+
+
+COMPLEX = r"of NumPy dtype complex\d+ cannot go on a device: netcl has no complex dtype"
+
+
+@pytest.mark.parametrize("data", [np.array([1 + 2j, 3 - 1j]), np.array([1 + 0j]), [2j], 1j,
+                                  np.ones(2, np.complex64)], ids=repr)
+def test_complex_data_is_refused_not_truncated(dev: DeviceHandle, data: Any) -> None:
+    """Before, the imaginary part was dropped (with only NumPy's ComplexWarning)."""
+    with pytest.raises(TypeError, match="Tensor.from_host: data " + COMPLEX):
+        Tensor.from_host(dev.queue, data)
+    with pytest.raises(TypeError, match="Tensor.from_host: data " + COMPLEX):
+        Tensor.from_host(dev.queue, data, dtype="float32")
+
+
+def test_complex_goes_through_the_same_rule_everywhere(dev: DeviceHandle) -> None:
+    from netcl.core.tensor import copy_from_host
+
+    t = Tensor.from_shape(dev.queue, (2,))
+    with pytest.raises(TypeError, match="copy_from_host: data " + COMPLEX):
+        copy_from_host(t, np.array([1 + 2j, 3]))
+    with pytest.raises(TypeError, match="Tensor.from_shape: fill " + COMPLEX):
+        Tensor.from_shape(dev.queue, (2,), fill=1j)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"fill of NumPy dtype <U1 cannot go on a device; pass"):
+        Tensor.from_shape(dev.queue, (2,), fill="a")  # type: ignore[arg-type]
+    # a complex dtype *name* is an unsupported dtype like any other (the spec's ValueError)
+    with pytest.raises(ValueError, match=r"unsupported dtype <class 'numpy\.complex128'>"):
+        Tensor.from_shape(dev.queue, (2,), dtype=np.complex128)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", ["M8[s]", "m8[s]", "U3", "S3", "V4"])
+def test_non_numeric_data_is_refused(dev: DeviceHandle, dtype: str) -> None:
+    with pytest.raises(TypeError, match=r"data of NumPy dtype \S+ cannot go on a device; pass"):
+        Tensor.from_host(dev.queue, np.zeros(2, dtype=dtype))
+
+
+# -- allocations a device cannot hold: netcl's MemoryError on every backend ----------------
+
+
+def _cannot_allocate(size: str, shape: tuple[int, ...], dtype: str = "float32") -> str:
+    return (rf"cannot allocate {size} for a tensor of shape {re.escape(str(shape))} and dtype "
+            rf"{dtype} on (cpu|cl:.+): ")
+
+
+def _host_refuses_huge_allocations() -> bool:
+    """Whether malloc fails for 4 TB here (Linux without 'always overcommit'): with it, NumPy
+    would get the memory and fill it until the OOM killer came."""
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            return f.read().strip() in ("0", "2")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("shape", [(10**12,), (2**80,), (2**40, 2**40)], ids=str)
+def test_huge_shape_raises_memory_error(dev: DeviceHandle, shape: tuple[int, ...]) -> None:
+    if dev.backend == "cpu" and shape == (10**12,) and not _host_refuses_huge_allocations():
+        pytest.skip("this host may overcommit 4 TB")
+    size = "3.64 TiB" if shape == (10**12,) else "4 YiB"
+    if dev.backend == "cl":
+        limits = (r"one buffer there holds at most \S+ \S+ \(CL_DEVICE_MAX_MEM_ALLOC_SIZE\), "
+                  r"and its global memory is \S+ \S+$")
+    elif shape == (10**12,):
+        limits = r"NumPy could not get it from the host"
+    else:
+        limits = r"one NumPy array spans at most 8 EiB$"
+    with pytest.raises(MemoryError, match=_cannot_allocate(size, shape) + limits):
+        Tensor.from_shape(dev.queue, shape)
+    with pytest.raises(MemoryError, match=_cannot_allocate(size, shape)):
+        Tensor.from_shape(dev.queue, shape, fill=None)  # what ops allocate outputs with
+
+
+def test_more_than_the_largest_buffer(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    if dev.backend != "cl":
+        pytest.skip("OpenCL's CL_DEVICE_MAX_MEM_ALLOC_SIZE")
+    from netcl.core.memory import format_bytes
+    from netcl.core.tensor import _backend_for
+
+    device = dev.queue.device
+    n = int(device.max_mem_alloc_size) * 3 // 2 // 4
+    limits = (f"one buffer there holds at most {format_bytes(device.max_mem_alloc_size)} "
+              f"(CL_DEVICE_MAX_MEM_ALLOC_SIZE), and its global memory is "
+              f"{format_bytes(device.global_mem_size)}")
+    with pytest.raises(MemoryError, match=_cannot_allocate(r"\S+ \S+", (n,)) + re.escape(limits)):
+        Tensor.from_shape(dev.queue, (n,))
+    # uploads are checked before anything is copied or allocated (a small limit stands in)
+    monkeypatch.setattr(_backend_for(dev.queue), "max_alloc", 1024)
+    with pytest.raises(MemoryError, match=_cannot_allocate("3.91 KiB", (1000,))):
+        Tensor.from_host(dev.queue, np.zeros(1000, np.float32))
+    assert Tensor.from_host(dev.queue, np.zeros(256, np.float32)).size == 256
+
+
+def test_numpy_value_errors_are_only_taken_for_size() -> None:
+    from netcl.core.backend.cpu import CPUBackend
+
+    with pytest.raises(ValueError, match="could not broadcast"):
+        CPUBackend().from_shape((2,), "float32", fill=[1, 2, 3])  # type: ignore[arg-type]
 
 
 def test_reshape_element_count(dev: DeviceHandle) -> None:

@@ -66,6 +66,30 @@ def canonical_dtype(dtype: Any, op: str = "Tensor") -> str:
     return name
 
 
+def check_host_dtype(dtype: np.dtype[Any], op: str, what: str = "data") -> None:
+    """``TypeError`` unless host ``what`` of NumPy ``dtype`` can become a netcl dtype.
+
+    Booleans, integers and floats can (``Tensor.from_host`` picks the dtype); complex numbers
+    cannot (netcl has no complex dtype, and a cast would drop the imaginary part), nor can
+    datetimes, timedeltas, strings, bytes, objects or structured records. An unsupported dtype
+    *name* is :func:`canonical_dtype`'s ``ValueError``; this is about the data itself.
+
+    Examples:
+        >>> check_host_dtype(np.dtype(np.int16), "Tensor.from_host")
+        >>> check_host_dtype(np.dtype(np.complex128), "Tensor.from_host")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: Tensor.from_host: data of NumPy dtype complex128 cannot go on a device: ...
+    """
+    if dtype.kind in "biuf":
+        return
+    if dtype.kind == "c":
+        hint = ": netcl has no complex dtype; keep the real and imaginary parts in two tensors"
+    else:
+        hint = "; pass numeric data"
+    raise TypeError(f"{op}: {what} of NumPy dtype {dtype} cannot go on a device{hint}")
+
+
 def numpy_dtype(dtype: str) -> np.dtype[Any]:
     """The NumPy dtype for a canonical or alias name."""
     return np.dtype(canonical_dtype(dtype))

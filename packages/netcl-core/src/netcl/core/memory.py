@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -30,6 +31,7 @@ from ._cl import cl
 __all__ = [
     "HOST_ALIGN",
     "aligned_host_copy",
+    "allocation_error",
     "BufferHandle",
     "BufferPool",
     "PersistentBufferPool",
@@ -37,6 +39,7 @@ __all__ = [
     "PoolStats",
     "create_pinned_buffer",
     "create_zero_copy_buffer",
+    "format_bytes",
     "get_persistent_pool",
     "get_pinned_pool",
     "has_svm_support",
@@ -114,6 +117,41 @@ class BufferHandle:
     def __repr__(self) -> str:
         state = "released" if self._buffer is None else "leased"
         return f"BufferHandle(nbytes={self.nbytes}, capacity={self.capacity}, {state})"
+
+
+def format_bytes(nbytes: int) -> str:
+    """``nbytes`` in binary units to three significant digits, as NumPy's MemoryError has it.
+
+    Examples:
+        >>> format_bytes(4 * 10**12), format_bytes(2 * 1024**3), format_bytes(100)
+        ('3.64 TiB', '2 GiB', '100 bytes')
+        >>> format_bytes(2**82), format_bytes(1023 * 1024)
+        ('4 YiB', '1023 KiB')
+    """
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+    power = min(len(units) - 1, (max(int(nbytes), 1).bit_length() - 1) // 10)
+    if power == 0:
+        return f"{nbytes} bytes"
+    value = nbytes / 1024**power
+    return f"{value:.3g} {units[power]}" if value < 999.5 else f"{value:.0f} {units[power]}"
+
+
+def allocation_error(shape: Any, dtype: str, where: str, reason: str) -> MemoryError:
+    """The ``MemoryError`` every backend raises for a tensor it cannot allocate (one wording).
+
+    ``reason`` names the device's limits.
+
+    Examples:
+        >>> err = allocation_error((10**12,), "float32", "cpu", "the host has 16 GiB of memory")
+        >>> print(err)  # doctest: +NORMALIZE_WHITESPACE
+        cannot allocate 3.64 TiB for a tensor of shape (1000000000000,) and dtype float32
+        on cpu: the host has 16 GiB of memory
+    """
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    return MemoryError(
+        f"cannot allocate {format_bytes(nbytes)} for a tensor of shape {tuple(shape)} and dtype "
+        f"{dtype} on {where}: {reason}"
+    )
 
 
 def _bucket(nbytes: int) -> int:

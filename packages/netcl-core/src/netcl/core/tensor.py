@@ -1,7 +1,8 @@
 """``Tensor``: a contiguous n-d array on a device (an OpenCL buffer or a NumPy array).
 
 A tensor is contiguous with an element ``offset`` into its storage; :func:`reshape` is the only
-view. Everything else (transpose, slicing, concat) is an op in ``netcl.ops``.
+view. Everything else (transpose, slicing, concat) is an op in ``netcl.ops``. A tensor given back
+with :meth:`Tensor.release` raises ``ValueError`` on every later use (see the class docstring).
 
 Examples:
     >>> import numpy as np
@@ -18,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,7 +29,7 @@ import numpy as np
 from .backend.cpu import CPUBackend
 from .backend.opencl import track_owner
 from .device import CPUQueue, get_active_device
-from .dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
+from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
 
 __all__ = ["Tensor", "check_same_device", "copy_from_host", "reshape"]
@@ -84,15 +86,62 @@ def _check_dtype_on_device(dtype: str, queue: Any, op: str) -> None:
         )
 
 
+# NOTE [ Released tensors ]
+# release() gives a tensor's storage back at once (its pool may hand the buffer to the next
+# tensor), so every later use must fail with one clear error: before, a kernel got a NULL
+# buffer and the process died with SIGSEGV, or the NumPy path tripped over `array is None`.
+# Every path to the data -- each op, the elementwise fast path, kernels, to_host, reshape,
+# copy_from_host -- reads `t.buffer` or `t.array`, so the check sits on those two attributes,
+# and costs a live tensor nothing: they are plain instance attributes, and the class attribute
+# behind both is _ReleasedStorage, a non-data descriptor, which Python consults only when the
+# instance has no value of its own (a live tensor's read is one dict lookup, as before).
+# release() deletes both values from the tensor and from every live view of it that reshape
+# made (a view shares the buffer, so it would otherwise read the next owner's data).
+
+
+class _ReleasedStorage:
+    """The class attribute behind ``Tensor.buffer`` and ``Tensor.array``: the dataclass default
+    (``None``) and, once :meth:`Tensor.release` removed a tensor's own value, the error."""
+
+    def __get__(self, obj: Tensor | None, owner: type | None = None) -> None:
+        if obj is None:
+            return None  # the fields' default, read by @dataclass
+        raise ValueError(
+            f"tensor was released: shape {obj.shape}, {obj.dtype}, on {_where(obj)}; its "
+            "storage went back with Tensor.release() (on it, or on the tensor it views), so it "
+            "cannot be used again"
+        )
+
+
+_RELEASED: Any = _ReleasedStorage()
+_MAX_VIEW_REFS = 16  # dead view references are pruned from a base past this many
+
+
 @dataclass(eq=False)
 class Tensor:
     """An n-d array on a device. Build it with :meth:`from_host` or :meth:`from_shape`.
 
     On the OpenCL backend ``buffer`` holds the data (``offset`` elements in); on the NumPy
     backend ``array`` does. ``requires_grad``, ``grad`` and ``grad_fn`` belong to autograd.
+
+    :meth:`release` gives the storage back at once. From then on every use of the tensor, or
+    of a view of it made by :func:`reshape`, raises ``ValueError("tensor was released: ...")``
+    on every backend: each op, ``to_host``, ``reshape``, reading ``buffer`` or ``array``. Its
+    ``shape``, ``dtype`` and ``released`` can still be read, and ``release`` called again.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> t = Tensor.from_host(manager.default("cpu").queue, [1.0, 2.0])
+        >>> t.release()
+        >>> t.released, t.shape
+        (True, (2,))
+        >>> t.to_host()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: tensor was released: shape (2,), float32, on cpu; its storage went back ...
     """
 
-    buffer: Any = None
+    buffer: Any = _RELEASED  # see NOTE [ Released tensors ]
     shape: tuple[int, ...] = ()
     dtype: str = "float32"
     context: Any = None
@@ -105,10 +154,13 @@ class Tensor:
     pending_event: Any = None
     pending_release: BufferHandle | None = None
     host_ref: np.ndarray[Any, Any] | None = None
-    array: np.ndarray[Any, Any] | None = None
+    array: np.ndarray[Any, Any] | None = _RELEASED  # see NOTE [ Released tensors ]
     offset: int = 0
     _base: Tensor | None = field(default=None, repr=False)
     _backend: Any = field(default=None, repr=False)
+    # weak references to the views reshape made of this tensor, which release() retires too
+    _views: list[weakref.ref[Tensor]] | None = field(default=None, init=False, repr=False)
+    _released: bool = field(default=False, init=False, repr=False)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -129,8 +181,13 @@ class Tensor:
         (labels and images stay integers).
 
         Raises:
-            ValueError: unsupported dtype.
-            TypeError: object or string data.
+            ValueError: unsupported ``dtype`` name.
+            TypeError: data that is not booleans, integers or floats: complex (netcl has no
+                complex dtype, and a cast would drop the imaginary part), datetime, timedelta,
+                string, bytes, object or structured data (see
+                :func:`netcl.core.dtypes.check_host_dtype`).
+            MemoryError: the device cannot hold the data (its size and the device's limits are
+                named).
 
         Examples:
             >>> import numpy as np
@@ -148,11 +205,7 @@ class Tensor:
         if queue is None:
             queue = get_active_device().queue
         src = np.asarray(data)
-        if src.dtype.kind in "OUSVM":
-            raise TypeError(
-                f"Tensor.from_host: data of NumPy dtype {src.dtype} cannot go on a device; "
-                "pass numeric data"
-            )
+        check_host_dtype(src.dtype, "Tensor.from_host")
         if dtype is None:
             name = src.dtype.name
             keep = isinstance(data, np.ndarray) and name in ("int32", "int64", "uint8")
@@ -193,6 +246,13 @@ class Tensor:
         On the OpenCL backend the buffer is leased from ``pool`` (default: the persistent pool of
         the queue's context) and goes back to it when the tensor dies.
 
+        Raises:
+            ValueError: unsupported ``dtype`` name, or a negative shape entry.
+            TypeError: a non-integer shape entry, or a ``fill`` that is not a boolean, integer or
+                float (complex included).
+            MemoryError: the device cannot hold ``shape`` of ``dtype``: the message names the
+                size and the device's limits (on OpenCL its largest buffer and global memory).
+
         Examples:
             >>> from netcl.core.device import manager
             >>> q = manager.default("cpu").queue
@@ -203,6 +263,8 @@ class Tensor:
             queue = get_active_device().queue
         dims = _check_shape(shape, "Tensor.from_shape")
         dtype = canonical_dtype(dtype, "Tensor.from_shape")
+        if fill is not None:
+            check_host_dtype(np.asarray(fill).dtype, "Tensor.from_shape", "fill")
         _check_dtype_on_device(dtype, queue, "Tensor.from_shape")
         be = _backend_for(queue, backend)
         if be.name == "cpu":
@@ -210,9 +272,8 @@ class Tensor:
             return cls(shape=dims, dtype=dtype, queue=queue, array=arr, _backend=be)
         tensor = cls(shape=dims, dtype=dtype, queue=queue, context=queue.context, _backend=be)
         track_owner(tensor)
-        nbytes = math.prod(dims) * numpy_dtype(dtype).itemsize
-        if nbytes:
-            lease = be.from_shape(nbytes, dtype, fill, pool)
+        if math.prod(dims):
+            lease = be.from_shape(dims, dtype, fill, pool)
             tensor.pool_handle = lease
             tensor.buffer = lease.buffer
         return tensor
@@ -222,7 +283,14 @@ class Tensor:
     @property
     def backend(self) -> str:
         """``"cl"`` or ``"cpu"``."""
-        return "cpu" if self.array is not None or isinstance(self.queue, CPUQueue) else "cl"
+        if isinstance(self.queue, CPUQueue) or (not self._released and self.array is not None):
+            return "cpu"
+        return "cl"
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` gave the storage back (this tensor's or its base's)."""
+        return self._released
 
     @property
     def size(self) -> int:
@@ -262,10 +330,10 @@ class Tensor:
         self.pending_event = None
         if release is not None:
             release.release()
-        if self.buffer is None or self.array is not None:
+        # a zero-copy buffer keeps its host_ref: it *is* the storage
+        if self._released or self.buffer is None or self.array is not None \
+                or self.pool_handle is not None:
             self.host_ref = None
-        elif self.pool_handle is not None:
-            self.host_ref = None  # a zero-copy buffer keeps its host_ref: it *is* the storage
 
     def to_host(self) -> np.ndarray[Any, Any]:
         """Synchronously read the data into a NumPy array (the array itself on NumPy)."""
@@ -294,19 +362,37 @@ class Tensor:
         return np.array(self.to_host(), copy=True)
 
     def release(self) -> None:
-        """Give the buffer back to its pool now (the tensor must not be used afterwards)."""
+        """Give the storage back now (a pooled buffer to its pool); idempotent.
+
+        Every later use of this tensor or of a view of it raises ``ValueError`` (see the class
+        docstring and NOTE [ Released tensors ]).
+        """
+        if self.released:
+            return
         self.wait()
         handle, self.pool_handle = self.pool_handle, None
         if handle is not None and not self.persistent:
             handle.release()
         self._retire_zero_copy()
-        self.buffer = None
-        self.array = None
+        self._drop_storage()
+
+    def _drop_storage(self) -> None:
+        # Uncovers _ReleasedStorage here and in every live view (NOTE [ Released tensors ]).
+        # (`del`, not `self.__dict__`: touching __dict__ would slow every later attribute read)
+        if not self._released:
+            self._released = True
+            del self.buffer, self.array
+        self.host_ref = None
+        views, self._views = self._views, None
+        for ref in views or ():
+            view = ref()
+            if view is not None:
+                view._drop_storage()
 
     def _retire_zero_copy(self) -> None:
         # A zero-copy buffer (no pool lease, host memory in host_ref) owned by this tensor.
-        if self.buffer is not None and self.host_ref is not None and self.pool_handle is None \
-                and self._base is None and self._backend is not None:
+        if not self._released and self.buffer is not None and self.host_ref is not None \
+                and self.pool_handle is None and self._base is None and self._backend is not None:
             self._backend.retire(self.buffer, self.host_ref)
             self.host_ref = None
 
@@ -337,6 +423,8 @@ class Tensor:
         head = f"Tensor(shape={self.shape}, dtype={self.dtype}, device={where}"
         if self.requires_grad:
             head += ", requires_grad=True"
+        if self.released:
+            return head + ", released)"
         if self.size <= 16 and (self.buffer is not None or self.array is not None):
             body = np.array2string(self.to_host(), separator=", ")
             return f"{head}, data={body})"
@@ -346,10 +434,11 @@ class Tensor:
 def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
     """A view of ``t`` with ``shape`` (same element count; no ``-1`` inference).
 
-    The view shares storage and keeps ``_base`` pointing at ``t``.
+    The view shares storage and keeps ``_base`` pointing at ``t``; releasing ``t`` releases the
+    view too.
 
     Raises:
-        ValueError: the element counts differ.
+        ValueError: the element counts differ, or ``t`` was released.
     """
     dims = _check_shape(shape, "reshape")
     if math.prod(dims) != t.size:
@@ -359,7 +448,7 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
         )
     t.wait()
     array = None if t.array is None else t.array.reshape(dims)
-    return Tensor(
+    view = Tensor(
         buffer=t.buffer,
         shape=dims,
         dtype=t.dtype,
@@ -372,6 +461,13 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
         _base=t,
         _backend=t._backend,
     )
+    views = t._views
+    if views is None:
+        views = t._views = []
+    elif len(views) >= _MAX_VIEW_REFS:
+        views[:] = [ref for ref in views if ref() is not None]
+    views.append(weakref.ref(view))
+    return view
 
 
 def copy_from_host(t: Tensor, data: Any) -> Tensor:
@@ -381,7 +477,8 @@ def copy_from_host(t: Tensor, data: Any) -> Tensor:
     the new values.
 
     Raises:
-        ValueError: the shapes differ.
+        ValueError: the shapes differ, or ``t`` was released.
+        TypeError: data that :meth:`Tensor.from_host` refuses (complex, strings, ...).
 
     Examples:
         >>> import numpy as np
@@ -390,7 +487,9 @@ def copy_from_host(t: Tensor, data: Any) -> Tensor:
         >>> copy_from_host(t, [3, 4]).to_host().tolist()
         [3.0, 4.0]
     """
-    host = np.ascontiguousarray(np.asarray(data), dtype=numpy_dtype(t.dtype))
+    src = np.asarray(data)
+    check_host_dtype(src.dtype, "copy_from_host")
+    host = np.ascontiguousarray(src, dtype=numpy_dtype(t.dtype))
     if host.shape != t.shape:
         raise ValueError(f"copy_from_host: data of shape {host.shape} does not fit a tensor of "
                          f"shape {t.shape}")
@@ -420,4 +519,6 @@ def check_same_device(op: str, *tensors: Tensor) -> Any:
 
 
 def _where(t: Tensor) -> str:
-    return "cpu" if t.backend == "cpu" else f"cl:{t.device.name.strip()}"
+    if t.backend == "cpu":
+        return "cpu"
+    return "no device" if t.device is None else f"cl:{t.device.name.strip()}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import signal
 import threading
@@ -31,7 +32,9 @@ from ..memory import (
     BufferHandle,
     BufferPool,
     aligned_host_copy,
+    allocation_error,
     create_zero_copy_buffer,
+    format_bytes,
     get_persistent_pool,
     get_pinned_pool,
     is_integrated_gpu,
@@ -66,6 +69,9 @@ class HostUpload(NamedTuple):
 class OpenCLBackend:
     """Moves data between host and one OpenCL queue's device.
 
+    A tensor larger than the device's largest buffer (``CL_DEVICE_MAX_MEM_ALLOC_SIZE``) raises
+    ``MemoryError`` naming its size and the device's limits before anything is allocated.
+
     Args:
         queue: the ``pyopencl.CommandQueue`` every transfer is enqueued on.
     """
@@ -76,6 +82,9 @@ class OpenCLBackend:
         self.queue = queue
         self.context = queue.context
         self.integrated = is_integrated_gpu(queue)
+        device = queue.device
+        self.max_alloc = int(device.max_mem_alloc_size)
+        self.global_mem = int(device.global_mem_size)
         # Zero-copy buffers retired by dead tensors, with the marker event after which no
         # queued command can still use them (their host memory must outlive those commands).
         self._retired: list[tuple[Any, Any, Any]] = []
@@ -95,6 +104,7 @@ class OpenCLBackend:
         ``host``; discrete ones a pooled buffer filled by a (by default non-blocking) copy,
         routed through the pinned pool when ``use_pinned``.
         """
+        self._check_fits(host.shape, host.dtype.name, host.nbytes)
         if async_copy is None:
             async_copy = _env_flag("NETCL_ASYNC_H2D", "1")
         if use_pinned is None:
@@ -151,20 +161,32 @@ class OpenCLBackend:
 
     def from_shape(
         self,
-        nbytes: int,
+        shape: Sequence[int],
         dtype: str,
         fill: float | None = 0,
         pool: BufferPool | None = None,
     ) -> BufferHandle:
-        """Lease ``nbytes`` from ``pool`` (the persistent pool by default), filled with ``fill``.
+        """Lease a buffer for ``shape`` of ``dtype`` from ``pool`` (the persistent pool by
+        default), filled with ``fill``.
 
         ``fill=None`` leaves the buffer uninitialized (what ops use for outputs).
         """
+        nbytes = math.prod(shape) * numpy_dtype(dtype).itemsize
+        self._check_fits(shape, dtype, nbytes)
         lease = (pool or get_persistent_pool(self.queue)).allocate(nbytes)
         if fill is not None and nbytes:
             pattern = np.array([fill], dtype=numpy_dtype(dtype))
             cl().enqueue_fill_buffer(self.queue, lease.buffer, pattern, 0, nbytes)
         return lease
+
+    def _check_fits(self, shape: Sequence[int], dtype: str, nbytes: int) -> None:
+        if nbytes > self.max_alloc:
+            raise allocation_error(
+                shape, dtype, f"cl:{self.queue.device.name.strip()}",
+                f"one buffer there holds at most {format_bytes(self.max_alloc)} "
+                f"(CL_DEVICE_MAX_MEM_ALLOC_SIZE), and its global memory is "
+                f"{format_bytes(self.global_mem)}",
+            )
 
     def to_host(
         self, buffer: Any, shape: Sequence[int], dtype: str, offset: int = 0
