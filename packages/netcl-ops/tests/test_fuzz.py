@@ -72,7 +72,7 @@ def _kwargs(draw: st.DrawFn, info: OpInfo, integer: bool) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 @given(data=st.data())
-@fz.fuzz_settings(6)
+@fz.fuzz_settings(3)
 def test_unary(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Any shape, float dtype or (where the op takes it, else ``TypeError``) integer dtype,
     offset view, redrawn parameters, and 0 / +-inf / NaN among the values."""
@@ -112,7 +112,7 @@ def _operand(draw: st.DrawFn, info: OpInfo, k: int, shape: tuple[int, ...], dtyp
 
 @pytest.mark.parametrize("name", sorted(BINARY))
 @given(data=st.data())
-@fz.fuzz_settings(6)
+@fz.fuzz_settings(3)
 def test_binary(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Broadcast (and now and then mismatched) shapes, Python scalars on either side, mixed
     float and integer dtypes, offset views: the dtype follows the promotion rule (the float
@@ -172,7 +172,7 @@ def _reduced(shape: tuple[int, ...], axis: Any) -> tuple[bool, bool, bool]:
 
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(4)
 def test_reduction(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Any shape, axis (``None``, negative, tuples, out of range, repeated), keepdims, float
     or integer dtype, offset view and, on OpenCL, each kernel variant forced."""
@@ -217,7 +217,7 @@ SOFTMAX_VARIANTS = [None, SM.SEQ, SM.PAR, SM.WG]
 
 @pytest.mark.parametrize("name", sorted(SOFTMAX))
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(5)
 def test_softmax(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Any shape (0-d and empty included), axis in or out of range, dtype, offset view,
     kernel variant, and rows holding +-inf or NaN."""
@@ -244,7 +244,7 @@ def test_softmax(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(6)
 def test_nll_gather(dev: DeviceHandle, data: st.DataObject) -> None:
     """Any (N, C) with N or C possibly 0, labels in range or ``ignore_index`` (any value),
     int32 or int64 labels, offset views, and now and then mismatched shapes."""

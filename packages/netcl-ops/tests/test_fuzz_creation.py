@@ -61,7 +61,7 @@ def _fill_value(draw: st.DrawFn) -> Any:
 
 @pytest.mark.parametrize("name", ["zeros", "ones", "full", "fill"])
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(5)
 def test_fill(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Shapes (an int, a tuple, a negative side), dtypes and values (floats for integer
     dtypes, out of range); ``fill`` writes into an offset view and nowhere else."""
@@ -104,7 +104,7 @@ def test_fill(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(12)
+@fz.fuzz_settings(6)
 def test_arange(dev: DeviceHandle, data: st.DataObject) -> None:
     """One to three ints or floats (any signs, a zero step), dtype ``None`` or any: NumPy's
     length, and values within the dtype's tolerance."""
@@ -133,7 +133,7 @@ def test_arange(dev: DeviceHandle, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(5)
 def test_one_hot(dev: DeviceHandle, data: st.DataObject) -> None:
     """Labels of any shape (an offset view), int32/int64, ``num_classes`` from 0; any dtype."""
     shape = data.draw(fz.shapes(max_size=512), label="shape")
@@ -150,7 +150,7 @@ def test_one_hot(dev: DeviceHandle, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(16)
+@fz.fuzz_settings(5)
 def test_cast(dev: DeviceHandle, data: st.DataObject) -> None:
     """Every (source, target) pair with values the target holds (floats to integers truncate
     toward zero; integers wrap into narrower ones), from an offset view: NumPy's ``astype``."""
@@ -176,7 +176,7 @@ def _bits(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 @pytest.mark.parametrize("name", ["uniform", "normal", "bernoulli", "random_bits"])
 @given(data=st.data())
-@fz.fuzz_settings(6)
+@fz.fuzz_settings(3)
 def test_random(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Any shape, seed (up to 2**64), offset and parameters: the NumPy backend's bits, and
     values in the documented range (uniform in [low, high), bernoulli 0 or 1)."""
@@ -208,7 +208,7 @@ def test_random(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(5)
 def test_dropout(dev: DeviceHandle, data: st.DataObject) -> None:
     """Any input (offset view), p in and outside [0, 1], seed, offset: the NumPy backend's
     mask and values, and y = x * mask / (1 - p)."""

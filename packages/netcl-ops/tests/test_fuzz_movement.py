@@ -144,7 +144,7 @@ ARGS = {"permute": _permute, "transpose": _transpose, "getitem": _getitem, "slic
 
 @pytest.mark.parametrize("name", sorted(ARGS))
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(5)
 def test_movement(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """One tensor of any shape and dtype (an offset view now and then) and drawn arguments."""
     info = ROWS[name]
@@ -163,7 +163,7 @@ def test_movement(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("name", ["concat", "stack"])
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(5)
 def test_join(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """1-4 tensors (offset views among them) joined along any axis; now and then shapes or
     dtypes that differ, or an axis out of range."""
@@ -225,7 +225,7 @@ VIEWS: dict[str, tuple[Any, Any, Any]] = {  # op, its NumPy rule, argument strat
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(5)
 def test_view(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Views keep the storage and element offset of an offset view; values as NumPy's."""
     op, ref, arg = VIEWS[name]
@@ -274,7 +274,7 @@ def _take_ref(name: str, x: Any, axis: int, index: Any) -> Any:
 
 @pytest.mark.parametrize("name", ["gather", "index_select", "embedding"])
 @given(data=st.data())
-@fz.fuzz_settings(8)
+@fz.fuzz_settings(4)
 def test_take(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     """Any input (offset views too), axis in or out of range, int32/int64 indices in range
     (and on the NumPy backend, which checks them, out of range now and then)."""

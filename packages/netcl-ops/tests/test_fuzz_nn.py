@@ -61,7 +61,7 @@ def _two(v: int | tuple[int, int]) -> tuple[int, int]:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(16)
+@fz.fuzz_settings(8)
 def test_matmul(dev: DeviceHandle, data: st.DataObject) -> None:
     """Batch dims that broadcast (or not), M/K/N from 0 up, transposes, inner sizes that now
     and then differ, 1-d or integer operands now and then, each GEMM variant."""
@@ -90,7 +90,7 @@ def test_matmul(dev: DeviceHandle, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(12)
+@fz.fuzz_settings(6)
 def test_bias_add(dev: DeviceHandle, data: st.DataObject) -> None:
     """Any input rank, axis ``None`` or in/out of range, bias of the axis' size or not."""
     shape = data.draw(fz.shapes(min_dims=1), label="shape")
@@ -140,7 +140,7 @@ def _conv_out(g: dict[str, Any]) -> tuple[int, ...] | None:
 
 @pytest.mark.parametrize("which", ["forward", "backward_data", "backward_weight"])
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(5)
 def test_conv2d(dev: DeviceHandle, which: str, data: st.DataObject) -> None:
     """conv2d (bias or not) and both backward computations over drawn geometries."""
     g = data.draw(conv_geometry(), label="geometry")
@@ -235,7 +235,7 @@ def _ref_max(x: Any, g: dict[str, Any], size: tuple[int, int]) -> tuple[Any, Any
 
 @pytest.mark.parametrize("which", ["max", "max_backward", "avg", "avg_backward"])
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(5)
 def test_pool2d(dev: DeviceHandle, which: str, data: st.DataObject) -> None:
     """max_pool2d (values and indices) and avg_pool2d (``count_include_pad``), forward and
     backward, over drawn geometries with ``ceil_mode``."""
@@ -295,7 +295,7 @@ def _adaptive(a: Any, out: tuple[int, int]) -> Any:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(10)
+@fz.fuzz_settings(5)
 def test_adaptive_avg_pool2d(dev: DeviceHandle, data: st.DataObject) -> None:
     """Any output size (larger than the input too, or 0 now and then) and global pooling."""
     shape = (data.draw(st.sampled_from([0, 1, 2])), data.draw(st.integers(1, 3)),
@@ -326,7 +326,7 @@ def _norm(x: Any, axes: tuple[int, ...], view: tuple[int, ...], w: Any, b: Any, 
 
 
 @given(data=st.data())
-@fz.fuzz_settings(12)
+@fz.fuzz_settings(6)
 def test_batch_norm(dev: DeviceHandle, data: st.DataObject) -> None:
     """Training or eval, weight and bias each optional, fused ReLU, eps, offset views; the
     running statistics of training (unbiased variance, momentum)."""
@@ -375,7 +375,7 @@ def test_batch_norm(dev: DeviceHandle, data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@fz.fuzz_settings(12)
+@fz.fuzz_settings(6)
 def test_layer_norm(dev: DeviceHandle, data: st.DataObject) -> None:
     """normalized_shape the trailing 1-2 dims (now and then not), weight and bias each
     optional, eps, offset views."""
