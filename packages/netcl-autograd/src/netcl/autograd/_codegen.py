@@ -1,7 +1,7 @@
 """OpenCL code generation for fused elementwise groups: one forward kernel, two backward ones.
 
 # NOTE [ Fused kernels ]
-# A group is a DAG of primitives over *leaves* (tensors and scalars), see ``_fusion.Group``.
+# A group is a DAG of primitives over *leaves* (tensors and scalars), see ``_group.Group``.
 # Every kernel iterates over the group's broadcast output shape after merging the dimensions
 # that are contiguous for every operand (at most ``MAX_DIMS`` remain). Leaf ``i`` is read at
 # ``o_i + sum_j c_j * st_i_j`` (stride 0 where it is broadcast); shapes, strides and offsets are
@@ -32,7 +32,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +41,7 @@ from netcl.core.dtypes import c_type
 from netcl.core.kernels.primitives import EXPRESSION_MACROS, BuiltKernel, KernelSpec
 from netcl.core.tensor import Tensor
 
-if TYPE_CHECKING:
-    from ._fusion import Group
+from ._group import Group
 
 __all__ = ["MAX_DIMS", "Layout", "cache_info", "clear_cache", "kernel_spec", "run_backward",
            "run_forward"]

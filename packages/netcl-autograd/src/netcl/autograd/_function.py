@@ -30,7 +30,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from netcl.core.tensor import Tensor, reshape
 
-from ._lazy import Lazy, has_lazy, materialize_args
+from ._fusion import materialize_args
+from ._lazy import Lazy, has_lazy
 from ._tape import Backward, no_grad, record
 
 __all__ = [

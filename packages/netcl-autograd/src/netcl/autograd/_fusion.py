@@ -1,16 +1,16 @@
-"""Running a lazy expression: collect its fusible group, run it, record it on the tape.
+"""The executor: computing a lazy value (collect its fusible group, run it, record it on the
+tape).
 
-A group is the DAG of primitives under one lazy value, down to its *leaves*: real tensors
-(deduplicated, so ``x * x`` reads ``x`` once and gets one gradient) and Python numbers. On
-OpenCL it runs as the kernels of :mod:`._codegen`; on the NumPy backend the same primitive
-expressions are evaluated with NumPy (:mod:`._cexpr`). Either way the whole group is one node
-on the tape, whose backward produces the gradient of every tensor leaf at once.
+A lazy value is computed group by group (see ``_group``): first every non-fusible node under it
+(its operands first, each its own group), then the fusible rest. On OpenCL a group runs as the
+kernels of :mod:`._codegen`; on the NumPy backend the same primitive expressions are evaluated
+with NumPy (:mod:`._cexpr`). Either way the whole group is one node on the tape, whose
+backward produces the gradient of every tensor leaf at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,122 +19,61 @@ from netcl.core.tensor import Tensor
 
 from . import _codegen
 from ._cexpr import compile_expression
+from ._group import Group, build_group
 from ._lazy import Lazy
-from ._primitives import Primitive, get_primitive
+from ._registry import lookup_primitive
 from ._tape import record
 
-__all__ = ["GNode", "Group", "build_group", "primitive_vjp", "run_group"]
+__all__ = ["materialize", "materialize_args", "primitive_vjp", "run_group"]
 
 
-@dataclass(frozen=True)
-class GNode:
-    """One primitive application inside a group; ``args`` are variable names (x<i>, t<j>)."""
-
-    prim: Primitive
-    attrs: dict[str, Any]
-    args: tuple[str, ...]
-
-    def forward_source(self) -> str:
-        """The C expression of this node's value."""
-        return self.prim.forward_source(self.args, self.attrs)
-
-    def backward_sources(self, grad_var: str, out_var: str) -> list[str]:
-        """One C expression per argument: its share of ``grad_var``."""
-        return self.prim.backward_sources(self.args, grad_var, self.attrs, out_var)
+def materialize(x: Any) -> Any:
+    """The real Tensor of a lazy value (computing it once); other values pass through."""
+    if not isinstance(x, Lazy):
+        return x
+    if x.value is None:
+        _run_boundaries(x)
+    if x.value is None:
+        x.value = run_group(x)
+    return x.value
 
 
-@dataclass
-class Group:
-    """A fusible DAG: ``leaves`` (tensors and numbers) and ``nodes`` in order, root last."""
-
-    leaves: list[Tensor | float]
-    nodes: list[GNode]
-    shape: tuple[int, ...]
-    dtype: str
-    queue: Any
-    key: tuple[Any, ...] = ()
-    tensors: list[Tensor] = field(default_factory=list)
-    tensor_leaves: list[int] = field(default_factory=list)
-
-    def reaching(self, targets: Sequence[int]) -> set[str]:
-        """Variable names whose value depends on one of the leaves ``targets``."""
-        reach = {f"x{i}" for i in targets}
-        for j, node in enumerate(self.nodes):
-            if any(a in reach for a in node.args):
-                reach.add(f"t{j}")
-        return reach
-
-    @property
-    def preamble(self) -> str:
-        """The C preambles of the user primitives in the group, each once."""
-        seen: list[str] = []
-        for node in self.nodes:
-            if node.prim.preamble and node.prim.preamble not in seen:
-                seen.append(node.prim.preamble)
-        return "\n".join(seen)
-
-    @property
-    def label(self) -> str:
-        """``jit(mul, add, relu)``: the name the tape and error messages use."""
-        return f"jit({', '.join(n.prim.name for n in self.nodes)})"
-
-
-def _attrs_key(attrs: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for k, v in sorted(attrs.items()):
-        try:
-            hash(v)
-            out.append((k, v))
-        except TypeError:
-            out.append((k, repr(v)))
-    return tuple(out)
-
-
-def build_group(root: Lazy) -> Group:
-    """The group under ``root``: every unmaterialized lazy value it reaches."""
-    leaves: list[Tensor | float] = []
-    seen_tensor: dict[int, str] = {}
-    names: dict[int, str] = {}
-    nodes: list[GNode] = []
-    key: list[Any] = []
-
-    def var_of(o: Any) -> str:
-        if isinstance(o, Lazy) and o.value is None:
-            return names[id(o)]
-        if isinstance(o, Lazy):
-            t = o.value
-            found = seen_tensor.get(id(t))
-            if found is not None:
-                return found
-            leaves.append(t)  # type: ignore[arg-type]
-            name = seen_tensor[id(t)] = f"x{len(leaves) - 1}"
-            key.append("T")
-            return name
-        leaves.append(float(o))
-        key.append("S")
-        return f"x{len(leaves) - 1}"
-
+def _run_boundaries(root: Lazy) -> None:
+    """Compute every non-fusible node under ``root`` (``root`` included), each as its own
+    kernel after its operands, so that the groups built afterwards end at them."""
+    order: list[Lazy] = []
+    seen: set[int] = set()
     stack: list[tuple[Lazy, bool]] = [(root, False)]
-    while stack:
+    while stack:  # post-order over the values not computed yet
         lazy, expanded = stack.pop()
-        if id(lazy) in names:
+        if expanded:
+            order.append(lazy)
             continue
-        if not expanded:
-            stack.append((lazy, True))
-            for o in reversed(lazy.operands):
-                if isinstance(o, Lazy) and o.value is None and id(o) not in names:
-                    stack.append((o, False))
+        if id(lazy) in seen:
             continue
-        prim = get_primitive(lazy.prim)
-        attrs = dict(lazy.attrs)
-        args = tuple(var_of(o) for o in lazy.operands)
-        names[id(lazy)] = f"t{len(nodes)}"
-        nodes.append(GNode(prim, attrs, args))
-        key.append((prim.name, prim.version, _attrs_key(attrs), args))
-    group = Group(leaves, nodes, root.shape, root.dtype, root.queue, tuple(key))
-    group.tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor)]
-    group.tensors = [leaves[i] for i in group.tensor_leaves]  # type: ignore[misc]
-    return group
+        seen.add(id(lazy))
+        stack.append((lazy, True))
+        stack.extend((o, False) for o in reversed(lazy.operands)
+                     if isinstance(o, Lazy) and o.value is None)
+    for lazy in order:
+        if lazy.value is None and not lookup_primitive(lazy.prim).fusible:
+            for o in lazy.operands:
+                if isinstance(o, Lazy) and o.value is None:
+                    o.value = run_group(o)
+            lazy.value = run_group(lazy)
+
+
+def _real(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return type(value)(materialize(v) for v in value)
+    return materialize(value)
+
+
+def materialize_args(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with every lazy value (also inside lists) materialized."""
+    return tuple(_real(a) for a in args), {k: _real(v) for k, v in kwargs.items()}
 
 
 def run_group(root: Lazy) -> Tensor:

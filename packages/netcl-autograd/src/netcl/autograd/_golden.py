@@ -34,7 +34,7 @@ from netcl.core.kernels.golden import GoldenSource
 from netcl.core.tensor import Tensor
 
 from ._codegen import Layout, kernel_spec
-from ._fusion import Group, build_group
+from ._group import Group, build_group
 from ._lazy import Lazy
 
 __all__ = ["REFERENCE_EXTENSIONS", "golden_sources"]

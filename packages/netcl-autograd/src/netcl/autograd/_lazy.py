@@ -16,10 +16,10 @@ from typing import Any
 from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor, check_same_device
 
-from ._primitives import get_primitive
+from ._registry import lookup_primitive
 from ._tape import is_recording
 
-__all__ = ["Lazy", "broadcast_shapes", "has_lazy", "materialize", "materialize_args"]
+__all__ = ["Lazy", "broadcast_shapes", "has_lazy"]
 
 Operand = Any  # Lazy | float
 
@@ -64,14 +64,15 @@ class Lazy(Tensor):
     def apply(cls, name: str, operands: Sequence[Any], attrs: Mapping[str, Any]) -> Lazy:
         """Primitive ``name`` of ``operands`` (Lazy values, Tensors or numbers) as a lazy value.
 
-        A non-fusible primitive is computed right away (its operands first), as its own kernel.
+        Nothing runs here: a non-fusible node is a boundary that the executor computes (its
+        operands first) as its own kernel.
 
         Raises:
             KeyError: unknown primitive.
             TypeError: wrong number or kind of operands, non-float or mixed dtypes.
             ValueError: shapes that do not broadcast, tensors on different devices.
         """
-        prim = get_primitive(name)
+        prim = lookup_primitive(name)
         if len(operands) != prim.arity:
             raise TypeError(f"{name}: takes {prim.arity} operands, got {len(operands)}")
         ops: list[Operand] = []
@@ -94,8 +95,6 @@ class Lazy(Tensor):
                 f"{', '.join(sorted(dtypes))}; cast them first"
             )
         check_same_device(name, *lazies)
-        if not prim.fusible:
-            ops = [cls.leaf(materialize(o)) if isinstance(o, Lazy) else o for o in ops]
         first = lazies[0]
         out = cls(
             shape=broadcast_shapes(name, *(o.shape for o in lazies)),
@@ -104,8 +103,6 @@ class Lazy(Tensor):
             prim=name, attrs=tuple(sorted(attrs.items())), operands=tuple(ops),
             _backend=first._backend,
         )
-        if not prim.fusible:
-            materialize(out)
         return out
 
     @property
@@ -148,8 +145,18 @@ class Lazy(Tensor):
     # -- Tensor behaviour --------------------------------------------------------------------
 
     def to_host(self) -> Any:
-        """Materialize, then read the data."""
-        return materialize(self).to_host()
+        """The data of a leaf or of a value the executor has computed.
+
+        Raises:
+            RuntimeError: the value is not computed yet (return it from the ``jit`` function,
+                or pass it to a non-elementwise op, to compute it).
+        """
+        if self.value is None:
+            raise RuntimeError(
+                f"{self!r} is not computed yet: inside jit a lazy value has no data; return it "
+                "from the traced function to compute it"
+            )
+        return self.value.to_host()
 
     def __repr__(self) -> str:
         what = "leaf" if self.value is not None else self.prim
@@ -164,27 +171,3 @@ def has_lazy(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
         if isinstance(value, (list, tuple)) and any(isinstance(v, Lazy) for v in value):
             return True
     return False
-
-
-def materialize(x: Any) -> Any:
-    """The real Tensor of a lazy value (computing it once); other values pass through."""
-    if not isinstance(x, Lazy):
-        return x
-    if x.value is None:
-        from ._fusion import run_group
-
-        x.value = run_group(x)
-    return x.value
-
-
-def _real(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return type(value)(materialize(v) for v in value)
-    return materialize(value)
-
-
-def materialize_args(
-    args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``args`` and ``kwargs`` with every lazy value (also inside lists) materialized."""
-    return tuple(_real(a) for a in args), {k: _real(v) for k, v in kwargs.items()}

@@ -24,94 +24,37 @@ Examples:
 
 from __future__ import annotations
 
-import itertools
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from netcl.core.tensor import Tensor
 from netcl.ops import ELEMENTWISE, EwOp
 
 from ._derivatives import DERIVATIVES
+from ._fusion import materialize
+from ._lazy import Lazy, has_lazy
+from ._registry import BackwardExpr, ForwardExpr, PrimitiveDef, add_primitive, lookup_primitive
 
-if TYPE_CHECKING:
-    from netcl.core.tensor import Tensor
-
-__all__ = ["PRIMITIVES", "BackwardExpr", "ForwardExpr", "Primitive", "get_primitive",
-           "register_primitive"]
-
-#: ``forward(args, attrs) -> C expression``.
-ForwardExpr = Callable[[Sequence[str], Mapping[str, Any]], str]
-#: ``backward(args, grad_var, attrs, out_var) -> one C expression per argument``.
-BackwardExpr = Callable[[Sequence[str], str, Mapping[str, Any], str], Sequence[str]]
-
-_versions = itertools.count(1)
-_lock = threading.Lock()
+__all__ = ["Primitive", "get_primitive", "register_primitive"]
 
 
 @dataclass(frozen=True)
-class Primitive:
+class Primitive(PrimitiveDef):
     """One registered primitive. Calling it applies it to Tensors, lazy values or numbers.
 
     Called with Tensors it runs as one generated kernel (recorded on the tape, so it is
     differentiable); inside :func:`netcl.autograd.compiler.jit` it becomes one more node of the
-    fused expression. ``attrs`` are keyword arguments, passed to ``forward``/``backward``.
+    fused expression, or, if it is not fusible, runs at once as its own kernel. ``attrs`` are
+    keyword arguments, passed to ``forward``/``backward``.
     """
 
-    name: str
-    forward: ForwardExpr
-    backward: BackwardExpr | None
-    arity: int
-    fusible: bool = True
-    preamble: str = ""
-    functions: tuple[tuple[str, Callable[..., Any]], ...] = ()
-    version: int = field(default_factory=lambda: next(_versions), compare=False)
-
-    def forward_source(self, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
-        """The forward C expression for argument names ``args``.
-
-        Raises:
-            TypeError: ``forward`` did not return a string.
-        """
-        expr = self.forward(list(args), attrs)
-        if not isinstance(expr, str):
-            raise TypeError(
-                f"primitive {self.name!r}: forward must return a C expression string, got "
-                f"{type(expr).__name__}"
-            )
-        return expr
-
-    def backward_sources(
-        self, args: Sequence[str], grad_var: str, attrs: Mapping[str, Any], out_var: str
-    ) -> list[str]:
-        """One gradient C expression per argument.
-
-        Raises:
-            RuntimeError: the primitive has no backward.
-            TypeError: ``backward`` did not return ``arity`` strings.
-        """
-        if self.backward is None:
-            raise RuntimeError(
-                f"primitive {self.name!r} was registered without backward; it cannot be "
-                "differentiated"
-            )
-        exprs = list(self.backward(list(args), grad_var, attrs, out_var))
-        if len(exprs) != self.arity or not all(isinstance(e, str) for e in exprs):
-            raise TypeError(
-                f"primitive {self.name!r}: backward must return {self.arity} C expression "
-                f"strings (one per argument), got {exprs!r}"
-            )
-        return exprs
-
     def __call__(self, *operands: Any, **attrs: Any) -> Tensor:
-        from ._lazy import Lazy, has_lazy, materialize
-
         out = Lazy.apply(self.name, operands, attrs)
+        if not self.fusible:
+            materialize(out)  # a boundary runs now; later nodes read it as a leaf
         return out if has_lazy(operands, {}) else materialize(out)
-
-
-PRIMITIVES: dict[str, Primitive] = {}
 
 
 def register_primitive(
@@ -181,13 +124,7 @@ def register_primitive(
         raise TypeError(f"register_primitive {name!r}: preamble must be C source text")
     functions = tuple(sorted((numpy_functions or {}).items()))
     prim = Primitive(name, forward, backward, arity, bool(fusible), preamble, functions)
-    with _lock:
-        if name in PRIMITIVES and not replace:
-            raise ValueError(
-                f"register_primitive: {name!r} is registered already; pass replace=True to "
-                "redefine it"
-            )
-        PRIMITIVES[name] = prim
+    add_primitive(prim, replace)
     return prim
 
 
@@ -201,12 +138,10 @@ def get_primitive(name: str) -> Primitive:
         >>> get_primitive("mul").forward_source(["x", "y"], {})
         'x * y'
     """
-    try:
-        return PRIMITIVES[name]
-    except KeyError:
-        raise KeyError(
-            f"no primitive {name!r}; registered: {', '.join(sorted(PRIMITIVES))}"
-        ) from None
+    prim = lookup_primitive(name)
+    if not isinstance(prim, Primitive):  # every registration goes through register_primitive
+        raise RuntimeError(f"primitive {name!r} was added to the table without being callable")
+    return prim
 
 
 # -- built-in primitives ------------------------------------------------------------------------

@@ -39,15 +39,10 @@ from netcl.core.kernels.primitives import count_launches, launch_count
 from netcl.core.tensor import Tensor
 
 from ._codegen import cache_info, clear_cache
-from ._lazy import Lazy, materialize
-from ._primitives import (
-    PRIMITIVES,
-    BackwardExpr,
-    ForwardExpr,
-    Primitive,
-    get_primitive,
-    register_primitive,
-)
+from ._fusion import materialize
+from ._lazy import Lazy
+from ._primitives import Primitive, get_primitive, register_primitive
+from ._registry import PRIMITIVES, BackwardExpr, ForwardExpr
 
 __all__ = [
     "PRIMITIVES",

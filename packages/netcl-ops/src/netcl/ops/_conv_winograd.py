@@ -10,7 +10,7 @@ weights (``U``), the input tiles (``V``) and the products back (``Y``, plus bias
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,10 +19,8 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._common import cl_kernel, launch_1d
+from ._conv_geometry import ConvGeometry
 from ._matmul import Operand, run_gemm
-
-if TYPE_CHECKING:
-    from ._conv import ConvGeometry
 
 __all__ = ["conv2d_winograd", "winograd_applies"]
 

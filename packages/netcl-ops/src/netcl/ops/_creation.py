@@ -17,7 +17,6 @@ from netcl.core.dtypes import INT_DTYPES, canonical_dtype
 from netcl.core.tensor import Tensor, _check_shape
 
 from ._common import check_tensor, cl_kernel, empty
-from ._elementwise import host, wrap
 from ._elementwise_base import (
     SCALAR_FLOAT,
     device_buffer,
@@ -27,6 +26,7 @@ from ._elementwise_base import (
     np_compute,
     scalar_kind,
 )
+from ._elementwise_dispatch import host, wrap
 
 __all__ = ["arange", "fill", "full", "one_hot", "ones", "zeros"]
 

@@ -1,7 +1,8 @@
-"""Elementwise ops: dispatch of the table rows (:mod:`._elementwise_table`), unary ops.
+"""Elementwise ops: unary ops and :func:`elementwise` (any row of the table by name).
 
-Binary ops, comparisons, ``where`` and ``cast`` are in :mod:`._elementwise_binary`; the kernel
-family and dtype/broadcast rules in :mod:`._elementwise_base`.
+Binary ops, comparisons, ``where`` and ``cast`` are in :mod:`._elementwise_binary`; the dispatch
+of table rows in :mod:`._elementwise_dispatch`; the kernel family and dtype/broadcast rules in
+:mod:`._elementwise_base`.
 
 Dtype rules (as in PyTorch): float beats int, the widest float/int wins, a Python scalar never
 widens a tensor's dtype (a float scalar with an integer tensor gives float32). Float16 is stored
@@ -12,26 +13,19 @@ as half and computed in float32 on every backend. Transcendental ops, ``leaky_re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
-from netcl.core.tensor import _CPU_BACKEND, Tensor
+from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
+from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, same_device
+from ._common import check_tensor
 from ._elementwise_base import (
-    EwOp,
-    Strided,
-    broadcast_shapes,
-    kernel_scalar,
-    np_compute,
     promote,
-    run_broadcast,
-    run_fast,
-    run_strided,
     scalar_kind,
 )
+from ._elementwise_binary import cast
+from ._elementwise_dispatch import apply
 from ._elementwise_table import OPS as OPS
 
 __all__ = [
@@ -52,87 +46,6 @@ __all__ = [
     "sqrt",
     "tanh",
 ]
-
-_BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
-for _op in OPS.values():
-    _BUNDLES[(_op.group, _op.arity)] = (*_BUNDLES.get((_op.group, _op.arity), ()), _op)
-
-
-def bundle(op: EwOp) -> tuple[EwOp, ...]:
-    """The ops served by one kernel with ``op`` (same group and arity)."""
-    return _BUNDLES[(op.group, op.arity)]
-
-
-# -- dispatch ---------------------------------------------------------------------------------
-
-
-def host(t: Tensor) -> np.ndarray[Any, Any]:
-    """The NumPy array of a NumPy-backend tensor, in its shape (no copy)."""
-    if t.array is None:
-        raise TypeError("host: tensor is not on the NumPy backend")
-    return t.array.reshape(t.shape)
-
-
-def wrap(queue: Any, array: Any, dtype: str) -> Tensor:
-    """A NumPy-backend tensor holding ``array`` as ``dtype`` (0-d arrays stay 0-d)."""
-    arr = np.asarray(array, dtype=numpy_dtype(dtype))
-    if not arr.flags.c_contiguous:
-        arr = arr.copy()
-    return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=_CPU_BACKEND)
-
-
-def _dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
-    """(compute dtype, output dtype) of ``op`` on operands of ``kinds``."""
-    promoted = promote(op.name, kinds)
-    if op.group == "cmp":
-        return promoted, "uint8"
-    if op.int_out is not None and promoted in INT_DTYPES:
-        return op.int_out, op.int_out
-    if op.expression(promoted) is None:
-        what = "a floating-point" if op.c_int is None else "a signed or floating-point"
-        raise TypeError(
-            f"{op.name}: needs {what} tensor, got {promoted}; cast it first, "
-            f"e.g. cast(x, 'float32')"
-        )
-    return promoted, promoted
-
-
-def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
-          kinds: Sequence[str] | None = None) -> Tensor:
-    """Run table op ``name`` on Tensors and Python numbers, broadcasting them.
-
-    ``kinds`` overrides the dtypes that decide the result (``where`` leaves its condition out).
-    """
-    op = OPS[name]
-    if not params and kinds is None and all(
-            isinstance(o, Tensor) and o.array is None for o in operands):
-        fast = run_fast(op, operands)  # NOTE [ Elementwise fast path ]
-        if fast is not None:
-            return fast
-    tensors = [check_tensor(name, o, "operand") for o in operands if isinstance(o, Tensor)]
-    if kinds is None:
-        kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
-    else:
-        for o in operands:
-            if not isinstance(o, Tensor):
-                scalar_kind(name, o)
-    compute, out_dtype = _dtypes(op, kinds)
-    queue = same_device(name, *tensors)
-    shape = broadcast_shapes(name, *(t.shape for t in tensors))
-    values = [o if isinstance(o, Tensor) else kernel_scalar(name, o, compute) for o in operands]
-    qs = [kernel_scalar(name, p, compute) for p in params]
-    if tensors[0].array is not None:
-        ct = np_compute(compute)
-        arrays = [host(v).astype(ct, copy=False) if isinstance(v, Tensor) else v for v in values]
-        with np.errstate(all="ignore"):
-            res = np.asarray(op.numpy(*arrays, *qs))
-        # np.broadcast_to is a read-only view even at the same shape, and in-place users
-        # (zero_grad, clipping) need a writable result that aliases no input
-        own = res.shape == tuple(shape) and not any(
-            isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays)
-        return wrap(queue, res if own else np.broadcast_to(res, shape).copy(), out_dtype)
-    return run_broadcast(op, bundle(op), values, shape, compute, out_dtype, qs)
-
 
 def elementwise(name: str, *operands: Tensor | int | float,
                 params: Sequence[int | float] = ()) -> Tensor:
@@ -158,17 +71,6 @@ def elementwise(name: str, *operands: Tensor | int | float,
                          f"parameter(s), got {len(operands)} and {len(params)}")
     return apply(name, operands, params)
 
-
-def cast_compute(src: str, dst: str) -> str:
-    """The compute dtype of a ``src`` -> ``dst`` conversion: the widest float, else widest int."""
-    return promote("cast", [src, dst])
-
-
-def copy_strided(shape: Sequence[int], out: Strided, src: Strided) -> None:
-    """OpenCL: ``out[...] = src[...]`` over ``shape`` through both views' strides (with cast)."""
-    op = OPS["copy"]
-    compute = cast_compute(src.tensor.dtype, out.tensor.dtype)
-    run_strided(op, bundle(op), shape, out, [src], compute)
 
 
 # -- unary ops --------------------------------------------------------------------------------
@@ -368,8 +270,6 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     bounds = [b for b in (min, max) if b is not None]
     dtype = promote("clamp", [x.dtype] + [scalar_kind("clamp", b) for b in bounds])
     if dtype != x.dtype:
-        from ._elementwise_binary import cast
-
         x = cast(x, dtype)
     if dtype in FLOAT_DTYPES:
         lo = -np.inf if min is None else float(min)

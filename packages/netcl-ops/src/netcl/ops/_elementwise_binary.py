@@ -14,8 +14,8 @@ from netcl.core.dtypes import canonical_dtype
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty
-from ._elementwise import apply, cast_compute, copy_strided, host, wrap
 from ._elementwise_base import SCALAR_FLOAT, Strided, contiguous_strides, np_compute, scalar_kind
+from ._elementwise_dispatch import apply, cast_compute, copy_strided, host, wrap
 
 __all__ = [
     "add",

@@ -48,9 +48,10 @@ from . import _conv_winograd, _creation, _movement_take, _random, _reduce, _soft
 from . import _matmul_kernels as mk
 from ._bias import _SRC as _BIAS_SRC
 from ._common import kernel_header
-from ._elementwise import OPS, bundle
 from ._elementwise_base import _program_source as _ew_source
 from ._elementwise_base import _Sig, kernel_name
+from ._elementwise_dispatch import bundle
+from ._elementwise_table import OPS
 from ._matmul import gemm_params
 from ._normalization import _SRC as _NORM_SRC
 from ._pooling import _AVG_SRC, _MAX_SRC

@@ -19,8 +19,8 @@ from netcl.core.tensor import reshape as _reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._creation import fill_for
-from ._elementwise import copy_strided, host, wrap
 from ._elementwise_base import Strided, broadcast_strides, contiguous_strides
+from ._elementwise_dispatch import copy_strided, host, wrap
 
 __all__ = [
     "broadcast_to",

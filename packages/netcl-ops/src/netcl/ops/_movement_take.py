@@ -17,8 +17,8 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, cl_kernel, empty, normalize_axis, same_device
-from ._elementwise import host, wrap
 from ._elementwise_base import device_buffer, index_defs, launch_items
+from ._elementwise_dispatch import host, wrap
 
 __all__ = ["embedding", "gather", "index_select"]
 

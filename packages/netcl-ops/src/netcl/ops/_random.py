@@ -36,7 +36,6 @@ from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty
 from ._creation import device_queue, shape_arg
-from ._elementwise import host, wrap
 from ._elementwise_base import (
     device_buffer,
     index_defs,
@@ -45,6 +44,7 @@ from ._elementwise_base import (
     np_compute,
     require_float,
 )
+from ._elementwise_dispatch import host, wrap
 from ._random_normal import box_muller_source, np_box_muller
 
 __all__ = [

@@ -33,7 +33,6 @@ from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, cl_kernel, empty, normalize_axes, normalize_axis
-from ._elementwise import host, wrap
 from ._elementwise_base import (
     device_buffer,
     index_defs,
@@ -43,6 +42,7 @@ from ._elementwise_base import (
     np_compute,
     require_float,
 )
+from ._elementwise_dispatch import host, wrap
 from ._movement import permute
 
 __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]

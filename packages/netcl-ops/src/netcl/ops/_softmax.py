@@ -21,7 +21,6 @@ from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, cl_kernel, empty, normalize_axis, same_device
-from ._elementwise import host, wrap
 from ._elementwise_base import (
     device_buffer,
     index_defs,
@@ -31,6 +30,7 @@ from ._elementwise_base import (
     np_compute,
     require_float,
 )
+from ._elementwise_dispatch import host, wrap
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
