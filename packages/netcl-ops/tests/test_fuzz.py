@@ -82,8 +82,11 @@ def test_unary(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     lo, hi, _ = _domain(info, 0)
     shape = data.draw(fz.shapes(), label="shape")
     x = data.draw(fz.values(shape, dtype, lo, hi, special=True), label="x")
-    # KNOWN: test_fuzz_regressions.py::test_gelu_of_a_0d_tensor_on_numpy
+    # KNOWN: test_fuzz_regressions.py::test_gelu_of_a_0d_tensor
     assume(not (name == "gelu" and x.ndim == 0 and dev.backend == "cpu"))
+    # KNOWN: test_fuzz_regressions.py::test_gelu_tanh_of_minus_inf
+    assume(not (name == "gelu_tanh" and fz.is_pocl(dev) and dtype != "float64"
+                and np.isneginf(x).any()))
     fz.ran(f"unary:{name}", dev)
     kwargs = data.draw(_kwargs(info, integer), label="kwargs")
     offset = data.draw(fz.OFFSETS, label="offset")
@@ -136,8 +139,10 @@ def test_binary(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
     allowed: tuple[type[Exception], ...] = () if broadcasts else (ValueError,)
     if integer:
         allowed += (TypeError, ValueError)
+    # elementwise_binary(a, b, "max") names its op "max" or, for a scalar, "maximum"
+    names = f"{name}|maximum" if name == "elementwise_binary_max" else name
     with fz.quiet():
-        fz.outcome(name, lambda: check_op(dev, fz.shifted(dev, info.op, offsets), info.ref,
+        fz.outcome(names, lambda: check_op(dev, fz.shifted(dev, info.op, offsets), info.ref,
                                           tuple(args), dtype=dtype if floats else "float32"),
                    allowed)
 
