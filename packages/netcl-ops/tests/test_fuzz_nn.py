@@ -19,8 +19,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import netcl.ops as ops
-from netcl.core.device import DeviceHandle
+from netcl.core.device import DeviceHandle, manager
 from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
 from netcl.ops.testing import check_op
 
@@ -408,3 +409,52 @@ def test_layer_norm(dev: DeviceHandle, data: st.DataObject) -> None:
     fz.outcome("layer_norm", lambda: check_op(dev, fz.shifted(dev, op, offsets), ref,
                                               (x, *params), dtype=dtype, scale=4.0),
                (ValueError,) if wrong else ())
+
+
+def _on_numpy(op: Any, *arrays: Any) -> Any:
+    """``op`` on the NumPy backend in float64: the reference the OpenCL kernels answer to,
+    for the backward ops that have no formula of their own in the test tables."""
+    q = manager.default("cpu").queue  # type: ignore[union-attr]
+    out = op(*(Tensor.from_host(q, a, dtype="float64") for a in arrays))
+    return tuple(t.to_host() for t in out) if isinstance(out, tuple) else out.to_host()
+
+
+@pytest.mark.parametrize("name", ["batch_norm_backward", "layer_norm_backward",
+                                  "adaptive_avg_pool2d_backward"])
+@given(data=st.data())
+@fz.fuzz_settings(5)
+def test_backward_against_numpy(dev: DeviceHandle, name: str, data: st.DataObject) -> None:
+    """The backward ops with statistics or windows from the forward, any dtype and offset
+    views: the NumPy backend's float64 result."""
+    shape = data.draw(fz.shapes(min_dims=2, max_dims=4, min_side=1, max_size=512))
+    if name == "adaptive_avg_pool2d_backward":
+        shape = (*shape, 1, 1)[:4] if len(shape) < 4 else shape
+    dtype = data.draw(fz.dtypes(dev), label="dtype")
+    x, g = (data.draw(fz.values(shape, "float64", -4, 6)) for _ in "xg")
+    c = shape[1]
+    weight = data.draw(st.one_of(st.none(), fz.values((c,) if name == "batch_norm_backward"
+                                                      else shape[-1:], "float64")))
+    offsets = [data.draw(fz.OFFSETS, label="offset") for _ in range(3)]
+    fz.ran(name, dev)
+    if name == "adaptive_avg_pool2d_backward":
+        out = _two(_pair(data, st.integers(1, 6)))
+        gy = data.draw(fz.values((*shape[:2], *out), "float64"))
+        check_op(dev, fz.shifted(dev, lambda gt: ops.adaptive_avg_pool2d_backward(gt, shape),
+                                 offsets), lambda ga: _on_numpy(
+            lambda t: ops.adaptive_avg_pool2d_backward(t, shape), ga), (gy,), dtype=dtype)
+        return
+    assume(name != "batch_norm_backward" or x.size // c >= 2)
+    forward = ops.batch_norm if name == "batch_norm_backward" else (
+        lambda t, *_: ops.layer_norm(t, shape[-1]))
+    backward = ops.batch_norm_backward if name == "batch_norm_backward" else (
+        lambda gt, t, m, r, w=None: ops.layer_norm_backward(gt, t, shape[-1], m, r, w))
+
+    def run(gt: Any, xt: Any, *w: Any) -> Any:
+        _, mean, rstd = forward(xt, None, None)
+        return backward(gt, xt, mean, rstd, *w)
+
+    def ref(ga: Any, xa: Any, *w: Any) -> Any:
+        return _on_numpy(run, ga, xa, *w)
+
+    args = (g, x) if weight is None else (g, x, weight)
+    check_op(dev, fz.shifted(dev, run, offsets), ref, args, dtype=dtype, scale=10.0)
