@@ -348,7 +348,8 @@ def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.select_conv2d_kernel(2, 16, 32, 32, 32, 3, 3, padding=1).variant is (
         V.CONV2D_IMPLICIT_GEMM)
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "maybe")
-    with pytest.raises(ValueError, match=r"NETCL_CONV_WINOGRAD must be 0 or 1, got 'maybe'"):
+    with pytest.raises(ValueError, match=r"NETCL_CONV_WINOGRAD must be one of 1/0, true/false, "
+                                         r"yes/no, on/off, got 'maybe'"):
         s.select_conv2d_kernel(2, 16, 32, 32, 32, 3, 3)
 
 
@@ -375,7 +376,8 @@ def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.select_conv2d_kernel(1, 128, 24, 24, 8, 3, 3, padding=1).variant is (
         V.CONV2D_WINOGRAD)  # 128 x 576 channel-pixels: over 64 Ki
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "yes please")
-    with pytest.raises(ValueError, match=r"NETCL_CONV_TILED_LOCAL must be 0 or 1"):
+    with pytest.raises(ValueError,
+                       match=r"NETCL_CONV_TILED_LOCAL must be one of 1/0.*'yes please'"):
         s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3)
 
 

@@ -207,3 +207,13 @@ def test_epoch_lines_appear_as_epochs_end_and_ctrl_c_is_one_line(
     assert [line[:8] for line in second[2:4]] == ["epoch  2", "epoch  3"]
     assert all(EPOCH_LINE.fullmatch(line) for line in second[2:4]), second
     assert re.fullmatch(r"held-out accuracy: \d\.\d{4}", second[4])
+
+
+def test_bad_netcl_debug_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_DEBUG", "verbose")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["devices"])
+    assert exit_info.value.code == 2
+    assert "NETCL_DEBUG must be one of 1/0, true/false, yes/no, on/off, got 'verbose'" in (
+        capsys.readouterr().err)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import traceback
 import warnings
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from netcl.core.device import DeviceHandle, manager
+from netcl.core.env import env_flag
 from netcl.io import CheckpointError
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -202,10 +202,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _debug_from_env() -> bool:
-    return os.environ.get("NETCL_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any,
                       **__: Any) -> None:
     print(f"netcl: warning: {message}", file=sys.stderr)
@@ -231,8 +227,12 @@ def _report(err: BaseException, debug: bool, err_out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netcl`` console command; returns the exit status (see the module
     docstring)."""
-    args = _parser().parse_args(argv)  # usage errors: argparse prints them and exits with 2
-    debug = bool(args.debug) or _debug_from_env()
+    parser = _parser()
+    args = parser.parse_args(argv)  # usage errors: argparse prints them and exits with 2
+    try:
+        debug = bool(args.debug) or env_flag("NETCL_DEBUG", False)
+    except ValueError as err:
+        parser.error(str(err))  # a bad NETCL_DEBUG is a usage error too (exit status 2)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning

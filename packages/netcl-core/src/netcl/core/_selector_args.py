@@ -1,10 +1,9 @@
-"""Argument checks and environment switches of :mod:`netcl.core.kernel_selector`."""
+"""Argument checks of :mod:`netcl.core.kernel_selector`."""
 
 from __future__ import annotations
 
 import json
 import operator
-import os
 from typing import Any
 
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
@@ -42,25 +41,6 @@ def _float_dtype(fn: str, dtype: Any) -> str:
     if name not in FLOAT_DTYPES:
         raise TypeError(f"{fn}: dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
     return name
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "")
-    value = raw.strip().lower()
-    if value == "":
-        return default
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
-
-
-def _tiled_local_switch() -> bool | None:
-    """``NETCL_CONV_TILED_LOCAL``: unset -> None (the measured rule), else its boolean."""
-    if os.environ.get("NETCL_CONV_TILED_LOCAL", "").strip() == "":
-        return None
-    return _env_flag("NETCL_CONV_TILED_LOCAL", False)
 
 
 def _json_key(fn: str, key: Any) -> list[Any]:

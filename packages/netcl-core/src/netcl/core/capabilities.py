@@ -23,6 +23,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .env import env_choice
+
 __all__ = [
     "DeviceProfile",
     "DeviceType",
@@ -233,18 +235,15 @@ def numpy_profile() -> DeviceProfile:
 
 
 def _strategy_override() -> KernelStrategy | None:
-    raw = os.environ.get(_STRATEGY_ENV, "")
-    value = raw.strip().lower()
-    if value in ("", "auto"):
-        return None
+    try:
+        value = env_choice(_STRATEGY_ENV, ("auto", "portable", "optimized"))
+    except ValueError as err:
+        raise ValueError(f"kernel_strategy: {err}") from None
     if value == "portable":
         return "portable"
     if value == "optimized":
         return "optimized"
-    raise ValueError(
-        f"kernel_strategy: {_STRATEGY_ENV} must be one of 'auto', 'portable', 'optimized', "
-        f"got {raw!r}"
-    )
+    return None
 
 
 def kernel_strategy(profile: DeviceProfile) -> KernelStrategy:

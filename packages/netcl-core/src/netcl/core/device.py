@@ -24,6 +24,7 @@ from typing import Any
 from ._cl import _INSTALL_HINT, cl, have_pyopencl
 from .capabilities import device_type_name
 from .device_probe import Verdict, remedy, verdict
+from .env import env_flag
 
 __all__ = [
     "CPUQueue",
@@ -318,7 +319,7 @@ class DeviceManager:
                 raise RuntimeError(f"DeviceManager: {_opencl_disabled[0]}")
             context = cl().Context([dev])
             props = 0
-            if os.environ.get("NETCL_PROFILE_EVENTS", "0") == "1":
+            if env_flag("NETCL_PROFILE_EVENTS", False):
                 props = cl().command_queue_properties.PROFILING_ENABLE
             queue = cl().CommandQueue(context, dev, properties=props)
             from .backend.opencl import install_process_hooks, register_queue

@@ -26,7 +26,6 @@ Examples:
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import warnings
@@ -38,6 +37,7 @@ import numpy as np
 
 from ._cl import cl
 from ._paths import atomic_write, cache_dir
+from .env import env_flag
 
 __all__ = [
     "PROBE_FORMAT",
@@ -167,7 +167,7 @@ def verdict(platform: Any, dev: Any, refresh: bool = False) -> Verdict:
     """
     key = _key_of(platform, dev)
     path = probe_cache_path()
-    refresh = refresh or os.environ.get(_REPROBE_ENV, "0") == "1"
+    refresh = refresh or env_flag(_REPROBE_ENV, False)
     with _lock:
         entry = None if refresh else _read_cache(path).get(key)
         if isinstance(entry, dict) and isinstance(entry.get("usable"), bool):

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from ._paths import atomic_write, cache_dir
+from .env import env_flag
 
 __all__ = ["pip_runtimes", "register_pip_runtimes"]
 
@@ -83,7 +84,7 @@ def register_pip_runtimes() -> str | None:
     Returns ``None`` (and changes nothing) when no pip runtime is installed, on a platform other
     than Linux, when ``OCL_ICD_VENDORS`` names one ``.icd`` file, or with ``NETCL_ICD_REGISTER=0``.
     """
-    if not sys.platform.startswith("linux") or os.environ.get("NETCL_ICD_REGISTER") == "0":
+    if not sys.platform.startswith("linux") or not env_flag("NETCL_ICD_REGISTER", True):
         return None
     runtimes = pip_runtimes()
     if not runtimes:

@@ -44,17 +44,16 @@ from netcl.core._paths import (
 )
 from netcl.core._selector_args import (
     _bool_arg,
-    _env_flag,
     _float_dtype,
     _int_arg,
     _json_key,
     _pair_arg,
-    _tiled_local_switch,
     _tuple_key,
 )
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.dtypes import canonical_dtype, itemsize
+from netcl.core.env import env_choice, env_flag
 from netcl.core.kernels.primitives import KernelSpec as KernelSpec
 
 __all__ = [
@@ -229,13 +228,15 @@ def _forced_variant(family: Family) -> KernelVariant | None:
     if family in variants:
         return variants[family]
     env = f"NETCL_FORCE_{family.upper()}"
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return None
     valid = [v.name for v in KernelVariant if v.family == family]
-    if raw.upper() not in valid:
-        raise ValueError(f"{env}={raw!r} names no {family} kernel; valid: {', '.join(valid)}")
-    return KernelVariant[raw.upper()]
+    try:
+        choice = env_choice(env, valid)
+    except ValueError:
+        raw = os.environ[env]
+        raise ValueError(
+            f"{env}={raw!r} names no {family} kernel; valid: {', '.join(valid)}"
+        ) from None
+    return None if choice is None else KernelVariant[choice.upper()]
 
 
 # --- the selector -----------------------------------------------------------------------
@@ -478,8 +479,8 @@ class KernelSelector:
                 f"{fn}: empty output {oh}x{ow} for input {H}x{W}, kernel {R}x{S}, stride {st}, "
                 f"padding {pad}, dilation {dil}"
             )
-        winograd = _env_flag("NETCL_CONV_WINOGRAD", True)
-        tiled_local = _tiled_local_switch()
+        winograd = env_flag("NETCL_CONV_WINOGRAD", True)
+        tiled_local = env_flag("NETCL_CONV_TILED_LOCAL", None)  # unset: the measured rule
         gemm = (N * oh * ow, K // groups, C // groups * R * S)
 
         def rules() -> KernelVariant:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import warnings
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from .._cl import cl
 from .._paths import CacheEntryError, cache_dir, discard_entry, read_entry, write_entry
+from ..env import env_flag
 
 __all__ = [
     "KernelBuildError",
@@ -69,9 +69,9 @@ def _disk_cache_enabled(dev: Any) -> bool:
     """``NETCL_DISK_CACHE`` (default 1); PoCL is skipped unless it is set to 1 explicitly:
     PoCL keeps its own kernel cache, and reading a PoCL program's binaries compiles every
     kernel in it a second time."""
-    setting = os.environ.get("NETCL_DISK_CACHE")
+    setting = env_flag("NETCL_DISK_CACHE", None)
     if setting is not None:
-        return setting != "0"
+        return setting
     return "Portable Computing Language" not in str(dev.platform.name)
 
 

@@ -28,13 +28,13 @@ Examples:
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._cl import cl
+from ..env import env_flag
 from .cache import get_program
 
 __all__ = [
@@ -68,7 +68,7 @@ class GoldenSource:
 
 def updating() -> bool:
     """Whether ``NETCL_UPDATE_GOLDEN`` asks the golden tests to rewrite their files."""
-    return os.environ.get(UPDATE_ENV, "").strip() not in ("", "0")
+    return env_flag(UPDATE_ENV, False)
 
 
 def _read(path: Path) -> str:
