@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, copy_from_host
 
 from ._kernels import run_update, state_dtype
 
@@ -89,13 +89,11 @@ class Optimizer(abc.ABC):
                 continue
             if set_to_none:
                 p.grad = None
-            elif p.grad.array is not None:
-                p.grad.array[...] = 0
             else:
-                from netcl.core._cl import cl
-
-                cl().enqueue_fill_buffer(p.queue, p.grad.buffer, np.zeros(1, p.grad.dtype),
-                                         0, p.grad.nbytes)
+                # NOTE: netcl-optim depends on netcl-core only, so it cannot call netcl.ops.fill;
+                # the core's copy_from_host writes in place on every backend (one upload of
+                # zeros; set_to_none=True, the default, costs nothing)
+                copy_from_host(p.grad, np.zeros(p.grad.shape))
 
     def _state_for(self, index: int, p: Tensor) -> dict[str, Any]:
         state = self.state.get(index)
