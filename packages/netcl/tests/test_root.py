@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import subprocess
 import sys
@@ -17,10 +18,13 @@ from netcl.core.device import DeviceHandle
 
 
 def test_first_statement_is_extend_path() -> None:
-    from pathlib import Path
-
-    init = Path(nc.__file__).read_text().splitlines()
-    assert init[0] == '__path__ = __import__("pkgutil").extend_path(__path__, __name__)'
+    """NOTE [ extend_path first ]: the docstring, then extend_path before anything else."""
+    tree = ast.parse(Path(nc.__file__).read_text(encoding="utf-8"))
+    docstring, first = tree.body[0], tree.body[1]
+    assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)
+    assert ast.unparse(first) == (
+        "__path__ = __import__('pkgutil').extend_path(__path__, __name__)")
+    assert nc.__doc__ is not None and nc.__doc__.startswith("netcl: a deep-learning framework")
 
 
 def test_every_layer_is_reachable() -> None:

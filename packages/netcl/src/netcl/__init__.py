@@ -1,5 +1,3 @@
-__path__ = __import__("pkgutil").extend_path(__path__, __name__)
-
 """netcl: a deep-learning framework on OpenCL (PyOpenCL) with a NumPy backend.
 
 The root offers lazy shortcuts to the most used names; everything else is imported from its
@@ -15,8 +13,10 @@ Examples:
 
 # NOTE [ extend_path first ]
 # Every layer is its own distribution that ships a portion of the ``netcl`` namespace. This
-# package alone has ``netcl/__init__.py``; ``extend_path`` above makes the other portions
-# importable through it, in editable and regular installs alike. It must stay the first line.
+# package alone has ``netcl/__init__.py``; ``extend_path`` makes the other portions importable
+# through it, in editable and regular installs alike. It must stay the first statement (only
+# the docstring before it, so that ``netcl.__doc__`` is the docstring above).
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 import importlib
 from typing import TYPE_CHECKING, Any
