@@ -10,7 +10,8 @@ Examples run per test: each test's CI count below, derandomized (the same exampl
 run), or ``NETCL_FUZZ_EXAMPLES`` per test and device, randomized (Hypothesis prints the seed
 and a ``@reproduce_failure`` blob for a failure; ``--hypothesis-seed`` pins one). The counts
 actually run are written at the end of each module and, with ``NETCL_FUZZ_REPORT=<file>``,
-appended to that file as JSON lines.
+appended to that file as JSON lines. An example running past ``NETCL_FUZZ_TIMEOUT`` seconds
+(default 600) ends the run with every thread's traceback: a hang fails, it does not block.
 """
 
 from __future__ import annotations
@@ -45,25 +46,32 @@ REPORT_ENV = "NETCL_FUZZ_REPORT"
 CLEAN_ERRORS: tuple[type[Exception], ...] = (TypeError, ValueError, IndexError, MemoryError)
 FLOATS = ("float32", "float16", "float64")
 INTS = ("int32", "int64", "uint8")
-# A hung kernel or host loop ends the run with every thread's traceback instead of blocking
-# CI: no single example (a cold PoCL build included) comes near this.
+# A hung kernel or host loop ends the run with every thread's traceback (on the terminal, past
+# pytest's capture) instead of blocking CI: no single example, a cold PoCL build included,
+# comes near this. NETCL_FUZZ_TIMEOUT (seconds) overrides it.
+TIMEOUT_ENV = "NETCL_FUZZ_TIMEOUT"
 EXAMPLE_TIMEOUT_S = 600
 # Sides people get wrong: empty, 1, odd, just past a power of two (tiles, vector widths).
 SIDES = (0, 1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33)
 
 
-def examples_override() -> int | None:
-    """``NETCL_FUZZ_EXAMPLES`` as a count, ``None`` when unset.
+def _positive_env(name: str) -> int | None:
+    """The environment variable ``name`` as a positive integer, ``None`` when unset.
 
     Raises:
         ValueError: a value that is not a positive integer.
     """
-    raw = os.environ.get(EXAMPLES_ENV, "").strip()
+    raw = os.environ.get(name, "").strip()
     if not raw:
         return None
     if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{EXAMPLES_ENV} must be a positive integer, got {raw!r}")
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
     return int(raw)
+
+
+def examples_override() -> int | None:
+    """``NETCL_FUZZ_EXAMPLES`` as a count, ``None`` when unset."""
+    return _positive_env(EXAMPLES_ENV)
 
 
 def fuzz_settings(ci_examples: int) -> settings:
@@ -90,23 +98,33 @@ def fuzz_settings(ci_examples: int) -> settings:
 RUN: Counter[str] = Counter()
 
 
+_GUARD: dict[str, Any] = {}  # "file": the terminal's stderr, duplicated past the capture
+
+
 def ran(test: str, dev: DeviceHandle) -> None:
     """Count one example of ``test`` on ``dev`` and restart the hang guard."""
     RUN[f"{test}[{device_id(dev)}]"] += 1
-    faulthandler.dump_traceback_later(EXAMPLE_TIMEOUT_S, exit=True)
+    if "file" in _GUARD:
+        faulthandler.dump_traceback_later(_positive_env(TIMEOUT_ENV) or EXAMPLE_TIMEOUT_S,
+                                          exit=True, file=_GUARD["file"])
 
 
 @pytest.fixture(scope="module", autouse=True)
 def report_examples(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a module: how many examples its tests ran on each device (on the terminal) and
-    per test and device (in ``NETCL_FUZZ_REPORT``'s file)."""
+    """Around a module: the hang guard's stream, then how many examples its tests ran on each
+    device (on the terminal) and per test and device (in ``NETCL_FUZZ_REPORT``'s file)."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            _GUARD["file"] = os.fdopen(os.dup(sys.stderr.fileno()), "w")
     before = Counter(RUN)
     yield
     faulthandler.cancel_dump_traceback_later()
+    if "file" in _GUARD:
+        _GUARD.pop("file").close()
     counts = {k: n - before[k] for k, n in RUN.items() if n > before[k]}
     module = Path(str(request.node.path)).name
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None and counts:
         devices: Counter[str] = Counter()
         for key, n in counts.items():
