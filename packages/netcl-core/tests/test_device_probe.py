@@ -113,6 +113,7 @@ def _plant_unusable(monkeypatch: pytest.MonkeyPatch, victim: str) -> None:
         return real(dev)
 
     monkeypatch.setattr(device_probe, "probe", planted)
+    probe_cache_path().unlink(missing_ok=True)  # verdicts stored before the plant are stale
 
 
 def _first_cl() -> Any:
