@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import netcl.ops as ops
@@ -116,6 +116,10 @@ def test_arange(dev: DeviceHandle, data: st.DataObject) -> None:
         number = st.one_of(number, fz.numbers(-40.0, 40.0))
     args = data.draw(st.lists(number, min_size=1, max_size=3), label="args")
     floats = any(isinstance(a, float) for a in args)
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(
+        args) == 3 else 1)
+    # a subnormal step asks for 10**9 values (a run once went out of memory): not a finding
+    assume(step == 0 or (stop - start) / step <= 4096)
     fz.ran("arange", dev)
     allowed: Errors = (ValueError,) if len(args) == 3 and args[2] == 0 else ()
     if dtype == "uint8" and min(args) < 0:
