@@ -230,7 +230,9 @@ def test_memory_errors_name_the_op(dev: DeviceHandle) -> None:
 def test_gelu_tanh_of_minus_inf(dev: DeviceHandle, request: pytest.FixtureRequest) -> None:
     """PoCL's float32 tanh stops at -0.99999994 (within OpenCL's 5 ulp), so 1 + tanh(u) is
     not 0 at u = -inf and gelu(-inf, approximate='tanh') is -inf there, NaN (-inf * 0) on
-    NumPy and Intel's runtime; gelu_tanh(-20) is -6e-7, not -0."""
+    NumPy and Intel's runtime; gelu_tanh(-20) is -6e-7, not -0. (test_elementwise_table
+    calls the value at +-inf the device's since 86f577f; this test says the backends should
+    agree: a saturating tanh in the C expression would do it.)"""
     if dev.backend == "cl" and "Portable Computing Language" in dev.platform_name:
         request.applymarker(pytest.mark.xfail(strict=True, reason="gelu_tanh's C expression "
                             "relies on tanh saturating to -1 exactly, which PoCL's float32 "
