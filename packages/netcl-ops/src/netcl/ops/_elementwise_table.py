@@ -47,6 +47,9 @@ _ERF_OUTER = (
 
 def _erf(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Vectorized erf in the dtype of ``x`` (see NOTE [ erf on NumPy ])."""
+    x = np.asarray(x)
+    shape = x.shape
+    x = x.reshape(-1)  # 0-d input: np.sign would give a scalar that cannot be assigned into
     ax = np.abs(x)
     out: np.ndarray[Any, Any] = np.sign(x)  # |x| >= 6, and NaN stays NaN
     small = ax < 1
@@ -56,7 +59,7 @@ def _erf(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     xm = ax[mid]
     t = (2 / xm - 7 / 6) * 1.2
     out[mid] = np.sign(x[mid]) * (1 - np.exp(-xm * xm) * cheb.chebval(t, _ERF_OUTER))
-    return out
+    return out.reshape(shape)
 
 
 def _gelu_tanh(a: Any) -> Any:
