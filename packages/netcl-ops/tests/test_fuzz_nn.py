@@ -339,7 +339,7 @@ def test_batch_norm(dev: DeviceHandle, data: st.DataObject) -> None:
     view = (1, c) + (1,) * (len(shape) - 2)
     x = data.draw(fz.values(shape, "float64", -4, 6), label="x")
     w, b = (data.draw(st.one_of(st.none(), fz.values((c,), "float64"))) for _ in "wb")
-    # KNOWN: test_fuzz_regressions.py::test_norms_apply_a_weight_or_a_bias_given_alone
+    # refused alone: test_fuzz_regressions.py::test_norms_refuse_a_weight_or_a_bias_given_alone
     assume((w is None) == (b is None))
     rm, rv = data.draw(fz.values((c,), "float64")), data.draw(fz.values((c,), "float64", 0.2, 3))
     rm, rv = (a.astype(dtype).astype(np.float64) for a in (rm, rv))
@@ -388,7 +388,7 @@ def test_layer_norm(dev: DeviceHandle, data: st.DataObject) -> None:
     eps, dtype = data.draw(st.sampled_from([1e-5, 0.5])), data.draw(fz.dtypes(dev))
     x = data.draw(fz.values(shape, "float64", -4, 6), label="x")
     w, b = (data.draw(st.one_of(st.none(), fz.values(norm, "float64"))) for _ in "wb")
-    # KNOWN: test_fuzz_regressions.py::test_norms_apply_a_weight_or_a_bias_given_alone
+    # refused alone: test_fuzz_regressions.py::test_norms_refuse_a_weight_or_a_bias_given_alone
     assume((w is None) == (b is None))
     params = [a for a in (w, b) if a is not None]
     offsets = [data.draw(fz.OFFSETS, label="offset") for _ in range(3)]

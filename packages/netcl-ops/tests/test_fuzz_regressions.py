@@ -130,17 +130,16 @@ def test_embedding_errors_name_embedding() -> None:
         ops.embedding(Tensor.from_host(handle.queue, np.array([1, 3])), w)
 
 
-@pytest.mark.xfail(strict=True, reason="batch_norm and layer_norm apply weight and bias only "
-                   "when both are given: a weight or a bias alone is silently ignored, on every "
-                   "backend (ops/_normalization.py: affine = weight is not None and bias is not "
-                   "None)")
-def test_norms_apply_a_weight_or_a_bias_given_alone(dev: DeviceHandle) -> None:
+def test_norms_refuse_a_weight_or_a_bias_given_alone(dev: DeviceHandle) -> None:
+    """Was silently ignored on every backend (the kernels apply weight and bias together)."""
     x = Tensor.from_host(dev.queue, np.array([[1.0, 3.0], [3.0, 5.0]]))
     two = Tensor.from_host(dev.queue, np.array([2.0, 2.0]))
-    y = ops.batch_norm(x, None, None, None, two)[0].to_host()  # bias 2 alone
-    np.testing.assert_allclose(y, [[1.0, 1.0], [3.0, 3.0]], atol=1e-4)
-    y = ops.layer_norm(x, 2, two, None)[0].to_host()  # weight 2 alone
-    np.testing.assert_allclose(y, [[-2.0, 2.0], [-2.0, 2.0]], atol=1e-4)
+    with pytest.raises(ValueError, match=r"^batch_norm: weight and bias are applied together; "
+                                         r"got a bias and no weight"):
+        ops.batch_norm(x, None, None, None, two)
+    with pytest.raises(ValueError, match=r"^layer_norm: weight and bias are applied together; "
+                                         r"got a weight and no bias"):
+        ops.layer_norm(x, 2, two, None)
 
 
 @pytest.mark.parametrize("variant", [None, "CONV2D_NAIVE", "CONV2D_IM2COL", "CONV2D_IMPLICIT_GEMM",

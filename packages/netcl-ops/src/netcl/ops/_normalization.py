@@ -204,6 +204,16 @@ __kernel void ln_backward_params(__global const T* g, const long go, __global co
 """
 
 
+def _check_affine(op: str, weight: Tensor | None, bias: Tensor | None) -> None:
+    """The kernels apply weight and bias together: one alone would be ignored, so refuse it."""
+    if (weight is None) != (bias is None):
+        given, missing = ("weight", "bias") if bias is None else ("bias", "weight")
+        raise ValueError(
+            f"{op}: weight and bias are applied together; got a {given} and no {missing} "
+            f"(pass ones for the weight or zeros for the bias)"
+        )
+
+
 def _or(t: Tensor | None, placeholder: Tensor) -> Tensor:
     """``t``, or a placeholder buffer for a kernel argument the kernel will not read."""
     return placeholder if t is None else t
@@ -267,6 +277,7 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     per-channel statistics the backward needs, in :func:`stat_dtype` (float64 for a float64
     input, float32 otherwise). Eval: normalizes with the running statistics and
     returns ``y``. ``fuse_relu`` applies ReLU in the same kernel (the BATCHNORM_FUSED variant).
+    ``weight`` and ``bias`` come together or not at all (``ValueError`` otherwise).
 
     Examples:
         >>> import numpy as np
@@ -279,6 +290,7 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         ([-1.0, 1.0], [0.20000000298023224])
     """
     op = "batch_norm"
+    _check_affine(op, weight, bias)
     n, c, hw = _check_bn(op, x, running_mean, running_var, weight, bias)
     if not training and (running_mean is None or running_var is None):
         raise ValueError(f"{op}: eval mode needs running_mean and running_var")
@@ -406,6 +418,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
         [-1.0, 1.0]
     """
     op = "layer_norm"
+    _check_affine(op, weight, bias)
     rows, d = _ln_rows(op, x, normalized_shape)
     for p in (weight, bias):
         if p is not None and p.size != d:
