@@ -276,10 +276,16 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         y = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
         if not return_indices:
             return result(x, y, x.dtype)
+        # As the kernel: the first in-range element wins a tie with padding (both -inf), and a
+        # window of padding only gets index -1 (its gradient goes nowhere).
+        inside = _windows(np.ones((1, 1, h, w), np.int8), k, s, p, d, out, 0)
+        valid = inside.reshape(*inside.shape[:4], k[0] * k[1]).astype(bool)
+        chosen = np.take_along_axis(valid, arg[..., None], -1)[..., 0]
+        arg = np.where(chosen, arg, np.argmax(valid, axis=-1))
         kh, kw = np.divmod(arg, k[1])
         oh = np.arange(out[0])[:, None] * s[0] - p[0]
         ow = np.arange(out[1])[None, :] * s[1] - p[1]
-        idx = (oh + kh * d[0]) * w + (ow + kw * d[1])
+        idx = np.where(valid.any(axis=-1), (oh + kh * d[0]) * w + (ow + kw * d[1]), -1)
         return result(x, y, x.dtype), result(x, idx.astype(np.int64), "int64")
     y_t = empty(x.queue, shape, x.dtype)
     idx_t = empty(x.queue, shape, "int64")
@@ -312,7 +318,9 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
     if grad.array is not None and indices.array is not None:
         dx = np.zeros((n * c, h * w), grad.array.dtype)
         rows = np.repeat(np.arange(n * c), oh * ow)
-        np.add.at(dx, (rows, indices.array.reshape(-1)), grad.array.reshape(-1))
+        flat = indices.array.reshape(-1)
+        hit = flat >= 0  # -1: a window of padding only, whose gradient goes nowhere
+        np.add.at(dx, (rows[hit], flat[hit]), grad.array.reshape(-1)[hit])
         return result(grad, dx.reshape(input_shape), grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = cl_kernel(grad.context, "max_pool_backward", _MAX_SRC, grad.dtype)
