@@ -117,10 +117,11 @@ def _plant_unusable(monkeypatch: pytest.MonkeyPatch, victim: str) -> None:
 
 
 def _first_cl() -> Any:
-    devices = _cl_devices()
-    if not devices:
+    """The OpenCL device ``auto`` picks here (the one whose failure auto must get around)."""
+    handle = DeviceManager().default("cl")
+    if handle is None:
         pytest.skip("no usable OpenCL device to plant a failure on")
-    return devices[0]
+    return handle
 
 
 def test_auto_skips_an_unusable_device_says_why_once_and_takes_the_next(

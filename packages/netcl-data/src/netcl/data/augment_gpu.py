@@ -279,7 +279,10 @@ def opencl_devices() -> tuple[list[cl.Device], list[tuple[cl.Device, str]]]:
     except cl.Error:  # no ICD loader or no platform
         return [], []
     rank = {kind: i for i, kind in enumerate(_AUTO_ORDER)}
-    found.sort(key=lambda d: min((r for k, r in rank.items() if d.type & k), default=len(rank)))
+    # netcl-core's auto order: by kind, and PoCL before other CPU runtimes (NOTE [ Which OpenCL
+    # CPU runtime auto prefers ] in netcl.core.device)
+    found.sort(key=lambda d: (min((r for k, r in rank.items() if d.type & k), default=len(rank)),
+                              "portable computing language" not in d.platform.name.lower()))
     stored = stored_verdicts()
     usable, skipped = [], []
     for dev in found:
