@@ -25,13 +25,7 @@ KNOWN_CIRCLES: set[tuple[str, ...]] = {
 }
 
 # Private imports ("<package-relative path>: from <module> import <names>") that may remain.
-KNOWN_PRIVATE: set[str] = {
-    # netcl.core.tensor has no public way yet to build a NumPy-backend tensor from an array
-    # (_CPU_BACKEND) or to check a shape (_check_shape); tensor.py is being edited elsewhere.
-    "netcl-ops/src/netcl/ops/_common.py: from netcl.core.tensor import _CPU_BACKEND",
-    "netcl-ops/src/netcl/ops/_elementwise_dispatch.py: from netcl.core.tensor import _CPU_BACKEND",
-    "netcl-ops/src/netcl/ops/_creation.py: from netcl.core.tensor import _check_shape",
-}
+KNOWN_PRIVATE: set[str] = set()
 
 
 def _module_name(path: Path, src: Path) -> str:

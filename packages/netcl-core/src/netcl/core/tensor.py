@@ -32,9 +32,10 @@ from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
 
-__all__ = ["Tensor", "check_same_device", "copy_from_host", "reshape"]
+__all__ = ["CPU_BACKEND", "Tensor", "check_same_device", "check_shape", "copy_from_host", "reshape"]
 
-_CPU_BACKEND = CPUBackend()
+#: The one NumPy backend object; ops pass it as ``_backend`` to wrap a NumPy result.
+CPU_BACKEND = CPUBackend()
 _TensorT = TypeVar("_TensorT", bound="Tensor")
 _NO_DATA: Any = object()
 _backends: dict[int, Any] = {}
@@ -46,7 +47,7 @@ def _backend_for(queue: Any, backend: str | None = None) -> Any:
     if name not in ("cl", "cpu"):
         raise ValueError(f"Tensor: backend must be 'cl' or 'cpu', got {backend!r}")
     if name == "cpu":
-        return _CPU_BACKEND
+        return CPU_BACKEND
     if isinstance(queue, CPUQueue):
         raise ValueError("Tensor: backend 'cl' needs an OpenCL queue, got a CPUQueue")
     found = _backends.get(id(queue))
@@ -57,7 +58,13 @@ def _backend_for(queue: Any, backend: str | None = None) -> Any:
     return found
 
 
-def _check_shape(shape: Any, op: str) -> tuple[int, ...]:
+def check_shape(shape: Any, op: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or a typed error naming ``op``.
+
+    Examples:
+        >>> check_shape(3, "zeros"), check_shape([2, 0], "zeros")
+        ((3,), (2, 0))
+    """
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -261,7 +268,7 @@ class Tensor:
         """
         if queue is None:
             queue = get_active_device().queue
-        dims = _check_shape(shape, "Tensor.from_shape")
+        dims = check_shape(shape, "Tensor.from_shape")
         dtype = canonical_dtype(dtype, "Tensor.from_shape")
         if fill is not None:
             check_host_dtype(np.asarray(fill).dtype, "Tensor.from_shape", "fill")
@@ -440,7 +447,7 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
     Raises:
         ValueError: the element counts differ, or ``t`` was released.
     """
-    dims = _check_shape(shape, "reshape")
+    dims = check_shape(shape, "reshape")
     if math.prod(dims) != t.size:
         raise ValueError(
             f"reshape: cannot view {t.size} elements of shape {t.shape} as shape {dims} "

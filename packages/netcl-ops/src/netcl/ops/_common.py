@@ -61,9 +61,9 @@ def from_numpy(queue: Any, array: np.ndarray[Any, Any], dtype: str | None = None
     dtype = canonical_dtype(dtype or array.dtype.name)
     arr = np.asarray(array, dtype=numpy_dtype(dtype), order="C")  # keeps 0-d data 0-d
     if getattr(queue, "backend", None) == "cpu":
-        from netcl.core.tensor import _CPU_BACKEND
+        from netcl.core.tensor import CPU_BACKEND
 
-        return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=_CPU_BACKEND)
+        return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=CPU_BACKEND)
     return Tensor.from_host(queue, arr, dtype=dtype)
 
 

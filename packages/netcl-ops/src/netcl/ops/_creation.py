@@ -14,7 +14,7 @@ import numpy as np
 
 from netcl.core.device import get_active_device
 from netcl.core.dtypes import INT_DTYPES, canonical_dtype
-from netcl.core.tensor import Tensor, _check_shape
+from netcl.core.tensor import Tensor, check_shape
 
 from ._common import check_tensor, cl_kernel, empty
 from ._elementwise_base import (
@@ -152,7 +152,7 @@ def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tens
 
 def shape_arg(shape: Any, op: str = "shape") -> tuple[int, ...]:
     """``shape`` (an int or a sequence of ints >= 0) as a tuple; errors name ``op``."""
-    return _check_shape(shape, op)
+    return check_shape(shape, op)
 
 
 def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import INT_DTYPES, numpy_dtype
-from netcl.core.tensor import _CPU_BACKEND, Tensor
+from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, same_device
 from ._elementwise_base import (
@@ -54,7 +54,7 @@ def wrap(queue: Any, array: Any, dtype: str) -> Tensor:
     arr = np.asarray(array, dtype=numpy_dtype(dtype))
     if not arr.flags.c_contiguous:
         arr = arr.copy()
-    return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=_CPU_BACKEND)
+    return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=CPU_BACKEND)
 
 
 def _dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
