@@ -17,12 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "packages").glob("*/src"))
 
 # Circles (sorted module names) that may remain, each with why.
-KNOWN_CIRCLES: set[tuple[str, ...]] = {
-    # The transport and the process hooks (fork safety, atexit) still import each other; they
-    # are split when the engineer changing tensor.py, memory.py and backend/*.py (released-
-    # tensor checks) is done with them.
-    ("netcl.core.backend.opencl", "netcl.core.device", "netcl.core.memory"),
-}
+KNOWN_CIRCLES: set[tuple[str, ...]] = set()
 
 # Private imports ("<package-relative path>: from <module> import <names>") that may remain.
 KNOWN_PRIVATE: set[str] = set()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from netcl.core import capabilities, device_probe, icd
-from netcl.core.env import env_choice, env_flag
+from netcl.core.backend.opencl import OpenCLBackend
+from netcl.core.env import env_choice, env_flag, env_number
 from netcl.core.kernels import cache, golden
+from netcl.core.memory import PersistentBufferPool
 
 NAME = "NETCL_TEST_ENV_FLAG"
 
@@ -104,3 +107,36 @@ def test_kernel_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_reprobe_reads_the_flag() -> None:
     assert device_probe._REPROBE_ENV == "NETCL_REPROBE"
+
+
+def test_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(NAME, raising=False)
+    assert env_number(NAME, 4.0) == 4.0
+    monkeypatch.setenv(NAME, "  ")
+    assert env_number(NAME, 4.0) == 4.0
+    monkeypatch.setenv(NAME, " 1e-1 ")
+    assert env_number(NAME, 4.0, minimum=0.0) == 0.1
+
+
+@pytest.mark.parametrize(("raw", "rule"), [("lots", "a number"), ("nan", "a finite number"),
+                                           ("inf", "a finite number"), ("-0.5", ">= 0")])
+def test_number_refuses(raw: str, rule: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(NAME, raw)
+    with pytest.raises(ValueError, match=rf"{NAME} must be {rule}, got '{raw}'"):
+        env_number(NAME, 4.0, minimum=0.0)
+
+
+@pytest.mark.parametrize("name", ["NETCL_ASYNC_H2D", "NETCL_PINNED_H2D"])
+def test_transfer_switches_use_env_flag(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transport's switches read like every other flag ("2" was silently "on")."""
+    monkeypatch.setenv(name, "2")
+    backend = object.__new__(OpenCLBackend)
+    backend.max_alloc = backend.global_mem = 1 << 30
+    with pytest.raises(ValueError, match=rf"{name} must be one of 1/0"):
+        backend.from_host(np.zeros(1, dtype=np.float32))
+
+
+def test_max_cached_gb_below_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_MAX_CACHED_GB", "-1")
+    with pytest.raises(ValueError, match="NETCL_MAX_CACHED_GB must be >= 0, got '-1'"):
+        PersistentBufferPool(None)

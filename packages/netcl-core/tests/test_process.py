@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from netcl.core import process
+from netcl.core.backend import opencl
 from netcl.core.backend.cpu import CPUBackend
-from netcl.core.backend.opencl import interruptible_finish
 from netcl.core.device import DeviceHandle
+from netcl.core.process import interruptible_finish
 from netcl.core.tensor import Tensor
 
 
@@ -135,3 +139,58 @@ def test_cpu_backend_interface() -> None:
     arr, event = be.to_host_async(x, (32,), "float32")
     assert event is None and arr is not None
     be.wait(None)
+
+
+def test_fork_child_callbacks_run_in_order_and_a_failing_one_warns() -> None:
+    out = _run("""
+        import os
+        from netcl.core import process
+        seen = []
+        def boom():
+            raise OSError("planted")
+        process.on_fork_in_child(lambda: seen.append("first") or ["kept"])
+        process.on_fork_in_child(boom)
+        process.on_fork_in_child(lambda: seen.append("last"))
+        process.install_process_hooks()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the hooks ran inside os.fork(); the warning went to stderr
+            kept = ["kept"] in process._inherited
+            os.write(write_fd, f"{','.join(seen)} {kept} {process.registered_queues()}".encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(read_fd, 200).decode(), seen)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "first,last True [] []"
+    assert "RuntimeWarning: netcl: a fork-child hook (boom) failed" in out.stderr
+    assert "OSError('planted')" in out.stderr
+
+
+def test_process_hooks_import_no_other_netcl_module() -> None:
+    """The hooks are the bottom of core: device, memory and the transport import them."""
+    tree = ast.parse(Path(process.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {f"{'.' * node.level}{node.module or ''}" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert not any(name.startswith((".", "netcl")) for name in imported - {"__future__"}), (
+        imported)
+
+
+def test_transport_keeps_the_hooks_old_import_paths() -> None:
+    for name in ("install_process_hooks", "interruptible_finish", "register_queue",
+                 "track_owner"):
+        assert getattr(opencl, name) is getattr(process, name)
+        assert name in opencl.__all__
+
+
+def test_a_queue_is_registered_once() -> None:
+    class Queue:
+        def finish(self) -> None:
+            pass
+
+    q = Queue()
+    process.register_queue(q)
+    process.register_queue(q)
+    assert sum(r is q for r in process.registered_queues()) == 1

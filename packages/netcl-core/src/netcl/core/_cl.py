@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ._pocl_cache import guard_pocl_cache
+from .icd import register_pip_runtimes
+
 _INSTALL_HINT = (
     "pyopencl required for OpenCL devices: install it with "
     "`pip install 'netcl-core[cpu]'` (pyopencl plus the PoCL CPU device) or "
@@ -19,9 +22,6 @@ def cl() -> Any:
     """Return the ``pyopencl`` module, or raise ``ImportError`` saying how to install it."""
     global _cl
     if _cl is None:
-        from ._pocl_cache import guard_pocl_cache
-        from .icd import register_pip_runtimes
-
         register_pip_runtimes()  # before pyopencl's loader reads OCL_ICD_VENDORS
         guard_pocl_cache()  # before PoCL reads POCL_CACHE_DIR and trusts what lies there
         try:

@@ -25,6 +25,7 @@ from ._cl import _INSTALL_HINT, cl, have_pyopencl
 from .capabilities import device_type_name
 from .device_probe import Verdict, remedy, verdict
 from .env import env_flag
+from .process import install_process_hooks, on_fork_in_child, register_queue
 
 __all__ = [
     "CPUQueue",
@@ -340,8 +341,6 @@ class DeviceManager:
             if env_flag("NETCL_PROFILE_EVENTS", False):
                 props = cl().command_queue_properties.PROFILING_ENABLE
             queue = cl().CommandQueue(context, dev, properties=props)
-            from .backend.opencl import install_process_hooks, register_queue
-
             register_queue(queue)
             install_process_hooks()
             handle = DeviceHandle(
@@ -367,6 +366,26 @@ def _remedy_of(platform: Any, dev: Any) -> str:
 
 
 manager = DeviceManager()
+
+
+def _forget_devices_after_fork() -> list[DeviceHandle | None]:
+    """In a forked child: forget every handle and turn OpenCL off; return the parent's handles.
+
+    Drivers such as PoCL cannot be used again in a forked child (their threads are gone), so
+    the child runs on NumPy. :mod:`.process` keeps the returned handles referenced for the
+    child's life, so it never releases the parent's contexts and queues.
+    """
+    inherited = list(manager._handles.values())
+    manager.reset()
+    disable_opencl(
+        "this process was forked after OpenCL was initialised in its parent; OpenCL drivers "
+        "cannot be used after fork: use the NumPy backend here, or start the process with "
+        "multiprocessing's 'spawn' context"
+    )
+    return inherited
+
+
+on_fork_in_child(_forget_devices_after_fork)
 
 _active = threading.local()
 

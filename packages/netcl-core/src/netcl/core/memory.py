@@ -18,7 +18,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from ._cl import cl
+from .env import env_number
+from .process import track_owner
 
 __all__ = [
     "HOST_ALIGN",
@@ -174,9 +175,7 @@ class BufferPool:
         self._lock = threading.Lock()
         self.stats = PoolStats()
         if context is not None:
-            from .backend.opencl import track_owner
-
-            track_owner(self)
+            track_owner(self)  # a forked child keeps the parent's buffers alive (see .process)
 
     # -- the policy hooks PersistentBufferPool overrides ----------------------------------
 
@@ -275,13 +274,7 @@ class PersistentBufferPool(BufferPool):
     ) -> None:
         super().__init__(context, flags)
         if max_cached_bytes is None:
-            raw = os.environ.get("NETCL_MAX_CACHED_GB", "4")
-            try:
-                max_cached_bytes = int(float(raw) * 1e9)
-            except ValueError:
-                raise ValueError(
-                    f"PersistentBufferPool: NETCL_MAX_CACHED_GB must be a number, got {raw!r}"
-                ) from None
+            max_cached_bytes = int(env_number("NETCL_MAX_CACHED_GB", 4.0, minimum=0.0) * 1e9)
         if max_cached_bytes < 0 or max_per_bucket < 0:
             raise ValueError(
                 f"PersistentBufferPool: caps must be >= 0, got max_cached_bytes="

@@ -26,11 +26,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ._cl import cl
 from .backend.cpu import CPUBackend
-from .backend.opencl import track_owner
+from .backend.opencl import OpenCLBackend
+from .capabilities import device_profile
 from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
+from .process import track_owner
 
 __all__ = ["CPU_BACKEND", "Tensor", "check_same_device", "check_shape", "copy_from_host", "reshape"]
 
@@ -52,8 +55,6 @@ def _backend_for(queue: Any, backend: str | None = None) -> Any:
         raise ValueError("Tensor: backend 'cl' needs an OpenCL queue, got a CPUQueue")
     found = _backends.get(id(queue))
     if found is None or found.queue is not queue:
-        from .backend.opencl import OpenCLBackend
-
         found = _backends[id(queue)] = OpenCLBackend(queue)
     return found
 
@@ -84,8 +85,6 @@ def check_shape(shape: Any, op: str) -> tuple[int, ...]:
 def _check_dtype_on_device(dtype: str, queue: Any, op: str) -> None:
     if dtype != "float64" or isinstance(queue, CPUQueue):
         return
-    from .capabilities import device_profile
-
     if not device_profile(queue.device).has_fp64:
         raise ValueError(
             f"{op}: dtype float64 needs cl_khr_fp64, which {queue.device.name.strip()!r} lacks; "
@@ -504,8 +503,6 @@ def copy_from_host(t: Tensor, data: Any) -> Tensor:
     if t.array is not None:
         t.array[...] = host
     elif host.size:
-        from ._cl import cl
-
         cl().enqueue_copy(t.queue, t.buffer, host, dst_offset=t.offset * host.itemsize,
                           is_blocking=True)
     return t

@@ -1,26 +1,18 @@
-"""The OpenCL transport: async/pinned/zero-copy uploads, downloads, and process-level safety.
+"""The OpenCL transport: async, pinned and zero-copy uploads, downloads, and buffer leases.
 
-Process-level behaviour, installed once when the first :class:`OpenCLBackend` is made:
+:class:`OpenCLBackend` moves data between the host and one OpenCL queue's device. The
+process-level safety around it (the ``atexit`` queue finish, the SIGINT watchdog, fork safety,
+:func:`interruptible_finish`) lives in :mod:`netcl.core.process`; the first backend built
+registers its queue there and installs those hooks. ``interruptible_finish``,
+``install_process_hooks``, ``register_queue`` and ``track_owner`` stay importable from here.
 
-- ``atexit`` finishes every registered queue so no command is cut off at interpreter exit;
-- a ``SIGINT`` watchdog: the C-level signal handler wakes a thread through
-  ``signal.set_wakeup_fd``; if the process is still alive 3 s after Ctrl+C (a kernel is stuck and
-  the main thread never gets back to Python), it calls ``os._exit(130)``;
-- fork safety: before ``fork`` every live queue is snapshotted; the child keeps those objects
-  referenced forever, so it never releases (and so never touches) the parent's driver objects,
-  and it forgets the parent's device handles.
+Switches (read through :mod:`netcl.core.env`): ``NETCL_ASYNC_H2D`` (default on: uploads do not
+block) and ``NETCL_PINNED_H2D`` (default on: discrete devices upload through a pinned buffer).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import math
-import os
-import signal
-import threading
-import time
-import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -28,6 +20,7 @@ import numpy as np
 
 from .._cl import cl
 from ..dtypes import numpy_dtype
+from ..env import env_flag
 from ..memory import (
     BufferHandle,
     BufferPool,
@@ -39,21 +32,17 @@ from ..memory import (
     get_pinned_pool,
     is_integrated_gpu,
 )
+from ..process import install_process_hooks, interruptible_finish, register_queue, track_owner
 
 __all__ = [
     "HostUpload",
     "OpenCLBackend",
+    # re-exported from netcl.core.process: their home before the split, as the spec names them
     "install_process_hooks",
     "interruptible_finish",
     "register_queue",
     "track_owner",
 ]
-
-SIGINT_GRACE_S = 3.0
-
-
-def _env_flag(name: str, default: str) -> bool:
-    return os.environ.get(name, default).strip().lower() not in ("0", "false", "no", "off", "")
 
 
 class HostUpload(NamedTuple):
@@ -106,9 +95,9 @@ class OpenCLBackend:
         """
         self._check_fits(host.shape, host.dtype.name, host.nbytes)
         if async_copy is None:
-            async_copy = _env_flag("NETCL_ASYNC_H2D", "1")
+            async_copy = env_flag("NETCL_ASYNC_H2D", True)
         if use_pinned is None:
-            use_pinned = _env_flag("NETCL_PINNED_H2D", "1")
+            use_pinned = env_flag("NETCL_PINNED_H2D", True)
         if self._retired:
             self._purge_retired()
         if self.integrated and pool is None:
@@ -220,148 +209,3 @@ class OpenCLBackend:
     def reshape(self, buffer: Any, shape: Sequence[int]) -> Any:
         """Reshape is metadata only on this backend: the same buffer."""
         return buffer
-
-
-def interruptible_finish(queue: Any, timeout: float = 30.0) -> bool:
-    """``queue.finish()`` in a worker thread, polled every 10 ms so SIGINT still gets through.
-
-    Returns True when the queue drained.
-
-    Raises:
-        TimeoutError: the queue did not drain within ``timeout`` seconds.
-    """
-    worker = threading.Thread(target=queue.finish, name="netcl-finish", daemon=True)
-    worker.start()
-    deadline = time.monotonic() + timeout
-    while worker.is_alive():
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"interruptible_finish: queue did not finish within {timeout} s "
-                f"(a kernel may be stuck)"
-            )
-        worker.join(0.01)
-    return True
-
-
-# -- process-level hooks --------------------------------------------------------------------
-
-# CommandQueue and Buffer objects cannot be weakly referenced: queues are held strongly (there
-# are few, and the device handles keep them alive anyway); buffers are reached through the
-# Python objects that own them (tensors, pools), which are tracked weakly.
-_queues: list[Any] = []
-_owners: weakref.WeakSet[Any] = weakref.WeakSet()
-_fork_snapshot: list[Any] = []
-_inherited: list[Any] = []  # parent's objects, kept alive forever in a forked child
-_hooks_lock = threading.Lock()
-_hooks_installed = False
-
-
-def register_queue(queue: Any) -> None:
-    """Track a queue for the atexit finish and the fork snapshot."""
-    with _hooks_lock:
-        if not any(q is queue for q in _queues):
-            _queues.append(queue)
-
-
-def track_owner(owner: Any) -> None:
-    """Track a Python object that owns device buffers (a Tensor, a pool) for the fork snapshot."""
-    _owners.add(owner)
-
-
-def _finish_all_queues() -> None:
-    for queue in list(_queues):
-        with contextlib.suppress(Exception):
-            queue.finish()
-
-
-def _before_fork() -> None:
-    _fork_snapshot[:] = [*_queues, *list(_owners)]
-
-
-def _after_fork_in_parent() -> None:
-    _fork_snapshot.clear()
-
-
-def _after_fork_in_child() -> None:
-    # The child must never release the parent's driver objects: keep them referenced forever.
-    _inherited.extend(_fork_snapshot)
-    _fork_snapshot.clear()
-    _queues.clear()
-    from .. import device
-
-    # Drivers such as PoCL cannot be used again in a forked child (their threads are gone):
-    # the child keeps the parent's handles alive, forgets them, and runs on NumPy.
-    _inherited.append(list(device.manager._handles.values()))
-    device.manager.reset()
-    device.disable_opencl(
-        "this process was forked after OpenCL was initialised in its parent; OpenCL drivers "
-        "cannot be used after fork: use the NumPy backend here, or start the process with "
-        "multiprocessing's 'spawn' context"
-    )
-
-
-_sigints_handled = [0]  # SIGINTs that reached the Python-level handler
-
-
-def _on_sigint(signum: int, frame: Any) -> None:
-    _sigints_handled[0] += 1
-    signal.default_int_handler(signum, frame)
-
-
-def _watchdog(read_fd: int) -> None:
-    received = 0
-    while True:
-        try:
-            data = os.read(read_fd, 64)
-        except OSError:
-            return
-        if not data:
-            return
-        received += data.count(int(signal.SIGINT))
-        if received > _sigints_handled[0]:
-            # The main thread normally turns SIGINT into KeyboardInterrupt at once. If it has
-            # not within the grace window it is stuck in the driver (a long kernel): exit.
-            deadline = time.monotonic() + SIGINT_GRACE_S
-            while time.monotonic() < deadline:
-                if _sigints_handled[0] >= received:
-                    break
-                time.sleep(0.01)
-            else:
-                os._exit(130)
-
-
-def _install_sigint_watchdog() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return  # the application installed its own handler: leave it alone
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    try:
-        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    except ValueError:
-        os.close(read_fd)
-        os.close(write_fd)
-        return
-    if previous != -1:  # someone (asyncio) uses the wakeup fd: give it back
-        signal.set_wakeup_fd(previous)
-        os.close(read_fd)
-        os.close(write_fd)
-        return
-    signal.signal(signal.SIGINT, _on_sigint)
-    threading.Thread(target=_watchdog, args=(read_fd,), name="netcl-sigint", daemon=True).start()
-
-
-def install_process_hooks() -> None:
-    global _hooks_installed
-    with _hooks_lock:
-        if _hooks_installed:
-            return
-        _hooks_installed = True
-    atexit.register(_finish_all_queues)
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_after_fork_in_parent,
-        after_in_child=_after_fork_in_child,
-    )
-    _install_sigint_watchdog()
