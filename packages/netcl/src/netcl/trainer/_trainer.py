@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import netcl.autograd as ag
+import netcl.ops as ops
 from netcl.core.device import DeviceHandle, get_active_device
 from netcl.core.tensor import Tensor
 from netcl.io import CheckpointError
@@ -266,16 +267,12 @@ class Trainer:
 
 def _hits(logits: Tensor, labels: Tensor) -> Tensor:
     """How many rows' argmax equals the label, as a device scalar (no host read)."""
-    from netcl import ops
-
     same = ops.eq(ops.argmax(logits, axis=1), labels)
     return ops.sum(ops.cast(same, "int32"))
 
 
 def _read_back(scalars: list[Tensor]) -> np.ndarray[Any, Any]:
     """Device scalars as one host array, in one transfer."""
-    from netcl import ops
-
     if not scalars:
         return np.zeros(0)
     return np.asarray(ops.stack(scalars).to_host()).reshape(-1)
