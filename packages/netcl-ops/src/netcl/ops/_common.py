@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import c_type, canonical_dtype, numpy_dtype
-from netcl.core.kernels.cache import get_kernel
-from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
+from netcl.core.dtypes import canonical_dtype, numpy_dtype
+from netcl.core.kernels.cache import ContextCache, get_kernel
+from netcl.core.kernels.family import grid_1d, local_size_1d
+from netcl.core.kernels.header import kernel_header
+from netcl.core.kernels.primitives import WorkGroupTuner, launch
 from netcl.core.tensor import Tensor, check_same_device
 
 __all__ = [
@@ -32,11 +34,8 @@ __all__ = [
 ]
 
 TUNER = WorkGroupTuner()
-
-_PRAGMAS = {
-    "float16": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n",
-    "float64": "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
-}
+"""Kept for callers outside netcl.ops; ops launch with :func:`launch_1d` (the device's one
+1-D local size, see NOTE [ The 1-D launch rule ] in :mod:`netcl.core.kernels.family`)."""
 
 
 def check_tensor(op: str, x: Any, name: str = "input") -> Tensor:
@@ -113,45 +112,26 @@ def cl_kernel(context: Any, name: str, source: str, dtype: str = "float32",
       (``vload_half``/``vstore_half`` for float16).
 
     Built once per (context, source, options): see :mod:`netcl.core.kernels.cache`. A repeated
-    call is one dict lookup: the header is not rebuilt and the full source not re-hashed
-    (``source`` is usually a module constant, whose hash Python keeps).
+    call is two dict lookups (the context's table, then the key): the header is not rebuilt
+    and the full source not re-hashed (``source`` is usually a module constant, whose hash
+    Python keeps).
     """
-    key = (id(context), name, source, dtype, options)
-    kernel = _cl_kernels.get(key)
+    table = _cl_kernels.of(context)
+    key = (name, source, dtype, options)
+    kernel = table.get(key)
     if kernel is None:
         full = kernel_header(context, dtype) + source
-        kernel = _cl_kernels[key] = get_kernel(context, full, name, options)
+        kernel = table[key] = get_kernel(context, full, name, options)
     return kernel
 
 
-_cl_kernels: dict[tuple[int, str, str, str, str], Any] = {}
-
-
-def kernel_header(context: Any, dtype: str) -> str:
-    """Pragma, preamble and the ``T``/``CT``/``LD``/``ST`` definitions for ``dtype``."""
-    dtype = canonical_dtype(dtype)
-    pragma = _PRAGMAS[dtype] if dtype in _PRAGMAS and _needs_pragma(context, dtype) else ""
-    storage = c_type(dtype)
-    if dtype == "float16":
-        compute = "float"
-        access = (
-            "#define LD(p, i) vload_half((i), (p))\n"
-            "#define ST(p, i, v) vstore_half((v), (i), (p))\n"
-        )
-    else:
-        compute = storage
-        access = "#define LD(p, i) ((CT)(p)[(i)])\n#define ST(p, i, v) ((p)[(i)] = (T)(v))\n"
-    return f"{pragma}{PRIMITIVE_PREAMBLE}#define T {storage}\n#define CT {compute}\n{access}"
-
-
-def _needs_pragma(context: Any, dtype: str) -> bool:
-    ext = context.devices[0].extensions
-    return ("cl_khr_fp16" in ext) if dtype == "float16" else ("cl_khr_fp64" in ext)
+_cl_kernels = ContextCache("ops kernels")  # (name, source, dtype, options) -> cl.Kernel
 
 
 def launch_1d(queue: Any, kernel: Any, n: int, *args: Any) -> Any:
-    """Launch ``kernel`` over ``n`` work items (rounded up; kernels guard ``gid < n``)."""
-    if n == 0:
+    """Launch ``kernel`` over ``n`` work items (rounded up; kernels guard ``gid < n``) in
+    work-groups of the device's :func:`~netcl.core.kernels.family.local_size_1d`."""
+    if n <= 0:
         return None
-    gsize, lsize = TUNER.launch_1d(n)
+    gsize, lsize = grid_1d(n, local_size_1d(queue.device))
     return launch(queue, kernel, gsize, lsize, *args)

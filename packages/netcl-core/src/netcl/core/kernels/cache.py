@@ -1,5 +1,8 @@
 """Build OpenCL programs once: cached in memory per (context, source, options) and on disk.
 
+The memory cache is a :class:`ContextCache`: its entries go with their context (see NOTE
+[ Per-context caches ] in :mod:`.family`).
+
 The disk cache keys a program binary by platform, device, driver version, source and options,
 so a second process start compiles nothing. Kernel objects are cached too: ``prg.name`` makes a
 new ``cl.Kernel`` each time, so hot paths call :func:`get_kernel` instead.
@@ -19,6 +22,8 @@ import hashlib
 import json
 import threading
 import warnings
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from .._paths import CacheEntryError, cache_dir, discard_entry, read_entry, writ
 from ..env import env_flag
 
 __all__ = [
+    "ContextCache",
     "KernelBuildError",
     "build_stats",
     "entry_key",
@@ -53,10 +59,74 @@ class KernelBuildError(RuntimeError):
         )
 
 
+class ContextCache:
+    """A dict per OpenCL context, dropped with the context (see NOTE [ Per-context caches ] in
+    :mod:`netcl.core.kernels.family`): ``cache.of(context)[key]``.
+
+    Iterating gives ``(context, *key)`` for tuple keys (``(context, key)`` otherwise) over
+    every live context, the shape the ``id(context)``-keyed dicts it replaces had.
+
+    Examples:
+        >>> class Context:
+        ...     pass
+        >>> cache = ContextCache("doc")
+        >>> ctx = Context()
+        >>> cache.of(ctx)[("k", 1)] = "v"
+        >>> [key[1:] for key in cache], len(cache)
+        ([('k', 1)], 1)
+        >>> del ctx
+        >>> len(cache)
+        0
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._weak: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+        self._strong: dict[int, tuple[Any, dict[Any, Any]]] = {}  # contexts without weakrefs
+        self._lock = threading.Lock()
+
+    def of(self, context: Any) -> dict[Any, Any]:
+        """The dict of ``context`` (made empty on first use)."""
+        try:
+            found = self._weak.get(context)
+        except TypeError:  # not weak-referenceable (a stand-in object): held strongly
+            entry = self._strong.get(id(context))
+            if entry is None or entry[0] is not context:
+                entry = self._strong[id(context)] = (context, {})
+            return entry[1]
+        if found is None:
+            with self._lock:
+                found = self._weak.get(context)
+                if found is None:
+                    found = self._weak[context] = {}
+        return found
+
+    def clear(self) -> None:
+        """Forget every context's entries."""
+        with self._lock:
+            self._weak.clear()
+            self._strong.clear()
+
+    def _tables(self) -> list[tuple[Any, dict[Any, Any]]]:
+        return [*list(self._weak.items()), *self._strong.values()]
+
+    def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """``((context, *key), value)`` of every entry of every live context (a snapshot)."""
+        for context, table in self._tables():
+            for key, value in list(table.items()):
+                yield ((context, *key) if isinstance(key, tuple) else (context, key)), value
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return (key for key, _ in self.items())
+
+    def __len__(self) -> int:
+        """Entries over every live context."""
+        return sum(len(table) for _, table in self._tables())
+
+
 _lock = threading.Lock()
-_programs: dict[tuple[int, str, str], Any] = {}
-_kernels: dict[tuple[int, str, str, str], Any] = {}
-_contexts: dict[int, Any] = {}  # keeps contexts alive while their programs are cached
+_programs = ContextCache("programs")  # (source, options) -> cl.Program
+_kernels = ContextCache("kernels")  # (source, options, name) -> cl.Kernel
 _stats = {"compiled": 0, "from_disk": 0, "from_memory": 0}
 
 
@@ -186,26 +256,26 @@ def get_program(context: Any, source: str, options: str = "", name: str = "progr
     Raises:
         KernelBuildError: the source does not compile (the message has the build log).
     """
-    key = (id(context), source, options)
+    key = (source, options)
+    table = _programs.of(context)
     with _lock:
-        program = _programs.get(key)
+        program = table.get(key)
         if program is not None:
             _stats["from_memory"] += 1
             return program
-        program = _load_or_build(context, source, options, name)
-        _programs[key] = program
-        _contexts[id(context)] = context
+        program = table[key] = _load_or_build(context, source, options, name)
         return program
 
 
 def get_kernel(context: Any, source: str, name: str, options: str = "") -> Any:
     """The one ``cl.Kernel`` object named ``name`` in ``source`` for ``context``."""
-    key = (id(context), source, options, name)
-    kernel = _kernels.get(key)
+    key = (source, options, name)
+    table = _kernels.of(context)
+    kernel = table.get(key)
     if kernel is None:
         program = get_program(context, source, options, name)
         with _lock:
-            kernel = _kernels.get(key)
+            kernel = table.get(key)
             if kernel is None:
-                kernel = _kernels[key] = cl().Kernel(program, name)
+                kernel = table[key] = cl().Kernel(program, name)
     return kernel

@@ -30,7 +30,8 @@ from ..tensor import Tensor
 from ._arguments import Converter, converters, unparsed_converter
 from ._local_size import autotune, kernel_local_limits, pick_local, size_tuple
 from ._signature import KernelParam, parse_signature, type_aliases, work_group_features
-from .cache import KernelBuildError, get_kernel
+from .cache import ContextCache, KernelBuildError, get_kernel
+from .header import EXPRESSION_MACROS, PRIMITIVE_PREAMBLE, pragmas_for
 
 __all__ = [
     "EXPRESSION_MACROS",
@@ -44,49 +45,6 @@ __all__ = [
     "launch",
     "launch_count",
 ]
-
-PRIMITIVE_PREAMBLE = """\
-#ifndef NETCL_PRIMITIVES
-#define NETCL_PRIMITIVES
-#define NETCL_LOAD(p, i) ((p)[(i)])
-#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
-#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
-#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
-#define NETCL_ADD(a, b) ((a) + (b))
-#define NETCL_SUB(a, b) ((a) - (b))
-#define NETCL_MUL(a, b) ((a) * (b))
-#define NETCL_DIV(a, b) ((a) / (b))
-#define NETCL_NEG(a) (-(a))
-#define NETCL_SQR(a) ((a) * (a))
-#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
-#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
-#endif
-"""
-
-#: The short names of the expression language (``MUL(ADD(v0, v1), 2.0f)``) that
-#: :class:`PrimitiveBuilder` expressions and the autograd JIT's primitives are written in.
-#: Only sources netcl generates around such an expression include them; a hand-written
-#: kernel sees the ``NETCL_`` names alone, so its own ``RELU`` or ``MAX`` cannot collide.
-EXPRESSION_MACROS = """\
-#ifndef NETCL_EXPRESSION_MACROS
-#define NETCL_EXPRESSION_MACROS
-#define ADD(a, b) NETCL_ADD(a, b)
-#define SUB(a, b) NETCL_SUB(a, b)
-#define MUL(a, b) NETCL_MUL(a, b)
-#define DIV(a, b) NETCL_DIV(a, b)
-#define NEG(a) NETCL_NEG(a)
-#define SQR(a) NETCL_SQR(a)
-#define RELU(x) NETCL_RELU(x)
-#define MAX(a, b) NETCL_MAX(a, b)
-#define MIN(a, b) NETCL_MIN(a, b)
-#define SIGMOID(x) NETCL_SIGMOID(x)
-#endif
-"""
-
-_FP16_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
-_FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 
 # -- launches -------------------------------------------------------------------------------
 
@@ -319,7 +277,8 @@ class KernelSpec:
     workgroup_size: int | tuple[int, ...] | None = None
     extra_flags: tuple[str, ...] = ()
     tune: bool = True
-    _built: dict[int, BuiltKernel] = field(default_factory=dict, repr=False, compare=False)
+    _built: ContextCache = field(default_factory=lambda: ContextCache("KernelSpec"), repr=False,
+                                 compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -350,11 +309,7 @@ class KernelSpec:
             '#pragma OPENCL EXTENSION cl_khr_fp64 : enable'
         """
         source = self.to_source()
-        if "half" in source and "cl_khr_fp16" in extensions:
-            source = _FP16_PRAGMA + source
-        if "double" in source and "cl_khr_fp64" in extensions:
-            source = _FP64_PRAGMA + source
-        return source
+        return pragmas_for(extensions, source) + source
 
     def build(self, queue_or_context: Any) -> BuiltKernel:
         """Compile for the context of ``queue_or_context`` (once; cached in the spec and on disk)
@@ -367,7 +322,8 @@ class KernelSpec:
         if context is None:
             raise TypeError(f"KernelSpec.build({self.name!r}): needs an OpenCL queue or context, "
                             "got the NumPy backend's queue")
-        built = self._built.get(id(context))
+        table = self._built.of(context)
+        built = table.get(None)
         if built is None:
             device = context.devices[0]
             source = self.device_source(str(device.extensions))
@@ -381,7 +337,7 @@ class KernelSpec:
                                        err.source_path) from err
             params = parse_signature(source, self.name, type_aliases(source, self.extra_flags))
             required, largest = kernel_local_limits(kernel, device)
-            built = self._built[id(context)] = BuiltKernel(
+            built = table[None] = BuiltKernel(
                 self, kernel, context, source, params=params, required_local=required,
                 max_local=largest, work_group_features=work_group_features(source),
             )
