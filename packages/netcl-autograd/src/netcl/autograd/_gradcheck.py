@@ -8,11 +8,16 @@ output and random perturbations ``d_i`` of the inputs,
     sum_i <grad_i, d_i>   vs   (<v, f(x + eps d)> - <v, f(x - eps d)>) / (2 eps)
 
 where ``grad_i`` is what ``tape.backward(f(x), grad=v)`` accumulates into ``x_i.grad``.
+
+:func:`central_difference` (public as ``netcl.autograd.testing.central_difference``) is the one
+finite-difference routine of netcl: ``gradcheck`` takes it in random directions,
+:func:`netcl.autograd.testing.numeric_grad` element by element (or every element at once for
+elementwise references). Tolerances come from the one table, :func:`netcl.core.testing.tolerance`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,40 +25,60 @@ import numpy as np
 from netcl.core.device import manager
 from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor, reshape
+from netcl.core.testing import tolerance
 
 from ._tape import Tape, no_grad
 
-__all__ = ["GradcheckError", "gradcheck"]
+__all__ = ["GradcheckError", "central_difference", "gradcheck"]
 
-# (rtol, atol) of the comparison, by the dtype the backward ran in.
-_TOLERANCE: dict[str, tuple[float, float]] = {
-    "float64": (1e-6, 1e-8),
-    "float32": (2e-3, 1e-4),
-    "float16": (5e-2, 2e-2),
-}
+
+def central_difference(
+    f: Callable[..., Any], args: Sequence[Any], steps: Mapping[int, np.ndarray[Any, Any]],
+    eps: float = 1e-6,
+) -> np.ndarray[Any, Any]:
+    """``(f(x + eps d) - f(x - eps d)) / (2 eps)`` in float64, elementwise over ``f``'s output.
+
+    ``x`` is ``args``; ``d`` adds ``steps[i]`` to ``args[i]`` (float64 arrays, broadcastable to
+    it); the other arguments pass through unchanged.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.array([1.0, 2.0])
+        >>> central_difference(lambda a: a**3, [x], {0: np.ones(2)}).round(6).tolist()
+        [3.0, 12.0]
+    """
+    plus, minus = list(args), list(args)
+    for i, d in steps.items():
+        plus[i] = args[i] + eps * d
+        minus[i] = args[i] - eps * d
+    up = np.asarray(f(*plus), dtype=np.float64)
+    down = np.asarray(f(*minus), dtype=np.float64)
+    return (up - down) / (2 * eps)
 
 
 class GradcheckError(AssertionError):
     """The analytic and numerical directional derivatives disagree."""
 
 
-def _host(value: Any, shift: np.ndarray[Any, Any] | None = None) -> Any:
-    """``value`` on the NumPy backend (floats as float64, ``+ shift``); others pass through."""
+def _host_value(value: Any) -> Any:
+    """A Tensor's values on the host (floats as float64); other arguments pass through."""
     if not isinstance(value, Tensor):
         return value
     arr = value.to_host()
+    return arr.astype(np.float64) if value.dtype in FLOAT_DTYPES else arr
+
+
+def _on_numpy_backend(arr: Any, like: Any) -> Any:
+    """Host values back as a NumPy-backend Tensor where ``like`` is a Tensor (floats in
+    float64, others in their dtype); other arguments pass through."""
+    if not isinstance(like, Tensor):
+        return arr
     handle = manager.default("cpu")
     if handle is None:
         raise RuntimeError("gradcheck: the NumPy backend is not available")
-    queue = handle.queue
-    if value.dtype in FLOAT_DTYPES:
-        arr = arr.astype(np.float64)
-        if shift is not None:
-            arr = arr + shift
-        out = Tensor.from_host(queue, arr, dtype="float64")
-    else:
-        out = Tensor.from_host(queue, arr, dtype=value.dtype)
-    return out if out.shape == value.shape else reshape(out, value.shape)
+    dtype = "float64" if like.dtype in FLOAT_DTYPES else like.dtype
+    out = Tensor.from_host(handle.queue, arr, dtype=dtype)
+    return out if out.shape == like.shape else reshape(out, like.shape)
 
 
 def _output(op: str, out: Any) -> Tensor:
@@ -85,7 +110,8 @@ def gradcheck(
         fn: a function of ``inputs`` returning one floating-point Tensor.
         inputs: Tensors (those with ``requires_grad`` are checked) and other arguments.
         eps: the finite-difference step (in float64).
-        rtol, atol: tolerances; default by the dtype of the output (float32: 2e-3, 1e-4).
+        rtol, atol: tolerances; default: the gradient tolerance of the output's dtype in the
+            one table, ``netcl.core.testing.tolerance(dtype, grad=True)`` (float32: 2e-3, 2e-4).
         directions: how many random directions to try.
         seed: seed of the random cotangent and directions.
         check_forward: also compare ``fn``'s output with its float64 host evaluation.
@@ -132,17 +158,18 @@ def gradcheck(
     finally:
         for i, g in zip(wrt, saved):
             inputs[i].grad = g
-    r, a = _TOLERANCE.get(dtype, _TOLERANCE["float32"])
+    r, a = tolerance(dtype, grad=True)
     rtol, atol = (r if rtol is None else rtol), (a if atol is None else atol)
+    host = [_host_value(value) for value in inputs]
 
-    def evaluate(shifts: dict[int, np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
-        args = [_host(value, shifts.get(k)) for k, value in enumerate(inputs)]
+    def evaluate(*values: Any) -> np.ndarray[Any, Any]:
+        args = [_on_numpy_backend(x, like) for x, like in zip(values, inputs)]
         with no_grad():
             result = _output("gradcheck", fn(*args))
         return result.to_host().astype(np.float64)
 
     if check_forward:
-        ref = evaluate({})
+        ref = evaluate(*host)
         if ref.shape != device_out.shape:
             return _fail(raise_exception, f"gradcheck: fn gives shape {device_out.shape} on the "
                                           f"device and {ref.shape} on the host")
@@ -152,9 +179,7 @@ def gradcheck(
                                           f"evaluation by up to {worst:.3g}")
     for k in range(directions):
         ds = {i: rng.standard_normal(inputs[i].shape) for i in wrt}
-        plus = evaluate({i: eps * d for i, d in ds.items()})
-        minus = evaluate({i: -eps * d for i, d in ds.items()})
-        numeric = float(np.sum(v * (plus - minus)) / (2 * eps))
+        numeric = float(np.sum(v * central_difference(evaluate, host, ds, eps)))
         terms = [g * ds[i] for g, i in zip(grads, wrt)]
         analytic = float(sum(np.sum(t) for t in terms))
         scale = max(abs(numeric), float(sum(np.sum(np.abs(t)) for t in terms)))

@@ -2,9 +2,11 @@
 
 :func:`check_grad` runs a differentiable function on a device inside a Tape, then checks the
 output against a float64 NumPy reference and every input gradient against central finite
-differences of that reference (element by element, in float64 on the host), within the
-per-dtype tolerance table of :mod:`netcl.core.testing` (gradients get :data:`GRAD_SCALE`
-times it: they pass through more rounding).
+differences of that reference (:func:`numeric_grad`, in float64 on the host, through the one
+finite-difference routine :func:`central_difference`, which ``gradcheck`` uses too), within
+the one tolerance table of :mod:`netcl.core.testing` (gradients get
+``tolerance(dtype, scale, grad=True)``: the table times :data:`GRAD_SCALE`, above what finite
+differences resolve).
 
 Examples:
     >>> import numpy as np
@@ -24,33 +26,52 @@ import numpy as np
 from netcl.core.device import DeviceHandle
 from netcl.core.dtypes import canonical_dtype
 from netcl.core.tensor import Tensor, reshape
-from netcl.core.testing import TOLERANCES
+from netcl.core.testing import GRAD_SCALE, assert_close
 
+from ._gradcheck import central_difference
 from ._tape import Tape
 
-__all__ = ["GRAD_SCALE", "check_grad", "numeric_grad", "upload"]
+__all__ = ["GRAD_SCALE", "central_difference", "check_grad", "numeric_grad", "upload"]
 
-#: Gradients are compared with this multiple of the forward tolerance.
-GRAD_SCALE = 20.0
+
+def _sum_to(a: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """``a`` summed over the axes that broadcasting added to an array of ``shape``."""
+    lead = a.ndim - len(shape)
+    out = a.sum(axis=tuple(range(lead))) if lead else a
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and out.shape[k] != 1)
+    return out.sum(axis=axes, keepdims=True) if axes else out
 
 
 def numeric_grad(
     ref: Callable[..., Any], args: Sequence[Any], index: int, v: np.ndarray[Any, Any],
-    eps: float = 1e-6,
+    eps: float = 1e-6, elementwise: bool = False,
 ) -> np.ndarray[Any, Any]:
-    """d/d args[index] of ``sum(v * ref(*args))`` by central differences in float64."""
+    """d/d args[index] of ``sum(v * ref(*args))`` by central differences in float64.
+
+    Element by element (two calls of ``ref`` per element); with ``elementwise`` (``ref``'s
+    output element depends only on the input elements broadcast to it) every element is
+    stepped at once, and the differences are summed back over the broadcast axes: two calls.
+
+    Examples:
+        >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
+        >>> v = np.ones(2)
+        >>> numeric_grad(lambda a: a.sum(axis=0), [x], 0, v).round(6).tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+        >>> b = np.array([0.5, 2.0])
+        >>> numeric_grad(np.multiply, [x, b], 1, np.ones((2, 2)), elementwise=True).round(6)
+        array([4., 6.])
+    """
     base = [np.array(a, dtype=np.float64) if _is_float(a) else a for a in args]
     x = base[index]
+    if elementwise:
+        diff = central_difference(ref, base, {index: np.ones_like(x)}, eps)
+        return _sum_to(v * diff, x.shape).reshape(x.shape)
     grad = np.zeros_like(x)
-    flat, gflat = x.reshape(-1), grad.reshape(-1)
-    for k in range(flat.size):
-        keep = flat[k]
-        flat[k] = keep + eps
-        up = float(np.sum(v * np.asarray(ref(*base), dtype=np.float64)))
-        flat[k] = keep - eps
-        down = float(np.sum(v * np.asarray(ref(*base), dtype=np.float64)))
-        flat[k] = keep
-        gflat[k] = (up - down) / (2 * eps)
+    gflat = grad.reshape(-1)
+    for k in range(x.size):
+        step = np.zeros_like(x)
+        step.flat[k] = 1.0
+        gflat[k] = np.sum(v * central_difference(ref, base, {index: step}, eps))
     return grad
 
 
@@ -74,6 +95,7 @@ def check_grad(
     scale: float = 1.0,
     wrt: Sequence[int] | None = None,
     seed: int = 0,
+    elementwise: bool = False,
 ) -> list[np.ndarray[Any, Any] | None]:
     """Check ``fn`` (netcl) against ``ref`` (NumPy, float64): output and input gradients.
 
@@ -88,6 +110,8 @@ def check_grad(
         scale: tolerance multiplier (ops that sum many terms).
         wrt: positions of the arguments to differentiate (default: every float array).
         seed: seed of the random output cotangent.
+        elementwise: ``ref`` is elementwise (with broadcasting), so its finite differences
+            step every element at once (see :func:`numeric_grad`).
 
     Returns:
         The device gradients, one per argument (``None`` for those not checked).
@@ -117,23 +141,21 @@ def check_grad(
         raise AssertionError(f"output shape {out.shape} != reference {want.shape}")
     if out.dtype != dtype:
         raise AssertionError(f"output dtype {out.dtype} != {dtype}")
-    rtol, atol = TOLERANCES[dtype]
-    np.testing.assert_allclose(out.to_host().astype(np.float64), want, rtol=rtol * scale,
-                               atol=atol * scale, err_msg="forward")
+    assert_close(out.to_host(), want, dtype, scale, err_msg="forward")
     v = np.random.default_rng(seed).standard_normal(want.shape)
     tape.backward(out, grad=upload(dev.queue, v, dtype))
     grads: list[np.ndarray[Any, Any] | None] = [None] * len(args)
-    g_scale = scale * GRAD_SCALE
     for i in wrt:
         t = dev_args[i]
-        expected = numeric_grad(lambda *a: ref(*a, **kwargs), rounded, i, v)
+        expected = numeric_grad(lambda *a: ref(*a, **kwargs), rounded, i, v,
+                                elementwise=elementwise)
         got = np.zeros(t.shape) if t.grad is None else t.grad.to_host().astype(np.float64)
         if got.shape != expected.shape:
             raise AssertionError(f"grad of argument {i}: shape {got.shape} != {expected.shape}")
-        bound = np.max(np.abs(expected)) if expected.size else 0.0
-        # finite differences themselves are good to ~1e-9: the floor of the tolerance
-        np.testing.assert_allclose(got, expected, rtol=max(rtol * g_scale, 1e-7),
-                                   atol=max(atol * g_scale, 1e-8) * max(1.0, float(bound)),
-                                   err_msg=f"gradient of argument {i}")
+        # atol relative to the gradient's size: dividing both sides by it compares
+        # |got - expected| <= atol * size + rtol * |expected|
+        size = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+        assert_close(got / size, expected / size, dtype, scale, grad=True,
+                     err_msg=f"gradient of argument {i}")
         grads[i] = got
     return grads
