@@ -5,7 +5,7 @@
 2. ResNet-18 forward (every module's output) and every parameter's gradient, NumPy vs the
    device, with the default routing and with each conv variant forced.
 
-    python3 scripts/gpu_conv_diag.py [cl]
+    python3 scripts/gpu/gpu_conv_diag.py [cl]
 """
 
 from __future__ import annotations

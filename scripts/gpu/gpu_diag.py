@@ -1,5 +1,8 @@
 """Per-op agreement between the NumPy backend and an OpenCL device at ResNet-18 shapes, and
-run-to-run determinism on the device: locates a kernel that is wrong only on one device."""
+run-to-run determinism on the device: locates a kernel that is wrong only on one device.
+
+    python3 scripts/gpu/gpu_diag.py [cl]
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Host-side profile of netcl's dispatch: where a small op's and a ResNet-18 step's time goes.
 
-    python scripts/gpu_profile.py --device cl [--batch 128] [--out DIR]
+    python scripts/gpu/gpu_profile.py --device cl [--batch 128] [--out DIR]
 
 Prints per-call wall time of a small ``ops.add`` (the dispatch floor), then for a ResNet-18
 (CIFAR stem) training step: wall time per step, host time to *enqueue* a step (no finish),
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-root = Path(__file__).resolve().parents[1] / "packages"
+root = Path(__file__).resolve().parents[2] / "packages"
 sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
 
 import netcl.autograd as ag  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the NVIDIA GPU machine (see ../shared/GPU.md): set up pyopencl from .whl, then run the
 # test suites on the GPU and every benchmark, writing logs and JSON under $OUT.
-#   bash scripts/gpu_run.sh [tests] [bench] [selector] [train]
+#   bash scripts/gpu/gpu_run.sh [tests] [bench] [selector] [train]
 set -u
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$(ls -d packages/*/src | tr '\n' ':')

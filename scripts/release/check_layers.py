@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def lint(cwd: Path, pythonpath: str | None = None) -> subprocess.CompletedProcess[str]:

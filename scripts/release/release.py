@@ -1,7 +1,7 @@
 """Build and check one netcl distribution for release, from its tag.
 
-    python scripts/release.py netcl-core-v0.1.0          # build, check, smoke-install
-    python scripts/release.py --all --out dist            # every package (no tag check)
+    python scripts/release/release.py netcl-core-v0.1.0   # build, check, smoke-install
+    python scripts/release/release.py --all --out dist    # every package (no tag check)
 
 For a tag ``<distribution>-v<version>`` it checks the version against the package's
 ``__about__.py``, builds that package's sdist and wheel alone, refuses a layer wheel that
@@ -21,7 +21,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ROOT / "packages"
 TAG = re.compile(r"^(?P<dist>netcl(?:-[a-z]+)?)-v(?P<version>\d+\.\d+\.\d+(?:[a-z0-9.]*)?)$")
 
