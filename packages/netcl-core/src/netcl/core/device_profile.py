@@ -116,6 +116,16 @@ class ExtendedDeviceProfile(DeviceProfile):
     global_mem_size: int = 0
     is_integrated: bool = False
 
+    @property
+    def opencl_cpu(self) -> bool:
+        """An OpenCL CPU device (PoCL, Intel's CPU runtime); not the NumPy backend.
+
+        Examples:
+            >>> extended_profile(None).opencl_cpu
+            False
+        """
+        return self.device_type == "cpu" and self.vendor_family != "numpy"
+
 
 def _first_match(patterns: tuple[tuple[str, str], ...], text: str) -> str | None:
     for pattern, family in patterns:

@@ -1,247 +1,90 @@
 """Choose a kernel variant and its launch parameters by shape, dtype and device.
 
-:class:`KernelSelector` is a policy over an :class:`ExtendedDeviceProfile`. Each ``select_*``
-decision is cached per (op, shape, dtype, flags, environment switches), so a shape is decided
-once per process. The order of precedence for a decision is:
+:class:`KernelSelector` is a generic policy engine over an :class:`ExtendedDeviceProfile`: the
+op families and their rules are registered by the op packages (netcl-ops registers matmul,
+conv2d, elementwise, reduction and batchnorm; see :mod:`netcl.core.selection`). Each decision
+is cached per (family, query key, environment switches), so a shape is decided once per
+process. The order of precedence for a decision is:
 
 1. :func:`force_variant` (thread-local) or ``NETCL_FORCE_<FAMILY>=<VARIANT_NAME>``: the
-   variant with its default parameters (for tests and benchmarks);
-2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device);
-3. the rules documented on each ``select_*`` method.
+   variant with its default parameters (for tests and benchmarks), where it applies;
+2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device),
+   where it applies;
+3. the family's rule (netcl-ops documents each: ``netcl.ops`` ``matmul_rule``,
+   ``conv2d_rule``, ...).
+
+The ``select_*`` methods and ``select_*_config`` functions are thin wrappers that resolve
+through the registered family; when only this module has been imported, the family is loaded
+through the ``netcl.kernel_families`` entry point of the package providing it, and without
+that package they raise :class:`KernelFamilyError` naming it. (Examples marked ``+SKIP`` need
+netcl-ops, which provides the rules; netcl-ops's tests run them.)
 
 Examples:
     >>> sel = get_kernel_selector()          # the NumPy backend's selector
-    >>> sel.select_conv2d_kernel(8, 64, 32, 32, 64, 3, 3, padding=1).variant.name
+    >>> sel.select_conv2d_kernel(8, 64, 32, 32, 64, 3, 3, padding=1).variant.name  # doctest: +SKIP
     'CONV2D_IM2COL'
-    >>> with force_variant(KernelVariant.MATMUL_TILED):
+    >>> with force_variant(KernelVariant.MATMUL_TILED):  # doctest: +SKIP
     ...     sel.select_matmul_kernel(4, 4, 4).variant.name
     'MATMUL_TILED'
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import enum
 import functools
-import hashlib
-import json
-import os
 import threading
-import time
 import warnings
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, TypeVar, cast
 
-from netcl.core._paths import (
-    CacheEntryError,
-    cache_dir,
-    discard_entry,
-    read_entry,
-    write_entry,
-)
-from netcl.core._selector_args import (
-    _bool_arg,
-    _float_dtype,
-    _int_arg,
-    _json_key,
-    _pair_arg,
-    _tuple_key,
-)
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
-from netcl.core.dtypes import canonical_dtype, itemsize
-from netcl.core.env import env_choice, env_flag
+from netcl.core.dtypes import itemsize
 from netcl.core.kernels.primitives import KernelSpec as KernelSpec
+from netcl.core.selection import (
+    FAMILIES,
+    AnyVariant,
+    KernelConfig,
+    KernelFamily,
+    KernelFamilyError,
+    KernelVariant,
+    Variant,
+    default_config,
+    family_named,
+    force_variant,
+    forced_variant,
+    int_arg,
+    register_family,
+    register_variant,
+    registry_generation,
+    variant_applies,
+)
+from netcl.core.selection._store import TunedKey, read_winners, timed, tuned_path, write_winners
+from netcl.core.selection.args import json_key
 
 __all__ = [
+    "FAMILIES",
+    "AnyVariant",
     "KernelConfig",
+    "KernelFamily",
+    "KernelFamilyError",
     "KernelSelector",
     "KernelSpec",
     "KernelVariant",
+    "Variant",
+    "default_config",
     "force_variant",
     "get_kernel_selector",
+    "register_family",
+    "register_variant",
     "select_conv2d_config",
     "select_matmul_config",
 ]
 
 IntPair = int | tuple[int, int]
-Family = Literal["matmul", "conv2d", "elementwise", "reduction", "batchnorm"]
-FAMILIES: tuple[Family, ...] = ("matmul", "conv2d", "elementwise", "reduction", "batchnorm")
-REDUCTION_KINDS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
-
-_MATMUL_NAIVE_MAX_WORK = 32**3  # M*N*K below this: launch overhead dominates, no tiling
-_MATMUL_LARGE_WORK = 512**3  # M*N*K from here: register tiling pays off
-_MATMUL_LARGE_WORK_TUNED = 256**3  # ... earlier on the vendor-tuned GPUs
-_ELEMENTWISE_VECTOR_MIN = 1024
-_REDUCTION_SEQUENTIAL_MAX = 256
-_REDUCTION_PARALLEL_MAX = 64 * 1024
-_TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
-_TILED_LOCAL_MAX_CHANNELS = 128  # per group, input and output
-_CPU_WINOGRAD_MIN_OUTPUT = 16 * 16
-_NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
-_AMD_TUNED_ARCHS = ("rdna2", "rdna3")
-_TUNE_FORMAT = 2  # 1: plain JSON; 2: a checksummed entry holding JSON
-
-
-class KernelVariant(enum.Enum):
-    """Every kernel implementation the selector knows; :attr:`family` groups them by op."""
-
-    MATMUL_NAIVE = "matmul_naive"
-    MATMUL_TILED = "matmul_tiled"
-    MATMUL_REGISTER_TILED = "matmul_register_tiled"
-    MATMUL_VECTORIZED = "matmul_vectorized"
-    CONV2D_NAIVE = "conv2d_naive"
-    CONV2D_IM2COL = "conv2d_im2col"
-    CONV2D_IMPLICIT_GEMM = "conv2d_implicit_gemm"
-    CONV2D_TILED_LOCAL = "conv2d_tiled_local"
-    CONV2D_WINOGRAD = "conv2d_winograd"
-    ELEMENTWISE_SCALAR = "elementwise_scalar"
-    ELEMENTWISE_VECTORIZED = "elementwise_vectorized"
-    REDUCTION_SEQUENTIAL = "reduction_sequential"
-    REDUCTION_PARALLEL = "reduction_parallel"
-    REDUCTION_WORKGROUP = "reduction_workgroup"
-    BATCHNORM_NAIVE = "batchnorm_naive"
-    BATCHNORM_FUSED = "batchnorm_fused"
-
-    @property
-    def family(self) -> Family:
-        """The op family: ``"matmul"``, ``"conv2d"``, ``"elementwise"``, ``"reduction"``, ...
-
-        Examples:
-            >>> KernelVariant.CONV2D_WINOGRAD.family
-            'conv2d'
-        """
-        return cast(Family, self.value.split("_", 1)[0])
-
-
-@dataclass
-class KernelConfig:
-    """Tile and launch parameters of one decision.
-
-    A work-group computes a ``tile_m`` x ``tile_n`` output tile, stepping ``tile_k`` along the
-    reduced dimension; ``local_size_2d`` is its (dim 0, dim 1) shape and each work-item
-    computes ``work_per_thread`` outputs per tiled dimension. Configs returned by
-    :class:`KernelSelector` are shared through its cache: treat them as read-only.
-
-    Examples:
-        >>> KernelConfig(KernelVariant.MATMUL_TILED).tile_m
-        32
-    """
-
-    variant: KernelVariant
-    tile_m: int = 32
-    tile_n: int = 32
-    tile_k: int = 8
-    work_per_thread: int = 4
-    local_size_1d: int = 256
-    local_size_2d: tuple[int, int] = (16, 16)
-    use_local_memory: bool = True
-    use_vectorization: bool = True
-    vector_width: int = 4
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-_SCALAR: dict[str, Any] = {"use_vectorization": False, "vector_width": 1}
-_NO_LOCAL: dict[str, Any] = {"use_local_memory": False, **_SCALAR}
-
-# NOTE [ Default parameters per variant ]
-# What each variant runs with before any device override; also what force_variant returns.
-_DEFAULTS: dict[KernelVariant, dict[str, Any]] = {
-    KernelVariant.MATMUL_NAIVE: {"tile_m": 1, "tile_n": 1, "tile_k": 1, "work_per_thread": 1,
-                                 **_NO_LOCAL},
-    KernelVariant.MATMUL_TILED: {"tile_m": 16, "tile_n": 16, "tile_k": 16, "work_per_thread": 1,
-                                 **_SCALAR},
-    KernelVariant.MATMUL_REGISTER_TILED: {"tile_m": 64, "tile_n": 64, "tile_k": 16},
-    KernelVariant.MATMUL_VECTORIZED: {"tile_m": 64, "tile_n": 64, "tile_k": 16},
-    KernelVariant.CONV2D_NAIVE: dict(_NO_LOCAL),
-    KernelVariant.CONV2D_IM2COL: {},
-    KernelVariant.CONV2D_IMPLICIT_GEMM: {"tile_m": 16, "tile_n": 16, "tile_k": 16,
-                                         "work_per_thread": 1, **_SCALAR},
-    KernelVariant.CONV2D_TILED_LOCAL: {"tile_m": 16, "tile_n": 16, "work_per_thread": 1,
-                                       **_SCALAR},
-    KernelVariant.CONV2D_WINOGRAD: {"work_per_thread": 1, "extra": {"winograd": "F(2x2,3x3)"}},
-    KernelVariant.ELEMENTWISE_SCALAR: {"work_per_thread": 1, **_NO_LOCAL},
-    KernelVariant.ELEMENTWISE_VECTORIZED: {"use_local_memory": False},
-    KernelVariant.REDUCTION_SEQUENTIAL: {"local_size_1d": 1, "work_per_thread": 1, **_NO_LOCAL},
-    KernelVariant.REDUCTION_PARALLEL: {},
-    KernelVariant.REDUCTION_WORKGROUP: {"extra": {"stages": 2}},
-    KernelVariant.BATCHNORM_NAIVE: {"work_per_thread": 1, **_NO_LOCAL},
-    KernelVariant.BATCHNORM_FUSED: {"work_per_thread": 1, **_NO_LOCAL},
-}
-
-
-def default_config(variant: KernelVariant) -> KernelConfig:
-    """A fresh config of ``variant`` with its default parameters (no device overrides).
-
-    Examples:
-        >>> default_config(KernelVariant.MATMUL_NAIVE).use_local_memory
-        False
-    """
-    params = dict(_DEFAULTS[variant])
-    params["extra"] = dict(params.get("extra", {}))
-    return KernelConfig(variant, **params)
-
-
-# --- forcing ----------------------------------------------------------------------------
-
-_forced = threading.local()
-
-
-@contextlib.contextmanager
-def force_variant(*variants: KernelVariant) -> Iterator[None]:
-    """Make ``select_*`` return these variants (one per family) in this thread while active.
-
-    The forced config carries the variant's default parameters (see :func:`default_config`).
-    It wins over autotuned winners and rules, and over ``NETCL_FORCE_<FAMILY>``.
-
-    Raises:
-        TypeError: an argument is not a :class:`KernelVariant`.
-        ValueError: two variants of one family.
-
-    Examples:
-        >>> with force_variant(KernelVariant.REDUCTION_WORKGROUP):
-        ...     get_kernel_selector().select_reduction_kernel(10).variant.name
-        'REDUCTION_WORKGROUP'
-    """
-    chosen: dict[Family, KernelVariant] = {}
-    for v in variants:
-        if not isinstance(v, KernelVariant):
-            raise TypeError(f"force_variant: expected KernelVariant members, got {v!r}")
-        if v.family in chosen:
-            raise ValueError(
-                f"force_variant: one variant per family, got {chosen[v.family].name} and {v.name}"
-            )
-        chosen[v.family] = v
-    previous: dict[Family, KernelVariant] = getattr(_forced, "variants", {})
-    _forced.variants = {**previous, **chosen}
-    try:
-        yield
-    finally:
-        _forced.variants = previous
-
-
-def _forced_variant(family: Family) -> KernelVariant | None:
-    variants: dict[Family, KernelVariant] = getattr(_forced, "variants", {})
-    if family in variants:
-        return variants[family]
-    env = f"NETCL_FORCE_{family.upper()}"
-    valid = [v.name for v in KernelVariant if v.family == family]
-    try:
-        choice = env_choice(env, valid)
-    except ValueError:
-        raw = os.environ[env]
-        raise ValueError(
-            f"{env}={raw!r} names no {family} kernel; valid: {', '.join(valid)}"
-        ) from None
-    return None if choice is None else KernelVariant[choice.upper()]
-
-
-# --- the selector -----------------------------------------------------------------------
-
-_TunedKey = tuple[str, Hashable]
+Q = TypeVar("Q")
+VT = TypeVar("VT", bound=KernelVariant | Variant)
 
 
 class KernelSelector:
@@ -252,9 +95,9 @@ class KernelSelector:
 
     Examples:
         >>> sel = KernelSelector(extended_profile(None))
-        >>> sel.select_matmul_kernel(8, 8, 8).variant.name
+        >>> sel.select_matmul_kernel(8, 8, 8).variant.name  # doctest: +SKIP
         'MATMUL_NAIVE'
-        >>> sel.select_elementwise_kernel(4096).vector_width
+        >>> sel.select_elementwise_kernel(4096).vector_width  # doctest: +SKIP
         4
     """
 
@@ -265,7 +108,7 @@ class KernelSelector:
             )
         self.profile = profile
         self._decisions: dict[tuple[Any, ...], KernelConfig] = {}
-        self._tuned: dict[_TunedKey, KernelVariant] = {}
+        self._tuned: dict[TunedKey, AnyVariant] = {}
         self._tuned_loaded = False
         self._lock = threading.Lock()
         self._generation = 0
@@ -275,8 +118,6 @@ class KernelSelector:
 
         Examples:
             >>> sel = KernelSelector(extended_profile(None))
-            >>> sel.select_reduction_kernel(10).variant.name
-            'REDUCTION_SEQUENTIAL'
             >>> sel.clear_cache()
         """
         with self._lock:
@@ -285,12 +126,13 @@ class KernelSelector:
             self._tuned_loaded = False
             self._generation += 1
 
-    def epoch(self, family: Family) -> tuple[KernelVariant | None, int]:
+    def epoch(self, family: str) -> tuple[AnyVariant | None, int]:
         """A token that changes whenever ``family``'s decisions may change.
 
-        Forcing (:func:`force_variant`, ``NETCL_FORCE_<FAMILY>``), a new autotune winner and
-        :meth:`clear_cache` each change it: callers that cache work derived from a
-        ``select_*`` answer (the elementwise ops' launch plans) key on it.
+        Forcing (:func:`force_variant`, ``NETCL_FORCE_<FAMILY>``), a new autotune winner,
+        :meth:`clear_cache` and (re-)registering a family or variant each change it: callers
+        that cache work derived from a ``select_*`` answer (the elementwise ops' launch plans)
+        key on it.
 
         Examples:
             >>> sel = KernelSelector(extended_profile(None))
@@ -299,23 +141,53 @@ class KernelSelector:
             ...     sel.epoch("elementwise") != before
             True
         """
-        return _forced_variant(family), self._generation
+        # both counters only grow, so their sum changes whenever either does
+        return forced_variant(family), self._generation + registry_generation()
 
     # -- the shared decision path --
 
-    def _decide(
-        self, family: Family, shape_key: tuple[Any, ...], env_key: tuple[Any, ...],
-        rules: Callable[[], KernelVariant], configure: Callable[[KernelVariant], KernelConfig],
-    ) -> KernelConfig:
-        forced = _forced_variant(family)
-        if forced is not None:
+    def select(self, family: KernelFamily[Q] | str, query: Q) -> KernelConfig:
+        """The config for a checked ``query`` of ``family``: forced -> tuned -> rule.
+
+        A forced or tuned variant that does not apply to the query (the family's ``applies``
+        predicate) gives way to the next step. Decisions after forcing are cached per
+        (family, key, switches, kernel strategy, tuned winner).
+
+        Raises:
+            KernelFamilyError: the family is not registered, or its rule returned a variant
+                that does not apply to the query.
+
+        Examples:
+            >>> one = Variant("SOLO_ONLY")
+            >>> solo = register_family(
+            ...     KernelFamily("solo", parse=int, key=lambda n: (n,),
+            ...                  rule=lambda profile, n: one,
+            ...                  configure=lambda profile, v, n: default_config(v)),
+            ...     {one: {"tile_m": 2}})
+            >>> KernelSelector(extended_profile(None)).select(solo, 7).tile_m
+            2
+        """
+        fam = family if isinstance(family, KernelFamily) else family_named(family)
+        profile = self.profile
+        forced = forced_variant(fam.name)
+        if forced is not None and variant_applies(forced, profile, query):
             return self._fit_device(default_config(forced))
-        tuned = self.lookup_tuned(family, shape_key)
-        key = (family, shape_key, env_key, kernel_strategy(self.profile), tuned)
-        config = self._decisions.get(key)
+        key = fam.key(query)
+        tuned = self.lookup_tuned(fam.name, key)
+        cache_key = (fam.name, key, fam.switches(), kernel_strategy(profile), tuned,
+                     registry_generation())
+        config = self._decisions.get(cache_key)
         if config is None:
-            config = self._fit_device(configure(tuned if tuned is not None else rules()))
-            self._decisions[key] = config
+            if tuned is not None and variant_applies(tuned, profile, query):
+                variant = tuned
+            else:
+                variant = fam.rule(profile, query)
+                if not variant_applies(variant, profile, query):
+                    raise KernelFamilyError(
+                        f"KernelSelector: the {fam.name} rule chose {variant.name}, which does "
+                        f"not apply to {query!r} on {profile.name}")
+            config = self._fit_device(fam.configure(profile, variant, query))
+            self._decisions[cache_key] = config
         return config
 
     def _fit_device(self, cfg: KernelConfig) -> KernelConfig:
@@ -339,101 +211,21 @@ class KernelSelector:
                                    local_size_1d=min(cfg.local_size_1d, max_wg),
                                    local_size_2d=(d0, d1))
 
-    def _tuned_vendor(self) -> Literal["nvidia", "rdna", None]:
-        """Which vendor overrides apply: none under the portable strategy."""
-        p = self.profile
-        if kernel_strategy(p) == "portable":
-            return None
-        if p.vendor_family == "nvidia" and p.architecture in _NVIDIA_TUNED_ARCHS:
-            return "nvidia"
-        if p.vendor_family == "amd" and p.architecture in _AMD_TUNED_ARCHS:
-            return "rdna"
-        return None
-
-    # -- matmul --
+    # -- the spec's per-family entry points (thin wrappers over the registered families) --
 
     def select_matmul_kernel(self, M: int, N: int, K: int, dtype: Any = "float32") -> KernelConfig:
-        """Choose the matmul kernel for ``(M, K) @ (K, N)``.
+        """Choose the matmul kernel for ``(M, K) @ (K, N)`` (family ``"matmul"``).
 
-        Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized, with CPU
-        blocking (panels of up to 96 rows, a multiple of 6, and 128 columns; 6 x 16
-        micro-tiles; one work-item per work-group); ``M*N*K >= 512**3`` (``256**3`` on NVIDIA
-        Turing/Ampere/Ada/Hopper and AMD RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled
-        (on those NVIDIA GPUs only with at least one 64x64 output tile per compute unit);
-        otherwise tiled. Under the ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and
-        128x128 tiles, 8x8 per work-item, when there are at least as many 128x128 output
-        tiles as compute units (register-tiled); AMD
-        RDNA2/3 uses the float4 vectorized kernel when ``N`` and ``K`` are multiples of 4.
-        The tuned winner for key ``(M, N, K, dtype)`` wins over the rules.
+        The rule (netcl-ops ``matmul_rule``) documents the thresholds; the tuned key is
+        ``(M, N, K, dtype)``.
 
         Examples:
-            >>> get_kernel_selector().select_matmul_kernel(256, 256, 256).variant.name
+            >>> sel = get_kernel_selector()
+            >>> sel.select_matmul_kernel(256, 256, 256).variant.name  # doctest: +SKIP
             'MATMUL_TILED'
         """
-        fn = "select_matmul_kernel"
-        M, N, K = (_int_arg(fn, n, v, 1) for n, v in (("M", M), ("N", N), ("K", K)))
-        dt = _float_dtype(fn, dtype)
-        return self._decide("matmul", (M, N, K, dt), (), lambda: self._matmul_rule(M, N, K),
-                            lambda v: self._matmul_config(v, M, N, dt))
-
-    def _matmul_rule(self, M: int, N: int, K: int) -> KernelVariant:
-        work = M * N * K
-        if work < _MATMUL_NAIVE_MAX_WORK:
-            return KernelVariant.MATMUL_NAIVE
-        if self._opencl_cpu():  # measured on PoCL: packed panels beat local-memory tiling 2-5x
-            return KernelVariant.MATMUL_VECTORIZED
-        vendor = self._tuned_vendor()
-        large = _MATMUL_LARGE_WORK_TUNED if vendor else _MATMUL_LARGE_WORK
-        if work < large or min(M, N) < 64:
-            return KernelVariant.MATMUL_TILED
-        tiles64 = (M // 64) * (N // 64)
-        if vendor == "nvidia" and tiles64 < self.profile.compute_units:
-            # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
-            # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
-            return KernelVariant.MATMUL_TILED
-        if vendor == "rdna" and N % 4 == 0 and K % 4 == 0:
-            return KernelVariant.MATMUL_VECTORIZED
-        return KernelVariant.MATMUL_REGISTER_TILED
-
-    def _opencl_cpu(self) -> bool:
-        """An OpenCL CPU device (PoCL, Intel's CPU runtime); not the NumPy backend."""
-        p = self.profile
-        return p.device_type == "cpu" and p.vendor_family != "numpy"
-
-    def _matmul_config(self, variant: KernelVariant, M: int, N: int, dtype: str) -> KernelConfig:
-        cfg = default_config(variant)
-        cfg.extra["dtype"] = dtype
-        if self._opencl_cpu() and variant is KernelVariant.MATMUL_VECTORIZED:
-            # one work-item per work-group runs 6 x 16 micro-tiles (6 x 8 in float64) of
-            # 8-wide (4-wide) vectors over panels packed in local memory: a CPU GEMM block
-            wide = dtype != "float64"
-            micro_n = 16 if wide else 8
-            # rows per panel: at most 96, a multiple of the 6-row micro-tile, few rows wasted
-            panels = -(-M // 96)
-            rows = -(-M // panels)
-            tile_m = 6 * -(-rows // 6)
-            return dataclasses.replace(
-                cfg, tile_m=tile_m,
-                tile_n=128 if N >= 256 else 64 if N > 32 else 16, tile_k=256,
-                work_per_thread=6, local_size_2d=(1, 1), vector_width=8 if wide else 4,
-                extra={**cfg.extra, "micro_n": micro_n},
-            )
-        if self._tuned_vendor() == "nvidia":
-            if variant is KernelVariant.MATMUL_TILED:  # 4 outputs per item down a column
-                return dataclasses.replace(
-                    cfg, tile_m=32, tile_n=32, tile_k=16, work_per_thread=4, local_size_2d=(32, 8)
-                )
-            big_tiles = (M // 128) * (N // 128)
-            if variant is KernelVariant.MATMUL_REGISTER_TILED and big_tiles >= max(
-                    self.profile.compute_units, 1):
-                # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
-                # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
-                return dataclasses.replace(cfg, tile_m=128, tile_n=128, work_per_thread=8)
-        if self._tuned_vendor() == "rdna" and variant is KernelVariant.MATMUL_VECTORIZED:
-            cfg.extra["wave_size"] = 32
-        return cfg
-
-    # -- conv2d --
+        fam = family_named("matmul")
+        return self.select(fam, fam.parse(M, N, K, dtype))
 
     def select_conv2d_kernel(
         self, N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: IntPair = 1,
@@ -441,197 +233,60 @@ class KernelSelector:
     ) -> KernelConfig:
         """Choose the conv2d kernel for input ``(N, C, H, W)`` and weight ``(K, C/groups, R, S)``.
 
-        Rules, first match wins (each measured fastest for its class by
-        ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a 3x3, stride 1,
-        dilation 1, one-group convolution with an output plane of at least 16x16 ->
-        Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the
-        NumPy backend) -> im2col; 1x1 -> implicit GEMM; an output plane of at most 32x32 and
-        at most 128 input and output channels per group, and channels x pixels at most 64 Ki ->
-        tiled-local; 3x3, stride 1,
-        dilation 1, groups 1 -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit
-        GEMM, with the matmul tiles of the equivalent GEMM.
-        ``NETCL_CONV_TILED_LOCAL=1`` makes every non-1x1 convolution with an output plane of at
-        most 32x32 tiled-local; ``NETCL_CONV_TILED_LOCAL=0`` never picks it (the routing of
-        the spec page, whose default for the variable is 0; unset, the measured rule above
-        applies).
+        The rule (netcl-ops ``conv2d_rule``) documents the classes and the
+        ``NETCL_CONV_WINOGRAD`` / ``NETCL_CONV_TILED_LOCAL`` switches;
         ``extra["output_shape"]`` is ``(N, K, OH, OW)``. The tuned key is
         ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)`` with pairs.
 
         Examples:
             >>> sel = KernelSelector(extended_profile(None))
-            >>> sel.select_conv2d_kernel(1, 3, 8, 8, 4, 3, 3).extra["output_shape"]
+            >>> cfg = sel.select_conv2d_kernel(1, 3, 8, 8, 4, 3, 3)  # doctest: +SKIP
+            >>> cfg.extra["output_shape"]  # doctest: +SKIP
             (1, 4, 6, 6)
         """
-        fn = "select_conv2d_kernel"
-        dims = {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S}
-        N, C, H, W, K, R, S = (_int_arg(fn, n, v, 1) for n, v in dims.items())
-        st = _pair_arg(fn, "stride", stride, 1)
-        pad = _pair_arg(fn, "padding", padding, 0)
-        dil = _pair_arg(fn, "dilation", dilation, 1)
-        groups = _int_arg(fn, "groups", groups, 1)
-        dt = _float_dtype(fn, dtype)
-        if C % groups or K % groups:
-            raise ValueError(f"{fn}: groups must divide C and K, got C={C}, K={K}, groups={groups}")
-        oh = (H + 2 * pad[0] - dil[0] * (R - 1) - 1) // st[0] + 1
-        ow = (W + 2 * pad[1] - dil[1] * (S - 1) - 1) // st[1] + 1
-        if oh < 1 or ow < 1:
-            raise ValueError(
-                f"{fn}: empty output {oh}x{ow} for input {H}x{W}, kernel {R}x{S}, stride {st}, "
-                f"padding {pad}, dilation {dil}"
-            )
-        winograd = env_flag("NETCL_CONV_WINOGRAD", True)
-        tiled_local = env_flag("NETCL_CONV_TILED_LOCAL", None)  # unset: the measured rule
-        gemm = (N * oh * ow, K // groups, C // groups * R * S)
-
-        def rules() -> KernelVariant:
-            # NOTE [ Conv2d rules ]: each branch is the fastest variant bench_selector measured
-            # for that size class (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
-            winograd_shape = (R, S, st, dil, groups) == (3, 3, (1, 1), (1, 1), 1) and winograd
-            small_plane = oh * ow <= _TILED_LOCAL_MAX_OUTPUT
-            if self._opencl_cpu():
-                if winograd_shape and oh * ow >= _CPU_WINOGRAD_MIN_OUTPUT:
-                    return KernelVariant.CONV2D_WINOGRAD  # PoCL: 1.3-2x over im2col here
-                return KernelVariant.CONV2D_IM2COL  # small planes: im2col + packed GEMM
-            if self.profile.device_type == "cpu":
-                return KernelVariant.CONV2D_IM2COL
-            if R == 1 and S == 1:
-                return KernelVariant.CONV2D_IMPLICIT_GEMM
-            if tiled_local is True and small_plane:  # NETCL_CONV_TILED_LOCAL=1
-                return KernelVariant.CONV2D_TILED_LOCAL
-            # H100: tiled-local 1.2-3x over Winograd and implicit GEMM for up to 128 channels
-            # on planes up to 32x32 with at most 64 Ki channel-pixels (the digits CNN, ResNet's
-            # 32x32 and 16x16 stages); with more channels or pixels Winograd wins (its GEMMs
-            # fill the GPU: 128 channels on 28x28 ran 2.5x faster). NETCL_CONV_TILED_LOCAL=0
-            # restores the spec's routing (Winograd, else implicit GEMM).
-            width = max(C, K) // groups
-            narrow = width <= _TILED_LOCAL_MAX_CHANNELS and width * oh * ow <= 64 * 1024
-            if tiled_local is None and small_plane and narrow:
-                return KernelVariant.CONV2D_TILED_LOCAL
-            if winograd_shape:
-                return KernelVariant.CONV2D_WINOGRAD
-            return KernelVariant.CONV2D_IMPLICIT_GEMM
-
-        def configure(variant: KernelVariant) -> KernelConfig:
-            cfg = default_config(variant)
-            if variant is KernelVariant.CONV2D_IMPLICIT_GEMM:
-                mm = self._matmul_config(self._matmul_rule(*gemm), gemm[0], gemm[1], dt)
-                if mm.variant is not KernelVariant.MATMUL_NAIVE:
-                    # the GEMM kernel whose tiles these are (the conv op runs that kernel)
-                    extra = {**mm.extra, "gemm_variant": mm.variant.name}
-                    cfg = dataclasses.replace(mm, variant=variant, extra=extra)
-            cfg.extra.update(dtype=dt, output_shape=(N, K, oh, ow), gemm_shape=gemm)
-            return cfg
-
-        shape_key = (N, C, H, W, K, R, S, st, pad, dil, groups, dt)
-        return self._decide("conv2d", shape_key, (winograd, tiled_local), rules, configure)
-
-    # -- elementwise, reduction, batchnorm --
+        fam = family_named("conv2d")
+        return self.select(fam, fam.parse(N, C, H, W, K, R, S, stride, padding, dilation,
+                                          groups, dtype))
 
     def select_elementwise_kernel(self, n: int, dtype: Any = "float32") -> KernelConfig:
-        """Choose the elementwise kernel for ``n`` elements.
-
-        Above 1024 elements: vectorized, width 8 where the device's preferred vector width
-        for the dtype (half for float16, float otherwise) is 8 or more, else 4. Otherwise
-        scalar. Tuned key: ``(n, dtype)``.
+        """Choose the elementwise kernel for ``n`` elements (family ``"elementwise"``; tuned
+        key ``(n, dtype)``).
 
         Examples:
-            >>> get_kernel_selector().select_elementwise_kernel(100).variant.name
+            >>> get_kernel_selector().select_elementwise_kernel(100).variant.name  # doctest: +SKIP
             'ELEMENTWISE_SCALAR'
         """
-        fn = "select_elementwise_kernel"
-        n = _int_arg(fn, "n", n, 0)
-        dt = canonical_dtype(dtype, op=fn)
-        p = self.profile
-        preferred = (
-            p.preferred_vector_width_half if dt == "float16" else p.preferred_vector_width_float
-        )
-
-        def configure(variant: KernelVariant) -> KernelConfig:
-            cfg = default_config(variant)
-            if variant is KernelVariant.ELEMENTWISE_VECTORIZED:
-                cfg.vector_width = 8 if preferred >= 8 else 4
-            cfg.extra["dtype"] = dt
-            return cfg
-
-        def rules() -> KernelVariant:
-            if n > _ELEMENTWISE_VECTOR_MIN:
-                return KernelVariant.ELEMENTWISE_VECTORIZED
-            return KernelVariant.ELEMENTWISE_SCALAR
-
-        return self._decide("elementwise", (n, dt), (), rules, configure)
+        fam = family_named("elementwise")
+        return self.select(fam, fam.parse(n, dtype))
 
     def select_reduction_kernel(self, n: int, kind: str = "sum") -> KernelConfig:
-        """Choose the reduction kernel for ``n`` elements and ``kind`` (sum, mean, max, ...).
-
-        Sequential below 256 elements, and always on an OpenCL CPU device; one parallel
-        work-group below 64 Ki, multi-stage work-group reduction above.
-        ``extra["use_subgroups"]`` is set where the device has subgroups. Tuned key: ``(n, kind)``.
+        """Choose the reduction kernel for ``n`` elements and ``kind`` (sum, mean, max, ...;
+        family ``"reduction"``, tuned key ``(n, kind)``).
 
         Examples:
-            >>> get_kernel_selector().select_reduction_kernel(1000, "max").variant.name
+            >>> sel = get_kernel_selector()
+            >>> sel.select_reduction_kernel(1000, "max").variant.name  # doctest: +SKIP
             'REDUCTION_PARALLEL'
         """
-        fn = "select_reduction_kernel"
-        n = _int_arg(fn, "n", n, 0)
-        if kind not in REDUCTION_KINDS:
-            valid = ", ".join(REDUCTION_KINDS)
-            raise ValueError(f"{fn}: kind must be one of {valid}, got {kind!r}")
-
-        def rules() -> KernelVariant:
-            if n < _REDUCTION_SEQUENTIAL_MAX or self._opencl_cpu():
-                # PoCL: one work item per output looping over its elements beat the
-                # work-group kernels at every size measured, 1.2-17x (bench_selector)
-                return KernelVariant.REDUCTION_SEQUENTIAL
-            if n < _REDUCTION_PARALLEL_MAX:
-                return KernelVariant.REDUCTION_PARALLEL
-            return KernelVariant.REDUCTION_WORKGROUP
-
-        def configure(variant: KernelVariant) -> KernelConfig:
-            cfg = default_config(variant)
-            if variant is not KernelVariant.REDUCTION_SEQUENTIAL and self.profile.has_subgroups:
-                cfg.extra["use_subgroups"] = True
-            return cfg
-
-        return self._decide("reduction", (n, kind), (), rules, configure)
+        fam = family_named("reduction")
+        return self.select(fam, fam.parse(n, kind))
 
     def select_batchnorm_kernel(
         self, N: int, C: int, HW: int, training: bool, fuse_relu: bool = False,
         dtype: Any = "float32",
     ) -> KernelConfig:
-        """Choose the batch-norm kernel: fused BN+ReLU when ``fuse_relu`` and not ``training``.
-
-        Tuned key: ``(N, C, HW, training, fuse_relu, dtype)``.
+        """Choose the batch-norm kernel (family ``"batchnorm"``; tuned key
+        ``(N, C, HW, training, fuse_relu, dtype)``).
 
         Examples:
-            >>> get_kernel_selector().select_batchnorm_kernel(8, 16, 64, False, True).variant.name
+            >>> sel = get_kernel_selector()
+            >>> sel.select_batchnorm_kernel(8, 16, 64, False, True).variant.name  # doctest: +SKIP
             'BATCHNORM_FUSED'
         """
-        fn = "select_batchnorm_kernel"
-        N, C, HW = (_int_arg(fn, n, v, 1) for n, v in (("N", N), ("C", C), ("HW", HW)))
-        training = _bool_arg(fn, "training", training)
-        fuse_relu = _bool_arg(fn, "fuse_relu", fuse_relu)
-        dt = _float_dtype(fn, dtype)
-
-        def rules() -> KernelVariant:
-            if fuse_relu and not training:
-                return KernelVariant.BATCHNORM_FUSED
-            return KernelVariant.BATCHNORM_NAIVE
-
-        def configure(variant: KernelVariant) -> KernelConfig:
-            cfg = default_config(variant)
-            cfg.extra["dtype"] = dt
-            return cfg
-
-        shape_key = (N, C, HW, training, fuse_relu, dt)
-        return self._decide("batchnorm", shape_key, (), rules, configure)
+        fam = family_named("batchnorm")
+        return self.select(fam, fam.parse(N, C, HW, training, fuse_relu, dtype))
 
     # -- autotuning --
-
-    def _tuned_key(self) -> dict[str, str]:
-        """What the winners file is for; stored in it and checked when it is read."""
-        p = self.profile
-        return {"store": "autotune", "format": str(_TUNE_FORMAT), "vendor": p.vendor,
-                "name": p.name, "driver_version": p.driver_version}
 
     def tuned_path(self) -> Path:
         """The file holding this device's winners (named from vendor, name and driver).
@@ -642,47 +297,18 @@ class KernelSelector:
         Raises:
             OSError: the cache folder cannot be created.
         """
-        p = self.profile
-        ident = f"{p.vendor}\0{p.name}\0{p.driver_version}".encode()
-        return cache_dir("autotune") / f"{hashlib.sha256(ident).hexdigest()[:20]}.winners"
-
-    def _read_tuned(self) -> dict[_TunedKey, KernelVariant]:
-        """The stored winners; a missing file gives none, a bad one is deleted with a warning."""
-        try:
-            path = self.tuned_path()
-            content = read_entry(path, self._tuned_key())
-        except FileNotFoundError:
-            return {}
-        except CacheEntryError as exc:  # truncated, corrupt, or another device's file
-            discard_entry(exc.path, exc.reason, "its winners will be tuned again", stacklevel=5)
-            return {}
-        except OSError as exc:
-            warnings.warn(f"KernelSelector: ignoring unreadable autotune cache: {exc!r}",
-                          RuntimeWarning, stacklevel=4)
-            return {}
-        try:
-            data = json.loads(content)
-            entries = [(str(e["op"]), e["key"], KernelVariant[e["variant"]])
-                       for e in data["winners"]]
-            if not all(isinstance(key, list) for _, key, _ in entries):
-                raise TypeError("a key is not a list")
-            return {(op, _tuple_key(key)): variant for op, key, variant in entries}
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # a sound file whose
-            # winners this netcl does not know (a variant renamed since): tune them again
-            discard_entry(path, f"unknown winners ({exc!r})", "its winners will be tuned again",
-                          stacklevel=5)
-            return {}
+        return tuned_path(self.profile)
 
     def _ensure_tuned_loaded(self) -> None:
         if self._tuned_loaded:
             return
         with self._lock:
             if not self._tuned_loaded:
-                self._tuned = {**self._read_tuned(), **self._tuned}
+                self._tuned = {**read_winners(self.profile, stacklevel=6), **self._tuned}
                 self._tuned_loaded = True
 
-    def lookup_tuned(self, op: str, key: Hashable) -> KernelVariant | None:
-        """The autotuned winner for ``(op, key)``, from memory or this device's JSON file.
+    def lookup_tuned(self, op: str, key: Any) -> AnyVariant | None:
+        """The autotuned winner for ``(op, key)``, from memory or this device's file.
 
         Examples:
             >>> KernelSelector(extended_profile(None)).lookup_tuned("no-such-op", (1,)) is None
@@ -695,10 +321,10 @@ class KernelSelector:
         self,
         op: str,
         key: tuple[Any, ...],
-        candidates: Mapping[KernelVariant, Callable[[], None]],
+        candidates: Mapping[VT, Callable[[], None]],
         repeats: int = 3,
         retune: bool = False,
-    ) -> KernelVariant:
+    ) -> VT:
         """Time each candidate, keep the fastest for ``(op, key)`` and persist it per device.
 
         Each callable runs once to warm up (build, first-launch costs), then ``repeats``
@@ -718,32 +344,32 @@ class KernelSelector:
             >>> with tempfile.TemporaryDirectory() as d:
             ...     os.environ["NETCL_CACHE_DIR"] = d
             ...     sel = KernelSelector(extended_profile(None))
-            ...     won = sel.autotune("matmul", (2, 2, 2, "float32"),
+            ...     won = sel.autotune("my-op", (2, "float32"),
             ...                        {KernelVariant.MATMUL_TILED: lambda: None})
-            ...     print(won.name, sel.select_matmul_kernel(2, 2, 2).variant.name)
+            ...     print(won.name, sel.lookup_tuned("my-op", (2, "float32")).name)
             ...     del os.environ["NETCL_CACHE_DIR"]
             MATMUL_TILED MATMUL_TILED
         """
         fn = "KernelSelector.autotune"
         if not isinstance(op, str) or not op:
             raise TypeError(f"{fn}: op must be a non-empty str, got {op!r}")
-        _json_key(fn, key)
-        repeats = _int_arg(fn, "repeats", repeats, 1)
+        json_key(fn, key)
+        repeats = int_arg(fn, "repeats", repeats, 1)
         if not candidates:
             raise ValueError(f"{fn}: no candidates for op {op!r}, key {key!r}")
         for v, call in candidates.items():
-            if not isinstance(v, KernelVariant) or not callable(call):
+            if not isinstance(v, (KernelVariant, Variant)) or not callable(call):
                 raise TypeError(f"{fn}: candidates must map KernelVariant to a callable, got {v!r}")
             if op in FAMILIES and v.family != op:
                 raise ValueError(f"{fn}: candidate {v.name} is not a {op} kernel")
         known = self.lookup_tuned(op, key)
         if known is not None and known in candidates and not retune:
-            return known
-        best: tuple[float, KernelVariant] | None = None
+            return cast(VT, known)  # one of the candidates' keys
+        best: tuple[float, VT] | None = None
         for variant, call in candidates.items():
             try:
                 call()
-                elapsed = min(_timed(call) for _ in range(repeats))
+                elapsed = min(timed(call) for _ in range(repeats))
             except Exception as exc:  # a kernel that fails to build or run here loses
                 warnings.warn(f"{fn}: {op} candidate {variant.name} failed: {exc!r}",
                               RuntimeWarning, stacklevel=2)
@@ -761,21 +387,12 @@ class KernelSelector:
     def _persist(self) -> None:
         """Merge the winners into the device's file, atomically; never a crash."""
         try:
-            path = self.tuned_path()
-            self._tuned = merged = {**self._read_tuned(), **self._tuned}  # other processes' too
-            winners = [{"op": op, "key": _json_key("autotune", k), "variant": v.name}
-                       for (op, k), v in merged.items()]
-            content = json.dumps({"winners": winners}, indent=1).encode("utf-8")
-            write_entry(path, self._tuned_key(), content)
+            merged = {**read_winners(self.profile, stacklevel=5), **self._tuned}  # others' too
+            self._tuned = merged
+            write_winners(self.profile, merged)
         except (OSError, TypeError) as exc:
             warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
                           RuntimeWarning, stacklevel=3)
-
-
-def _timed(call: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
 
 
 # --- per-device selectors and the ops-facing shortcuts ---------------------------------
@@ -802,7 +419,7 @@ def select_matmul_config(
     """``get_kernel_selector(device).select_matmul_kernel(M, N, K, dtype)``.
 
     Examples:
-        >>> select_matmul_config(2048, 2048, 2048).variant.name
+        >>> select_matmul_config(2048, 2048, 2048).variant.name  # doctest: +SKIP
         'MATMUL_REGISTER_TILED'
     """
     return get_kernel_selector(device).select_matmul_kernel(M, N, K, dtype)
@@ -816,7 +433,7 @@ def select_conv2d_config(
     """``get_kernel_selector(device).select_conv2d_kernel(...)``.
 
     Examples:
-        >>> select_conv2d_config(1, 16, 8, 8, 16, 1, 1).variant.name
+        >>> select_conv2d_config(1, 16, 8, 8, 16, 1, 1).variant.name  # doctest: +SKIP
         'CONV2D_IM2COL'
     """
     return get_kernel_selector(device).select_conv2d_kernel(

@@ -1,0 +1,74 @@
+"""The generic kernel selector's parts: variants, the family registry, forcing, argument checks.
+
+netcl-core knows no op: each op package registers its families here (a
+:class:`KernelFamily` with its parse, key, rule and configure functions, and its variants'
+defaults), and :class:`netcl.core.kernel_selector.KernelSelector` resolves every decision the
+same way: forced -> tuned -> the family's rule, cached per query and fitted to the device.
+
+Examples:
+    >>> from netcl.core.device_profile import extended_profile
+    >>> from netcl.core.kernel_selector import KernelSelector
+    >>> small, large = Variant("TOY_SMALL"), Variant("TOY_LARGE")
+    >>> toy = register_family(
+    ...     KernelFamily("toy", parse=lambda n: int_arg("select_toy", "n", n, 0),
+    ...                  key=lambda n: (n,),
+    ...                  rule=lambda profile, n: large if n > 100 else small,
+    ...                  configure=lambda profile, v, n: default_config(v)),
+    ...     {small: {"tile_m": 1}, large: {"tile_m": 64}})
+    >>> sel = KernelSelector(extended_profile(None))
+    >>> sel.select(toy, 1000).variant.name, sel.select("toy", 5).tile_m
+    ('TOY_LARGE', 1)
+    >>> with force_variant(small):
+    ...     sel.select(toy, 1000).variant.name
+    'TOY_SMALL'
+"""
+
+from ._forcing import force_variant as force_variant
+from ._forcing import forced_variant as forced_variant
+from ._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+from ._registry import Applies as Applies
+from ._registry import KernelFamily as KernelFamily
+from ._registry import KernelFamilyError as KernelFamilyError
+from ._registry import default_config as default_config
+from ._registry import family_named as family_named
+from ._registry import register_family as register_family
+from ._registry import register_variant as register_variant
+from ._registry import registry_generation as registry_generation
+from ._registry import variant_applies as variant_applies
+from ._registry import variant_named as variant_named
+from ._registry import variant_names as variant_names
+from ._variants import FAMILIES as FAMILIES
+from ._variants import AnyVariant as AnyVariant
+from ._variants import KernelConfig as KernelConfig
+from ._variants import KernelVariant as KernelVariant
+from ._variants import Variant as Variant
+from .args import bool_arg as bool_arg
+from .args import float_dtype_arg as float_dtype_arg
+from .args import int_arg as int_arg
+from .args import pair_arg as pair_arg
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FAMILIES",
+    "Applies",
+    "AnyVariant",
+    "KernelConfig",
+    "KernelFamily",
+    "KernelFamilyError",
+    "KernelVariant",
+    "Variant",
+    "bool_arg",
+    "default_config",
+    "family_named",
+    "float_dtype_arg",
+    "force_variant",
+    "forced_variant",
+    "int_arg",
+    "pair_arg",
+    "register_family",
+    "register_variant",
+    "registry_generation",
+    "variant_applies",
+    "variant_named",
+    "variant_names",
+]
