@@ -2,14 +2,14 @@
 
 NumPy: im2col through a strided window view and batched BLAS matmuls (the CPU production
 path), chunked over images to bound the column buffer. OpenCL: the
-:class:`~netcl.core.kernel_selector.KernelSelector` picks one of
+:class:`~netcl.core.kernel_selector.KernelSelector`, by ``_conv_rule``'s rule, picks one of
 
 - ``CONV2D_NAIVE``: one work-item per output, a gather over the window;
 - ``CONV2D_IM2COL``: an im2col kernel into a pooled scratch buffer, then the GEMM family;
 - ``CONV2D_IMPLICIT_GEMM``: the GEMM family reading its B operand straight from the input;
 - ``CONV2D_TILED_LOCAL``: direct convolution over input patches staged in local memory;
-- ``CONV2D_WINOGRAD``: F(2x2, 3x3) (3x3, stride 1, dilation 1, one group; any other shape
-  forced to Winograd runs the implicit GEMM).
+- ``CONV2D_WINOGRAD``: F(2x2, 3x3) (3x3, stride 1, dilation 1, one group; forced onto any
+  other geometry it gives way to the rule's choice).
 
 ``conv2d_backward_data`` (a transposed convolution) is ``W^T @ grad_out`` through the GEMM
 family, then a col2im *gather* (no atomics); ``conv2d_backward_weight`` is im2col, one GEMM
@@ -18,24 +18,30 @@ per image into partial sums, and a reduction over the images.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES
-from netcl.core.kernel_selector import KernelConfig, KernelVariant, get_kernel_selector
+from netcl.core.kernel_selector import (
+    AnyVariant,
+    KernelConfig,
+    KernelVariant,
+    get_kernel_selector,
+)
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from . import _conv_kernels as ck
 from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
-from ._conv_winograd import conv2d_winograd, winograd_applies
+from ._conv_rule import CONV2D_FAMILY, ConvQuery
+from ._conv_winograd import conv2d_winograd
 from ._matmul import Operand, operand, run_gemm
 from ._movement import contiguous
 
-__all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight"]
+__all__ = ["RUNNERS", "conv2d", "conv2d_backward_data", "conv2d_backward_weight"]
 
 # Column buffers (im2col, Winograd transforms) are filled a chunk of images at a time so the
 # scratch stays below this many elements (and every kernel index below 2**31).
@@ -191,25 +197,26 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry, 
                  **bias_args)
 
 
-def _conv_direct(name: str, x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
-                 out: Tensor) -> None:
-    has_bias = np.int32(bias is not None)
-    b = x if bias is None else bias
-    if name == "naive":
-        kernel = cl_kernel(x.context, "conv2d_naive", ck.NAIVE, x.dtype)
-        launch_1d(x.queue, kernel, out.size, x, weight, b, out, np.int32(out.size),
-                  np.int32(g.c), np.int32(g.h), np.int32(g.w), np.int32(g.k), np.int32(g.r),
-                  np.int32(g.s), np.int32(g.oh), np.int32(g.ow),
-                  *(np.int32(v) for v in (*g.stride, *g.padding, *g.dilation)),
-                  np.int32(g.groups), has_bias)
-        return
+def _conv_naive(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
+                out: Tensor) -> None:
+    kernel = cl_kernel(x.context, "conv2d_naive", ck.NAIVE, x.dtype)
+    launch_1d(x.queue, kernel, out.size, x, weight, x if bias is None else bias, out,
+              np.int32(out.size), np.int32(g.c), np.int32(g.h), np.int32(g.w), np.int32(g.k),
+              np.int32(g.r), np.int32(g.s), np.int32(g.oh), np.int32(g.ow),
+              *(np.int32(v) for v in (*g.stride, *g.padding, *g.dilation)),
+              np.int32(g.groups), np.int32(bias is not None))
+
+
+def _conv_tiled_local(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
+                      out: Tensor) -> None:
     src = ck.tiled_local_source(g.r, g.s, *g.stride, *g.dilation)
     kernel = cl_kernel(x.context, "conv2d_tiled_local", src, x.dtype)
-    kblocks = -(-g.kg // 4)
-    gsize = (-(-g.ow // 16) * 16, -(-g.oh // 8) * 8, g.n * g.groups * kblocks)
-    launch(x.queue, kernel, gsize, (16, 8, 1), x, weight, b, out,
+    tx, ty = ck.TILED_LOCAL_TX, ck.TILED_LOCAL_TY
+    kblocks = -(-g.kg // ck.TILED_LOCAL_KB)
+    gsize = (-(-g.ow // tx) * tx, -(-g.oh // ty) * ty, g.n * g.groups * kblocks)
+    launch(x.queue, kernel, gsize, (tx, ty, 1), x, weight, x if bias is None else bias, out,
            *(np.int32(v) for v in (g.c, g.h, g.w, g.k, g.oh, g.ow, *g.padding, g.groups)),
-           has_bias)
+           np.int32(bias is not None))
 
 
 # NOTE [ Offset views in conv2d ]
@@ -225,32 +232,28 @@ def _whole(t: Tensor | None) -> Any:
     return None if t is None else contiguous(t)
 
 
+ConvRunner = Callable[[Tensor, Tensor, "Tensor | None", ConvGeometry, Tensor, KernelConfig],
+                      None]
+
+# How each conv2d variant runs: ``conv2d`` calls ``RUNNERS[config.variant]`` with the config the
+# selector returned, which names only a variant that applies to the geometry (_conv_rule). A
+# variant added with ``netcl.core.kernel_selector.register_variant`` gets its runner here.
+RUNNERS: dict[AnyVariant, ConvRunner] = {
+    KernelVariant.CONV2D_NAIVE:
+        lambda x, w, b, g, out, cfg: _conv_naive(_whole(x), _whole(w), _whole(b), g, out),
+    KernelVariant.CONV2D_TILED_LOCAL:
+        lambda x, w, b, g, out, cfg: _conv_tiled_local(_whole(x), _whole(w), _whole(b), g, out),
+    KernelVariant.CONV2D_WINOGRAD:
+        lambda x, w, b, g, out, cfg: conv2d_winograd(x, _whole(w), _whole(b), g, out),
+    KernelVariant.CONV2D_IM2COL: lambda x, w, b, g, out, cfg: _conv_gemm(x, w, b, g, out, None),
+    KernelVariant.CONV2D_IMPLICIT_GEMM: _conv_gemm,
+}
+
+
 def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) -> Tensor:
     out = empty(x.queue, (g.n, g.k, g.oh, g.ow), x.dtype)
-    sel = get_kernel_selector(x.queue.device)
-    config = sel.select_conv2d_kernel(g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding,
-                                      g.dilation, g.groups, x.dtype)
-    variant = config.variant
-    if variant is KernelVariant.CONV2D_WINOGRAD:
-        if winograd_applies(g):
-            conv2d_winograd(x, _whole(weight), _whole(bias), g, out)
-            return out
-        variant = KernelVariant.CONV2D_IMPLICIT_GEMM  # Winograd forced onto another shape
-    if variant is KernelVariant.CONV2D_NAIVE:
-        _conv_direct("naive", _whole(x), _whole(weight), _whole(bias), g, out)
-    elif variant is KernelVariant.CONV2D_TILED_LOCAL:
-        width = 8 if x.dtype == "float64" else 4
-        local_bytes = width * ((7 * g.stride[0] + (g.r - 1) * g.dilation[0] + 1)
-                               * (15 * g.stride[1] + (g.s - 1) * g.dilation[1] + 1)
-                               + 4 * g.r * g.s)
-        if local_bytes > sel.profile.local_mem_size // 2:  # a window too large to stage
-            _conv_gemm(x, weight, bias, g, out, None)
-        else:
-            _conv_direct("tiled_local", _whole(x), _whole(weight), _whole(bias), g, out)
-    elif variant is KernelVariant.CONV2D_IM2COL:
-        _conv_gemm(x, weight, bias, g, out, None)
-    else:
-        _conv_gemm(x, weight, bias, g, out, config)
+    config = get_kernel_selector(x.queue.device).select(CONV2D_FAMILY, ConvQuery(g, x.dtype))
+    RUNNERS[config.variant](x, weight, bias, g, out, config)
     return out
 
 

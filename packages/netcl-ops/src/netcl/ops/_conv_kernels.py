@@ -15,10 +15,34 @@ __all__ = [
     "IMPLICIT_PARAMS",
     "NAIVE",
     "SUM_BATCH",
+    "TILED_LOCAL_KB",
+    "TILED_LOCAL_TX",
+    "TILED_LOCAL_TY",
+    "tiled_local_bytes",
+    "tiled_local_patch",
     "tiled_local_source",
 ]
 
 MAX_GRID_ROWS = 65535
+
+# The tiled-local kernel's blocking: a work-group of TILED_LOCAL_TX x TILED_LOCAL_TY work-items
+# computes that block of output pixels for TILED_LOCAL_KB output channels of one image.
+TILED_LOCAL_TX = 16
+TILED_LOCAL_TY = 8
+TILED_LOCAL_KB = 4
+
+
+def tiled_local_patch(r: int, s: int, sh: int, sw: int, dh: int, dw: int) -> tuple[int, int]:
+    """(rows, columns) of the input patch one tiled-local work-group stages per channel."""
+    return ((TILED_LOCAL_TY - 1) * sh + (r - 1) * dh + 1,
+            (TILED_LOCAL_TX - 1) * sw + (s - 1) * dw + 1)
+
+
+def tiled_local_bytes(r: int, s: int, sh: int, sw: int, dh: int, dw: int, width: int) -> int:
+    """Local memory of one tiled-local work-group: the patch and the weights, ``width``-byte
+    compute values."""
+    ph, pw = tiled_local_patch(r, s, sh, sw, dh, dw)
+    return width * (ph * pw + TILED_LOCAL_KB * r * s)
 
 # One work-item per output element, a gather over the window: correct for every geometry.
 NAIVE = """
@@ -135,9 +159,8 @@ def tiled_local_source(r: int, s: int, sh: int, sw: int, dh: int, dw: int) -> st
     channels of one image; per input channel it stages the input patch the block reads and the
     KB x R x S weights in local memory.
     """
-    tx, ty, kb = 16, 8, 4
-    ph_ = (ty - 1) * sh + (r - 1) * dh + 1
-    pw_ = (tx - 1) * sw + (s - 1) * dw + 1
+    tx, ty, kb = TILED_LOCAL_TX, TILED_LOCAL_TY, TILED_LOCAL_KB
+    ph_, pw_ = tiled_local_patch(r, s, sh, sw, dh, dw)
     return f"""
 #define R {r}
 #define S {s}

@@ -22,7 +22,7 @@ from ._common import cl_kernel, launch_1d
 from ._conv_geometry import ConvGeometry
 from ._matmul import Operand, run_gemm
 
-__all__ = ["conv2d_winograd", "winograd_applies"]
+__all__ = ["conv2d_winograd"]
 
 _SCRATCH_ELEMENTS = 1 << 25
 _MAX_GRID_Z = 65535  # some drivers cap the grid's third dimension
@@ -121,14 +121,10 @@ __kernel void winograd_output(__global const T* M, __global T* y, __global const
 """
 
 
-def winograd_applies(g: ConvGeometry) -> bool:
-    """Whether F(2x2, 3x3) computes this convolution (3x3, stride 1, dilation 1, 1 group)."""
-    return (g.r, g.s, g.stride, g.dilation, g.groups) == (3, 3, (1, 1), (1, 1), 1)
-
-
 def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
                     out: Tensor) -> None:
-    """Write ``conv2d(x, weight, bias)`` into ``out`` with Winograd F(2x2, 3x3)."""
+    """Write ``conv2d(x, weight, bias)`` into ``out`` with Winograd F(2x2, 3x3) (only where
+    ``_conv_rule.winograd_applies``: the selector never picks it elsewhere)."""
     queue, dtype = x.queue, x.dtype
     th, tw = -(-g.oh // 2), -(-g.ow // 2)
     tiles = th * tw

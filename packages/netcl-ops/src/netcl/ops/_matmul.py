@@ -8,6 +8,7 @@ tile sizes; :func:`run_gemm` launches it. Kernels are built once per (context, p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,11 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.capabilities import device_type_name
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
 from netcl.core.kernel_selector import (
+    AnyVariant,
     KernelConfig,
     KernelVariant,
     default_config,
+    force_variant,
     get_kernel_selector,
 )
 from netcl.core.kernels.primitives import launch
@@ -30,7 +34,7 @@ from ._common import check_tensor, cl_kernel, empty, result, same_device
 
 __all__ = ["MatmulKernel", "Operand", "build_matmul_kernel", "matmul", "run_gemm"]
 
-_VARIANT_NAMES = {
+_VARIANT_NAMES: dict[AnyVariant, str] = {
     KernelVariant.MATMUL_NAIVE: mk.NAIVE,
     KernelVariant.MATMUL_TILED: mk.TILED,
     KernelVariant.MATMUL_REGISTER_TILED: mk.REGISTER_TILED,
@@ -69,8 +73,6 @@ def _pow2_at_most(n: int, cap: int) -> int:
 
 def uses_fma(device: Any) -> bool:
     """Whether GEMM kernels for ``device`` multiply-add with ``fma()`` (not on CPU devices)."""
-    from netcl.core.capabilities import device_type_name
-
     return device is None or device_type_name(int(device.type)) != "cpu"
 
 
@@ -116,8 +118,6 @@ def gemm_params(
 
 
 def _replace(p: mk.GemmParams, **changes: Any) -> mk.GemmParams:
-    import dataclasses
-
     return dataclasses.replace(p, **changes)
 
 
@@ -500,10 +500,8 @@ def build_matmul_kernel(
     return MatmulKernel(queue_or_context, config, dt)
 
 
-def _device_config(device: Any, variant: KernelVariant, dtype: str) -> KernelConfig:
+def _device_config(device: Any, variant: AnyVariant, dtype: str) -> KernelConfig:
     """The device's config of ``variant`` (its tile overrides) for a large problem."""
-    from netcl.core.kernel_selector import force_variant
-
     sel = get_kernel_selector(device)
     with force_variant(variant):
         forced = sel.select_matmul_kernel(1024, 1024, 1024, dtype)

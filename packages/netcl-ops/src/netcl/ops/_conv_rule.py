@@ -1,0 +1,224 @@
+"""The conv2d family's selection policy: which convolution kernel runs which geometry.
+
+Registered with netcl-core's generic selector as family ``"conv2d"`` (the query is a
+:class:`ConvQuery`: a :class:`ConvGeometry` and a dtype); ``conv2d`` dispatches the config it
+returns as ``RUNNERS[config.variant]`` with no second opinion. Two variants compute only some
+geometries, and say so to the selector through their ``applies`` predicates, so neither a
+rule, a forced variant nor an autotuned winner runs them elsewhere:
+
+- :func:`winograd_applies`: F(2x2, 3x3) needs 3x3, stride 1, dilation 1, one group;
+- :func:`tiled_local_fits`: the tiled-local kernel stages its input patch and weights in
+  local memory, at most half of the device's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from netcl.core.device_profile import ExtendedDeviceProfile
+from netcl.core.env import env_flag
+from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_config
+from netcl.core.selection import AnyVariant, KernelFamily, float_dtype_arg, int_arg, register_family
+
+from . import _conv_kernels as ck
+from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
+from ._matmul_rule import (
+    NO_LOCAL_PARAMS,
+    SCALAR_PARAMS,
+    TILE_K,
+    MatmulQuery,
+    matmul_config,
+    matmul_rule,
+)
+
+__all__ = [
+    "CONV2D_FAMILY",
+    "ConvQuery",
+    "conv2d_config",
+    "conv2d_rule",
+    "parse_conv2d",
+    "tiled_local_fits",
+    "winograd_applies",
+]
+
+V = KernelVariant
+
+# NOTE [ Conv2d rules ]: each threshold is where bench_selector measured the fastest variant
+# change (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
+TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
+TILED_LOCAL_MAX_CHANNELS = 128  # per group, input and output
+TILED_LOCAL_MAX_CHANNEL_PIXELS = 64 * 1024  # channels x output pixels
+CPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # PoCL: Winograd 1.3-2x over im2col from here
+IMPLICIT_GEMM_TILE = 16  # the implicit GEMM's tiles when the GEMM is too small to tile
+
+DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
+    V.CONV2D_NAIVE: dict(NO_LOCAL_PARAMS),
+    V.CONV2D_IM2COL: {},
+    V.CONV2D_IMPLICIT_GEMM: {"tile_m": IMPLICIT_GEMM_TILE, "tile_n": IMPLICIT_GEMM_TILE,
+                             "tile_k": TILE_K, "work_per_thread": 1, **SCALAR_PARAMS},
+    V.CONV2D_TILED_LOCAL: {"tile_m": ck.TILED_LOCAL_TX, "tile_n": ck.TILED_LOCAL_TX,
+                           "work_per_thread": 1, **SCALAR_PARAMS},
+    V.CONV2D_WINOGRAD: {"work_per_thread": 1, "extra": {"winograd": "F(2x2,3x3)"}},
+}
+
+
+@dataclass(frozen=True)
+class ConvQuery:
+    """One convolution to choose for: its geometry and dtype."""
+
+    geometry: ConvGeometry
+    dtype: str = "float32"
+
+    def key(self) -> tuple[Any, ...]:
+        """The tuned key: ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)``."""
+        g = self.geometry
+        return (g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding, g.dilation, g.groups,
+                self.dtype)
+
+
+def parse_conv2d(
+    N: Any, C: Any, H: Any, W: Any, K: Any, R: Any, S: Any, stride: IntPair = 1,
+    padding: IntPair = 0, dilation: IntPair = 1, groups: Any = 1, dtype: Any = "float32",
+) -> ConvQuery:
+    """Check ``select_conv2d_kernel``'s arguments: input ``(N, C, H, W)``, weight
+    ``(K, C/groups, R, S)``.
+
+    Raises:
+        TypeError: non-integer sizes or arguments, a non-float dtype.
+        ValueError: sizes below 1, groups that do not divide the channels, bad stride, padding
+            or dilation, an empty output.
+
+    Examples:
+        >>> parse_conv2d(1, 3, 8, 8, 4, 3, 3).geometry.oh
+        6
+    """
+    fn = "select_conv2d_kernel"
+    dims = {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S}
+    N, C, H, W, K, R, S = (int_arg(fn, n, v, 1) for n, v in dims.items())
+    groups = int_arg(fn, "groups", groups, 1)
+    dtype = float_dtype_arg(fn, dtype)
+    cg = C // groups if C % groups == 0 else C  # conv_geometry names a groups mismatch
+    g = conv_geometry(fn, (N, C, H, W), (K, cg, R, S), stride, padding, dilation, groups)
+    return ConvQuery(g, dtype)
+
+
+def winograd_applies(g: ConvGeometry) -> bool:
+    """Whether F(2x2, 3x3) computes this convolution (3x3, stride 1, dilation 1, 1 group).
+
+    Examples:
+        >>> winograd_applies(parse_conv2d(1, 3, 8, 8, 4, 3, 3, padding=1).geometry)
+        True
+    """
+    return (g.r, g.s, g.stride, g.dilation, g.groups) == (3, 3, (1, 1), (1, 1), 1)
+
+
+def tiled_local_fits(profile: ExtendedDeviceProfile, g: ConvGeometry, dtype: str) -> bool:
+    """Whether the tiled-local kernel's patch and weights fit half the device's local memory
+    (always on the NumPy backend, which has no work-groups).
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> tiled_local_fits(extended_profile(None), parse_conv2d(1, 3, 8, 8, 4, 3, 3).geometry,
+        ...                  "float32")
+        True
+    """
+    if profile.local_mem_size == 0:
+        return True
+    width = 8 if dtype == "float64" else 4  # float16 computes in float
+    need = ck.tiled_local_bytes(g.r, g.s, *g.stride, *g.dilation, width)
+    return need <= profile.local_mem_size // 2
+
+
+def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> KernelVariant:
+    """The conv2d kernel for ``q`` on this device; never one that does not apply.
+
+    Rules, first match wins (each measured fastest for its class by
+    ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
+    with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
+    ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
+    implicit GEMM; an output plane of at most 32x32 and at most 128 input and output channels
+    per group, and channels x pixels at most 64 Ki -> tiled-local; a Winograd geometry ->
+    Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit GEMM.
+    ``NETCL_CONV_TILED_LOCAL=1`` makes every non-1x1 convolution with an output plane of at
+    most 32x32 tiled-local; ``=0`` never picks it (the spec page's routing; unset, the measured
+    rule above applies). Where tiled-local would be picked but its window does not fit in
+    local memory, im2col runs.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> conv2d_rule(extended_profile(None), parse_conv2d(8, 64, 32, 32, 64, 3, 3, 1, 1)).name
+        'CONV2D_IM2COL'
+    """
+    g = q.geometry
+    winograd = env_flag("NETCL_CONV_WINOGRAD", True) and winograd_applies(g)
+    tiled_local = env_flag("NETCL_CONV_TILED_LOCAL", None)  # unset: the measured rule
+    if profile.opencl_cpu:
+        if winograd and g.pixels >= CPU_WINOGRAD_MIN_OUTPUT:
+            return V.CONV2D_WINOGRAD  # PoCL: 1.3-2x over im2col here
+        return V.CONV2D_IM2COL  # small planes: im2col + packed GEMM
+    if profile.device_type == "cpu":
+        return V.CONV2D_IM2COL
+    if g.r == 1 and g.s == 1:
+        return V.CONV2D_IMPLICIT_GEMM
+    small_plane = g.pixels <= TILED_LOCAL_MAX_OUTPUT
+    # H100: tiled-local 1.2-3x over Winograd and implicit GEMM for up to 128 channels on
+    # planes up to 32x32 with at most 64 Ki channel-pixels (the digits CNN, ResNet's 32x32 and
+    # 16x16 stages); with more channels or pixels Winograd wins (its GEMMs fill the GPU: 128
+    # channels on 28x28 ran 2.5x faster).
+    width = max(g.c, g.k) // g.groups
+    narrow = (width <= TILED_LOCAL_MAX_CHANNELS
+              and width * g.pixels <= TILED_LOCAL_MAX_CHANNEL_PIXELS)
+    if small_plane and (tiled_local is True or (tiled_local is None and narrow)):
+        if tiled_local_fits(profile, g, q.dtype):
+            return V.CONV2D_TILED_LOCAL
+        return V.CONV2D_IM2COL  # a window too large to stage
+    if winograd:
+        return V.CONV2D_WINOGRAD
+    return V.CONV2D_IMPLICIT_GEMM
+
+
+def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
+                  q: ConvQuery) -> KernelConfig:
+    """``variant``'s config for ``q``: the implicit GEMM takes the tiles the matmul family
+    chooses for the equivalent GEMM (``extra["gemm_variant"]`` names that kernel); every
+    config records ``extra["output_shape"]`` ``(N, K, OH, OW)`` and ``extra["gemm_shape"]``.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> q = parse_conv2d(1, 3, 8, 8, 4, 3, 3)
+        >>> conv2d_config(extended_profile(None), KernelVariant.CONV2D_IM2COL, q).extra[
+        ...     "output_shape"]
+        (1, 4, 6, 6)
+    """
+    g = q.geometry
+    gemm = (g.n * g.pixels, g.kg, g.crs)
+    cfg = default_config(variant)
+    if variant is V.CONV2D_IMPLICIT_GEMM:
+        mq = MatmulQuery(*gemm, dtype=q.dtype)
+        mm = matmul_config(profile, matmul_rule(profile, mq), mq)
+        if mm.variant is not V.MATMUL_NAIVE:
+            # the GEMM kernel whose tiles these are (the conv op runs that kernel)
+            extra = {**mm.extra, "gemm_variant": mm.variant.name}
+            cfg = dataclasses.replace(mm, variant=variant, extra=extra)
+    cfg.extra.update(dtype=q.dtype, output_shape=(g.n, g.k, g.oh, g.ow), gemm_shape=gemm)
+    return cfg
+
+
+def _tiled_local_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
+    return tiled_local_fits(profile, q.geometry, q.dtype)
+
+
+def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
+    return winograd_applies(q.geometry)
+
+
+CONV2D_FAMILY: KernelFamily[ConvQuery] = register_family(
+    KernelFamily("conv2d", parse=parse_conv2d, key=ConvQuery.key, rule=conv2d_rule,
+                 configure=conv2d_config,
+                 switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
+                                   env_flag("NETCL_CONV_TILED_LOCAL", None))),
+    DEFAULTS,
+    applies={V.CONV2D_WINOGRAD: _winograd_applies, V.CONV2D_TILED_LOCAL: _tiled_local_applies},
+)

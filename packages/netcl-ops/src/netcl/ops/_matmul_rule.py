@@ -1,0 +1,210 @@
+"""The matmul family's selection policy: which GEMM kernel, with which tiles, per device.
+
+Registered with netcl-core's generic selector as family ``"matmul"`` (the query is a
+:class:`MatmulQuery`); ``KernelSelector.select_matmul_kernel`` and
+``select_matmul_config`` resolve through it. The conv2d family reuses :func:`matmul_rule` and
+:func:`matmul_config` for the GEMM its implicit-GEMM kernel runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from netcl.core.capabilities import kernel_strategy
+from netcl.core.device_profile import ExtendedDeviceProfile
+from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_config
+from netcl.core.selection import (
+    AnyVariant,
+    KernelFamily,
+    float_dtype_arg,
+    int_arg,
+    register_family,
+)
+
+__all__ = [
+    "MATMUL_FAMILY",
+    "MatmulQuery",
+    "matmul_config",
+    "matmul_rule",
+    "parse_matmul",
+    "tuned_vendor",
+]
+
+V = KernelVariant
+
+# Parameters shared by the families' defaults: scalar code, and no local memory either.
+SCALAR_PARAMS: dict[str, Any] = {"use_vectorization": False, "vector_width": 1}
+NO_LOCAL_PARAMS: dict[str, Any] = {"use_local_memory": False, **SCALAR_PARAMS}
+
+NAIVE_MAX_WORK = 32**3  # M*N*K below this: launch overhead dominates, no tiling
+LARGE_WORK = 512**3  # M*N*K from here: register tiling pays off
+LARGE_WORK_TUNED = 256**3  # ... earlier on the vendor-tuned GPUs
+REGISTER_MIN_DIM = 64  # min(M, N) below this: too few register tiles, stay tiled
+NVIDIA_TUNED_ARCHS = ("turing", "ampere", "ada", "hopper", "blackwell")
+AMD_TUNED_ARCHS = ("rdna2", "rdna3")
+
+# Tiles (outputs per work-group side) and the reduction step of each kernel.
+TILED_TILE = 16  # the portable tiled kernel: 16x16 outputs, one per work-item
+TILE_K = 16
+REGISTER_TILE = 64  # register-tiled and vectorized: 64x64 outputs, 4x4 per work-item
+BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-item
+NVIDIA_TILED_TILE = 32  # NVIDIA's tiled kernel: 4 outputs per work-item down a column
+RDNA_VECTOR = 4  # RDNA's float4 kernel needs N and K multiples of this
+RDNA_WAVE = 32
+# OpenCL CPU devices: packed panels of up to CPU_PANEL_ROWS rows in micro-tiles of
+# CPU_MICRO_ROWS x CPU_MICRO_COLS (half as many columns in float64), one work-item per group.
+CPU_PANEL_ROWS = 96
+CPU_MICRO_ROWS = 6
+CPU_MICRO_COLS = 16
+CPU_TILE_K = 256
+CPU_PANEL_COLS = 128  # for N >= 2 * CPU_PANEL_COLS; 64 for N > 32; else 16
+
+# NOTE [ Default parameters per variant ]
+# What each variant runs with before any device override; also what force_variant returns.
+DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
+    V.MATMUL_NAIVE: {"tile_m": 1, "tile_n": 1, "tile_k": 1, "work_per_thread": 1,
+                     **NO_LOCAL_PARAMS},
+    V.MATMUL_TILED: {"tile_m": TILED_TILE, "tile_n": TILED_TILE, "tile_k": TILE_K,
+                     "work_per_thread": 1, **SCALAR_PARAMS},
+    V.MATMUL_REGISTER_TILED: {"tile_m": REGISTER_TILE, "tile_n": REGISTER_TILE, "tile_k": TILE_K},
+    V.MATMUL_VECTORIZED: {"tile_m": REGISTER_TILE, "tile_n": REGISTER_TILE, "tile_k": TILE_K},
+}
+
+
+@dataclass(frozen=True)
+class MatmulQuery:
+    """One GEMM to choose for: ``(M, K) @ (K, N)`` in ``dtype``."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str = "float32"
+
+
+def parse_matmul(M: Any, N: Any, K: Any, dtype: Any = "float32") -> MatmulQuery:
+    """Check ``select_matmul_kernel``'s arguments.
+
+    Raises:
+        TypeError: non-integer sizes, a non-float dtype.
+        ValueError: a size below 1, an unknown dtype.
+
+    Examples:
+        >>> parse_matmul(2, 3, 4, "half")
+        MatmulQuery(M=2, N=3, K=4, dtype='float16')
+    """
+    fn = "select_matmul_kernel"
+    M, N, K = (int_arg(fn, n, v, 1) for n, v in (("M", M), ("N", N), ("K", K)))
+    return MatmulQuery(M, N, K, float_dtype_arg(fn, dtype))
+
+
+def tuned_vendor(profile: ExtendedDeviceProfile) -> Literal["nvidia", "rdna", None]:
+    """Which vendor overrides apply: none under the portable strategy.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> tuned_vendor(extended_profile(None)) is None
+        True
+    """
+    if kernel_strategy(profile) == "portable":
+        return None
+    if profile.vendor_family == "nvidia" and profile.architecture in NVIDIA_TUNED_ARCHS:
+        return "nvidia"
+    if profile.vendor_family == "amd" and profile.architecture in AMD_TUNED_ARCHS:
+        return "rdna"
+    return None
+
+
+def matmul_rule(profile: ExtendedDeviceProfile, q: MatmulQuery) -> KernelVariant:
+    """The GEMM kernel for ``q`` on this device; every matmul variant computes every GEMM.
+
+    Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized (packed panels);
+    ``M*N*K >= 512**3`` (``256**3`` on NVIDIA Turing/Ampere/Ada/Hopper/Blackwell and AMD
+    RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled (on those NVIDIA GPUs only with at
+    least one 64x64 output tile per compute unit; on RDNA2/3 the float4 vectorized kernel
+    when ``N`` and ``K`` are multiples of 4); otherwise tiled.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> matmul_rule(extended_profile(None), MatmulQuery(256, 256, 256)).name
+        'MATMUL_TILED'
+    """
+    M, N, K = q.M, q.N, q.K
+    work = M * N * K
+    if work < NAIVE_MAX_WORK:
+        return V.MATMUL_NAIVE
+    if profile.opencl_cpu:  # measured on PoCL: packed panels beat local-memory tiling 2-5x
+        return V.MATMUL_VECTORIZED
+    vendor = tuned_vendor(profile)
+    large = LARGE_WORK_TUNED if vendor else LARGE_WORK
+    if work < large or min(M, N) < REGISTER_MIN_DIM:
+        return V.MATMUL_TILED
+    tiles = (M // REGISTER_TILE) * (N // REGISTER_TILE)
+    if vendor == "nvidia" and tiles < profile.compute_units:
+        # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
+        # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
+        return V.MATMUL_TILED
+    if vendor == "rdna" and N % RDNA_VECTOR == 0 and K % RDNA_VECTOR == 0:
+        return V.MATMUL_VECTORIZED
+    return V.MATMUL_REGISTER_TILED
+
+
+def _cpu_panels(M: int, N: int, dtype: str) -> dict[str, Any]:
+    """The OpenCL CPU device's blocking of the vectorized kernel (a CPU GEMM block)."""
+    wide = dtype != "float64"
+    # rows per panel: at most CPU_PANEL_ROWS, a multiple of the micro-tile, few rows wasted
+    panels = -(-M // CPU_PANEL_ROWS)
+    rows = -(-M // panels)
+    tile_m = CPU_MICRO_ROWS * -(-rows // CPU_MICRO_ROWS)
+    tile_n = CPU_PANEL_COLS if N >= 2 * CPU_PANEL_COLS else 64 if N > 32 else 16
+    return {"tile_m": tile_m, "tile_n": tile_n, "tile_k": CPU_TILE_K,
+            "work_per_thread": CPU_MICRO_ROWS, "local_size_2d": (1, 1),
+            "vector_width": 8 if wide else 4,
+            "micro_n": CPU_MICRO_COLS if wide else CPU_MICRO_COLS // 2}
+
+
+def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
+                  q: MatmulQuery) -> KernelConfig:
+    """``variant``'s config for ``q``: its defaults with this device's tile overrides.
+
+    OpenCL CPU devices: vectorized with panels of up to 96 rows (a multiple of 6) and 128
+    columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
+    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and 128x128 tiles, 8x8 per
+    work-item, when there are at least as many 128x128 output tiles as compute units
+    (register-tiled); RDNA2/3 record ``extra["wave_size"] = 32``.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> q = MatmulQuery(64, 64, 64)
+        >>> matmul_config(extended_profile(None), KernelVariant.MATMUL_TILED, q).tile_m
+        16
+    """
+    cfg = default_config(variant)
+    cfg.extra["dtype"] = q.dtype
+    vendor = tuned_vendor(profile)
+    if profile.opencl_cpu and variant is V.MATMUL_VECTORIZED:
+        panel = _cpu_panels(q.M, q.N, q.dtype)
+        micro_n = panel.pop("micro_n")
+        return dataclasses.replace(cfg, **panel, extra={**cfg.extra, "micro_n": micro_n})
+    if vendor == "nvidia":
+        if variant is V.MATMUL_TILED:  # 4 outputs per item down a column
+            return dataclasses.replace(
+                cfg, tile_m=NVIDIA_TILED_TILE, tile_n=NVIDIA_TILED_TILE, tile_k=TILE_K,
+                work_per_thread=4, local_size_2d=(NVIDIA_TILED_TILE, 8))
+        big_tiles = (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE)
+        if variant is V.MATMUL_REGISTER_TILED and big_tiles >= max(profile.compute_units, 1):
+            # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
+            # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
+            return dataclasses.replace(cfg, tile_m=BIG_REGISTER_TILE,
+                                       tile_n=BIG_REGISTER_TILE, work_per_thread=8)
+    if vendor == "rdna" and variant is V.MATMUL_VECTORIZED:
+        cfg.extra["wave_size"] = RDNA_WAVE
+    return cfg
+
+
+MATMUL_FAMILY: KernelFamily[MatmulQuery] = register_family(
+    KernelFamily("matmul", parse=parse_matmul, key=lambda q: (q.M, q.N, q.K, q.dtype),
+                 rule=matmul_rule, configure=matmul_config),
+    DEFAULTS,
+)
