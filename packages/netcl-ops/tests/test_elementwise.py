@@ -19,7 +19,7 @@ from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor, reshape
 from netcl.core.testing import supports_dtype
 from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary
-from netcl.ops.testing import OpInfo, check_error, check_op
+from netcl.ops.testing import Kink, OpInfo, check_error, check_op
 
 FLOATS = ("float32", "float16", "float64")
 SHAPES = [(1,), (7,), (33,), (257,), (3, 1, 5)]  # all below the vectorized threshold
@@ -38,10 +38,24 @@ def _unary(lo: float = -3.0, hi: float = 3.0, **kwargs: Any) -> list[Any]:
     return [((_x(s, lo, hi),), kwargs) for s in SHAPES]
 
 
+# NaN, both infinities, both zeros, and numbers on either side of every kink and pole
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 25.0, -25.0])
+
+
+def _special(**kwargs: Any) -> list[Any]:
+    return [((_SPECIAL,), kwargs)]
+
+
+def _special_pairs() -> list[Any]:
+    """Every pair of special values, ties (equal operands) included."""
+    a, b = (m.ravel() for m in np.meshgrid(_SPECIAL, _SPECIAL, indexing="ij"))
+    return [((a, b), {})]
+
+
 _erf = np.vectorize(math.erf, otypes=[float])  # otypes: size-0 inputs too
 
 
-def _gelu_tanh(a: Any) -> Any:
+def _gelu_tanh(a: Any, approximate: str = "tanh") -> Any:
     return 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
 
 
@@ -49,29 +63,59 @@ def _leaky(a: Any, negative_slope: float) -> Any:
     return np.where(a < 0, a * negative_slope, a)
 
 
+def _sign(m: Any) -> Any:
+    return lambda x: m.elementwise("sign", x)
+
+
+_F = _x((3, 4))
+_I = np.arange(4, dtype=np.int32)
+
+_KINK_AT_0 = (Kink((0.0,), (0.0,)),)  # the derivative at 0 is 0 by convention (PyTorch's)
+_TIE = (Kink((1.0, 1.0), (0.5, 0.5)),)  # a tie splits the gradient in halves (PyTorch's)
+
 UNARY = [
-    OpInfo("neg", ops.neg, np.negative, _unary()),
-    OpInfo("abs", ops.abs, np.abs, _unary()),
-    OpInfo("sign", ops.sign, np.sign, [((_ties(s),), {}) for s in SHAPES]),
-    OpInfo("exp", ops.exp, np.exp, _unary()),
-    OpInfo("log", ops.log, np.log, _unary(0.1, 5.0)),
-    OpInfo("sqrt", ops.sqrt, np.sqrt, _unary(0.0, 5.0)),
-    OpInfo("rsqrt", ops.rsqrt, lambda a: 1 / np.sqrt(a), _unary(0.1, 5.0)),
-    OpInfo("reciprocal", ops.reciprocal, np.reciprocal, _unary(0.5, 5.0)),
-    OpInfo("relu", ops.relu, lambda a: np.maximum(a, 0), _unary()),
-    OpInfo("leaky_relu", ops.leaky_relu, _leaky, _unary(negative_slope=0.2)),
-    OpInfo("sigmoid", ops.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary(-8.0, 8.0)),
-    OpInfo("tanh", ops.tanh, np.tanh, _unary()),
-    OpInfo("gelu", ops.gelu, lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2))), _unary(-5.0, 5.0)),
-    OpInfo("gelu_tanh", lambda x: ops.gelu(x, approximate="tanh"), _gelu_tanh, _unary()),
-    OpInfo("silu", ops.silu, lambda a: a / (1 + np.exp(-a)), _unary()),
+    OpInfo("neg", ops.neg, np.negative, _unary(), grad="neg", nan_inputs=_special(),
+           errors=[((_I.astype(np.uint8),), {}, TypeError, "neg: .*got uint8")]),
+    OpInfo("abs", ops.abs, np.abs, _unary(), grad="abs", kinks=_KINK_AT_0,
+           nan_inputs=_special()),
+    OpInfo("sign", ops.sign, np.sign, [((_ties(s),), {}) for s in SHAPES], grad=_sign,
+           kinks=_KINK_AT_0, nan_inputs=_special()),
+    OpInfo("exp", ops.exp, np.exp, _unary(), grad="exp", nan_inputs=_special(),
+           errors=[((_I,), {}, TypeError, "exp: needs a floating-point tensor, got int32")]),
+    OpInfo("log", ops.log, np.log, _unary(0.1, 5.0), grad="log", nan_inputs=_special()),
+    OpInfo("sqrt", ops.sqrt, np.sqrt, _unary(0.0, 5.0), grad="sqrt", nan_inputs=_special()),
+    OpInfo("rsqrt", ops.rsqrt, lambda a: 1 / np.sqrt(a), _unary(0.1, 5.0), grad="rsqrt",
+           nan_inputs=_special()),
+    OpInfo("reciprocal", ops.reciprocal, np.reciprocal, _unary(0.5, 5.0), grad="reciprocal",
+           nan_inputs=_special()),
+    OpInfo("relu", ops.relu, lambda a: np.maximum(a, 0), _unary(), grad="relu",
+           kinks=_KINK_AT_0, nan_inputs=_special()),
+    OpInfo("leaky_relu", ops.leaky_relu, _leaky, _unary(negative_slope=0.2), grad="leaky_relu",
+           kinks=(Kink((0.0,), (0.2,)),), nan_inputs=_special(negative_slope=0.2),
+           errors=[((_I,), {}, TypeError, "leaky_relu")]),
+    OpInfo("sigmoid", ops.sigmoid, lambda a: 1 / (1 + np.exp(-a)), _unary(-8.0, 8.0),
+           grad="sigmoid", nan_inputs=_special()),
+    OpInfo("tanh", ops.tanh, np.tanh, _unary(), grad="tanh", nan_inputs=_special()),
+    OpInfo("gelu", ops.gelu, lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2))), _unary(-5.0, 5.0),
+           grad="gelu", nan_inputs=_special(),
+           errors=[((_F,), {"approximate": "fast"}, ValueError, "gelu")]),
+    # gelu_tanh(-inf) is -inf * 0: NaN in NumPy, -inf from PoCL (test_fuzz_regressions.py)
+    OpInfo("gelu_tanh", ops.gelu, _gelu_tanh, _unary(approximate="tanh"), grad="gelu",
+           nan_inputs=[((_SPECIAL[~np.isneginf(_SPECIAL)],), {"approximate": "tanh"})]),
+    OpInfo("silu", ops.silu, lambda a: a / (1 + np.exp(-a)), _unary(), grad="silu",
+           nan_inputs=_special()),
+    # the gradient passes at either bound (PyTorch's clamp)
     OpInfo("clamp", ops.clamp, lambda a, min, max: np.clip(a, min, max),
-           _unary(min=-1.0, max=0.5)),
-    OpInfo("clamp_min", lambda x: ops.clamp(x, min=0.25), lambda a: np.maximum(a, 0.25),
-           _unary()),
+           _unary(min=-1.0, max=0.5), grad="clamp",
+           kinks=(Kink((-1.0,), (1.0,)), Kink((0.5,), (1.0,))),
+           nan_inputs=_special(min=-1.0, max=0.5),
+           errors=[((_F,), {}, ValueError, "clamp: give at least one")]),
+    OpInfo("clamp_min", ops.clamp, lambda a, min: np.maximum(a, min), _unary(min=0.25),
+           grad="clamp", kinks=(Kink((0.25,), (1.0,)),), nan_inputs=_special(min=0.25)),
 ]
 
-_PAIRS = [((7,), (7,)), ((33,), (33,)), ((3, 1), (1, 4))]
+# same shapes, broadcasting both ways, a trailing and a leading broadcast, size 1 against many
+_PAIRS = [((7,), (7,)), ((33,), (33,)), ((3, 1), (1, 4)), ((2, 3, 4), (3, 1)), ((1,), (2, 3))]
 
 
 def _binary(lo: float = -3.0, hi: float = 3.0, blo: float | None = None,
@@ -90,25 +134,40 @@ def _compare() -> list[Any]:
     return samples
 
 
+def _where_special() -> list[Any]:
+    (a, b), _ = _special_pairs()[0]
+    return [((np.arange(a.size) % 3 == 0, a, b), {})]
+
+
 BINARY = [
-    OpInfo("add", ops.add, np.add, _binary()),
-    OpInfo("sub", ops.sub, np.subtract, _binary()),
-    OpInfo("mul", ops.mul, np.multiply, _binary()),
-    OpInfo("div", ops.div, np.true_divide, _binary(blo=0.5, bhi=4.0)),
-    OpInfo("maximum", ops.maximum, np.maximum, _binary()),
-    OpInfo("minimum", ops.minimum, np.minimum, _binary()),
-    OpInfo("pow", ops.pow, np.power, _binary(0.1, 3.0, -2.0, 2.0, scalars=(2.0, 0.5))),
+    OpInfo("add", ops.add, np.add, _binary(), grad="add", nan_inputs=_special_pairs(), errors=[
+        ((_F, _x((5,))), {}, ValueError, r"add: shapes \(3, 4\) and \(5,\)"),
+        ((_I.astype(np.uint8), 300), {}, ValueError, "add: scalar 300 is out of range for uint8"),
+        ((1.0, 2.0), {}, TypeError, "needs at least one Tensor")]),
+    OpInfo("sub", ops.sub, np.subtract, _binary(), grad="sub", nan_inputs=_special_pairs()),
+    OpInfo("mul", ops.mul, np.multiply, _binary(), grad="mul", nan_inputs=_special_pairs(),
+           errors=[((_F, "x"), {}, TypeError, "mul: operands must be netcl Tensors")]),
+    OpInfo("div", ops.div, np.true_divide, _binary(blo=0.5, bhi=4.0), grad="div",
+           nan_inputs=_special_pairs()),
+    OpInfo("maximum", ops.maximum, np.maximum, _binary(), grad="maximum", kinks=_TIE,
+           nan_inputs=_special_pairs()),
+    OpInfo("minimum", ops.minimum, np.minimum, _binary(), grad="minimum", kinks=_TIE,
+           nan_inputs=_special_pairs()),
+    OpInfo("pow", ops.pow, np.power, _binary(0.1, 3.0, -2.0, 2.0, scalars=(2.0, 0.5)),
+           grad="pow", nan_inputs=_special_pairs(),
+           errors=[((_I, 2), {}, TypeError, "pow: needs a floating-point")]),
     OpInfo("elementwise_binary_max", lambda a, b: ops.elementwise_binary(a, b, "max"),
-           np.maximum, _binary()[:1]),
+           np.maximum, _binary()[:1], nan_inputs=_special_pairs()),
     OpInfo("where", ops.where, lambda c, a, b: np.where(c, a, b), [
         ((_x((33,)) > 0, _x((33,)), _x((33,), seed=2)), {}),
         ((_x((3, 1)) > 0, _x((1, 4)), -1.0), {}),
         ((_x((7,)) > 0, 0.5, _x((7,))), {}),
-    ]),
+    ], grad="where", nan_inputs=_where_special(),
+       errors=[((_F, _F, 0.0), {}, TypeError, "where: cond must be a uint8")]),
 ]
 
 COMPARE = [
-    OpInfo(name, getattr(ops, name), ref, _compare())
+    OpInfo(name, getattr(ops, name), ref, _compare(), nan_inputs=_special_pairs())
     for name, ref in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                       ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal))
 ]
@@ -130,6 +189,33 @@ def test_op(dev: DeviceHandle, info: OpInfo, dtype: str) -> None:
     for args, kwargs in info.samples:
         if dtype == "float32" or _same_shape(args):
             check_op(dev, info.op, info.ref, args, kwargs, dtype=dtype, scale=info.scale)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_nan_inputs(dev: DeviceHandle, info: OpInfo, dtype: str) -> None:
+    """NaN, infinities and zeros: NaN and each infinity exactly where the reference has them
+    (the float64 reference rounded to ``dtype``: exp(25) is inf in float16)."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    assert info.nan_inputs, f"{info.name}: no nan_inputs row"
+
+    def rounded_ref(*args: Any, **kwargs: Any) -> Any:
+        want = np.asarray(info.ref(*args, **kwargs))
+        return want.astype(dtype) if want.dtype.kind == "f" else want
+
+    for args, kwargs in info.nan_inputs:
+        with np.errstate(all="ignore"):
+            check_op(dev, info.op, rounded_ref, args, kwargs, dtype=dtype, scale=info.scale)
+
+
+@pytest.mark.parametrize("info", [i for i in TABLE if i.kinks], ids=lambda i: i.name)
+def test_forward_at_kinks(dev: DeviceHandle, info: OpInfo) -> None:
+    """The kinks' forward values (their gradients are netcl-autograd's test_ops.py)."""
+    kwargs = info.samples[0][1]
+    for kink in info.kinks:
+        args = tuple(np.array([v, v - 1.0, v + 1.0]) for v in kink.at)
+        check_op(dev, info.op, info.ref, args, kwargs)
 
 
 def test_table_names_match_ops() -> None:
@@ -326,23 +412,11 @@ def _layout_of(kernel: Any) -> str:
 
 # -- errors -----------------------------------------------------------------------------------
 
-_F = _x((3, 4))
-_I = np.arange(4, dtype=np.int32)
+# errors of one op are rows of its OpInfo (so netcl-autograd's op raises them too); these are
+# the others
 ERRORS = [
-    ("add_shapes", ops.add, (_F, _x((5,))), ValueError, r"add: shapes \(3, 4\) and \(5,\)"),
-    ("exp_int", ops.exp, (_I,), TypeError, "exp: needs a floating-point tensor, got int32"),
-    ("neg_uint8", ops.neg, (_I.astype(np.uint8),), TypeError, "neg: .*got uint8"),
-    ("pow_int", ops.pow, (_I, 2), TypeError, "pow: needs a floating-point"),
-    ("leaky_relu_int", ops.leaky_relu, (_I,), TypeError, "leaky_relu"),
-    ("where_float_cond", ops.where, (_F, _F, 0.0), TypeError, "where: cond must be a uint8"),
     ("binary_unknown", lambda a: ops.elementwise_binary(a, a, "mod"), (_F,), ValueError,
      "elementwise_binary: op must be one of"),
-    ("scalar_range", ops.add, (_I.astype(np.uint8), 300), ValueError,
-     "add: scalar 300 is out of range for uint8"),
-    ("only_scalars", ops.add, (1.0, 2.0), TypeError, "needs at least one Tensor"),
-    ("bad_operand", ops.mul, (_F, "x"), TypeError, "mul: operands must be netcl Tensors"),
-    ("gelu_mode", lambda x: ops.gelu(x, approximate="fast"), (_F,), ValueError, "gelu"),
-    ("clamp_open", ops.clamp, (_F,), ValueError, "clamp: give at least one"),
     ("cast_dtype", lambda x: ops.cast(x, "complex64"), (_F,), ValueError, "cast: unsupported"),
 ]
 
@@ -351,6 +425,12 @@ ERRORS = [
 def test_errors(dev: DeviceHandle, case: Any) -> None:
     _, op, args, exc, pattern = case
     check_error(dev, op, args, {}, exc, pattern)
+
+
+@pytest.mark.parametrize("info", [i for i in TABLE if i.errors], ids=lambda i: i.name)
+def test_row_errors(dev: DeviceHandle, info: OpInfo) -> None:
+    for args, kwargs, exc, pattern in info.errors:
+        check_error(dev, info.op, args, kwargs, exc, pattern)
 
 
 def test_different_devices(dev: DeviceHandle) -> None:

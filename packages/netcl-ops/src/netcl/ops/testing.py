@@ -1,8 +1,15 @@
-"""The one helper every op test uses (``../shared/CONVENTIONS.md`` 5-6).
+"""The one helper every op test uses (``../shared/CONVENTIONS.md`` 5-7).
 
 :func:`check_op` builds seeded inputs on a device in a dtype, runs the op, and compares shape,
 dtype and values with a float64 NumPy reference within the per-dtype tolerance table of
 :mod:`netcl.core.testing`. :func:`check_error` asserts the documented typed error.
+
+An :class:`OpInfo` row is the op's whole test spec, read by the op's own tests and by
+netcl-autograd's: its samples (forward against the reference on every device), ``nan_inputs``
+(NaN and infinities where the reference has them), ``errors``, and where the op has a gradient,
+``grad`` (the differentiable op, checked against finite differences and eager against fused)
+and ``kinks`` (points whose derivative is a convention: kept out of the finite differences by
+:func:`away_from_kinks` and checked against their documented value).
 
 Examples:
     >>> import numpy as np
@@ -18,40 +25,118 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from netcl.core.device import DeviceHandle
 from netcl.core.dtypes import canonical_dtype, is_float
 from netcl.core.tensor import Tensor, reshape
-from netcl.core.testing import TOLERANCES
+from netcl.core.testing import assert_close
 
-__all__ = ["OpInfo", "check_error", "check_op", "offset_view", "to_device"]
+__all__ = ["Kink", "OpInfo", "Sample", "away_from_kinks", "check_error", "check_op",
+           "offset_view", "to_device"]
+
+#: ``(args, kwargs)``: ndarray args become Tensors of the tested dtype.
+Sample: TypeAlias = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Kink:
+    """A point where an elementwise op's derivative is a convention, not a limit.
+
+    Args:
+        at: one value per float operand (``(0.0,)`` for relu); a binary kink whose values are
+            equal stands for every tie ``a == b`` (``(1.0, 1.0)`` for maximum).
+        grads: the documented derivative of the op with respect to each operand there (with
+            the kwargs of the row's first sample).
+
+    Examples:
+        >>> Kink(at=(0.0,), grads=(0.0,))  # relu'(0) = 0
+        Kink(at=(0.0,), grads=(0.0,))
+    """
+
+    at: tuple[float, ...]
+    grads: tuple[float, ...]
+
+    def is_tie(self) -> bool:
+        """Whether this kink is the tie of two operands."""
+        return len(self.at) == 2 and self.at[0] == self.at[1]
 
 
 @dataclass(frozen=True)
 class OpInfo:
-    """One row of an op test table.
+    """One row of an op test table: everything the op's tests, and its gradient's, need.
 
     Args:
-        name: the op's name (test ids come from it).
+        name: the row's name (test ids come from it).
         op: the netcl op, called with Tensors in place of the sample's arrays.
         ref: the float64 NumPy reference, called with the sample's arrays.
         samples: ``(args, kwargs)`` pairs; ndarray args become Tensors of the tested dtype.
         errors: ``(args, kwargs, exception type, message regex)`` rows.
         dtypes: dtypes to test.
         scale: tolerance multiplier for ops that accumulate error (matmul, conv).
+        variants: kernel variants the row's tests force.
+        grad: the differentiable version of ``op`` in ``netcl.autograd.ops``: its name there
+            (called like ``op``, with the same samples), or a function of that module returning
+            the callable (for rows whose ``op`` adapts the call); ``None``: no gradient. Rows
+            live below netcl-autograd, so they name it rather than import it.
+        kinks: points where the derivative is a convention (:class:`Kink`): finite differences
+            stay away from them (:func:`away_from_kinks`); the gradient there must be the
+            documented value.
+        nan_inputs: samples holding NaN and infinities; the result must have NaN and
+            infinities exactly where the reference has them.
     """
 
     name: str
     op: Callable[..., Any]
     ref: Callable[..., Any]
-    samples: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]
+    samples: Sequence[Sample]
     errors: Sequence[tuple[tuple[Any, ...], dict[str, Any], type[Exception], str]] = ()
     dtypes: tuple[str, ...] = ("float32", "float16", "float64")
     scale: float = 1.0
     variants: tuple[Any, ...] = field(default=())
+    grad: str | Callable[[Any], Callable[..., Any]] | None = None
+    kinks: Sequence[Kink] = ()
+    nan_inputs: Sequence[Sample] = ()
+
+
+def away_from_kinks(args: tuple[Any, ...], kinks: Sequence[Kink],
+                    margin: float = 1e-3) -> tuple[Any, ...]:
+    """``args`` with every float-array element nearer than ``margin`` to a kink moved to
+    ``margin`` from it, so that central finite differences never straddle a kink.
+
+    A one-operand kink moves the first float array's elements off ``at[0]``; a tie moves the
+    second float operand away from the first (the array one, where the other is a number).
+
+    Examples:
+        >>> x = np.array([-1.0, 0.0, 0.0004, 2.0])
+        >>> away_from_kinks((x,), [Kink((0.0,), (0.0,))])[0].tolist()
+        [-1.0, 0.001, 0.001, 2.0]
+        >>> a, b = away_from_kinks((np.array([1.0, 2.0]), np.array([1.0, 5.0])),
+        ...                        [Kink((1.0, 1.0), (0.5, 0.5))])
+        >>> b.tolist()
+        [1.001, 5.0]
+    """
+    out = list(args)
+    floats = [k for k, a in enumerate(out) if _is_float_array(a) or isinstance(a, float)]
+    for kink in kinks:
+        if kink.is_tie() and len(floats) >= 2:
+            i, j = floats[0], floats[1]
+            if not _is_float_array(out[j]):
+                i, j = j, i  # move the array operand off the number
+            gap = out[j] - out[i]
+            out[j] = np.where(np.abs(gap) < margin, out[i] + np.where(gap < 0, -margin, margin),
+                              out[j])
+        elif len(kink.at) == 1 and floats and _is_float_array(out[floats[0]]):
+            x, p = out[floats[0]], kink.at[0]
+            out[floats[0]] = np.where(np.abs(x - p) < margin,
+                                      p + np.where(x < p, -margin, margin), x)
+    return tuple(out)
+
+
+def _is_float_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f"
 
 
 def to_device(dev: DeviceHandle, value: Any, dtype: str) -> Any:
@@ -142,9 +227,7 @@ def _compare(got: Any, want: Any, dtype: str, scale: float, out_dtype: str | Non
     if got.dtype != expect_dtype:
         raise AssertionError(f"dtype {got.dtype} != expected {expect_dtype}")
     if is_float(got.dtype):
-        rtol, atol = TOLERANCES[canonical_dtype(got.dtype)]
-        np.testing.assert_allclose(host.astype(np.float64), want.astype(np.float64),
-                                   rtol=rtol * scale, atol=atol * scale)
+        assert_close(host, want, got.dtype, scale)
     else:
         np.testing.assert_array_equal(host, want)
     return host
