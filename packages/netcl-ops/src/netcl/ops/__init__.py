@@ -89,6 +89,7 @@ from ._softmax import softmax as softmax
 # isort: split
 
 # --- matmul, bias_add, convolution, pooling and normalization ---
+from . import _kernel_families as _kernel_families  # registers the selector's kernel families
 from ._bias import bias_add as bias_add
 from ._conv import conv2d as conv2d
 from ._conv import conv2d_backward_data as conv2d_backward_data
