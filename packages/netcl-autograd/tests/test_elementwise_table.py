@@ -61,6 +61,7 @@ ROWS: dict[str, Row] = {
     "clamp": Row(params=(-1.0, 1.0), gap=0.2),
     "square": Row(),
     "softplus": Row(-30.0, 30.0),
+    "erf": Row(),
     "add": Row(),
     "sub": Row(),
     "mul": Row(),

@@ -19,24 +19,23 @@ Examples:
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 import numpy as np
 
+from netcl.ops import ELEMENTWISE
+
 __all__ = ["FUNCTIONS", "compile_expression"]
 
 Env = dict[str, Any]
 Evaluator = Callable[[Env], Any]
 
-_erf_vec = np.vectorize(math.erf, otypes=[np.float64])
-
-
 def _erf(x: Any) -> Any:
+    """netcl.ops' erf row (its NumPy function) on floats; integers become float64."""
     arr = np.asarray(x)
-    return _erf_vec(arr).astype(arr.dtype if arr.dtype.kind == "f" else np.float64)
+    return ELEMENTWISE["erf"].numpy(arr if arr.dtype.kind == "f" else arr.astype(np.float64))
 
 
 def _rsqrt(x: Any) -> Any:

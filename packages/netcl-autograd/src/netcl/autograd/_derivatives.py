@@ -58,6 +58,7 @@ _ROWS: dict[str, tuple[str, ...]] = {
               "a >= q0 && a > q1 ? g : (CT)0"),
     "square": ("g * (LIT(2.0) * a)",),
     "softplus": ("a > LIT(20.0) ? g : g / (LIT(1.0) + exp(-a))",),
+    "erf": ("g * LIT(1.1283791670955126) * exp(-(a * a))",),
     "add": ("g", "g"),
     "sub": ("g", "-g"),
     "mul": ("g * b", "g * a"),

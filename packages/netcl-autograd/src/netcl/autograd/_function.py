@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from netcl.core.tensor import Tensor, reshape
+from netcl.ops import sum as reduce_sum
 
 from ._fusion import materialize_args
 from ._lazy import Lazy, has_lazy
@@ -141,15 +142,13 @@ def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """
     if g.shape == shape:
         return g
-    from netcl.ops import sum as _sum
-
     lead = len(g.shape) - len(shape)
     stretched = tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
     if not stretched and lead:  # only added axes: the sum has the shape already (no view)
-        out = _sum(g, axis=tuple(range(lead)))
+        out = reduce_sum(g, axis=tuple(range(lead)))
         return out if out.shape == shape else reshape(out, shape)
     if lead or stretched:
-        g = _sum(g, axis=tuple(range(lead)) + stretched, keepdims=True)
+        g = reduce_sum(g, axis=tuple(range(lead)) + stretched, keepdims=True)
     return reshape(g, shape)
 
 

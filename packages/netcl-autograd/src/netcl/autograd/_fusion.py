@@ -24,7 +24,7 @@ from ._lazy import Lazy
 from ._registry import lookup_primitive
 from ._tape import record
 
-__all__ = ["materialize", "materialize_args", "primitive_vjp", "run_group"]
+__all__ = ["materialize", "materialize_args", "run_group"]
 
 
 def materialize(x: Any) -> Any:
@@ -95,29 +95,6 @@ def run_group(root: Lazy) -> Tensor:
         return _codegen.run_backward(group, g, needs)
 
     return record(group.label, group.tensors, out, backward_cl)
-
-
-def _backward(group: Group, g: Tensor, needs: Sequence[bool]) -> list[Tensor | None]:
-    if g.array is not None:
-        return _numpy_backward(group, g, needs, _env(group))
-    return _codegen.run_backward(group, g, needs)
-
-
-def primitive_vjp(
-    name: str, operands: Sequence[Any], g: Tensor, attrs: dict[str, Any] | None = None
-) -> list[Tensor | None]:
-    """Gradients of primitive ``name`` at ``operands`` given output gradient ``g`` (one kernel
-    on OpenCL), one per Tensor operand; a tensor passed twice gets its whole gradient once."""
-    group = build_group(Lazy.apply(name, operands, attrs or {}))
-    grads = _backward(group, g, [True] * len(group.tensors))
-    out: list[Tensor | None] = []
-    given: set[int] = set()
-    for o in operands:
-        if isinstance(o, Tensor):
-            k = next(i for i, t in enumerate(group.tensors) if t is o)
-            out.append(None if k in given else grads[k])
-            given.add(k)
-    return out
 
 
 # -- NumPy backend ----------------------------------------------------------------------------

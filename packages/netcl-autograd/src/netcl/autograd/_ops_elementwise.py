@@ -1,27 +1,31 @@
-"""Differentiable elementwise ops: each forward (a ``netcl.ops`` call) beside its backward.
+"""Differentiable elementwise ops: each forward a ``netcl.ops`` call, each backward its row.
 
-Binary ops broadcast; their gradients are summed back over the broadcast axes. Python numbers
-may stand for either operand (they get no gradient). Inside ``compiler.jit`` these ops build
-the fused expression instead of running (``primitive=``).
+The forward of every op here is a row of :data:`netcl.ops.ELEMENTWISE` (through its
+``netcl.ops`` function); the backward is that row's derivative row (``_derivatives``), run by
+:func:`~._vjp.row_backward` (NOTE [ Eager row gradients ]): no derivative is written here.
+``cast`` alone is structural (the table's ``copy`` row, no derivative row): its gradient is
+the cast back. Binary ops broadcast; their gradients are summed back over the broadcast axes.
+Python numbers may stand for either operand (they get no gradient). Inside ``compiler.jit``
+these ops build the fused expression instead of running (``primitive=``).
 
-Kinks follow PyTorch: ``relu'(0) = 0``, ``abs'(0) = 0``, ``leaky_relu'(0) = negative_slope``,
-``clamp`` passes the gradient where ``min <= x <= max``, and a tie of ``maximum(a, b)``
-(``minimum``) sends half the gradient to each operand.
+Kinks follow the derivative rows, which follow PyTorch: ``relu'(0) = 0``, ``abs'(0) = 0``,
+``leaky_relu'(0) = negative_slope``, ``clamp`` passes the gradient where ``min <= x <= max``,
+and a tie of ``maximum(a, b)`` (``minimum``) sends half the gradient to each operand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import netcl.ops as _ops
 from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor
 
-from ._function import Grads, differentiable, unbroadcast
-from ._fusion import primitive_vjp
+from ._function import differentiable
 from ._lazy import Lazy
 from ._tape import Backward
+from ._vjp import row_backward
 
 __all__ = [
     "abs", "add", "cast", "clamp", "div", "elementwise", "exp", "gelu", "leaky_relu", "log",
@@ -30,10 +34,6 @@ __all__ = [
 ]
 
 Operand = Tensor | float
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    return x.shape if isinstance(x, Tensor) else ()
 
 
 # -- unary --------------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def neg(x: Tensor) -> tuple[Tensor, Backward]:
         >>> neg(x).to_host().tolist()
         [-1.0, 2.0]
     """
-    return _ops.neg(x), lambda g, needs: (_ops.neg(g),)
+    return _ops.neg(x), row_backward("neg", (x,))
 
 
 @differentiable("abs", primitive="abs")
@@ -63,7 +63,7 @@ def abs(x: Tensor) -> tuple[Tensor, Backward]:
         >>> abs(Tensor.from_host(manager.default("cpu").queue, np.array([-3.0]))).to_host()
         array([3.], dtype=float32)
     """
-    return _ops.abs(x), lambda g, needs: (_ops.mul(g, _ops.sign(x)),)
+    return _ops.abs(x), row_backward("abs", (x,))
 
 
 @differentiable("exp", primitive="exp")
@@ -77,7 +77,7 @@ def exp(x: Tensor) -> tuple[Tensor, Backward]:
         array([1.], dtype=float32)
     """
     out = _ops.exp(x)
-    return out, lambda g, needs: (_ops.mul(g, out),)
+    return out, row_backward("exp", (x,), out)
 
 
 @differentiable("log", primitive="log")
@@ -90,7 +90,7 @@ def log(x: Tensor) -> tuple[Tensor, Backward]:
         >>> log(Tensor.from_host(manager.default("cpu").queue, np.ones(1))).to_host()
         array([0.], dtype=float32)
     """
-    return _ops.log(x), lambda g, needs: (_ops.div(g, x),)
+    return _ops.log(x), row_backward("log", (x,))
 
 
 @differentiable("sqrt", primitive="sqrt")
@@ -104,10 +104,10 @@ def sqrt(x: Tensor) -> tuple[Tensor, Backward]:
         array([2.], dtype=float32)
     """
     out = _ops.sqrt(x)
-    return out, lambda g, needs: (_ops.mul(_ops.div(g, out), 0.5),)
+    return out, row_backward("sqrt", (x,), out)
 
 
-@differentiable("rsqrt")
+@differentiable("rsqrt", primitive="rsqrt")
 def rsqrt(x: Tensor) -> tuple[Tensor, Backward]:
     """``1 / sqrt(x)``.
 
@@ -118,12 +118,10 @@ def rsqrt(x: Tensor) -> tuple[Tensor, Backward]:
         array([0.5], dtype=float32)
     """
     out = _ops.rsqrt(x)
-    # d/dx x^(-1/2) = -0.5 * out^3
-    return out, lambda g, needs: (_ops.mul(_ops.mul(g, _ops.mul(out, _ops.mul(out, out))),
-                                           -0.5),)
+    return out, row_backward("rsqrt", (x,), out)
 
 
-@differentiable("reciprocal")
+@differentiable("reciprocal", primitive="reciprocal")
 def reciprocal(x: Tensor) -> tuple[Tensor, Backward]:
     """``1 / x``.
 
@@ -134,7 +132,7 @@ def reciprocal(x: Tensor) -> tuple[Tensor, Backward]:
         array([0.25], dtype=float32)
     """
     out = _ops.reciprocal(x)
-    return out, lambda g, needs: (_ops.neg(_ops.mul(g, _ops.mul(out, out))),)
+    return out, row_backward("reciprocal", (x,), out)
 
 
 @differentiable("relu", primitive="relu")
@@ -147,10 +145,11 @@ def relu(x: Tensor) -> tuple[Tensor, Backward]:
         >>> relu(Tensor.from_host(manager.default("cpu").queue, np.array([-1.0, 2.0]))).to_host()
         array([0., 2.], dtype=float32)
     """
-    return _ops.relu(x), lambda g, needs: (_ops.where(_ops.gt(x, 0), g, 0.0),)
+    return _ops.relu(x), row_backward("relu", (x,))
 
 
-@differentiable("leaky_relu")
+@differentiable("leaky_relu", primitive=lambda x, negative_slope=0.01: Lazy.apply(
+    "leaky_relu", (x, negative_slope), {}))
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> tuple[Tensor, Backward]:
     """``x`` where ``x > 0``, else ``negative_slope * x``; the gradient at 0 is the slope.
 
@@ -161,9 +160,8 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> tuple[Tensor, Backwar
         >>> leaky_relu(x, 0.5).to_host()
         array([-1.,  3.], dtype=float32)
     """
-    out = _ops.leaky_relu(x, negative_slope)
-    slope = float(negative_slope)
-    return out, lambda g, needs: (_ops.where(_ops.gt(x, 0), g, _ops.mul(g, slope)),)
+    return _ops.leaky_relu(x, negative_slope), row_backward(
+        "leaky_relu", (x, float(negative_slope)))
 
 
 @differentiable("sigmoid", primitive="sigmoid")
@@ -177,7 +175,7 @@ def sigmoid(x: Tensor) -> tuple[Tensor, Backward]:
         array([0.5], dtype=float32)
     """
     out = _ops.sigmoid(x)
-    return out, lambda g, needs: (_ops.mul(g, _ops.mul(out, _ops.sub(1.0, out))),)
+    return out, row_backward("sigmoid", (x,), out)
 
 
 @differentiable("tanh", primitive="tanh")
@@ -191,7 +189,7 @@ def tanh(x: Tensor) -> tuple[Tensor, Backward]:
         array([0.], dtype=float32)
     """
     out = _ops.tanh(x)
-    return out, lambda g, needs: (_ops.mul(g, _ops.sub(1.0, _ops.mul(out, out))),)
+    return out, row_backward("tanh", (x,), out)
 
 
 @differentiable("silu", primitive="silu")
@@ -204,12 +202,7 @@ def silu(x: Tensor) -> tuple[Tensor, Backward]:
         >>> silu(Tensor.from_host(manager.default("cpu").queue, np.zeros(1))).to_host()
         array([0.], dtype=float32)
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        s = _ops.sigmoid(x)  # d/dx = s * (1 + x * (1 - s))
-        return (_ops.mul(g, _ops.mul(s, _ops.add(_ops.mul(x, _ops.sub(1.0, s)), 1.0))),)
-
-    return _ops.silu(x), backward
+    return _ops.silu(x), row_backward("silu", (x,))
 
 
 def _lazy_gelu(x: Any, approximate: str = "none") -> Tensor:
@@ -220,9 +213,6 @@ def _lazy_gelu(x: Any, approximate: str = "none") -> Tensor:
 def gelu(x: Tensor, approximate: str = "none") -> tuple[Tensor, Backward]:
     """GELU with the exact normal CDF, or its tanh form (``approximate="tanh"``).
 
-    The backward needs erf, which ``netcl.ops`` has no op for: it runs the derivative of the
-    compiler's ``gelu`` primitive as one generated kernel.
-
     Examples:
         >>> import numpy as np
         >>> from netcl.core import Tensor, manager
@@ -231,8 +221,7 @@ def gelu(x: Tensor, approximate: str = "none") -> tuple[Tensor, Backward]:
         [0.0, 0.8413]
     """
     out = _ops.gelu(x, approximate=approximate)
-    name = "gelu" if approximate == "none" else "gelu_tanh"
-    return out, lambda g, needs: primitive_vjp(name, (x,), g)
+    return out, row_backward("gelu" if approximate == "none" else "gelu_tanh", (x,))
 
 
 @differentiable("clamp", primitive=lambda x, min=None, max=None: Lazy.apply(
@@ -248,18 +237,9 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> tupl
         >>> clamp(x, 0.0, 1.0).to_host()
         array([0. , 0.5, 1. ], dtype=float32)
     """
-    out = _ops.clamp(x, min, max)
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        masks = []
-        if min is not None:
-            masks.append(_ops.ge(x, min))
-        if max is not None:
-            masks.append(_ops.le(x, max))
-        inside = masks[0] if len(masks) == 1 else _ops.mul(masks[0], masks[1])
-        return (_ops.where(inside, g, 0.0),)
-
-    return out, backward
+    bounds = (-float("inf") if min is None else float(min),
+              float("inf") if max is None else float(max))
+    return _ops.clamp(x, min, max), row_backward("clamp", (x, *bounds))
 
 
 def _lazy_elementwise(name: str, *operands: Any, params: Sequence[float] = ()) -> Tensor:
@@ -288,8 +268,7 @@ def elementwise(name: str, *operands: Operand, params: Sequence[float] = ()) -> 
         [0.5, 1.0]
     """
     out = _ops.elementwise(name, *operands, params=params)
-    arguments = (*operands, *(float(p) for p in params))
-    return out, lambda g, needs: primitive_vjp(name, arguments, g)
+    return out, row_backward(name, (*operands, *(float(p) for p in params)), out)
 
 
 # -- binary -------------------------------------------------------------------------------------
@@ -306,13 +285,7 @@ def add(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> add(a, 2.0).to_host().tolist()
         [[3.0], [3.0]]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        ga = unbroadcast(g, _shape(a)) if _wants(a, b, needs, 0) else None
-        gb = unbroadcast(g, _shape(b)) if _wants(a, b, needs, 1) else None
-        return _per_tensor(a, b, ga, gb)
-
-    return _ops.add(a, b), backward
+    return _ops.add(a, b), row_backward("add", (a, b))
 
 
 @differentiable("sub", primitive="sub")
@@ -326,13 +299,7 @@ def sub(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> sub(1.5, a).to_host().tolist()
         [0.5, 0.5]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        ga = unbroadcast(g, _shape(a)) if _wants(a, b, needs, 0) else None
-        gb = unbroadcast(_ops.neg(g), _shape(b)) if _wants(a, b, needs, 1) else None
-        return _per_tensor(a, b, ga, gb)
-
-    return _ops.sub(a, b), backward
+    return _ops.sub(a, b), row_backward("sub", (a, b))
 
 
 @differentiable("mul", primitive="mul")
@@ -346,13 +313,7 @@ def mul(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> mul(a, a).to_host().tolist()
         [1.0, 4.0]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        ga = unbroadcast(_ops.mul(g, b), _shape(a), needs[0]) if _wants(a, b, needs, 0) else None
-        gb = unbroadcast(_ops.mul(g, a), _shape(b), needs[-1]) if _wants(a, b, needs, 1) else None
-        return _per_tensor(a, b, ga, gb)
-
-    return _ops.mul(a, b), backward
+    return _ops.mul(a, b), row_backward("mul", (a, b))
 
 
 @differentiable("div", primitive="div")
@@ -367,15 +328,7 @@ def div(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         [0.25, 0.5]
     """
     out = _ops.div(a, b)
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        ga = unbroadcast(_ops.div(g, b), _shape(a), needs[0]) if _wants(a, b, needs, 0) else None
-        gb = None
-        if _wants(a, b, needs, 1):
-            gb = unbroadcast(_ops.neg(_ops.div(_ops.mul(g, out), b)), _shape(b), True)
-        return _per_tensor(a, b, ga, gb)
-
-    return out, backward
+    return out, row_backward("div", (a, b), out)
 
 
 @differentiable("pow", primitive="pow")
@@ -390,24 +343,7 @@ def pow(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         [4.0, 9.0]
     """
     out = _ops.pow(a, b)
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        ga = gb = None
-        if _wants(a, b, needs, 0):  # b * a^(b-1)
-            bm1 = _ops.sub(b, 1.0) if isinstance(b, Tensor) else float(b) - 1.0
-            ga = unbroadcast(_ops.mul(g, _ops.mul(b, _ops.pow(a, bm1))), _shape(a), True)
-        if _wants(a, b, needs, 1):  # a^b * log(a)
-            la = _ops.log(a) if isinstance(a, Tensor) else _log_scalar(a)
-            gb = unbroadcast(_ops.mul(g, _ops.mul(out, la)), _shape(b), True)
-        return _per_tensor(a, b, ga, gb)
-
-    return out, backward
-
-
-def _log_scalar(a: Any) -> float:
-    import math
-
-    return math.log(a) if a > 0 else float("nan")
+    return out, row_backward("pow", (a, b), out)
 
 
 @differentiable("maximum", primitive="maximum")
@@ -421,7 +357,7 @@ def maximum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> maximum(a, 2.0).to_host().tolist()
         [2.0, 5.0]
     """
-    return _ops.maximum(a, b), lambda g, needs: _tie_grads(a, b, g, needs, _ops.lt, _ops.gt)
+    return _ops.maximum(a, b), row_backward("maximum", (a, b))
 
 
 @differentiable("minimum", primitive="minimum")
@@ -435,7 +371,7 @@ def minimum(a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> minimum(a, 2.0).to_host().tolist()
         [1.0, 2.0]
     """
-    return _ops.minimum(a, b), lambda g, needs: _tie_grads(a, b, g, needs, _ops.gt, _ops.lt)
+    return _ops.minimum(a, b), row_backward("minimum", (a, b))
 
 
 @differentiable("where")
@@ -450,19 +386,10 @@ def where(cond: Tensor, a: Operand, b: Operand) -> tuple[Tensor, Backward]:
         >>> where(netcl.ops.gt(x, 0), x, 0.0).to_host().tolist()
         [0.0, 2.0]
     """
-
-    def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
-        k = 1
-        ga = gb = None
-        if isinstance(a, Tensor):
-            if needs[k]:
-                ga = unbroadcast(_ops.where(cond, g, 0.0), a.shape)
-            k += 1
-        if isinstance(b, Tensor) and needs[k]:
-            gb = unbroadcast(_ops.where(cond, 0.0, g), b.shape)
-        return (None, *_per_tensor(a, b, ga, gb))
-
-    return _ops.where(cond, a, b), backward
+    out = _ops.where(cond, a, b)
+    backward = row_backward("where", (cond, a, b))
+    # the condition takes no gradient
+    return out, lambda g, needs: backward(g, (False, *needs[1:]))
 
 
 @differentiable("cast")
@@ -480,41 +407,3 @@ def cast(x: Tensor, dtype: str) -> tuple[Tensor, Backward]:
     out = _ops.cast(x, dtype)
     flows = x.dtype in FLOAT_DTYPES and out.dtype in FLOAT_DTYPES
     return out, lambda g, needs: (_ops.cast(g, x.dtype) if flows else None,)
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def _wants(a: Any, b: Any, needs: tuple[bool, ...], which: int) -> bool:
-    """Whether operand ``which`` (0: a, 1: b) is a Tensor that needs a gradient."""
-    operand = a if which == 0 else b
-    if not isinstance(operand, Tensor):
-        return False
-    index = 1 if which == 1 and isinstance(a, Tensor) else 0
-    return needs[index]
-
-
-def _per_tensor(a: Any, b: Any, ga: Tensor | None, gb: Tensor | None) -> tuple[
-        Tensor | None, ...]:
-    """Gradients for the Tensor operands only, in order (numbers take no slot)."""
-    out: list[Tensor | None] = []
-    if isinstance(a, Tensor):
-        out.append(ga)
-    if isinstance(b, Tensor):
-        out.append(gb)
-    return tuple(out)
-
-
-def _tie_grads(a: Any, b: Any, g: Tensor, needs: tuple[bool, ...],
-               a_loses: Callable[[Any, Any], Tensor], b_loses: Callable[[Any, Any], Tensor]
-               ) -> Grads:
-    """PyTorch's maximum/minimum derivative: ``g / 2`` where ``a == b``, else ``g``, zeroed
-    where the operand loses (``a_loses(a, b)``: ``a < b`` for maximum). With a NaN neither
-    loses nor ties, so both operands get ``g``, as in PyTorch."""
-    shared = _ops.where(_ops.eq(a, b), _ops.mul(g, 0.5), g)
-    ga = gb = None
-    if _wants(a, b, needs, 0):
-        ga = unbroadcast(_ops.where(a_loses(a, b), 0.0, shared), _shape(a), True)
-    if _wants(a, b, needs, 1):
-        gb = unbroadcast(_ops.where(b_loses(a, b), 0.0, shared), _shape(b), True)
-    return _per_tensor(a, b, ga, gb)

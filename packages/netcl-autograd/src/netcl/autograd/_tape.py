@@ -42,6 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from netcl.core.tensor import Tensor, reshape
+from netcl.ops import add, cast
 
 __all__ = [
     "Backward",
@@ -247,15 +248,7 @@ def record(name: str, inputs: Sequence[Tensor], out: Tensor, backward: Backward)
     return view
 
 
-def _add(a: Tensor, b: Tensor) -> Tensor:
-    from netcl.ops import add
-
-    return add(a, b)
-
-
 def _copy(t: Tensor) -> Tensor:
-    from netcl.ops import add
-
     return add(t, 0)
 
 
@@ -422,7 +415,7 @@ class Tape:
                 parent = node.parents[i]
                 if parent is not None:
                     prev = pending.get(parent)
-                    pending[parent] = gi if prev is None else _add(prev, gi)
+                    pending[parent] = gi if prev is None else add(prev, gi)
                     handed.add(id(gi))
                 else:
                     leaf = node.leaves[i]
@@ -467,8 +460,6 @@ def _as_dtype(g: Tensor, dtype: str) -> Tensor:
     """``g`` in the dtype of the tensor it is the gradient of (see NOTE [ Gradient dtypes ])."""
     if g.dtype == dtype:
         return g
-    from netcl.ops import cast
-
     return cast(g, dtype)
 
 
@@ -480,5 +471,5 @@ def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
             shared = id(g) in handed or g._base is not None
             leaf.grad = _copy(g) if shared else g
         else:
-            leaf.grad = _add(leaf.grad, g)
+            leaf.grad = add(leaf.grad, g)
     handed.add(id(g))

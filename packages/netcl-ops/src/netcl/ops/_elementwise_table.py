@@ -82,7 +82,9 @@ _CLAMP = "((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))"
 # eager kernels (``_elementwise_base``), the eager NumPy path and netcl.autograd's JIT, whose
 # built-in primitives are these expressions with the operands then the parameters as their
 # arguments; their derivatives are autograd's (``netcl.autograd`` derivative table). Adding an
-# op is one row here plus one derivative row there.
+# op is one row here plus one derivative row there (and one test row in netcl-autograd's
+# test_elementwise_table.py), as ``erf`` was added: append it, since a row's place in its
+# group is its case in the bundle kernel and the JIT's kernel names count registrations.
 OPS: dict[str, EwOp] = {op.name: op for op in (
     EwOp("neg", 1, "arith", "-a", "-a", np.negative, unsigned=False),
     EwOp("abs", 1, "arith", "fabs(a)", "(CT)abs(a)", np.abs),
@@ -124,6 +126,7 @@ OPS: dict[str, EwOp] = {op.name: op for op in (
     EwOp("ge", 2, "cmp", "a >= b", "a >= b", np.greater_equal),
     EwOp("where", 3, "arith", "a != (CT)0 ? b : c", "a != (CT)0 ? b : c",
          lambda c, a, b: np.where(c != 0, a, b)),
+    EwOp("erf", 1, "arith", "erf(a)", None, _erf),
     # movement ops and casts: its own one-op kernel, small to compile
     EwOp("copy", 1, "copy", "a", "a", lambda a: a),
 )}

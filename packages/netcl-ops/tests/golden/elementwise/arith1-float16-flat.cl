@@ -59,5 +59,6 @@ __kernel void ew_arith1(
     case 15: { STO(out, oo + i, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
     case 16: { STO(out, oo + i, (a * a)); } break;
     case 17: { STO(out, oo + i, (a > LIT(20.0) ? a : log1p(exp(a)))); } break;
+    case 18: { STO(out, oo + i, (erf(a))); } break;
   }
 }

@@ -69,5 +69,6 @@ __kernel void ew_arith1(
     case 15: { STO(out, io, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
     case 16: { STO(out, io, (a * a)); } break;
     case 17: { STO(out, io, (a > LIT(20.0) ? a : log1p(exp(a)))); } break;
+    case 18: { STO(out, io, (erf(a))); } break;
   }
 }

@@ -115,6 +115,10 @@ __kernel void ew_arith1(
         { const CT a = (CT)v0.s1; r.s1 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); }
         { const CT a = (CT)v0.s2; r.s2 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); }
         { const CT a = (CT)v0.s3; r.s3 = (float)(a > LIT(20.0) ? a : log1p(exp(a))); } } break;
+      case 18: { { const CT a = (CT)v0.s0; r.s0 = (float)(erf(a)); }
+        { const CT a = (CT)v0.s1; r.s1 = (float)(erf(a)); }
+        { const CT a = (CT)v0.s2; r.s2 = (float)(erf(a)); }
+        { const CT a = (CT)v0.s3; r.s3 = (float)(erf(a)); } } break;
     }
     ((__global float4*)(out + oo))[i] = r;
   } else {
@@ -139,6 +143,7 @@ __kernel void ew_arith1(
         case 15: { STO(out, oo + j, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
         case 16: { STO(out, oo + j, (a * a)); } break;
         case 17: { STO(out, oo + j, (a > LIT(20.0) ? a : log1p(exp(a)))); } break;
+        case 18: { STO(out, oo + j, (erf(a))); } break;
       }
     }
   }
