@@ -39,9 +39,21 @@ def _ref_log_softmax(a: Any, axis: int = -1) -> Any:
 _SAMPLES = [((_x((1, 1)),), {}), ((_x((7, 33)),), {}), ((_x((3, 257)),), {}),
             ((_x((3, 5, 7)),), {"axis": 1}), ((_x((33, 4)),), {"axis": 0})]
 
+# a NaN, +inf, -inf, every value -inf, and a plain row; then the same along axis 0
+_SPECIAL = np.array([[0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [-np.inf, 0.0, 1.0],
+                     [-np.inf, -np.inf, -np.inf], [0.5, -2.0, 3.0]])
+_NAN_INPUTS = [((_SPECIAL,), {}), ((_SPECIAL.T.copy(),), {"axis": 0})]
+
+
+def _axis_2(name: str) -> list[Any]:
+    return [((_x((6, 4)),), {"axis": 2}, IndexError, f"{name}: axis 2")]
+
+
 TABLE = [
-    OpInfo("softmax", ops.softmax, _ref_softmax, _SAMPLES),
-    OpInfo("log_softmax", ops.log_softmax, _ref_log_softmax, _SAMPLES),
+    OpInfo("softmax", ops.softmax, _ref_softmax, _SAMPLES, grad="softmax",
+           nan_inputs=_NAN_INPUTS, errors=_axis_2("softmax")),
+    OpInfo("log_softmax", ops.log_softmax, _ref_log_softmax, _SAMPLES, grad="log_softmax",
+           nan_inputs=_NAN_INPUTS, errors=_axis_2("log_softmax")),
 ]
 
 
@@ -88,18 +100,26 @@ def _ref_nll(logp: Any, labels: Any, ignore_index: int = -100) -> Any:
     return np.where(keep, -rows, 0.0)
 
 
+_LOGP = _ref_log_softmax(_x((33, 7)))
+_LABELS = np.random.default_rng(1).integers(0, 7, size=33)
+_LABELS[::5] = -100
+_LABELS_3 = np.where(_LABELS == -100, 3, _LABELS)
+
+NLL = OpInfo("nll_gather", ops.nll_gather, _ref_nll, [
+    ((_LOGP, _LABELS), {}), ((_LOGP, _LABELS_3), {"ignore_index": 3})], grad="nll_gather",
+    nan_inputs=[((_SPECIAL, np.array([0, 1, 2, 0, -100])), {})], errors=[
+        ((_x((6, 4)), _x((6, 4))), {}, TypeError, "nll_gather: labels must be int32 or int64")])
+
+
 @pytest.mark.parametrize("label_dtype", ["int32", "int64"])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_nll_gather(dev: DeviceHandle, dtype: str, label_dtype: str) -> None:
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dev.device_name} has no {dtype}")
-    logp = _ref_log_softmax(_x((33, 7)))
-    labels = np.random.default_rng(1).integers(0, 7, size=33).astype(label_dtype)
-    labels[::5] = -100
-    check_op(dev, ops.nll_gather, _ref_nll, (logp, labels), dtype=dtype)
-    labels[::5] = 3
-    check_op(dev, lambda a, b: ops.nll_gather(a, b, ignore_index=3),
-             lambda a, b: _ref_nll(a, b, 3), (logp, labels), dtype=dtype)
+    for (logp, labels), kwargs in [*NLL.samples, *NLL.nan_inputs]:
+        with np.errstate(all="ignore"):
+            check_op(dev, NLL.op, NLL.ref, (logp, labels.astype(label_dtype)), kwargs,
+                     dtype=dtype)
 
 
 @pytest.mark.parametrize("label_dtype", ["int32", "int64"])
@@ -144,11 +164,10 @@ def test_empty(dev: DeviceHandle, variant: KernelVariant) -> None:
     check_op(dev, ops.nll_gather, _ref_nll, (np.zeros((0, 5)), np.zeros(0, np.int64)))
 
 
+# errors of one op are rows of its OpInfo (netcl-autograd's op raises them too); these are
+# the others
 ERRORS = [
-    ("softmax_axis", lambda x, y: ops.softmax(x, axis=2), IndexError, "softmax: axis 2"),
     ("softmax_int", lambda x, y: ops.softmax(y), TypeError, "softmax: needs a floating-point"),
-    ("nll_float_labels", lambda x, y: ops.nll_gather(x, x), TypeError,
-     "nll_gather: labels must be int32 or int64"),
     ("nll_shapes", lambda x, y: ops.nll_gather(x, ops.view(y, (2, 3))), ValueError,
      r"nll_gather: expected logp \(N, C\) and labels \(N,\)"),
 ]
@@ -158,6 +177,25 @@ ERRORS = [
 def test_errors(dev: DeviceHandle, case: Any) -> None:
     _, op, exc, pattern = case
     check_error(dev, op, (_x((6, 4)), np.arange(6)), {}, exc, pattern)
+
+
+@pytest.mark.parametrize("info", [*TABLE, NLL], ids=lambda i: i.name)
+def test_row_errors(dev: DeviceHandle, info: OpInfo) -> None:
+    for args, kwargs, exc, pattern in info.errors:
+        check_error(dev, info.op, args, kwargs, exc, pattern)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1].name}")
+@pytest.mark.parametrize("info", TABLE, ids=lambda i: i.name)
+def test_nan_inputs(dev: DeviceHandle, info: OpInfo, case: tuple[str, KernelVariant]) -> None:
+    """NaN and infinities in each kernel: a row with a NaN or +inf is NaN, -inf gives 0
+    (log_softmax -inf), a row of -inf is NaN, as in NumPy."""
+    dtype, variant = case
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    with force_variant(variant), np.errstate(all="ignore"):
+        for args, kwargs in info.nan_inputs:
+            check_op(dev, info.op, info.ref, args, kwargs, dtype=dtype, scale=2.0)
 
 
 def test_doctests() -> None:
