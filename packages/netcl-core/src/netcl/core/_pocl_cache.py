@@ -60,8 +60,8 @@ def pocl_cache_dir() -> Path | None:
 
     None when PoCL's cache is off (``POCL_KERNEL_CACHE=0``) or netcl's folder cannot be made.
     """
-    # PoCL's own variable, read as PoCL reads it (an integer, 0 = off), not with env_flag: a
-    # value env_flag refused would still mean something to PoCL.
+    # PoCL's own variable, not netcl's: its spellings are PoCL's business, so env_flag (which
+    # refuses what it does not know) is not used; "0" is the documented way to turn it off.
     if os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0":
         return None
     current = os.environ.get("POCL_CACHE_DIR")
