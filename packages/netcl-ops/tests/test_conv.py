@@ -1,5 +1,6 @@
-"""conv2d (every variant, forced) and its backward computations against float64 loops, on every
-backend: odd sizes, stride, asymmetric padding, dilation, groups, depthwise, 1x1, and errors."""
+"""conv2d (every variant, forced) and its backward computations against a float64 NumPy
+reference, on every backend: odd sizes, stride, asymmetric padding, dilation, groups,
+depthwise, 1x1, non-square kernels, every float dtype, empty batches, and errors."""
 
 from __future__ import annotations
 
@@ -23,45 +24,53 @@ def arr(*shape: int) -> np.ndarray[Any, Any]:
     return RNG.standard_normal(shape)
 
 
+def _pairs(stride: Any, padding: Any, dilation: Any) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in (np.broadcast_to(p, 2) for p in (stride, padding,
+                                                                          dilation))]
+
+
 def _windows(x: Any, w_shape: tuple[int, ...], stride: Any, padding: Any,
-             dilation: Any) -> tuple[Any, list[tuple[int, int, Any]], int, int]:
-    """Zero-padded input and, per kernel tap (r, s), the slices of it each output reads."""
-    (sh, sw), (ph, pw), (dh, dw) = (np.broadcast_to(v, 2) for v in (stride, padding, dilation))
-    _, _, h, w = x.shape
-    _, _, r_, s_ = w_shape
-    oh = (h + 2 * ph - dh * (r_ - 1) - 1) // sh + 1
-    ow = (w + 2 * pw - dw * (s_ - 1) - 1) // sw + 1
+             dilation: Any) -> Any:
+    """``(n, c, oh, ow, r, s)``: the input element each output pixel reads per kernel tap.
+
+    NumPy's sliding windows over the zero-padded input, strided and dilated, so the output
+    size comes out of the window count (the formula lives once, in ``ConvGeometry``)."""
+    (sh, sw), (ph, pw), (dh, dw) = _pairs(stride, padding, dilation)
+    r, s = w_shape[2:]
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    taps = [(r, s, (slice(r * dh, r * dh + (oh - 1) * sh + 1, sh),
-                    slice(s * dw, s * dw + (ow - 1) * sw + 1, sw)))
-            for r in range(r_) for s in range(s_)]
-    return xp, taps, oh, ow
+    view = np.lib.stride_tricks.sliding_window_view(
+        xp, ((r - 1) * dh + 1, (s - 1) * dw + 1), axis=(2, 3))
+    return view[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
 def ref_conv(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1) -> Any:
-    xp, taps, oh, ow = _windows(x, w.shape, stride, padding, dilation)
+    win = _windows(x, w.shape, stride, padding, dilation)
     k, cg = w.shape[:2]
-    y = np.zeros((x.shape[0], k, oh, ow))
+    y = np.zeros((x.shape[0], k, *win.shape[2:4]))
     for g in range(groups):
         ks = slice(g * k // groups, (g + 1) * k // groups)
-        for r, s, (hs, ws) in taps:
-            patch = xp[:, g * cg:(g + 1) * cg, hs, ws]
-            y[:, ks] += np.einsum("nchw,kc->nkhw", patch, w[ks, :, r, s])
+        y[:, ks] = np.einsum("nchwrs,kcrs->nkhw", win[:, g * cg:(g + 1) * cg], w[ks])
     return y if bias is None else y + bias.reshape(1, -1, 1, 1)
 
 
 def ref_backward(x: Any, w: Any, gy: Any, stride: Any, padding: Any, dilation: Any,
                  groups: int) -> tuple[Any, Any]:
-    xp, taps, _, _ = _windows(x, w.shape, stride, padding, dilation)
-    k, cg = w.shape[:2]
-    dxp, dw = np.zeros_like(xp), np.zeros(w.shape)
+    """(dx, dw) of ``sum(conv2d(x, w) * gy)``: each tap's outputs scattered back."""
+    (sh, sw), (ph, pw), (dh, dw_) = _pairs(stride, padding, dilation)
+    win = _windows(x, w.shape, stride, padding, dilation)
+    k, cg, r_, s_ = w.shape
+    oh, ow = gy.shape[2:]
+    dxp = np.zeros((x.shape[0], x.shape[1], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw))
+    dw = np.zeros(w.shape)
     for g in range(groups):
         ks, cs = slice(g * k // groups, (g + 1) * k // groups), slice(g * cg, (g + 1) * cg)
-        for r, s, (hs, ws) in taps:
-            dw[ks, :, r, s] = np.einsum("nchw,nkhw->kc", xp[:, cs, hs, ws], gy[:, ks])
-            dxp[:, cs, hs, ws] += np.einsum("kc,nkhw->nchw", w[ks, :, r, s], gy[:, ks])
-    ph, pw = np.broadcast_to(padding, 2)
+        dw[ks] = np.einsum("nchwrs,nkhw->kcrs", win[:, cs], gy[:, ks])
+        for r in range(r_):
+            for s in range(s_):
+                hs = slice(r * dh, r * dh + (oh - 1) * sh + 1, sh)
+                ws = slice(s * dw_, s * dw_ + (ow - 1) * sw + 1, sw)
+                dxp[:, cs, hs, ws] += np.einsum("kc,nkhw->nchw", w[ks, :, r, s], gy[:, ks])
     return dxp[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]], dw
 
 
@@ -75,6 +84,10 @@ GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], Any, Any, Any, int]] = 
     ((1, 2, 5, 5), (3, 2, 5, 5), 1, 2, 1, 1),
     ((1, 1, 1, 1), (1, 1, 1, 1), 1, 0, 1, 1),
     ((3, 5, 6, 6), (7, 5, 3, 3), 1, 0, 1, 1),
+    ((1, 1, 5, 5), (1, 1, 3, 3), 1, 0, 1, 1),
+    ((1, 4, 9, 7), (6, 2, 3, 1), (2, 1), (1, 0), 1, 2),  # a 3x1 kernel in groups
+    ((2, 3, 8, 8), (3, 1, 3, 3), 2, 1, 1, 3),  # depthwise, strided
+    ((1, 2, 9, 9), (3, 2, 3, 3), 1, 2, 2, 1),  # dilated
 ]
 
 
@@ -97,6 +110,8 @@ CONV2D = OpInfo(
          r"weight \(16, 4, 3, 3\)"),
         ((arr(1, 6, 5, 5), arr(4, 2, 3, 3)), {"groups": 4}, ValueError,
          "groups=4 must divide input channels 6 and output channels 4"),
+        ((arr(8, 3, 8, 8), arr(4, 1, 3, 3)), {"groups": 2}, ValueError,
+         "groups=2 must divide input channels 3"),
         ((arr(3, 5, 5), arr(4, 3, 3, 3)), {}, ValueError, r"input must be 4-D .* \(3, 5, 5\)"),
         ((arr(1, 3, 5, 5), arr(4, 3, 3)), {}, ValueError, "weight must be 4-D"),
         ((arr(1, 3, 5, 5), arr(4, 3, 3, 3)), {"stride": 0}, ValueError,
@@ -129,7 +144,7 @@ def _vid(v: Any) -> str:
 def test_conv2d_float32(dev: DeviceHandle, variant: Any, sample: int) -> None:
     if dev.backend == "cpu" and variant is not None:
         pytest.skip("the NumPy backend has no kernel variants")
-    if variant is KernelVariant.CONV2D_TILED_LOCAL and sample not in (0, 1, 2, 7):
+    if variant is KernelVariant.CONV2D_TILED_LOCAL and sample not in (0, 1, 2, 7, 9):
         pytest.skip("one build per window geometry: keep PoCL builds few")
     args, kwargs = CONV2D.samples[sample]
     with force_variant(*([variant] if variant else [])):
@@ -148,6 +163,18 @@ def test_conv2d_other_dtypes(dev: DeviceHandle, variant: Any, dtype: str) -> Non
     args, kwargs = CONV2D.samples[0]
     with force_variant(*([variant] if variant else [])):
         check_op(dev, CONV2D.op, CONV2D.ref, args, kwargs, dtype, CONV2D.scale)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+@pytest.mark.parametrize("sample", range(len(GEOMETRIES)), ids=lambda i: f"geometry{i}")
+def test_conv2d_selected_every_dtype(dev: DeviceHandle, sample: int, dtype: str) -> None:
+    """Every geometry in float16 and float64 with the selector's choice, with a bias and
+    without one."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    (x, w, b), kwargs = CONV2D.samples[sample]
+    check_op(dev, CONV2D.op, CONV2D.ref, (x, w, b), kwargs, dtype, CONV2D.scale)
+    check_op(dev, CONV2D.op, CONV2D.ref, (x, w), kwargs, dtype, CONV2D.scale)
 
 
 @pytest.mark.parametrize("row", range(len(CONV2D.errors)), ids=lambda i: f"error{i}")
@@ -169,11 +196,11 @@ def test_conv2d_dtype_mismatch_and_devices(dev: DeviceHandle) -> None:
         conv2d(x, w2)
 
 
-# float16/float64 (each a set of PoCL builds) on two geometries that between them run every
-# backward kernel: groups with stride and asymmetric padding (im2col, col2im, batch sum) and
-# pointwise (the GEMMs on the tensors themselves)
-_BACKWARD_CASES = [(i, "float32") for i in range(len(GEOMETRIES))] + [
-    (i, dtype) for dtype in ("float16", "float64") for i in (1, 3)]
+# float32 and float64 on every geometry; float16 (its own set of PoCL builds) on two geometries
+# that between them run every backward kernel: groups with stride and asymmetric padding
+# (im2col, col2im, batch sum) and pointwise (the GEMMs on the tensors themselves)
+_BACKWARD_CASES = [(i, dtype) for dtype in ("float32", "float64")
+                   for i in range(len(GEOMETRIES))] + [(i, "float16") for i in (1, 3)]
 
 
 @pytest.mark.parametrize("sample,dtype", _BACKWARD_CASES,
