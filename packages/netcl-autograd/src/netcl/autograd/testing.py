@@ -104,7 +104,7 @@ def check_grad(
         fn: the differentiable function; takes Tensors where ``args`` has float arrays.
         ref: the reference; takes the float64 arrays (rounded through ``dtype``).
         args: float ndarrays (become ``dtype`` Tensors), integer ndarrays (kept, no grad),
-            anything else (passed through to both).
+            boolean ndarrays (uint8 masks), anything else (passed through to both).
         kwargs: passed to both ``fn`` and ``ref``.
         dtype: the float dtype tested.
         scale: tolerance multiplier (ops that sum many terms).
@@ -127,7 +127,8 @@ def check_grad(
     dev_args: list[Any] = []
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
-            t = upload(dev.queue, a, dtype if _is_float(a) else a.dtype.name)
+            kept = "uint8" if a.dtype.kind == "b" else a.dtype.name  # masks as uint8
+            t = upload(dev.queue, a, dtype if _is_float(a) else kept)
             t.requires_grad = i in wrt
             dev_args.append(t)
         else:
