@@ -37,8 +37,17 @@ from typing import Any
 import numpy as np
 
 from netcl.core.capabilities import device_profile
-from netcl.core.dtypes import c_type
-from netcl.core.kernels.primitives import EXPRESSION_MACROS, BuiltKernel, KernelSpec
+from netcl.core.kernels.cache import ContextCache
+from netcl.core.kernels.family import local_size_1d
+from netcl.core.kernels.header import EXPRESSION_MACROS, kernel_header
+from netcl.core.kernels.primitives import KernelSpec
+from netcl.core.shapes import (
+    MAX_DIMS,
+    broadcast_strides,
+    check_merged_dims,
+    collapse,
+    contiguous_strides,
+)
 from netcl.core.tensor import Tensor
 
 from ._group import Group
@@ -46,14 +55,12 @@ from ._group import Group
 __all__ = ["MAX_DIMS", "Layout", "cache_info", "clear_cache", "kernel_spec", "run_backward",
            "run_forward"]
 
-MAX_DIMS = 8
 _INT32_MAX = 2**31 - 1
-_LOCAL = 256
 _MIN_CHUNK = 16  # positions each reduce work item sums at least
 _MAX_SHARE = 2048  # work items per reduced element at most (the last one adds their partials)
 
 _lock = threading.Lock()
-_cache: dict[tuple[Any, ...], BuiltKernel] = {}
+_cache = ContextCache("fused kernels")  # structure -> BuiltKernel, per context
 _stats = {"generated": 0, "hits": 0}
 
 
@@ -75,19 +82,6 @@ def clear_cache() -> None:
 
 
 # -- layout ---------------------------------------------------------------------------------
-
-
-def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
-    strides = [1] * len(shape)
-    for k in range(len(shape) - 2, -1, -1):
-        strides[k] = strides[k + 1] * max(shape[k + 1], 1)
-    return tuple(strides)
-
-
-def _broadcast_strides(shape: Sequence[int], out: Sequence[int]) -> tuple[int, ...]:
-    own = _contiguous(shape)
-    lead = len(out) - len(shape)
-    return (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(shape, own))
 
 
 @dataclass(frozen=True)
@@ -119,30 +113,12 @@ class Layout:
     @classmethod
     def of(cls, shape: tuple[int, ...], tensors: Sequence[Tensor]) -> Layout:
         """Merge the dims of ``shape`` that are contiguous for the output and every tensor."""
-        sets = [_contiguous(shape)] + [_broadcast_strides(t.shape, shape) for t in tensors]
-        dims: list[int] = []
-        merged: list[list[int]] = [[] for _ in sets]
-        for k, d in enumerate(shape):
-            if d == 1:
-                continue
-            if dims and all(m[-1] == s[k] * d for m, s in zip(merged, sets)):
-                dims[-1] *= d
-                for m, s in zip(merged, sets):
-                    m[-1] = s[k]
-            else:
-                dims.append(d)
-                for m, s in zip(merged, sets):
-                    m.append(s[k])
-        if not dims:
-            dims, merged = [1], [[1] for _ in sets]
-        if len(dims) > MAX_DIMS:
-            raise ValueError(
-                f"jit: broadcast shape {shape} keeps {len(dims)} dims after merging contiguous "
-                f"ones; fused kernels take at most {MAX_DIMS}"
-            )
+        sets = [contiguous_strides(shape)] + [broadcast_strides(t.shape, shape) for t in tensors]
+        dims, merged = collapse(shape, sets)
+        check_merged_dims("jit", shape, dims, what="fused kernels")
         n = math.prod(shape)
         extents = [n] + [t.offset + t.size for t in tensors]
-        return cls(tuple(dims), tuple(tuple(m) for m in merged[1:]), tuple(merged[0]),
+        return cls(dims, tuple(merged[1:]), merged[0],
                    max(extents, default=0) > _INT32_MAX)
 
 
@@ -154,21 +130,12 @@ def _leaf_kept(group: Group, lay: Layout, leaf: int) -> tuple[bool, ...]:
 # -- source generation ------------------------------------------------------------------------
 
 
-def _compute(dtype: str) -> str:
-    return "double" if dtype == "float64" else "float"
-
-
 def _header(dtype: str, wide: bool) -> str:
-    storage = c_type(dtype)
-    if dtype == "float16":
-        access = ("#define LD(p, i) vload_half((i), (p))\n"
-                  "#define ST(p, i, v) vstore_half((v), (i), (p))\n")
-    else:
-        access = "#define LD(p, i) ((p)[(i)])\n#define ST(p, i, v) ((p)[(i)] = (v))\n"
-    lit = "#define LIT(x) (x)\n" if dtype == "float64" else "#define LIT(x) (x##f)\n"
-    # the primitives' expressions are written with the short macro names (ADD, MUL, ...)
-    return (f"{EXPRESSION_MACROS}#define T {storage}\n#define CT {_compute(dtype)}\n"
-            f"#define IDX {'long' if wide else 'int'}\n{lit}{access}")
+    """The one kernel header (:func:`netcl.core.kernels.header.kernel_header`) in the fused
+    kernels' form: the expression macros (the primitives are written with ``ADD``, ``MUL``,
+    ...), ``IDX`` and ``LIT``, no pragma (``KernelSpec.device_source`` adds it)."""
+    return kernel_header(None, dtype, preamble=EXPRESSION_MACROS, wide=wide, literal=True,
+                         cast=False)
 
 
 def _input_params(group: Group, lay: Layout) -> list[str]:
@@ -393,8 +360,9 @@ def _reduce_source(name: str, group: Group, lay: Layout, sections: Sequence[Sequ
 
 
 def _local_size(queue: Any) -> int:
-    cap = int(queue.device.max_work_group_size)
-    return 1 << (min(_LOCAL, cap).bit_length() - 1)
+    """The device's one 1-D local size (NOTE [ The 1-D launch rule ] in
+    :mod:`netcl.core.kernels.family`): a power of two, as the reduce kernel's tree needs."""
+    return local_size_1d(queue.device)
 
 
 def _elementwise_range(lay: Layout, n: int, local: int) -> tuple[tuple[int, ...],
@@ -434,14 +402,15 @@ def kernel_spec(kind: str, group: Group, lay: Layout, extra: tuple[Any, ...]) ->
 
 
 def _kernel(kind: str, group: Group, lay: Layout, queue: Any, extra: tuple[Any, ...]) -> Any:
-    key = (id(queue.context), *_structure(kind, group, lay, extra))
-    built = _cache.get(key)
+    key = _structure(kind, group, lay, extra)
+    table = _cache.of(queue.context)
+    built = table.get(key)
     if built is not None:
         _stats["hits"] += 1
         return built
     built = kernel_spec(kind, group, lay, extra).build(queue)
     with _lock:
-        _cache[key] = built
+        table[key] = built
         _stats["generated"] += 1
     return built
 

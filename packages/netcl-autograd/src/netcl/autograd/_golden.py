@@ -30,7 +30,8 @@ from collections.abc import Callable
 import numpy as np
 
 from netcl.core.device import CPUQueue
-from netcl.core.kernels.golden import GoldenSource
+from netcl.core.kernels.family import LOCAL_1D as _LOCAL
+from netcl.core.kernels.golden import GoldenSource, register_golden, render_golden
 from netcl.core.tensor import Tensor
 
 from ._codegen import Layout, kernel_spec
@@ -42,7 +43,6 @@ __all__ = ["REFERENCE_EXTENSIONS", "golden_sources"]
 REFERENCE_EXTENSIONS = "cl_khr_fp16 cl_khr_fp64"
 """The extensions of the stand-in device the golden files are rendered for (its pragmas)."""
 
-_LOCAL = 256  # the reduce kernel's work-group size on a device with work-groups of 256
 
 
 def _tensor(shape: tuple[int, ...], dtype: str) -> Tensor:
@@ -70,11 +70,18 @@ def _number_first(dtype: str) -> Group:
 
 
 def golden_sources(extensions: str = REFERENCE_EXTENSIONS) -> dict[str, GoldenSource]:
-    """Every golden fused kernel, rendered for a device with ``extensions``.
+    """Every golden fused kernel, rendered for a device with ``extensions``: the programs the
+    autograd families registered (:func:`netcl.core.kernels.golden.render_golden`).
 
     Returns:
         ``{"fused/<kind>-<dtype>-<layout>.cl": GoldenSource}``.
     """
+    return render_golden("autograd", extensions)
+
+
+def _fused_golden(extensions: str) -> dict[str, GoldenSource]:
+    """The fused family's golden programs (the reduce ones for work-groups of
+    :data:`~netcl.core.kernels.family.LOCAL_1D`)."""
     out: dict[str, GoldenSource] = {}
 
     def add(name: str, make: Callable[[str], Group], dtype: str, kind: str,
@@ -97,3 +104,6 @@ def golden_sources(extensions: str = REFERENCE_EXTENSIONS) -> dict[str, GoldenSo
     add("reduce-float32-nd2-cpu-number-first", _number_first, "float32", "reduce",
         (((2,),), _LOCAL, True))
     return out
+
+
+register_golden("autograd", "fused", lambda ext: _fused_golden(ext).items())

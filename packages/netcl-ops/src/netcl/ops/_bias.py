@@ -7,9 +7,10 @@ import math
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, cl_kernel, empty, launch_1d, normalize_axis, result, same_device
+from ._common import check_tensor, empty, launch_1d, normalize_axis, result, same_device
 
 __all__ = ["bias_add"]
 
@@ -22,6 +23,16 @@ __kernel void bias_add(__global const T* x, __global const T* bias, __global T* 
     ST(y, i, LD(x, offx + i) + LD(bias, offb + (i / inner) % channels));
 }
 """
+
+
+def _bias_golden() -> list[tuple[str, tuple[str]]]:
+    return [(f"bias/bias_add-{dt}", (dt,)) for dt in FLOAT_DTYPES]
+
+
+@kernel_family("ops.bias", golden=_bias_golden)
+def bias_family(dtype: str) -> KernelSource:
+    """``bias_add`` for ``dtype``: one work item per element (``launch_1d``)."""
+    return KernelSource(_SRC, ("bias_add",), dtype)
 
 
 def bias_add(x: Tensor, bias: Tensor, axis: int | None = None) -> Tensor:
@@ -64,7 +75,7 @@ def bias_add(x: Tensor, bias: Tensor, axis: int | None = None) -> Tensor:
         view = (channels,) + (1,) * (x.ndim - ax - 1)
         return result(x, x.array + bias.to_host().reshape(view), x.dtype)
     out = empty(x.queue, x.shape, x.dtype)
-    kernel = cl_kernel(x.context, "bias_add", _SRC, x.dtype)
+    kernel = bias_family(x.context, x.dtype).kernel
     x.wait()
     bias.wait()
     launch_1d(x.queue, kernel, x.size, x.buffer, bias.buffer, out, np.int32(x.offset),

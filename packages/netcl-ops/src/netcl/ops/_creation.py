@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from netcl.core.device import get_active_device
-from netcl.core.dtypes import INT_DTYPES, canonical_dtype
+from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
+from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor, check_shape
 
-from ._common import check_tensor, cl_kernel, empty
+from ._common import check_tensor, empty
 from ._elementwise_base import (
     SCALAR_FLOAT,
     device_buffer,
@@ -60,7 +61,7 @@ def device_queue(queue: Any) -> Any:
 
 def _program_source(wide: bool, extra: str = "", source: str = _SOURCE) -> str:
     """``source`` (``fill_k``/``arange_k`` or ``one_hot_k``) after the ``IDX`` definition (64-bit
-    if ``wide``) and ``extra`` defines; the dtype header comes from ``cl_kernel``."""
+    if ``wide``) and ``extra`` defines; the dtype header comes from :func:`creation_family`."""
     return index_defs(2**31 if wide else 0)[0] + extra + source
 
 
@@ -68,9 +69,27 @@ def _one_hot_defines(label_dtype: str) -> str:
     return f"#define LT {'int' if label_dtype == 'int32' else 'long'}\n"
 
 
-def _kernel(queue: Any, name: str, dtype: str, wide: bool, extra: str = "",
-            source: str = _SOURCE) -> Any:
-    return cl_kernel(queue.context, name, _program_source(wide, extra, source), dtype)
+def _creation_golden() -> list[tuple[str, tuple[str, str, bool, str]]]:
+    cases = [(f"creation/fill_arange-{dt}", ("fill_arange", dt, False, ""))
+             for dt in (*FLOAT_DTYPES, "int32")]
+    cases += [(f"creation/one_hot-{dt}-labels-{labels}", ("one_hot", dt, False, labels))
+              for dt, labels in (("int64", "int64"), ("float32", "int32"))]
+    return cases
+
+
+@kernel_family("ops.creation", golden=_creation_golden)
+def creation_family(kind: str, dtype: str, wide: bool, labels: str = "") -> KernelSource:
+    """``fill_k`` and ``arange_k`` (``kind="fill_arange"``) or ``one_hot_k`` (reading
+    ``labels`` dtype labels) writing ``dtype``; one work item per element (``launch_items``)."""
+    if kind == "one_hot":
+        return KernelSource(_program_source(wide, _one_hot_defines(labels), _ONE_HOT),
+                            ("one_hot_k",), dtype)
+    return KernelSource(_program_source(wide), ("fill_k", "arange_k"), dtype)
+
+
+def _kernel(queue: Any, name: str, dtype: str, wide: bool, labels: str = "") -> Any:
+    kind = "one_hot" if name == "one_hot_k" else "fill_arange"
+    return creation_family(queue.context, kind, dtype, wide, labels).kernels[name]
 
 
 def fill(x: Tensor, value: float) -> Tensor:
@@ -232,8 +251,7 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
     n = out.size
     if n:
         _, idx = index_defs(n, labels.offset + labels.size)
-        extra = _one_hot_defines(labels.dtype)
-        kernel = _kernel(labels.queue, "one_hot_k", dtype, idx is np.int64, extra, _ONE_HOT)
+        kernel = _kernel(labels.queue, "one_hot_k", dtype, idx is np.int64, labels.dtype)
         launch_items(labels.queue, kernel, n, device_buffer(out), device_buffer(labels),
                      idx(labels.offset), idx(C), idx(n))
     return out

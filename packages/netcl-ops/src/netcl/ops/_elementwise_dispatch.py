@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import INT_DTYPES, numpy_dtype
+from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
+from netcl.core.kernel_selector import KernelVariant, default_config
 from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, same_device
@@ -25,6 +26,7 @@ from ._elementwise_base import (
     run_strided,
     scalar_kind,
 )
+from ._elementwise_source import _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 
 __all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "wrap"]
@@ -120,3 +122,58 @@ def copy_strided(shape: Sequence[int], out: Strided, src: Strided) -> None:
     op = OPS["copy"]
     compute = cast_compute(src.tensor.dtype, out.tensor.dtype)
     run_strided(op, bundle(op), shape, out, [src], compute)
+
+
+# -- golden sources -----------------------------------------------------------------------------
+
+
+def _golden_case(op: str, operands: tuple[str, ...], compute: str, out: str, layout: str,
+                 ndim: int = 1, width: int = 1, wide: bool = False,
+                 aligned: bool = True) -> tuple[str, tuple[_Sig, tuple[EwOp, ...]]]:
+    """The bundle of ``op`` for one signature, as ``run_strided`` builds it; ``aligned``
+    (``vec`` only): every offset a multiple of ``width`` (vector pointers), as for whole
+    tensors, else ``vloadN``/``vstoreN``."""
+    ops = bundle(OPS[op])
+    vec = layout == "vec"
+    sig = _Sig(group=ops[0].group, arity=ops[0].arity, nparams=max(o.nparams for o in ops),
+               operands=operands, compute=compute, out=out, layout=layout,
+               ndim=ndim if layout == "nd" else 1, width=width, wide=wide,
+               aligned=vec and aligned)
+    tag = {"flat": "flat", "vec": f"vec{width}", "nd": f"nd{ndim}"}[layout]
+    tag += "-unaligned" if vec and not aligned else ""
+    tag += "-idx64" if wide else ""
+    cast = ops[0].group == "copy" and operands[0] != out
+    dtypes = f"{operands[0]}-to-{out}" if cast else operands[-1]
+    return f"elementwise/{kernel_name(ops)[3:]}-{dtypes}-{tag}", (sig, ops)
+
+
+def _elementwise_golden() -> list[tuple[str, tuple[_Sig, tuple[EwOp, ...]]]]:
+    """The binary, unary, comparison, ``where`` and copy/cast bundles in the flat, vec (aligned
+    and not) and nd layouts, one with 64-bit indices."""
+    c = _golden_case
+    vec = default_config(KernelVariant.ELEMENTWISE_VECTORIZED).vector_width
+    cases = []
+    for dt in (*FLOAT_DTYPES, "int32"):  # binary arithmetic: every layout
+        cases += [c("add", (dt, dt), dt, dt, "flat"), c("add", (dt, dt), dt, dt, "vec", width=vec),
+                  c("add", (dt, dt), dt, dt, "nd", ndim=3)]
+    for dt in ("float32", "float16"):  # a view at an odd offset
+        cases.append(c("add", (dt, dt), dt, dt, "vec", width=vec, aligned=False))
+    f32 = "float32"
+    cases.append(c("add", (f32, f32), f32, f32, "flat", wide=True))
+    cases += [c("exp", (dt,), dt, dt, "flat") for dt in (*FLOAT_DTYPES, "int32")]
+    cases += [c("exp", (f32,), f32, f32, "vec", width=vec),
+              c("exp", (f32,), f32, f32, "nd", ndim=2)]
+    cases += [c("lt", (dt, dt), dt, "uint8", "flat") for dt in (f32, "int32")]
+    cases.append(c("lt", (f32, f32), f32, "uint8", "vec", width=vec))
+    cases += [c("where", ("uint8", dt, dt), dt, dt, "nd", ndim=2) for dt in (f32, "float16")]
+    cases.append(c("where", ("uint8", f32, f32), f32, f32, "flat"))
+    # copy: movement (strided) and casts (compute = the wider of the two)
+    cases += [c("copy", (f32,), f32, f32, "nd", ndim=3),
+              c("copy", ("float16",), f32, f32, "vec", width=vec),
+              c("copy", ("float64",), "float64", "float16", "vec", width=vec),
+              c("copy", (f32,), f32, "int32", "flat"),
+              c("copy", ("int32",), "float64", "float64", "flat")]
+    return cases
+
+
+elementwise_family.register_golden(_elementwise_golden)

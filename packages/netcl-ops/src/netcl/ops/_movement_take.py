@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
-from ._common import check_tensor, cl_kernel, empty, normalize_axis, same_device
+from ._common import check_tensor, empty, normalize_axis, same_device
 from ._elementwise_base import device_buffer, index_defs, launch_items
 from ._elementwise_dispatch import host, wrap
 
@@ -46,11 +47,23 @@ __kernel void take_k(__global T* out, __global const T* x, const IDX xo,
 
 def _program_source(dtype: str, index_dtype: str, wide: bool) -> str:
     """``take_k`` gathering ``dtype`` elements by ``index_dtype`` (int32/int64) indices, with
-    64-bit element indices if ``wide``; the dtype header comes from ``cl_kernel``."""
+    64-bit element indices if ``wide``; the dtype header comes from :func:`take_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
     oob = "((CT)NAN)" if dtype in FLOAT_DTYPES else "((CT)0)"
     tix = "int" if index_dtype == "int32" else "long"
     return f"{defs}#define TIX {tix}\n#define OOB {oob}\n{_SOURCE}"
+
+
+def _take_golden() -> list[tuple[str, tuple[str, str, bool]]]:
+    cases = [(f"movement/take-{dt}-index-int64", (dt, "int64", False))
+             for dt in (*FLOAT_DTYPES, "int32")]
+    return [*cases, ("movement/take-float32-index-int32", ("float32", "int32", False))]
+
+
+@kernel_family("ops.take", golden=_take_golden)
+def take_family(dtype: str, index_dtype: str, wide: bool) -> KernelSource:
+    """``take_k`` (see :func:`_program_source`); one work item per output element."""
+    return KernelSource(_program_source(dtype, index_dtype, wide), ("take_k",), dtype)
 
 
 def _check_index(op: str, x: Tensor, index: Any) -> Tensor:
@@ -77,8 +90,7 @@ def _take(x: Tensor, index: Tensor, axis: int, out_shape: tuple[int, ...], K: in
         return out
     inner = math.prod(x.shape[axis + 1:])
     _, idx = index_defs(n, x.offset + x.size, index.offset + index.size)
-    source = _program_source(x.dtype, index.dtype, idx is np.int64)
-    kernel = cl_kernel(x.queue.context, "take_k", source, x.dtype)
+    kernel = take_family(x.queue.context, x.dtype, index.dtype, idx is np.int64).kernel
     launch_items(x.queue, kernel, n, device_buffer(out), device_buffer(x) if x.size else None,
                  idx(x.offset), device_buffer(index), idx(index.offset),
                  *(idx(s) for s in index_strides), idx(K), idx(x.shape[axis]), idx(inner),

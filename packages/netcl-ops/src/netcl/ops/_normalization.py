@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
+from ._common import check_tensor, empty, launch_1d, result, same_device
 from ._elementwise_base import kernel_scalar, np_compute, view_args
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -204,6 +206,21 @@ __kernel void ln_backward_params(__global const T* g, const long go, __global co
 """
 
 
+_NORM_KERNELS = ("bn_stats", "bn_apply", "bn_backward_reduce", "bn_backward_dx", "ln_forward",
+                 "ln_backward_dx", "ln_backward_params")
+
+
+def _normalization_golden() -> list[tuple[str, tuple[str]]]:
+    return [(f"normalization/norm-{dt}", (dt,)) for dt in FLOAT_DTYPES]
+
+
+@kernel_family("ops.normalization", golden=_normalization_golden)
+def normalization_family(dtype: str) -> KernelSource:
+    """The batch and layer norm program for ``dtype``: the statistics kernels run one
+    work-group of ``GROUP`` items per channel or row, the elementwise ones ``launch_1d``."""
+    return KernelSource(_SRC, _NORM_KERNELS, dtype, Geometry(local=(GROUP,)))
+
+
 def _check_affine(op: str, weight: Tensor | None, bias: Tensor | None) -> None:
     """The kernels apply weight and bias together: one alone would be ignored, so refuse it."""
     if (weight is None) != (bias is None):
@@ -308,13 +325,13 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     mean = empty(q, (c,), sdt)
     invstd = empty(q, (c,), sdt)
     if training:
-        stats = cl_kernel(x.context, "bn_stats", _SRC, x.dtype)
+        stats = normalization_family(x.context, x.dtype).kernels["bn_stats"]
         upd = running_mean is not None and running_var is not None
         launch(q, stats, (c * GROUP,), (GROUP,),
                *view_args(x, mean, invstd, _or(running_mean, mean), _or(running_var, x)), n,
                c, hw, kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd))
     y = empty(q, x.shape, x.dtype)
-    apply = cl_kernel(x.context, "bn_apply", _SRC, x.dtype)
+    apply = normalization_family(x.context, x.dtype).kernels["bn_apply"]
     affine = weight is not None and bias is not None
     launch_1d(q, apply, x.size, *view_args(x, y, mean, invstd, _or(running_mean, x),
                                            _or(running_var, x), _or(weight, x), _or(bias, x)),
@@ -380,11 +397,11 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
     q = x.queue
     sdt = stat_dtype(x.dtype)
     sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
-    red = cl_kernel(x.context, "bn_backward_reduce", _SRC, x.dtype)
+    red = normalization_family(x.context, x.dtype).kernels["bn_backward_reduce"]
     launch(q, red, (c * GROUP,), (GROUP,), *view_args(grad, x, mean, invstd, sum_g_t, sum_gx_t),
            n, c, hw)
     dx_t = empty(q, x.shape, x.dtype)
-    kdx = cl_kernel(x.context, "bn_backward_dx", _SRC, x.dtype)
+    kdx = normalization_family(x.context, x.dtype).kernels["bn_backward_dx"]
     launch_1d(q, kdx, x.size, *view_args(grad, x, dx_t, mean, invstd, sum_g_t, sum_gx_t,
                                          _or(weight, x)), x.size, c, hw, m, int(weight is not None))
     from ._elementwise_binary import cast
@@ -437,7 +454,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     sdt = stat_dtype(x.dtype)
     y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), sdt), empty(
         q, (rows,), sdt)
-    kernel = cl_kernel(x.context, "ln_forward", _SRC, x.dtype)
+    kernel = normalization_family(x.context, x.dtype).kernels["ln_forward"]
     affine = weight is not None and bias is not None
     if rows:
         launch(q, kernel, (rows * GROUP,), (GROUP,),
@@ -473,9 +490,9 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     dx_t = empty(q, x.shape, x.dtype)
     gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
     if rows:
-        kdx = cl_kernel(x.context, "ln_backward_dx", _SRC, x.dtype)
+        kdx = normalization_family(x.context, x.dtype).kernels["ln_backward_dx"]
         launch(q, kdx, (rows * GROUP,), (GROUP,),
                *view_args(grad, x, dx_t, mean, rstd, _or(weight, x)), d, int(weight is not None))
-        kp = cl_kernel(x.context, "ln_backward_params", _SRC, x.dtype)
+        kp = normalization_family(x.context, x.dtype).kernels["ln_backward_params"]
         launch_1d(q, kp, d, *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
     return dx_t, gw_t, gb_t

@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, cl_kernel, empty, launch_1d, result
+from ._common import check_tensor, empty, launch_1d, result
 from ._elementwise_base import view_args
 
 __all__ = [
@@ -236,6 +238,23 @@ __kernel void adaptive_avg_backward(__global const T* g, const long go, __global
 """
 
 
+_POOL_KERNELS = {
+    "max": ("max_pool", "max_pool_backward"),
+    "avg": ("avg_pool", "avg_pool_backward", "adaptive_avg", "adaptive_avg_backward"),
+}
+
+
+def _pooling_golden() -> list[tuple[str, tuple[str, str]]]:
+    return [(f"pooling/{kind}-{dt}", (kind, dt)) for dt in FLOAT_DTYPES for kind in ("max", "avg")]
+
+
+@kernel_family("ops.pooling", golden=_pooling_golden)
+def pooling_family(kind: str, dtype: str) -> KernelSource:
+    """The max (``kind="max"``) or average pooling program for ``dtype``: one work item per
+    output (forward) or input (backward) element, launched with ``launch_1d``."""
+    return KernelSource(_MAX_SRC if kind == "max" else _AVG_SRC, _POOL_KERNELS[kind], dtype)
+
+
 def _windows(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int],
              p: tuple[int, int], d: tuple[int, int], out: tuple[int, int], fill: float
              ) -> np.ndarray[Any, Any]:
@@ -289,7 +308,7 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         return result(x, y, x.dtype), result(x, idx.astype(np.int64), "int64")
     y_t = empty(x.queue, shape, x.dtype)
     idx_t = empty(x.queue, shape, "int64")
-    kernel = cl_kernel(x.context, "max_pool", _MAX_SRC, x.dtype)
+    kernel = pooling_family(x.context, "max", x.dtype).kernels["max_pool"]
     launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t, idx_t), y_t.size, h, w, *out, *k,
               *s, *p, *d)
     return (y_t, idx_t) if return_indices else y_t
@@ -323,7 +342,7 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
         np.add.at(dx, (rows[hit], flat[hit]), grad.array.reshape(-1)[hit])
         return result(grad, dx.reshape(input_shape), grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
-    kernel = cl_kernel(grad.context, "max_pool_backward", _MAX_SRC, grad.dtype)
+    kernel = pooling_family(grad.context, "max", grad.dtype).kernels["max_pool_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, indices, dx_t), dx_t.size, h, w,
               oh, ow, *k, *s, *p, *d)
     return dx_t
@@ -354,7 +373,7 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         total = win.sum(axis=(-1, -2), dtype=np.float64)
         return result(x, total / _divisor(h, w, k, s, p, out, count_include_pad), x.dtype)
     y_t = empty(x.queue, (n, c, *out), x.dtype)
-    kernel = cl_kernel(x.context, "avg_pool", _AVG_SRC, x.dtype)
+    kernel = pooling_family(x.context, "avg", x.dtype).kernels["avg_pool"]
     launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
               y_t.size, h, w, *out, *k, *s, *p, int(count_include_pad))
     return y_t
@@ -401,7 +420,7 @@ def avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...], kernel_size:
                 dx[:, :, kh:kh + oh * s[0]:s[0], kw:kw + ow * s[1]:s[1]] += gs
         return result(grad, dx[:, :, p[0]:p[0] + h, p[1]:p[1] + w], grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
-    kernel = cl_kernel(grad.context, "avg_pool_backward", _AVG_SRC, grad.dtype)
+    kernel = pooling_family(grad.context, "avg", grad.dtype).kernels["avg_pool_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
               dx_t.size, h, w, oh, ow, *k, *s, *p, int(count_include_pad))
     return dx_t
@@ -433,7 +452,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
         y = np.stack([rows[..., a:b].mean(axis=3) for a, b in _adaptive_bounds(w, ow)], 3)
         return result(x, y, x.dtype)
     y_t = empty(x.queue, (n, c, oh, ow), x.dtype)
-    kernel = cl_kernel(x.context, "adaptive_avg", _AVG_SRC, x.dtype)
+    kernel = pooling_family(x.context, "avg", x.dtype).kernels["adaptive_avg"]
     launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
               y_t.size, h, w, oh, ow)
     return y_t
@@ -452,7 +471,7 @@ def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> 
                                                                                      None]
         return result(grad, dx, grad.dtype)
     dx_t = empty(grad.queue, input_shape, grad.dtype)
-    kernel = cl_kernel(grad.context, "adaptive_avg_backward", _AVG_SRC, grad.dtype)
+    kernel = pooling_family(grad.context, "avg", grad.dtype).kernels["adaptive_avg_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
               dx_t.size, h, w, oh, ow)
     return dx_t

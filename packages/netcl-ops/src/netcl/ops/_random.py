@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
+from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, cl_kernel, empty
+from ._common import check_tensor, empty
 from ._creation import device_queue, shape_arg
 from ._elementwise_base import (
     device_buffer,
@@ -248,12 +249,26 @@ def _float_dtype(op: str, dtype: Any) -> str:
 
 def _program_source(name: str, dtype: str, wide: bool) -> str:
     """Kernel ``rng_<name>`` writing ``dtype``, with 64-bit indices if ``wide``; the dtype
-    header comes from ``cl_kernel``."""
+    header comes from :func:`random_family`."""
     unit = _UNITS.get(dtype, _UNITS["float32"])
     defs = index_defs(2**31 if wide else 0)[0]
     helpers = box_muller_source(dtype) if name == "normal" else ""
     return (f"{defs}{literal_macro(dtype)}#define UNIT(u) {unit}\n{_SOURCE}{helpers}"
             f"{_KERNELS[name]}")
+
+
+def _random_golden() -> list[tuple[str, tuple[str, str, bool]]]:
+    cases = [("random/bits-int64", ("bits", "int64", False))]
+    for kernel, dtypes in (("uniform", FLOAT_DTYPES), ("normal", FLOAT_DTYPES),
+                           ("bernoulli", ("float32",)), ("dropout", ("float32", "float16"))):
+        cases += [(f"random/{kernel}-{dt}", (kernel, dt, False)) for dt in dtypes]
+    return cases
+
+
+@kernel_family("ops.random", golden=_random_golden)
+def random_family(name: str, dtype: str, wide: bool) -> KernelSource:
+    """The Philox kernel ``rng_<name>`` writing ``dtype``; one work item per output block."""
+    return KernelSource(_program_source(name, dtype, wide), (f"rng_{name}",), dtype)
 
 
 def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ...] = (),
@@ -267,8 +282,7 @@ def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ..
         return
     q = out.queue
     _, idx = index_defs(n, 0 if x is None else x.offset + x.size)
-    source = _program_source(name, out.dtype, idx is np.int64)
-    kernel = cl_kernel(q.context, f"rng_{name}", source, out.dtype)
+    kernel = random_family(q.context, name, out.dtype, idx is np.int64).kernel
     head = [device_buffer(out)]
     if mask is not None and x is not None:
         head += [device_buffer(mask), device_buffer(x), idx(x.offset)]

@@ -30,9 +30,10 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.family import LOCAL_1D, Geometry, KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
-from ._common import check_tensor, cl_kernel, empty, normalize_axes, normalize_axis
+from ._common import check_tensor, empty, normalize_axes, normalize_axis
 from ._elementwise_base import (
     device_buffer,
     index_defs,
@@ -228,16 +229,35 @@ def _defines(p: _Prog) -> str:
     return "\n".join(lines) + "\n"
 
 
-_kernels: dict[tuple[int, _Prog, str], Any] = {}
+def _reduction_programs() -> list[tuple[str, str, str, str]]:
+    """(label, input, accumulator, output) dtypes of the golden reduction programs."""
+    out = [(dt, dt, "float64" if dt == "float64" else "float32", dt) for dt in FLOAT_DTYPES]
+    out.append(("int32-sum", "int32", "int64", "int64"))  # integer sums accumulate in int64
+    out.append(("int32-max", "int32", "int32", "int32"))
+    return out
+
+
+def _reduce_golden() -> list[tuple[str, tuple[_Prog, str]]]:
+    cases = []
+    for label, src, acc, out in _reduction_programs():
+        for kernel in ("red_seq", "red_grp"):
+            if label == "int32-max" and kernel == "red_grp":
+                continue  # the same template as the sum's, with other #defines
+            cases.append((f"reduce/{kernel}-{label}", (_Prog(src, acc, out, LOCAL_1D, False),
+                                                       kernel)))
+    return cases
+
+
+@kernel_family("ops.reduce", golden=_reduce_golden)
+def reduce_family(prog: _Prog, name: str) -> KernelSource:
+    """Reduction kernel ``name`` (``red_seq``, ``red_grp``) of ``prog``: work-groups of at
+    most ``prog.local`` items, split into (columns, rows) by the launch."""
+    return KernelSource(_defines(prog) + _SOURCE + _KERNELS[name], (name,), prog.acc,
+                        Geometry(local=(prog.local,)))
 
 
 def _kernel(context: Any, prog: _Prog, name: str) -> Any:
-    key = (id(context), prog, name)
-    kernel = _kernels.get(key)
-    if kernel is None:
-        source = _defines(prog) + _SOURCE + _KERNELS[name]
-        kernel = _kernels[key] = cl_kernel(context, name, source, prog.acc)
-    return kernel
+    return reduce_family(context, prog, name).kernel
 
 
 # -- OpenCL driver ------------------------------------------------------------------------------

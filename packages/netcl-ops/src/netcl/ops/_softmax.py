@@ -17,10 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.family import LOCAL_1D as _LOCAL
+from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, cl_kernel, empty, normalize_axis, same_device
+from ._common import check_tensor, empty, normalize_axis, same_device
 from ._elementwise_base import (
     device_buffer,
     index_defs,
@@ -121,7 +124,7 @@ __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
 
 def _program_source(name: str, local: int, wide: bool) -> str:
     """Kernel ``name`` (``softmax_row`` or ``softmax_col``) for work-groups of ``local`` items,
-    with 64-bit indices if ``wide``; the dtype header comes from ``cl_kernel``."""
+    with 64-bit indices if ``wide``; the dtype header comes from :func:`softmax_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
     return f"{defs}#define LMAX {local}\n{_SOURCE}{_KERNELS[name]}"
 
@@ -131,6 +134,26 @@ def _nll_source(label_dtype: str, wide: bool) -> str:
     defs = index_defs(2**31 if wide else 0)[0]
     lt = "int" if label_dtype == "int32" else "long"
     return f"{defs}#define LT {lt}\n{_NLL}"
+
+
+def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
+    cases = [(f"softmax/{kernel}-{dt}", (kernel, dt, False, _LOCAL, ""))
+             for dt in FLOAT_DTYPES for kernel in ("softmax_row", "softmax_col")]
+    cases += [(f"softmax/nll-{dt}-labels-{labels}", ("nll_k", dt, False, 0, labels))
+              for dt, labels in (("float32", "int64"), ("float16", "int32"),
+                                 ("float64", "int64"))]
+    return cases
+
+
+@kernel_family("ops.softmax", golden=_softmax_golden)
+def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
+                   labels: str = "") -> KernelSource:
+    """``softmax_row`` (one work-group of ``local`` items per row), ``softmax_col`` (one work
+    item per column) or ``nll_k`` (one work item per row, ``labels`` dtype labels)."""
+    if kernel == "nll_k":
+        return KernelSource(_nll_source(labels, wide), ("nll_k",), dtype)
+    geometry = Geometry(local=(local,)) if kernel == "softmax_row" else Geometry()
+    return KernelSource(_program_source(kernel, local, wide), (kernel,), dtype, geometry)
 
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
@@ -157,12 +180,10 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
     args = (device_buffer(out), device_buffer(x), idx(x.offset), np.int32(op == "log_softmax"))
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
-        kernel = cl_kernel(x.queue.context, "softmax_col",
-                           _program_source("softmax_col", local, wide), x.dtype)
+        kernel = softmax_family(x.queue.context, "softmax_col", x.dtype, wide, local).kernel
         launch_items(x.queue, kernel, outer * inner, *args, idx(outer), idx(R), idx(inner))
     else:
-        kernel = cl_kernel(x.queue.context, "softmax_row",
-                           _program_source("softmax_row", local, wide), x.dtype)
+        kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide, local).kernel
         launch_nd(x.queue, kernel, (outer * local,), (local,), *args, idx(R))
     return out
 
@@ -239,8 +260,8 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     if N == 0:
         return out
     _, idx = index_defs(logp.offset + logp.size, labels.offset + N)
-    source = _nll_source(labels.dtype, idx is np.int64)
-    kernel = cl_kernel(logp.queue.context, "nll_k", source, logp.dtype)
+    kernel = softmax_family(logp.queue.context, "nll_k", logp.dtype, idx is np.int64, 0,
+                            labels.dtype).kernel
     bad = Tensor.from_shape(logp.queue, (1,), "int32", fill=0)
     launch_items(logp.queue, kernel, N, device_buffer(out), device_buffer(logp) if C else None,
                  idx(logp.offset), device_buffer(labels), idx(labels.offset), idx(C),

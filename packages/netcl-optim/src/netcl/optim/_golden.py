@@ -1,5 +1,5 @@
 """Golden kernel sources of netcl.optim: the update and gradient-norm programs, rendered
-through :func:`._kernels.program_source` (no device needed).
+through :func:`._kernels.optim_family` (no device needed), which registers them.
 
 ``tests/test_golden_sources.py`` compares them with the checked-in files under
 ``tests/golden`` and builds them on every OpenCL device present (see
@@ -14,9 +14,9 @@ Examples:
 
 from __future__ import annotations
 
-from netcl.core.kernels.golden import GoldenSource
+from netcl.core.kernels.golden import GoldenSource, render_golden
 
-from ._kernels import _CLIP, _NORM, _UPDATES, program_source
+from ._kernels import EXTENSIONS
 
 __all__ = ["golden_sources"]
 
@@ -26,14 +26,4 @@ def golden_sources() -> dict[str, GoldenSource]:
 
     The header depends on the dtype only (not on the device), so nothing else varies.
     """
-    out: dict[str, GoldenSource] = {}
-    for dtype in ("float32", "float16", "float64"):
-        needs = ("cl_khr_fp64",) if dtype == "float64" else ()
-        for kind, source in _UPDATES.items():
-            out[f"update/{kind}-{dtype}.cl"] = GoldenSource(program_source(source, dtype),
-                                                            (kind,), needs)
-        out[f"norm/sum_squares-{dtype}.cl"] = GoldenSource(
-            program_source(_NORM, dtype), ("sum_squares", "scale_by"), needs)
-    out["clip/clip_factor-float32.cl"] = GoldenSource(program_source(_CLIP, "float32"),
-                                                      ("clip_factor",))
-    return out
+    return render_golden("optim", EXTENSIONS)

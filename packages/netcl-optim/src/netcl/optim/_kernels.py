@@ -22,15 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import c_type
-from netcl.core.kernels.cache import get_kernel
-from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
+from netcl.core.dtypes import FLOAT_DTYPES, c_type
+from netcl.core.kernels.family import (
+    Geometry,
+    KernelSource,
+    grid_1d,
+    kernel_family,
+    local_size_1d,
+)
+from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
-__all__ = ["clip_factor", "program_source", "run_update", "scale_by_factor", "state_dtype",
-           "sum_squares_into"]
+__all__ = ["EXTENSIONS", "clip_factor", "optim_family", "program_source", "run_update",
+           "scale_by_factor", "state_dtype", "sum_squares_into"]
 
-_TUNER = WorkGroupTuner()
 REDUCE_GROUP = 256
 
 
@@ -160,38 +165,58 @@ __kernel void clip_factor(__global const float* partial, const int count,
 NORM_GROUPS = 64  # work-groups per parameter in sum_squares: partial slots per parameter
 
 
-def program_source(source: str, dtype: str) -> str:
-    """``source`` (``_UPDATES[kind]``, ``_NORM`` or ``_CLIP``) with its header for ``dtype``:
-    ``T`` (storage), ``CT`` (arithmetic), ``S`` (state), ``LD``/``ST`` (see NOTE [ float16
-    parameters ]). No header needs ``cl_khr_fp16``.
+def program_source(program: str, dtype: str) -> str:
+    """Program ``program`` (an update kind, ``"norm"`` or ``"clip"``) with its header for
+    ``dtype``: ``T`` (storage), ``CT`` (arithmetic), ``S`` (state), ``LD``/``ST`` (see NOTE
+    [ float16 parameters ]). No header needs ``cl_khr_fp16``; float64 ones enable
+    ``cl_khr_fp64``.
+
+    Examples:
+        >>> program_source("sgd", "float16").count("#pragma")
+        0
     """
-    pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if dtype == "float64" else ""
-    if dtype == "float16":
-        access = ("#define LD(p, i) vload_half((i), (p))\n"
-                  "#define ST(p, i, v) vstore_half((v), (i), (p))\n")
-    else:
-        access = "#define LD(p, i) ((CT)(p)[(i)])\n#define ST(p, i, v) ((p)[(i)] = (T)(v))\n"
-    compute = "double" if dtype == "float64" else "float"
-    header = (f"{pragma}{PRIMITIVE_PREAMBLE}#define T {c_type(dtype)}\n#define CT {compute}\n"
-              f"#define S {c_type(state_dtype(dtype))}\n{access}")
-    header += f"#define REDUCE_GROUP {REDUCE_GROUP}\n"
-    return header + source
+    return _source(program, dtype).render(EXTENSIONS)
 
 
-def _kernel(context: Any, name: str, source: str, dtype: str) -> Any:
-    return get_kernel(context, program_source(source, dtype), name)
+EXTENSIONS = "cl_khr_fp64"
+"""The extensions the golden headers are rendered for: fp64 pragmas for float64, never fp16."""
+
+
+def _source(program: str, dtype: str) -> KernelSource:
+    text = _UPDATES.get(program) or (_NORM if program == "norm" else _CLIP)
+    kernels = {"norm": ("sum_squares", "scale_by"), "clip": ("clip_factor",)}.get(
+        program, (program,))
+    return KernelSource(f"#define REDUCE_GROUP {REDUCE_GROUP}\n{text}", kernels, dtype,
+                        Geometry() if program in _UPDATES else Geometry(local=(REDUCE_GROUP,)),
+                        defines=f"#define S {c_type(state_dtype(dtype))}\n")
+
+
+def _optim_golden() -> list[tuple[str, tuple[str, str]]]:
+    cases = []
+    for dtype in FLOAT_DTYPES:
+        cases += [(f"update/{kind}-{dtype}", (kind, dtype)) for kind in _UPDATES]
+        cases.append((f"norm/sum_squares-{dtype}", ("norm", dtype)))
+    return [*cases, ("clip/clip_factor-float32", ("clip", "float32"))]
+
+
+@kernel_family("optim.kernels", golden=_optim_golden)
+def optim_family(program: str, dtype: str) -> KernelSource:
+    """An update program (``program`` = ``"sgd"``, ``"adam"``, ...; one work item per element),
+    the gradient-norm program (``"norm"``: ``sum_squares`` in ``NORM_GROUPS`` work-groups of
+    ``REDUCE_GROUP``, ``scale_by`` per element) or ``"clip"`` (one work-group)."""
+    return _source(program, dtype)
+
+
+def _kernel(context: Any, name: str, program: str, dtype: str) -> Any:
+    return optim_family(context, program, dtype).kernels[name]
 
 
 def run_update(kind: str, param: Tensor, *buffers_and_scalars: Any) -> None:
     """Launch the ``kind`` update kernel over ``param`` (the other arguments follow it)."""
-    kernel = _kernel(param.context, kind, _UPDATES[kind], param.dtype)
-    n = param.size
-    if n == 0:
-        return
-    gsize, lsize = _TUNER.launch_1d(n)
+    built = optim_family(param.context, kind, param.dtype)
     tensors = [a for a in buffers_and_scalars if isinstance(a, Tensor)]
     scalars = [_scalar(a) for a in buffers_and_scalars if not isinstance(a, Tensor)]
-    launch(param.queue, kernel, gsize, lsize, param, *tensors, np.int32(n), *scalars)
+    built.launch(param.queue, param.size, param, *tensors, np.int32(param.size), *scalars)
 
 
 def _scalar(value: Any) -> Any:
@@ -204,14 +229,14 @@ def _scalar(value: Any) -> Any:
 
 def sum_squares_into(x: Tensor, partial: Tensor, slot: int) -> None:
     """Write ``NORM_GROUPS`` partial sums of ``x**2`` into ``partial[slot:slot+NORM_GROUPS]``."""
-    kernel = _kernel(x.context, "sum_squares", _NORM, x.dtype)
+    kernel = _kernel(x.context, "sum_squares", "norm", x.dtype)
     launch(x.queue, kernel, (NORM_GROUPS * REDUCE_GROUP,), (REDUCE_GROUP,), x, np.int32(x.size),
            partial, np.int32(slot))
 
 
 def clip_factor(partial: Tensor, out: Tensor, max_norm: float) -> None:
     """``out[0]`` = sqrt(sum(partial)), ``out[1]`` = min(1, max_norm / (norm + 1e-6))."""
-    kernel = _kernel(partial.context, "clip_factor", _CLIP, "float32")
+    kernel = _kernel(partial.context, "clip_factor", "clip", "float32")
     launch(partial.queue, kernel, (REDUCE_GROUP,), (REDUCE_GROUP,), partial,
            np.int32(partial.size), out, np.float32(max_norm))
 
@@ -220,6 +245,6 @@ def scale_by_factor(x: Tensor, factor: Tensor) -> None:
     """``x *= factor[1]`` on the device."""
     if x.size == 0:
         return
-    kernel = _kernel(x.context, "scale_by", _NORM, x.dtype)
-    gsize, lsize = _TUNER.launch_1d(x.size)
-    launch(x.queue, kernel, gsize, lsize, x, np.int32(x.size), factor)
+    built = optim_family(x.context, "norm", x.dtype)
+    gsize, lsize = grid_1d(x.size, local_size_1d(x.queue.device))
+    launch(x.queue, built.kernels["scale_by"], gsize, lsize, x, np.int32(x.size), factor)

@@ -34,11 +34,12 @@ Examples:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec
 
 from .cache import ContextCache, get_kernel
+from .golden import GoldenSource, register_golden
 from .header import PRIMITIVE_PREAMBLE, kernel_header
 from .primitives import launch
 
@@ -125,6 +126,7 @@ class KernelSource:
         geometry: how its kernels are launched.
         options: build options.
         preamble: the header's preamble (see ``kernel_header``).
+        defines: the header's extra defines (see ``kernel_header``).
     """
 
     program: str
@@ -133,12 +135,20 @@ class KernelSource:
     geometry: Geometry = ONE_PER_ITEM
     options: str = ""
     preamble: str = PRIMITIVE_PREAMBLE
+    defines: str = ""
 
     def render(self, target: Any) -> str:
         """The complete source for ``target`` (context, device or extension string)."""
         if self.dtype is None:
             return self.program
-        return kernel_header(target, self.dtype, preamble=self.preamble) + self.program
+        return kernel_header(target, self.dtype, preamble=self.preamble,
+                             defines=self.defines) + self.program
+
+    def golden(self, extensions: str) -> GoldenSource:
+        """The :class:`~netcl.core.kernels.golden.GoldenSource` rendered for ``extensions``
+        (float64 programs need ``cl_khr_fp64``; float16 is storage only and needs nothing)."""
+        needs = ("cl_khr_fp64",) if self.dtype == "float64" else ()
+        return GoldenSource(self.render(extensions), self.kernels, needs)
 
 
 @dataclass
@@ -173,6 +183,10 @@ class BuiltFamily:
         return launch(queue, k, gsize, lsize, *args)
 
 
+GoldenCases = Callable[[], Iterable[tuple[str, tuple[Any, ...]]]]
+"""A family's golden matrix: ``(file name without .cl, builder arguments)`` pairs."""
+
+
 _families: dict[str, KernelFamily[Any]] = {}
 
 
@@ -203,17 +217,37 @@ class KernelFamily(Generic[P]):
             built = table[key] = BuiltFamily(src, kernels)
         return built
 
+    def register_golden(self, cases: GoldenCases) -> None:
+        """Register the programs this family builds for ``cases`` as the golden programs of
+        its package (see :func:`~netcl.core.kernels.golden.register_golden`); for a family
+        whose matrix needs modules that import the family's own."""
+        package, _, short = self.name.partition(".")
+        render: Callable[..., KernelSource] = self.source
+
+        def provider(extensions: str) -> Iterable[tuple[str, GoldenSource]]:
+            for file, args in cases():
+                yield f"{file}.cl", render(*args).golden(extensions)
+
+        register_golden(package, short or self.name, provider)
+
     def cache_size(self) -> int:
         """Contexts holding a build of this family now."""
         return len(self._built)
 
 
-def kernel_family(name: str) -> Callable[[Callable[P, KernelSource]], KernelFamily[P]]:
+def kernel_family(
+    name: str, golden: GoldenCases | None = None
+) -> Callable[[Callable[P, KernelSource]], KernelFamily[P]]:
     """Make a builder of :class:`KernelSource` a :class:`KernelFamily` named ``name``.
 
     ``family(context, *key)`` returns the :class:`BuiltFamily` (built once per context and
-    key, held as long as the context); ``family.source(*key)`` the source alone, for golden
-    tests. Names are unique (``ValueError`` for a second family of one name).
+    key, held as long as the context); ``family.source(*key)`` the source alone. ``name`` is
+    ``"<package>.<family>"``; with ``golden`` the family registers the programs it builds for
+    those cases with :func:`~netcl.core.kernels.golden.register_golden`, so the package's
+    golden test renders them (``render_golden("<package>", extensions)``).
+
+    Raises:
+        ValueError: a family of that name exists already.
     """
 
     def wrap(builder: Callable[P, KernelSource]) -> KernelFamily[P]:
@@ -221,6 +255,8 @@ def kernel_family(name: str) -> Callable[[Callable[P, KernelSource]], KernelFami
             raise ValueError(f"kernel_family: a family named {name!r} exists already")
         family: KernelFamily[P] = KernelFamily(name, builder)
         _families[name] = family
+        if golden is not None:
+            family.register_golden(golden)
         return family
 
     return wrap

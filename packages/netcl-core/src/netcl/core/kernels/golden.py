@@ -28,7 +28,7 @@ Examples:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,11 +39,15 @@ from .cache import get_program
 
 __all__ = [
     "UPDATE_ENV",
+    "GoldenProvider",
     "GoldenSource",
     "build_golden",
     "check_golden",
     "check_no_stale_golden",
+    "golden_families",
     "missing_extensions",
+    "register_golden",
+    "render_golden",
     "updating",
 ]
 
@@ -64,6 +68,56 @@ class GoldenSource:
     source: str
     kernels: tuple[str, ...]
     requires: tuple[str, ...] = ()
+
+
+GoldenProvider = Callable[[str], Iterable[tuple[str, GoldenSource]]]
+"""Renders a family's golden programs for a device with the given extensions: ``(file name
+relative to the golden folder, source)`` pairs."""
+
+_registry: dict[str, dict[str, GoldenProvider]] = {}
+
+
+def register_golden(package: str, family: str, provider: GoldenProvider) -> None:
+    """Register the golden programs of kernel family ``family`` of ``package`` (``"ops"``).
+
+    :func:`~netcl.core.kernels.family.kernel_family` registers a family given ``golden=``
+    cases; a package whose kernels are made another way registers a provider itself.
+
+    Raises:
+        ValueError: ``family`` of ``package`` is registered already.
+    """
+    families = _registry.setdefault(package, {})
+    if family in families:
+        raise ValueError(f"register_golden: family {family!r} of {package!r} is registered "
+                         "already")
+    families[family] = provider
+
+
+def golden_families(package: str) -> list[str]:
+    """The families of ``package`` with golden programs, in registration order."""
+    return list(_registry.get(package, {}))
+
+
+def render_golden(package: str, extensions: str) -> dict[str, GoldenSource]:
+    """Every golden program of every registered family of ``package``, for a device with
+    ``extensions`` (the modules defining the families must have been imported).
+
+    Raises:
+        ValueError: two families render a file of the same name.
+
+    Examples:
+        >>> register_golden("doc", "k", lambda ext: [("k/k.cl", GoldenSource("k", ("k",)))])
+        >>> list(render_golden("doc", "")), golden_families("doc")
+        (['k/k.cl'], ['k'])
+    """
+    out: dict[str, GoldenSource] = {}
+    for family, provider in _registry.get(package, {}).items():
+        for name, golden in provider(extensions):
+            if name in out:
+                raise ValueError(f"render_golden: {package} family {family!r} renders {name!r}, "
+                                 "which another family rendered already")
+            out[name] = golden
+    return out
 
 
 def updating() -> bool:

@@ -169,6 +169,7 @@ def kernel_header(
     dtype: str,
     *,
     preamble: str = PRIMITIVE_PREAMBLE,
+    defines: str = "",
     wide: bool | None = None,
     literal: bool = False,
     cast: bool = True,
@@ -182,6 +183,7 @@ def kernel_header(
         dtype: the tensor dtype ``T`` stores.
         preamble: the macros placed after the pragma (:data:`PRIMITIVE_PREAMBLE`; the fused
             kernels use :data:`EXPRESSION_MACROS`).
+        defines: more ``#define`` lines, placed after ``CT`` (the optimizers' state type ``S``).
         wide: ``None``: no ``IDX``; else ``#define IDX`` (``long`` when True).
         literal: add ``#define LIT(x)`` for ``dtype``.
         cast: whether ``LD``/``ST`` of non-half types cast to ``CT``/``T`` (the fused kernels,
@@ -206,6 +208,7 @@ def kernel_header(
         if ext in extensions_of(target):
             pragma = FP16_PRAGMA if dtype == "float16" else FP64_PRAGMA
     head = f"{pragma}{preamble}#define T {c_type(dtype)}\n#define CT {compute_type(dtype)}\n"
+    head += defines
     if wide is not None:
         head += index_macro(wide)
     if literal:

@@ -1,0 +1,101 @@
+"""How ops launch kernels: kernel arguments of tensors, index widths, the 1-D launch.
+
+Every 1-D launch of an op uses the device's one local size,
+:func:`netcl.core.kernels.family.local_size_1d` (see NOTE [ The 1-D launch rule ] there);
+:func:`launch_items` and ``_common.launch_1d`` both go through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from netcl.core.kernel_selector import get_kernel_selector
+from netcl.core.kernels.family import local_size_1d
+from netcl.core.kernels.header import index_macro
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+__all__ = [
+    "INT32_LIMIT",
+    "device_buffer",
+    "index_defs",
+    "launch_items",
+    "launch_nd",
+    "local_size",
+    "queue_facts",
+    "view_args",
+]
+
+INT32_LIMIT = 2**31 - 1
+
+
+def device_buffer(t: Tensor) -> Any:
+    """The OpenCL buffer behind ``t`` (its pending upload waited for); offsets go separately."""
+    t.wait()
+    return t.buffer
+
+
+def view_args(*values: Any) -> list[Any]:
+    """Kernel arguments with each Tensor as two, its buffer and its element offset (``long``),
+    for kernels written ``__global T* x, const long xo`` that start with ``x += xo``; other
+    values pass through. Views with an offset then work with no copy."""
+    out: list[Any] = []
+    for v in values:
+        out += [device_buffer(v), np.int64(v.offset)] if isinstance(v, Tensor) else [v]
+    return out
+
+
+def index_defs(*extents: int) -> tuple[str, Callable[[int], Any]]:
+    """``#define IDX`` for indices up to ``max(extents)`` and the matching argument converter.
+
+    32-bit indices while every extent fits (fast division on GPUs), 64-bit beyond.
+
+    Examples:
+        >>> index_defs(10, 2**31)
+        ('#define IDX long\\n', <class 'numpy.int64'>)
+    """
+    if max(extents, default=0) > INT32_LIMIT:
+        return index_macro(True), np.int64
+    return index_macro(False), np.int32
+
+
+def local_size(device: Any) -> int:
+    """The one 1-D local size of ``device``: :func:`netcl.core.kernels.family.local_size_1d`."""
+    return local_size_1d(device)
+
+
+# queue -> (queue, its device's selector, its local size); the queue is held in the value, so
+# its id cannot be reused while the entry lives (an identity check guards the lookup)
+_queue_selectors: dict[int, tuple[Any, Any, int]] = {}
+
+
+def queue_facts(queue: Any) -> tuple[Any, Any, int]:
+    """(queue, its device's selector, its local size), without a driver query per call."""
+    facts = _queue_selectors.get(id(queue))
+    if facts is None or facts[0] is not queue:
+        device = queue.device
+        facts = _queue_selectors[id(queue)] = (queue, get_kernel_selector(device),
+                                               local_size_1d(device))
+    return facts
+
+
+def launch_nd(queue: Any, kernel: Any, global_size: Sequence[int], local: Sequence[int],
+              *args: Any) -> None:
+    """:func:`netcl.core.kernels.primitives.launch` (counted), float64 scalars kept 64-bit.
+
+    ``launch`` turns Python floats into float32, and ``np.float64`` is a float subclass, so a
+    float64 scalar goes as a 0-d array, which PyOpenCL passes by its 8 bytes.
+    """
+    launch(queue, kernel, global_size, local,
+           *(np.array(a) if isinstance(a, np.float64) else a for a in args))
+
+
+def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
+    """Launch ``kernel`` over ``items`` work items with the device's one local size."""
+    if items <= 0:
+        return
+    local = queue_facts(queue)[2]
+    launch_nd(queue, kernel, (-(-items // local) * local,), (local,), *args)
