@@ -37,9 +37,6 @@ KNOWN_LAZY: dict[str, str] = {
     "netcl-ops/src/netcl/ops/_normalization.py: netcl.ops._elementwise_binary":
         "no circle (_elementwise_binary does not import _normalization); the file is being "
         "restructured with the kernel builders (issue 14 item 3)",
-    "netcl-data/src/netcl/data/_datasets.py: netcl.data._collate":
-        "no circle (_collate imports no netcl module); netcl-data had no owner in the issue 14 "
-        "round",
 }
 # Function-level imports of netcl modules that are there on purpose, each with its reason.
 ALLOWED_LAZY: dict[str, str] = {

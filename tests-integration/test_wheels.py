@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+RELEASE = ROOT / "scripts" / "release" / "release.py"
 DISTS = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheels")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "release.py"), "--all", "--out",
-                    str(out)], check=True)
+    subprocess.run([sys.executable, str(RELEASE), "--all", "--out", str(out)], check=True)
     return out
 
 
@@ -35,7 +35,7 @@ def test_nine_wheels_and_only_meta_has_root_init(wheels: Path) -> None:
 
 
 def test_release_script_rejects_wrong_tag_version() -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "release.py"),
+    out = subprocess.run([sys.executable, str(RELEASE),
                           "netcl-core-v9.9.9", "--no-install"], capture_output=True, text=True)
     assert out.returncode == 1 and "says version 9.9.9 but netcl-core is at" in out.stderr
 

@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ._collate import default_collate
+
 IndexArray = npt.NDArray[np.int64]
 
 
@@ -262,7 +264,6 @@ class Subset:
         get_batch = getattr(self.dataset, "get_batch", None)
         if callable(get_batch):
             return get_batch(idx)
-        from ._collate import default_collate
 
         return default_collate([self.dataset[int(i)] for i in idx])
 
