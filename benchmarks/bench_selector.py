@@ -47,12 +47,19 @@ from _timing import per_call_samples
 
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.kernel_selector import KernelVariant, force_variant, get_kernel_selector
+from netcl.core.kernel_selector import (
+    AnyVariant,
+    KernelSelector,
+    KernelVariant,
+    force_variant,
+    get_kernel_selector,
+)
+from netcl.core.selection import family_named, variant_applies
 from netcl.core.tensor import Tensor
 
 V = KernelVariant
 TIE = 1.10
-_FAMILY_VARIANTS = {
+_FAMILY_VARIANTS: dict[str, list[AnyVariant]] = {
     "elementwise": [V.ELEMENTWISE_SCALAR, V.ELEMENTWISE_VECTORIZED],
     "reduction": [V.REDUCTION_SEQUENTIAL, V.REDUCTION_PARALLEL, V.REDUCTION_WORKGROUP],
     "matmul": [V.MATMUL_NAIVE, V.MATMUL_TILED, V.MATMUL_REGISTER_TILED, V.MATMUL_VECTORIZED],
@@ -70,10 +77,18 @@ class Case:
     """One size class: a netcl call, the NumPy reference, and which variants apply."""
 
     def __init__(self, family: str, name: str, call: Callable[[], Any],
-                 reference: Callable[[], Any], variants: list[KernelVariant],
-                 selected: KernelVariant) -> None:
+                 reference: Callable[[], Any], variants: list[AnyVariant],
+                 selected: AnyVariant) -> None:
         self.family, self.name, self.call, self.reference = family, name, call, reference
         self.variants, self.selected = variants, selected
+
+
+def _applicable(sel: KernelSelector, family: str, *args: Any) -> list[AnyVariant]:
+    """The family's variants that compute this call (its ``applies`` predicates: one
+    definition, in the op package's rule module); forcing any other gives way to the rule."""
+    fam = family_named(family)
+    query = fam.parse(*args)
+    return [v for v in _FAMILY_VARIANTS[family] if variant_applies(v, sel.profile, query)]
 
 
 def _upload(q: Any, a: np.ndarray[Any, Any]) -> Tensor:
@@ -142,9 +157,7 @@ def cases(handle: DeviceHandle, quick: bool) -> list[Case]:
     for nb, c, h, k, r, s, p in convs:
         x, w = rand(nb, c, h, h), rand(k, c, r, r) * np.float32(0.05)
         tx, tw = _upload(q, x), _upload(q, w)
-        winograd = (r, s) == (3, 1)
-        variants = [v for v in _FAMILY_VARIANTS["conv2d"]
-                    if winograd or v is not V.CONV2D_WINOGRAD]
+        variants = _applicable(sel, "conv2d", nb, c, h, h, k, r, r, s, p)
         out.append(Case(
             "conv2d", f"N{nb} {c}-{k} {h}x{h} {r}x{r} s{s}",
             partial(ops.conv2d, tx, tw, stride=s, padding=p),
