@@ -18,16 +18,9 @@ from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor, check_shape
 
 from ._common import check_tensor, empty
-from ._elementwise_base import (
-    SCALAR_FLOAT,
-    device_buffer,
-    index_defs,
-    kernel_scalar,
-    launch_items,
-    np_compute,
-    scalar_kind,
-)
+from ._dtype_policy import SCALAR_FLOAT, kernel_scalar, np_compute, scalar_kind
 from ._elementwise_dispatch import host, wrap
+from ._launch import device_buffer, index_defs, launch_items
 
 __all__ = ["arange", "fill", "full", "one_hot", "ones", "zeros"]
 

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import canonical_dtype
+from netcl.core.shapes import contiguous_strides
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty
-from ._elementwise_base import SCALAR_FLOAT, Strided, contiguous_strides, np_compute, scalar_kind
+from ._dtype_policy import SCALAR_FLOAT, np_compute, scalar_kind
+from ._elementwise_base import Strided
 from ._elementwise_dispatch import apply, cast_compute, copy_strided, host, wrap
 
 __all__ = [

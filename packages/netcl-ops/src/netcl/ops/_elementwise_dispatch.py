@@ -11,21 +11,12 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, default_config
+from netcl.core.shapes import broadcast_shapes
 from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, same_device
-from ._elementwise_base import (
-    EwOp,
-    Strided,
-    broadcast_shapes,
-    kernel_scalar,
-    np_compute,
-    promote,
-    run_broadcast,
-    run_fast,
-    run_strided,
-    scalar_kind,
-)
+from ._dtype_policy import kernel_scalar, np_compute, promote, scalar_kind
+from ._elementwise_base import EwOp, Strided, run_broadcast, run_fast, run_strided
 from ._elementwise_source import _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 

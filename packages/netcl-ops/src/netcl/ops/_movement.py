@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.shapes import broadcast_strides, contiguous_strides
 from netcl.core.tensor import Tensor
 from netcl.core.tensor import reshape as _reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._creation import fill_for
-from ._elementwise_base import Strided, broadcast_strides, contiguous_strides
+from ._elementwise_base import Strided
 from ._elementwise_dispatch import copy_strided, host, wrap
 
 __all__ = [

@@ -18,8 +18,8 @@ from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
-from ._elementwise_base import device_buffer, index_defs, launch_items
 from ._elementwise_dispatch import host, wrap
+from ._launch import device_buffer, index_defs, launch_items
 
 __all__ = ["embedding", "gather", "index_select"]
 

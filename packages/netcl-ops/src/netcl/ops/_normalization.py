@@ -18,7 +18,8 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, launch_1d, result, same_device
-from ._elementwise_base import kernel_scalar, np_compute, view_args
+from ._dtype_policy import kernel_scalar, np_compute
+from ._launch import view_args
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
 

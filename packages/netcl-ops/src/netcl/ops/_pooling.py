@@ -14,7 +14,7 @@ from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, launch_1d, result
-from ._elementwise_base import view_args
+from ._launch import view_args
 
 __all__ = [
     "adaptive_avg_pool2d",

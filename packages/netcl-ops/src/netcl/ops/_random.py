@@ -33,19 +33,14 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
+from netcl.core.kernels.header import literal_macro
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty
 from ._creation import device_queue, shape_arg
-from ._elementwise_base import (
-    device_buffer,
-    index_defs,
-    launch_items,
-    literal_macro,
-    np_compute,
-    require_float,
-)
+from ._dtype_policy import np_compute, require_float
 from ._elementwise_dispatch import host, wrap
+from ._launch import device_buffer, index_defs, launch_items
 from ._random_normal import box_muller_source, np_box_muller
 
 __all__ = [

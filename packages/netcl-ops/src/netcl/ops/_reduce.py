@@ -34,16 +34,9 @@ from netcl.core.kernels.family import LOCAL_1D, Geometry, KernelSource, kernel_f
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
-from ._elementwise_base import (
-    device_buffer,
-    index_defs,
-    launch_items,
-    launch_nd,
-    local_size,
-    np_compute,
-    require_float,
-)
+from ._dtype_policy import np_compute, require_float
 from ._elementwise_dispatch import host, wrap
+from ._launch import device_buffer, index_defs, launch_items, launch_nd, local_size
 from ._movement import permute
 
 __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]

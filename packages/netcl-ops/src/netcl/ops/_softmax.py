@@ -24,16 +24,9 @@ from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
-from ._elementwise_base import (
-    device_buffer,
-    index_defs,
-    launch_items,
-    launch_nd,
-    local_size,
-    np_compute,
-    require_float,
-)
+from ._dtype_policy import np_compute, require_float
 from ._elementwise_dispatch import host, wrap
+from ._launch import device_buffer, index_defs, launch_items, launch_nd, local_size
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 

@@ -171,11 +171,17 @@ def _enqueue(
 
 @dataclass
 class WorkGroupTuner:
-    """Heuristic local sizes; rounds global sizes up to a multiple (kernels guard the tail).
+    """Local sizes for callers that know no device; rounds global sizes up to a multiple
+    (kernels guard the tail).
+
+    1-D launches follow the one 1-D rule (NOTE [ The 1-D launch rule ] in :mod:`.family`):
+    the same local size whatever the problem size, ``max_local`` rounded down to a power of
+    two. Code that has a device uses :func:`.family.local_size_1d`, which also respects the
+    device's limit.
 
     Examples:
-        >>> WorkGroupTuner().launch_1d(1000)
-        ((1024,), (256,))
+        >>> WorkGroupTuner().launch_1d(1000), WorkGroupTuner().launch_1d(3)
+        (((1024,), (256,)), ((256,), (256,)))
         >>> WorkGroupTuner().launch_2d(7, 33)
         ((16, 48), (16, 16))
     """
@@ -184,8 +190,9 @@ class WorkGroupTuner:
     tile_2d: tuple[int, int] = (16, 16)
 
     def local_size_1d(self, n: int) -> int:
-        """A power of two <= ``max_local``, smaller for tiny problems."""
-        return max(1, min(self.max_local, 1 << max(0, (max(1, n) - 1).bit_length())))
+        """``max_local`` rounded down to a power of two, for any ``n`` (a size that shrank for
+        small ``n`` made PoCL compile a work-group function per new size)."""
+        return 1 << (max(1, self.max_local).bit_length() - 1)
 
     @staticmethod
     def round_up(n: int, multiple: int) -> int:
