@@ -26,10 +26,10 @@ from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.env import env_flag
 from netcl.core.kernel_selector import (
     KernelConfig,
-    KernelFamily,
     KernelFamilyError,
     KernelSelector,
     KernelVariant,
+    SelectionFamily,
     Variant,
     default_config,
     force_variant,
@@ -75,7 +75,7 @@ def _toy_configure(profile: ExtendedDeviceProfile, v: Any, q: Toy) -> KernelConf
 
 
 TOY = register_family(
-    KernelFamily("toy", parse=_toy_parse, key=tuple, rule=_toy_rule, configure=_toy_configure,
+    SelectionFamily("toy", parse=_toy_parse, key=tuple, rule=_toy_rule, configure=_toy_configure,
                  switches=lambda: (env_flag("NETCL_TOY_EVEN", False),)),
     {SMALL: {"tile_m": 1, "tile_n": 1, "tile_k": 1, "use_local_memory": False},
      LARGE: {"tile_m": 64, "tile_n": 64, "tile_k": 64, "local_size_2d": (32, 32)},
@@ -197,7 +197,7 @@ def test_register_variant_of_an_unknown_family() -> None:
 ])
 def test_register_family_bad_arguments(name: str, defaults: Any, error: type[Exception],
                                        match: str) -> None:
-    fam = KernelFamily(name, parse=int, key=lambda n: (n,), rule=lambda p, n: SMALL,
+    fam = SelectionFamily(name, parse=int, key=lambda n: (n,), rule=lambda p, n: SMALL,
                        configure=lambda p, v, n: default_config(v))
     with pytest.raises(error, match=match):
         register_family(fam, defaults)
@@ -225,7 +225,7 @@ def test_family_loads_through_its_entry_point(monkeypatch: pytest.MonkeyPatch) -
 
     def load() -> None:
         loads.append("epfam")
-        register_family(KernelFamily("epfam", parse=int, key=lambda n: (n,),
+        register_family(SelectionFamily("epfam", parse=int, key=lambda n: (n,),
                                      rule=lambda p, n: only,
                                      configure=lambda p, v, n: default_config(v)), {only: {}})
 
@@ -275,7 +275,7 @@ def test_switches_are_read_per_decision(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_rule_returning_a_variant_that_does_not_apply_is_an_error() -> None:
     liar = register_family(
-        KernelFamily("liar", parse=int, key=lambda n: (n,), rule=lambda p, n: Variant("LIAR_B"),
+        SelectionFamily("liar", parse=int, key=lambda n: (n,), rule=lambda p, n: Variant("LIAR_B"),
                      configure=lambda p, v, n: default_config(v)),
         {Variant("LIAR_A"): {}, Variant("LIAR_B"): {}},
         applies={Variant("LIAR_B"): lambda p, n: n > 0})

@@ -46,9 +46,9 @@ from netcl.core.selection import (
     FAMILIES,
     AnyVariant,
     KernelConfig,
-    KernelFamily,
     KernelFamilyError,
     KernelVariant,
+    SelectionFamily,
     Variant,
     default_config,
     family_named,
@@ -67,7 +67,7 @@ __all__ = [
     "FAMILIES",
     "AnyVariant",
     "KernelConfig",
-    "KernelFamily",
+    "SelectionFamily",
     "KernelFamilyError",
     "KernelSelector",
     "KernelSpec",
@@ -146,7 +146,7 @@ class KernelSelector:
 
     # -- the shared decision path --
 
-    def select(self, family: KernelFamily[Q] | str, query: Q) -> KernelConfig:
+    def select(self, family: SelectionFamily[Q] | str, query: Q) -> KernelConfig:
         """The config for a checked ``query`` of ``family``: forced -> tuned -> rule.
 
         A forced or tuned variant that does not apply to the query (the family's ``applies``
@@ -160,14 +160,14 @@ class KernelSelector:
         Examples:
             >>> one = Variant("SOLO_ONLY")
             >>> solo = register_family(
-            ...     KernelFamily("solo", parse=int, key=lambda n: (n,),
+            ...     SelectionFamily("solo", parse=int, key=lambda n: (n,),
             ...                  rule=lambda profile, n: one,
             ...                  configure=lambda profile, v, n: default_config(v)),
             ...     {one: {"tile_m": 2}})
             >>> KernelSelector(extended_profile(None)).select(solo, 7).tile_m
             2
         """
-        fam = family if isinstance(family, KernelFamily) else family_named(family)
+        fam = family if isinstance(family, SelectionFamily) else family_named(family)
         profile = self.profile
         forced = forced_variant(fam.name)
         if forced is not None and variant_applies(forced, profile, query):

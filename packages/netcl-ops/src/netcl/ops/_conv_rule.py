@@ -20,7 +20,13 @@ from typing import Any
 from netcl.core.device_profile import ExtendedDeviceProfile
 from netcl.core.env import env_flag
 from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_config
-from netcl.core.selection import AnyVariant, KernelFamily, float_dtype_arg, int_arg, register_family
+from netcl.core.selection import (
+    AnyVariant,
+    SelectionFamily,
+    float_dtype_arg,
+    int_arg,
+    register_family,
+)
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
@@ -214,8 +220,8 @@ def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     return winograd_applies(q.geometry)
 
 
-CONV2D_FAMILY: KernelFamily[ConvQuery] = register_family(
-    KernelFamily("conv2d", parse=parse_conv2d, key=ConvQuery.key, rule=conv2d_rule,
+CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
+    SelectionFamily("conv2d", parse=parse_conv2d, key=ConvQuery.key, rule=conv2d_rule,
                  configure=conv2d_config,
                  switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
                                    env_flag("NETCL_CONV_TILED_LOCAL", None))),

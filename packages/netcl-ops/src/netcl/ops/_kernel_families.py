@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netcl.core.selection import KernelFamily
+from netcl.core.selection import SelectionFamily
 
 from ._conv_rule import CONV2D_FAMILY
 from ._matmul_rule import MATMUL_FAMILY
@@ -22,6 +22,6 @@ from ._selection_rules import BATCHNORM_FAMILY, ELEMENTWISE_FAMILY, REDUCTION_FA
 
 __all__ = ["KERNEL_FAMILIES"]
 
-KERNEL_FAMILIES: tuple[KernelFamily[Any], ...] = (
+KERNEL_FAMILIES: tuple[SelectionFamily[Any], ...] = (
     MATMUL_FAMILY, CONV2D_FAMILY, ELEMENTWISE_FAMILY, REDUCTION_FAMILY, BATCHNORM_FAMILY,
 )

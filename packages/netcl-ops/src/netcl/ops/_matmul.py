@@ -26,6 +26,7 @@ from netcl.core.kernel_selector import (
     force_variant,
     get_kernel_selector,
 )
+from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
@@ -139,16 +140,16 @@ def _vector_flags(
     return _replace(p, vec_a=vec_a, vec_b=vec_b, vec_c=vec_c)
 
 
-_kernels: dict[tuple[int, mk.GemmParams], Any] = {}
+_kernels = ContextCache("GEMM kernels")  # GemmParams -> cl.Kernel, per context
 
 
 def gemm_kernel(context: Any, p: mk.GemmParams) -> Any:
     """The cached ``cl.Kernel`` for parameters ``p`` on ``context``."""
-    key = (id(context), p)
-    kernel = _kernels.get(key)
+    kernels = _kernels.of(context)
+    kernel = kernels.get(p)
     if kernel is None:
-        kernel = cl_kernel(context, mk.gemm_kernel_name(p), mk.gemm_source(p), p.dtype)
-        _kernels[key] = kernel
+        kernel = kernels[p] = cl_kernel(context, mk.gemm_kernel_name(p), mk.gemm_source(p),
+                                        p.dtype)
     return kernel
 
 

@@ -17,7 +17,7 @@ from netcl.core.device_profile import ExtendedDeviceProfile
 from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_config
 from netcl.core.selection import (
     AnyVariant,
-    KernelFamily,
+    SelectionFamily,
     float_dtype_arg,
     int_arg,
     register_family,
@@ -203,8 +203,8 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     return cfg
 
 
-MATMUL_FAMILY: KernelFamily[MatmulQuery] = register_family(
-    KernelFamily("matmul", parse=parse_matmul, key=lambda q: (q.M, q.N, q.K, q.dtype),
+MATMUL_FAMILY: SelectionFamily[MatmulQuery] = register_family(
+    SelectionFamily("matmul", parse=parse_matmul, key=lambda q: (q.M, q.N, q.K, q.dtype),
                  rule=matmul_rule, configure=matmul_config),
     DEFAULTS,
 )

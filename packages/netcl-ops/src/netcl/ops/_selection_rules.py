@@ -15,7 +15,7 @@ from netcl.core.dtypes import canonical_dtype
 from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_config
 from netcl.core.selection import (
     AnyVariant,
-    KernelFamily,
+    SelectionFamily,
     bool_arg,
     float_dtype_arg,
     int_arg,
@@ -189,18 +189,18 @@ def _batchnorm_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     return cfg
 
 
-ELEMENTWISE_FAMILY: KernelFamily[ElementwiseQuery] = register_family(
-    KernelFamily("elementwise", parse=_parse_elementwise, key=tuple, rule=elementwise_rule,
+ELEMENTWISE_FAMILY: SelectionFamily[ElementwiseQuery] = register_family(
+    SelectionFamily("elementwise", parse=_parse_elementwise, key=tuple, rule=elementwise_rule,
                  configure=_elementwise_config),
     ELEMENTWISE_DEFAULTS,
 )
-REDUCTION_FAMILY: KernelFamily[ReductionQuery] = register_family(
-    KernelFamily("reduction", parse=_parse_reduction, key=tuple, rule=reduction_rule,
+REDUCTION_FAMILY: SelectionFamily[ReductionQuery] = register_family(
+    SelectionFamily("reduction", parse=_parse_reduction, key=tuple, rule=reduction_rule,
                  configure=_reduction_config),
     REDUCTION_DEFAULTS,
 )
-BATCHNORM_FAMILY: KernelFamily[BatchnormQuery] = register_family(
-    KernelFamily("batchnorm", parse=_parse_batchnorm, key=tuple, rule=batchnorm_rule,
+BATCHNORM_FAMILY: SelectionFamily[BatchnormQuery] = register_family(
+    SelectionFamily("batchnorm", parse=_parse_batchnorm, key=tuple, rule=batchnorm_rule,
                  configure=_batchnorm_config),
     BATCHNORM_DEFAULTS,
 )

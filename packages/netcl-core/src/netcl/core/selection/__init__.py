@@ -1,7 +1,7 @@
 """The generic kernel selector's parts: variants, the family registry, forcing, argument checks.
 
 netcl-core knows no op: each op package registers its families here (a
-:class:`KernelFamily` with its parse, key, rule and configure functions, and its variants'
+:class:`SelectionFamily` with its parse, key, rule and configure functions, and its variants'
 defaults), and :class:`netcl.core.kernel_selector.KernelSelector` resolves every decision the
 same way: forced -> tuned -> the family's rule, cached per query and fitted to the device.
 
@@ -10,7 +10,7 @@ Examples:
     >>> from netcl.core.kernel_selector import KernelSelector
     >>> small, large = Variant("TOY_SMALL"), Variant("TOY_LARGE")
     >>> toy = register_family(
-    ...     KernelFamily("toy", parse=lambda n: int_arg("select_toy", "n", n, 0),
+    ...     SelectionFamily("toy", parse=lambda n: int_arg("select_toy", "n", n, 0),
     ...                  key=lambda n: (n,),
     ...                  rule=lambda profile, n: large if n > 100 else small,
     ...                  configure=lambda profile, v, n: default_config(v)),
@@ -27,8 +27,8 @@ from ._forcing import force_variant as force_variant
 from ._forcing import forced_variant as forced_variant
 from ._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._registry import Applies as Applies
-from ._registry import KernelFamily as KernelFamily
 from ._registry import KernelFamilyError as KernelFamilyError
+from ._registry import SelectionFamily as SelectionFamily
 from ._registry import default_config as default_config
 from ._registry import family_named as family_named
 from ._registry import register_family as register_family
@@ -53,7 +53,7 @@ __all__ = [
     "Applies",
     "AnyVariant",
     "KernelConfig",
-    "KernelFamily",
+    "SelectionFamily",
     "KernelFamilyError",
     "KernelVariant",
     "Variant",

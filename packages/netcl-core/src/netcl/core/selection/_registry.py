@@ -1,6 +1,6 @@
 """The registry of kernel families: each family's rule, its variants and their defaults.
 
-An op package registers a family once (at import): a :class:`KernelFamily` with the functions
+An op package registers a family once (at import): a :class:`SelectionFamily` with the functions
 that parse a ``select_*`` call into a query, key it, choose a variant by rule and configure it,
 plus every variant's default parameters and, where a variant does not compute every query, its
 ``applies`` predicate. netcl-core holds no family of its own: ``family_named`` finds one that
@@ -25,7 +25,7 @@ from ._variants import FAMILIES, AnyVariant, KernelConfig, KernelVariant, Varian
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Applies",
-    "KernelFamily",
+    "SelectionFamily",
     "KernelFamilyError",
     "default_config",
     "family_named",
@@ -54,7 +54,7 @@ def _no_switches() -> tuple[Any, ...]:
 
 
 @dataclass(frozen=True)
-class KernelFamily(Generic[Q]):
+class SelectionFamily(Generic[Q]):
     """One op family's selection policy over queries of type ``Q``.
 
     Attributes:
@@ -67,7 +67,7 @@ class KernelFamily(Generic[Q]):
             decision cache's key (so changing one takes effect at once).
 
     Examples:
-        >>> fam = KernelFamily("demo", parse=int, key=lambda n: (n,),
+        >>> fam = SelectionFamily("demo", parse=int, key=lambda n: (n,),
         ...                    rule=lambda p, n: Variant("DEMO_ANY"),
         ...                    configure=lambda p, v, n: KernelConfig(v))
         >>> fam.key(fam.parse("3"))
@@ -90,7 +90,7 @@ class _Spec:
 
 
 _lock = threading.RLock()
-_families: dict[str, KernelFamily[Any]] = {}
+_families: dict[str, SelectionFamily[Any]] = {}
 _specs: dict[str, _Spec] = {}  # by variant name
 _names: dict[str, tuple[str, ...]] = {}  # family -> its variants' names, in registration order
 _tried: set[str] = set()  # families whose entry points were loaded
@@ -113,14 +113,14 @@ def _bump() -> None:
 
 
 def register_family(
-    family: KernelFamily[Q],
+    family: SelectionFamily[Q],
     defaults: Mapping[AnyVariant, Mapping[str, Any]],
     applies: Mapping[AnyVariant, Applies] | None = None,
-) -> KernelFamily[Q]:
+) -> SelectionFamily[Q]:
     """Register (or replace) ``family`` with its variants' default parameters.
 
     Args:
-        family: the :class:`KernelFamily`.
+        family: the :class:`SelectionFamily`.
         defaults: every variant of the family -> its :class:`KernelConfig` fields before any
             device override (what :func:`default_config` and a forced selection return).
         applies: variant -> ``applies(profile, query)`` for variants that compute only some
@@ -131,7 +131,7 @@ def register_family(
         ValueError: a bad family name, no variants, or a variant of another family.
 
     Examples:
-        >>> demo = KernelFamily("demoa", parse=int, key=lambda n: (n,),
+        >>> demo = SelectionFamily("demoa", parse=int, key=lambda n: (n,),
         ...                     rule=lambda p, n: Variant("DEMOA_ONE"),
         ...                     configure=lambda p, v, n: default_config(v))
         >>> _ = register_family(demo, {Variant("DEMOA_ONE"): {"tile_m": 8}})
@@ -171,7 +171,7 @@ def register_variant(
         ValueError: a malformed name.
 
     Examples:
-        >>> demo = KernelFamily("demob", parse=int, key=lambda n: (n,),
+        >>> demo = SelectionFamily("demob", parse=int, key=lambda n: (n,),
         ...                     rule=lambda p, n: Variant("DEMOB_ONE"),
         ...                     configure=lambda p, v, n: default_config(v))
         >>> _ = register_family(demo, {Variant("DEMOB_ONE"): {}})
@@ -214,7 +214,7 @@ def _add(variant: AnyVariant, defaults: Mapping[str, Any], applies: Applies | No
         _names[family] = (*_names.get(family, ()), variant.name)
 
 
-def family_named(name: str) -> KernelFamily[Any]:
+def family_named(name: str) -> SelectionFamily[Any]:
     """The registered family ``name``, loading its ``netcl.kernel_families`` entry point
     the first time it is asked for.
 
