@@ -22,6 +22,7 @@ import pytest
 
 from netcl.core import kernel_selector, selection
 from netcl.core._paths import write_entry
+from netcl.core.capabilities import numpy_profile as plain
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.env import env_flag
 from netcl.core.kernel_selector import (
@@ -37,6 +38,7 @@ from netcl.core.kernel_selector import (
     register_family,
     register_variant,
 )
+from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.selection import _forcing, _registry, _variants, args
 from netcl.core.testing import available_devices
 
@@ -76,7 +78,7 @@ def _toy_configure(profile: ExtendedDeviceProfile, v: Any, q: Toy) -> KernelConf
 
 TOY = register_family(
     SelectionFamily("toy", parse=_toy_parse, key=tuple, rule=_toy_rule, configure=_toy_configure,
-                 switches=lambda: (env_flag("NETCL_TOY_EVEN", False),)),
+                    switches=lambda: (env_flag("NETCL_TOY_EVEN", False),)),
     {SMALL: {"tile_m": 1, "tile_n": 1, "tile_k": 1, "use_local_memory": False},
      LARGE: {"tile_m": 64, "tile_n": 64, "tile_k": 64, "local_size_2d": (32, 32)},
      EVEN: {"extra": {"even": True}}},
@@ -149,8 +151,6 @@ def test_kernel_config_defaults_match_the_page() -> None:
 
 
 def test_kernelspec_reexport() -> None:
-    from netcl.core.kernels.primitives import KernelSpec
-
     assert kernel_selector.KernelSpec is KernelSpec
 
 
@@ -198,7 +198,7 @@ def test_register_variant_of_an_unknown_family() -> None:
 def test_register_family_bad_arguments(name: str, defaults: Any, error: type[Exception],
                                        match: str) -> None:
     fam = SelectionFamily(name, parse=int, key=lambda n: (n,), rule=lambda p, n: SMALL,
-                       configure=lambda p, v, n: default_config(v))
+                          configure=lambda p, v, n: default_config(v))
     with pytest.raises(error, match=match):
         register_family(fam, defaults)
 
@@ -226,8 +226,8 @@ def test_family_loads_through_its_entry_point(monkeypatch: pytest.MonkeyPatch) -
     def load() -> None:
         loads.append("epfam")
         register_family(SelectionFamily("epfam", parse=int, key=lambda n: (n,),
-                                     rule=lambda p, n: only,
-                                     configure=lambda p, v, n: default_config(v)), {only: {}})
+                                        rule=lambda p, n: only,
+                                        configure=lambda p, v, n: default_config(v)), {only: {}})
 
     ep = types.SimpleNamespace(name="epfam", value="pkg.module", load=load)
     monkeypatch.setattr(_registry, "_tried", set())
@@ -276,7 +276,7 @@ def test_switches_are_read_per_decision(monkeypatch: pytest.MonkeyPatch) -> None
 def test_rule_returning_a_variant_that_does_not_apply_is_an_error() -> None:
     liar = register_family(
         SelectionFamily("liar", parse=int, key=lambda n: (n,), rule=lambda p, n: Variant("LIAR_B"),
-                     configure=lambda p, v, n: default_config(v)),
+                        configure=lambda p, v, n: default_config(v)),
         {Variant("LIAR_A"): {}, Variant("LIAR_B"): {}},
         applies={Variant("LIAR_B"): lambda p, n: n > 0})
     assert sel().select(liar, 1).variant.name == "LIAR_B"
@@ -600,8 +600,6 @@ def test_get_kernel_selector_memoized() -> None:
 
 
 def test_selector_rejects_plain_profile() -> None:
-    from netcl.core.capabilities import numpy_profile as plain
-
     with pytest.raises(TypeError, match=r"KernelSelector: profile must be an ExtendedDevice"):
         KernelSelector(plain())  # type: ignore[arg-type]
 

@@ -161,8 +161,8 @@ class KernelSelector:
             >>> one = Variant("SOLO_ONLY")
             >>> solo = register_family(
             ...     SelectionFamily("solo", parse=int, key=lambda n: (n,),
-            ...                  rule=lambda profile, n: one,
-            ...                  configure=lambda profile, v, n: default_config(v)),
+            ...                     rule=lambda profile, n: one,
+            ...                     configure=lambda profile, v, n: default_config(v)),
             ...     {one: {"tile_m": 2}})
             >>> KernelSelector(extended_profile(None)).select(solo, 7).tile_m
             2

@@ -222,9 +222,9 @@ def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
 
 CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
     SelectionFamily("conv2d", parse=parse_conv2d, key=ConvQuery.key, rule=conv2d_rule,
-                 configure=conv2d_config,
-                 switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
-                                   env_flag("NETCL_CONV_TILED_LOCAL", None))),
+                    configure=conv2d_config,
+                    switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
+                                      env_flag("NETCL_CONV_TILED_LOCAL", None))),
     DEFAULTS,
     applies={V.CONV2D_WINOGRAD: _winograd_applies, V.CONV2D_TILED_LOCAL: _tiled_local_applies},
 )

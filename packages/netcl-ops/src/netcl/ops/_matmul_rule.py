@@ -205,6 +205,6 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
 MATMUL_FAMILY: SelectionFamily[MatmulQuery] = register_family(
     SelectionFamily("matmul", parse=parse_matmul, key=lambda q: (q.M, q.N, q.K, q.dtype),
-                 rule=matmul_rule, configure=matmul_config),
+                    rule=matmul_rule, configure=matmul_config),
     DEFAULTS,
 )

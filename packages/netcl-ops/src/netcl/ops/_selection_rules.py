@@ -191,16 +191,16 @@ def _batchnorm_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
 ELEMENTWISE_FAMILY: SelectionFamily[ElementwiseQuery] = register_family(
     SelectionFamily("elementwise", parse=_parse_elementwise, key=tuple, rule=elementwise_rule,
-                 configure=_elementwise_config),
+                    configure=_elementwise_config),
     ELEMENTWISE_DEFAULTS,
 )
 REDUCTION_FAMILY: SelectionFamily[ReductionQuery] = register_family(
     SelectionFamily("reduction", parse=_parse_reduction, key=tuple, rule=reduction_rule,
-                 configure=_reduction_config),
+                    configure=_reduction_config),
     REDUCTION_DEFAULTS,
 )
 BATCHNORM_FAMILY: SelectionFamily[BatchnormQuery] = register_family(
     SelectionFamily("batchnorm", parse=_parse_batchnorm, key=tuple, rule=batchnorm_rule,
-                 configure=_batchnorm_config),
+                    configure=_batchnorm_config),
     BATCHNORM_DEFAULTS,
 )

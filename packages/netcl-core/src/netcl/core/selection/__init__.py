@@ -8,19 +8,19 @@ same way: forced -> tuned -> the family's rule, cached per query and fitted to t
 Examples:
     >>> from netcl.core.device_profile import extended_profile
     >>> from netcl.core.kernel_selector import KernelSelector
-    >>> small, large = Variant("TOY_SMALL"), Variant("TOY_LARGE")
-    >>> toy = register_family(
-    ...     SelectionFamily("toy", parse=lambda n: int_arg("select_toy", "n", n, 0),
-    ...                  key=lambda n: (n,),
-    ...                  rule=lambda profile, n: large if n > 100 else small,
-    ...                  configure=lambda profile, v, n: default_config(v)),
+    >>> small, large = Variant("DEMO_SMALL"), Variant("DEMO_LARGE")
+    >>> demo = register_family(
+    ...     SelectionFamily("demo", parse=lambda n: int_arg("select_demo", "n", n, 0),
+    ...                     key=lambda n: (n,),
+    ...                     rule=lambda profile, n: large if n > 100 else small,
+    ...                     configure=lambda profile, v, n: default_config(v)),
     ...     {small: {"tile_m": 1}, large: {"tile_m": 64}})
     >>> sel = KernelSelector(extended_profile(None))
-    >>> sel.select(toy, 1000).variant.name, sel.select("toy", 5).tile_m
-    ('TOY_LARGE', 1)
+    >>> sel.select(demo, 1000).variant.name, sel.select("demo", 5).tile_m
+    ('DEMO_LARGE', 1)
     >>> with force_variant(small):
-    ...     sel.select(toy, 1000).variant.name
-    'TOY_SMALL'
+    ...     sel.select(demo, 1000).variant.name
+    'DEMO_SMALL'
 """
 
 from ._forcing import force_variant as force_variant

@@ -68,8 +68,8 @@ class SelectionFamily(Generic[Q]):
 
     Examples:
         >>> fam = SelectionFamily("demo", parse=int, key=lambda n: (n,),
-        ...                    rule=lambda p, n: Variant("DEMO_ANY"),
-        ...                    configure=lambda p, v, n: KernelConfig(v))
+        ...                       rule=lambda p, n: Variant("DEMO_ANY"),
+        ...                       configure=lambda p, v, n: KernelConfig(v))
         >>> fam.key(fam.parse("3"))
         (3,)
     """
@@ -132,8 +132,8 @@ def register_family(
 
     Examples:
         >>> demo = SelectionFamily("demoa", parse=int, key=lambda n: (n,),
-        ...                     rule=lambda p, n: Variant("DEMOA_ONE"),
-        ...                     configure=lambda p, v, n: default_config(v))
+        ...                        rule=lambda p, n: Variant("DEMOA_ONE"),
+        ...                        configure=lambda p, v, n: default_config(v))
         >>> _ = register_family(demo, {Variant("DEMOA_ONE"): {"tile_m": 8}})
         >>> default_config(variant_named("DEMOA_ONE")).tile_m
         8
@@ -172,8 +172,8 @@ def register_variant(
 
     Examples:
         >>> demo = SelectionFamily("demob", parse=int, key=lambda n: (n,),
-        ...                     rule=lambda p, n: Variant("DEMOB_ONE"),
-        ...                     configure=lambda p, v, n: default_config(v))
+        ...                        rule=lambda p, n: Variant("DEMOB_ONE"),
+        ...                        configure=lambda p, v, n: default_config(v))
         >>> _ = register_family(demo, {Variant("DEMOB_ONE"): {}})
         >>> extra = register_variant("DEMOB_TWO", {"tile_k": 4})
         >>> extra.family, variant_names("demob")
