@@ -17,7 +17,7 @@ from netcl.autograd.testing import check_grad
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 
 rng = np.random.default_rng(7)
 
@@ -66,12 +66,15 @@ def test_fused_chain_is_one_kernel_forward_two_backward(dev: DeviceHandle) -> No
     g = rng.standard_normal((33, 17))
     y_fused, g_fused, fwd, bwd = run(fused_chain, args, g)
     y_ref, g_ref, fwd_ref, bwd_ref = run(chain, args, g)
-    np.testing.assert_allclose(y_fused, y_ref, rtol=1e-6, atol=1e-6)
+    # fused and eager round the same float32 operations (a hundredth of the table), the
+    # reference is float64 (a tenth); gradients are summed in other orders (a tenth, rtol
+    # and atol alike: the table's atol is a tenth of its rtol)
+    assert_close(y_fused, y_ref, "float32", scale=0.01)
     host = [a.to_host().astype(np.float64) for a in args]
-    np.testing.assert_allclose(y_fused, chain_ref(*host), rtol=1e-5, atol=1e-6)
+    assert_close(y_fused, chain_ref(*host), "float32", scale=0.1)
     assert len(g_fused) == len(g_ref) == 5
     for a, b in zip(g_fused, g_ref):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        assert_close(a, b, "float32", scale=0.1)
     if dev.backend == "cl":
         assert (fwd, bwd) == (1, 2), (fwd, bwd)
         assert fwd_ref == 5 and bwd_ref > 5  # the unfused ops, for comparison
@@ -155,7 +158,7 @@ def test_same_tensor_twice_is_one_leaf(dev: DeviceHandle) -> None:
     (x,) = inputs(dev, [(9,)])
     f = compiler.jit(lambda x: x * x + x)
     _, (gx,), _, bwd = run(f, [x], np.ones(9))
-    np.testing.assert_allclose(gx, 2 * x.to_host() + 1, rtol=1e-6)
+    assert_close(gx, 2 * x.to_host() + 1, "float32", scale=0.01)  # two roundings
     if dev.backend == "cl":
         assert bwd == 1
 
@@ -271,7 +274,7 @@ def test_attrs_select_different_kernels(dev: DeviceHandle) -> None:
     (x,) = inputs(dev, [(4,)], grad=False)
     one = SCALED_SOFTPLUS(x, k=1.0).to_host()
     three = SCALED_SOFTPLUS(x, k=3.0).to_host()
-    np.testing.assert_allclose(three, 3 * one, rtol=1e-5)
+    assert_close(three, 3 * one, "float32", scale=0.1)
 
 
 def test_non_fusible_primitive_is_a_boundary(dev: DeviceHandle) -> None:
@@ -279,7 +282,7 @@ def test_non_fusible_primitive_is_a_boundary(dev: DeviceHandle) -> None:
     (x,) = inputs(dev, [(7,)])
     with count_launches() as n:
         y = f(x)
-    np.testing.assert_allclose(y.to_host(), (2 * x.to_host()) ** 2 + 1, rtol=1e-5)
+    assert_close(y.to_host(), (2 * x.to_host()) ** 2 + 1, "float32", scale=0.1)
     if dev.backend == "cl":
         assert n[0] == 3
     check_grad(dev, f, lambda x: (2 * x) ** 2 + 1, (x.to_host().astype(np.float64),))
@@ -364,6 +367,6 @@ def test_gpu_and_cpu_reduce_layouts_agree(dev: DeviceHandle, monkeypatch: pytest
         monkeypatch.setattr(_codegen, "_is_cpu", lambda device, cpu=cpu: cpu)
         results.append(run(fused_chain, args, g)[1])
     for a, b in zip(*results):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        assert_close(a, b, "float32", scale=0.1)
     host = [a.to_host().astype(np.float64) for a in args]
     check_grad(dev, fused_chain, chain_ref, tuple(host))

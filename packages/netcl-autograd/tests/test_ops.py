@@ -279,5 +279,6 @@ def test_dropout_backward_uses_the_forward_mask(dev: DeviceHandle) -> None:
     assert x.grad is not None
     kept = y.to_host() != 0
     assert 0 < kept.sum() < 64
-    np.testing.assert_allclose(x.grad.to_host(), np.where(kept, 1 / 0.75, 0.0), rtol=1e-6)
-    np.testing.assert_allclose(y.to_host()[kept], np.arange(1.0, 65.0)[kept] / 0.75, rtol=1e-6)
+    # one multiplication by 1 / (1 - p): a hundredth of the table's float32 tolerance
+    assert_close(x.grad.to_host(), np.where(kept, 1 / 0.75, 0.0), "float32", scale=0.01)
+    assert_close(y.to_host()[kept], np.arange(1.0, 65.0)[kept] / 0.75, "float32", scale=0.01)

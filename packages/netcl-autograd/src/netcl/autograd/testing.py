@@ -44,34 +44,49 @@ def _sum_to(a: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, 
 
 def numeric_grad(
     ref: Callable[..., Any], args: Sequence[Any], index: int, v: np.ndarray[Any, Any],
-    eps: float = 1e-6, elementwise: bool = False,
+    eps: float = 1e-6, elementwise: bool = False, independent: Sequence[int] = (),
 ) -> np.ndarray[Any, Any]:
     """d/d args[index] of ``sum(v * ref(*args))`` by central differences in float64.
 
-    Element by element (two calls of ``ref`` per element); with ``elementwise`` (``ref``'s
-    output element depends only on the input elements broadcast to it) every element is
-    stepped at once, and the differences are summed back over the broadcast axes: two calls.
+    Element by element (two calls of ``ref`` per element), except along structure the caller
+    states, where elements are stepped together and their differences read apart:
+
+    - ``elementwise``: ``ref``'s output element depends only on the input elements broadcast
+      to it; every element is stepped at once and the differences are summed back over the
+      broadcast axes (two calls in all).
+    - ``independent``: axes of the input that the output has at the same positions, with an
+      output element depending only on input elements of its own index along them (the batch
+      axis of a convolution, batch and channel of a pooling): one step per index of the other
+      axes.
 
     Examples:
         >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
-        >>> v = np.ones(2)
-        >>> numeric_grad(lambda a: a.sum(axis=0), [x], 0, v).round(6).tolist()
+        >>> numeric_grad(lambda a: a.sum(axis=0), [x], 0, np.ones(2)).round(6).tolist()
         [[1.0, 1.0], [1.0, 1.0]]
         >>> b = np.array([0.5, 2.0])
         >>> numeric_grad(np.multiply, [x, b], 1, np.ones((2, 2)), elementwise=True).round(6)
         array([4., 6.])
+        >>> cumsum = lambda a: np.cumsum(a**2, axis=1)  # rows are independent
+        >>> numeric_grad(cumsum, [x], 0, np.ones((2, 2)), independent=(0,)).round(6).tolist()
+        [[4.0, 4.0], [12.0, 8.0]]
     """
     base = [np.array(a, dtype=np.float64) if _is_float(a) else a for a in args]
     x = base[index]
     if elementwise:
         diff = central_difference(ref, base, {index: np.ones_like(x)}, eps)
         return _sum_to(v * diff, x.shape).reshape(x.shape)
+    kept = sorted(k % x.ndim for k in independent) if x.ndim else []
+    free = [k for k in range(x.ndim) if k not in kept]
     grad = np.zeros_like(x)
-    gflat = grad.reshape(-1)
-    for k in range(x.size):
+    for position in np.ndindex(*(x.shape[k] for k in free)):
+        where: list[Any] = [slice(None)] * x.ndim
+        for k, p in zip(free, position):
+            where[k] = p
         step = np.zeros_like(x)
-        step.flat[k] = 1.0
-        gflat[k] = np.sum(v * central_difference(ref, base, {index: step}, eps))
+        step[tuple(where)] = 1.0
+        weighted = v * central_difference(ref, base, {index: step}, eps)
+        summed = tuple(k for k in range(weighted.ndim) if k not in kept)
+        grad[tuple(where)] = weighted.sum(axis=summed) if summed else weighted
     return grad
 
 
@@ -96,6 +111,7 @@ def check_grad(
     wrt: Sequence[int] | None = None,
     seed: int = 0,
     elementwise: bool = False,
+    independent: dict[int, Sequence[int]] | None = None,
 ) -> list[np.ndarray[Any, Any] | None]:
     """Check ``fn`` (netcl) against ``ref`` (NumPy, float64): output and input gradients.
 
@@ -112,6 +128,8 @@ def check_grad(
         seed: seed of the random output cotangent.
         elementwise: ``ref`` is elementwise (with broadcasting), so its finite differences
             step every element at once (see :func:`numeric_grad`).
+        independent: per argument position, the axes along which its finite differences
+            step elements together (see :func:`numeric_grad`).
 
     Returns:
         The device gradients, one per argument (``None`` for those not checked).
@@ -149,7 +167,8 @@ def check_grad(
     for i in wrt:
         t = dev_args[i]
         expected = numeric_grad(lambda *a: ref(*a, **kwargs), rounded, i, v,
-                                elementwise=elementwise)
+                                elementwise=elementwise,
+                                independent=(independent or {}).get(i, ()))
         got = np.zeros(t.shape) if t.grad is None else t.grad.to_host().astype(np.float64)
         if got.shape != expected.shape:
             raise AssertionError(f"grad of argument {i}: shape {got.shape} != {expected.shape}")
