@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from netcl.ops import ELEMENTWISE
 
-__all__ = ["FUNCTIONS", "compile_expression"]
+__all__ = ["FUNCTIONS", "compile_expression", "compile_expressions"]
 
 Env = dict[str, Any]
 Evaluator = Callable[[Env], Any]
@@ -96,8 +96,18 @@ def _divide(a: Any, b: Any) -> Any:
     return np.divide(a, b)
 
 
+# NOTE [ Compiled C expressions ]
+# The parser builds a tree of hashable tuples (``("call", "exp", arg)``, ``("bin", "*", l, r)``,
+# ...); equal subtrees are one value, so :func:`_emit` writes one Python function that computes
+# each distinct subexpression once, in order, into a local (``silu``'s derivative computes its
+# sigmoid once, ``gelu_tanh``'s its tanh once). The function is made once per expression
+# (``compile_expression`` is cached), and an evaluation is one Python call per distinct node.
+
+Node = tuple[Any, ...]
+
+
 class _Parser:
-    """Recursive descent over C's expression precedence levels, building closures."""
+    """Recursive descent over C's expression precedence levels, building a tuple tree."""
 
     def __init__(self, source: str, functions: dict[str, Callable[..., Any]]) -> None:
         self.source = source
@@ -129,13 +139,13 @@ class _Parser:
         self.pos += 1
         return tok
 
-    def parse(self) -> Evaluator:
-        ev = self.ternary()
+    def parse(self) -> Node:
+        node = self.ternary()
         if self.pos != len(self.tokens):
             self.fail(f"unexpected {self.peek()!r}")
-        return ev
+        return node
 
-    def ternary(self) -> Evaluator:
+    def ternary(self) -> Node:
         cond = self.binary(0)
         if self.peek() != "?":
             return cond
@@ -143,78 +153,64 @@ class _Parser:
         yes = self.ternary()
         self.take(":")
         no = self.ternary()
-        return lambda env: np.where(cond(env), yes(env), no(env))
+        return ("select", cond, yes, no)
 
-    def binary(self, level: int) -> Evaluator:
+    def binary(self, level: int) -> Node:
         if level == len(_LEVELS):
             return self.unary()
         left = self.binary(level + 1)
         while self.peek() in _LEVELS[level] and self.tokens[self.pos][0] == "op":
             op = self.take()[1]
             right = self.binary(level + 1)
-            fn = _divide if op == "/" else _BINARY[op]
-            left = _apply2(fn, left, right)
+            left = ("bin", op, left, right)
         return left
 
-    def unary(self) -> Evaluator:
+    def unary(self) -> Node:
         tok = self.peek()
         if tok in ("-", "+", "!"):
             self.take()
             inner = self.unary()
-            if tok == "-":
-                return lambda env: np.negative(inner(env))
-            if tok == "!":
-                return lambda env: np.logical_not(inner(env))
-            return inner
+            return inner if tok == "+" else ("neg" if tok == "-" else "not", inner)
         if tok == "(" and self.pos + 2 < len(self.tokens) and self.tokens[self.pos + 2][1] == ")":
             name = self.tokens[self.pos + 1][1]
             if name in _FLOAT_CASTS or name in _INT_CASTS:
                 self.pos += 3
                 inner = self.unary()
-                if name in _FLOAT_CASTS:
-                    return lambda env: np.asarray(inner(env)).astype(env["__ct__"])
-                return lambda env: np.trunc(inner(env)).astype(np.int64)
+                return ("castf" if name in _FLOAT_CASTS else "casti", inner)
         return self.primary()
 
-    def primary(self) -> Evaluator:
+    def primary(self) -> Node:
         kind, text = self.take()
         if kind == "num":
             literal = text.rstrip("fFlLuU")
             number: float = int(literal) if literal.isdigit() else float(literal)
-            return lambda env: number
+            return ("num", number)
         if kind == "id":
             if self.peek() == "(":
                 return self.call(text)
-            name = text
-            return lambda env: _lookup(env, name, self.source)
+            return ("var", text)
         if text == "(":
             inner = self.ternary()
             self.take(")")
             return inner
         self.fail(f"unexpected {text!r}")
 
-    def call(self, name: str) -> Evaluator:
-        fn = self.functions.get(name)
-        if fn is None:
+    def call(self, name: str) -> Node:
+        if name not in self.functions:
             self.fail(
                 f"the NumPy backend does not know the function {name!r} (give it to "
                 f"register_primitive as numpy_functions={{{name!r}: ...}}); known: "
                 f"{', '.join(sorted(self.functions))}"
             )
         self.take("(")
-        args: list[Evaluator] = []
+        args: list[Node] = []
         if self.peek() != ")":
             args.append(self.ternary())
             while self.peek() == ",":
                 self.take(",")
                 args.append(self.ternary())
         self.take(")")
-        func = fn
-        return lambda env: func(*(a(env) for a in args))
-
-
-def _apply2(fn: Callable[[Any, Any], Any], left: Evaluator, right: Evaluator) -> Evaluator:
-    return lambda env: fn(left(env), right(env))
+        return ("call", name, *args)
 
 
 def _lookup(env: Env, name: str, source: str) -> Any:
@@ -225,6 +221,77 @@ def _lookup(env: Env, name: str, source: str) -> Any:
             f"C expression {source!r}: unknown variable {name!r}; the expression may only use "
             f"its arguments ({', '.join(k for k in env if not k.startswith('__'))})"
         ) from None
+
+
+def _cast_float(x: Any, ct: Any) -> Any:
+    return np.asarray(x).astype(ct)
+
+
+def _cast_int(x: Any) -> Any:
+    return np.trunc(x).astype(np.int64)
+
+
+_HELPERS: dict[str, Any] = {
+    "_lookup": _lookup, "_castf": _cast_float, "_casti": _cast_int, "_where": np.where,
+    "_neg": np.negative, "_not": np.logical_not, "_div": _divide,
+    **{f"_op{i}": fn for i, fn in enumerate(_BINARY.values())},
+}
+_OP_NAMES = {op: f"_op{i}" for i, op in enumerate(_BINARY)}
+
+
+def _emit(roots: Sequence[Node], source: str, functions: dict[str, Callable[..., Any]]
+          ) -> Callable[[Env], tuple[Any, ...]]:
+    """One Python function computing the tuple of ``roots``, each distinct subtree once (NOTE
+    [ Compiled C expressions ]); a temporary is dropped after its last use, so NumPy reuses
+    its memory."""
+    steps: list[tuple[str, str, list[str]]] = []  # (local, expression, locals it reads)
+    names: dict[Node, str] = {}
+    space: dict[str, Any] = {**_HELPERS, "_source": source}
+    called: dict[str, str] = {}
+
+    def value(node: Node, reads: list[str]) -> str:
+        if node[0] == "num":
+            return repr(node[1])
+        found = names.get(node)
+        if found is None:
+            found = _step(node)
+        reads.append(found)
+        return found
+
+    def _step(node: Node) -> str:
+        kind, reads = node[0], []
+        if kind == "var":
+            expr = f"_lookup(env, {node[1]!r}, _source)"
+        elif kind == "bin":
+            fn = "_div" if node[1] == "/" else _OP_NAMES[node[1]]
+            expr = f"{fn}({value(node[2], reads)}, {value(node[3], reads)})"
+        elif kind == "select":
+            expr = (f"_where({value(node[1], reads)}, {value(node[2], reads)}, "
+                    f"{value(node[3], reads)})")
+        elif kind == "call":
+            fn = called.setdefault(node[1], f"_fn{len(called)}")
+            space[fn] = functions[node[1]]
+            expr = f"{fn}({', '.join(value(a, reads) for a in node[2:])})"
+        elif kind == "castf":
+            expr = f"_castf({value(node[1], reads)}, ct)"
+        else:  # neg, not, casti
+            expr = f"_{kind}({value(node[1], reads)})"
+        name = names[node] = f"v{len(names)}"
+        steps.append((name, expr, reads))
+        return name
+
+    results = [value(root, []) for root in roots]
+    last = {read: k for k, (_, _, reads) in enumerate(steps) for read in reads}
+    lines = ["def _expression(env):", "    ct = env['__ct__']"]
+    for k, (name, expr, reads) in enumerate(steps):
+        lines.append(f"    {name} = {expr}")
+        done = sorted({r for r in reads if last[r] == k and r not in results})
+        if done:
+            lines.append(f"    del {', '.join(done)}")
+    lines.append(f"    return ({''.join(r + ', ' for r in results)})")
+    exec(compile("\n".join(lines), f"<C expression {source!r}>", "exec"), space)
+    function: Callable[[Env], tuple[Any, ...]] = space["_expression"]
+    return function
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,9 +306,31 @@ def compile_expression(
     Raises:
         ValueError: the expression uses syntax or a function the evaluator does not know.
     """
-    ev = _Parser(source, {**FUNCTIONS, **dict(functions)}).parse()
+    run = compile_expressions((source,), functions)
+    return lambda env: run(env)[0]
 
-    def run(env: Env) -> Any:
+
+@functools.lru_cache(maxsize=4096)
+def compile_expressions(
+    sources: tuple[str, ...], functions: tuple[tuple[str, Callable[..., Any]], ...] = ()
+) -> Callable[[Env], tuple[Any, ...]]:
+    """:func:`compile_expression` of several expressions at once: a function of ``{name:
+    array}`` giving their values, a subexpression they share computed once.
+
+    Raises:
+        ValueError: an expression uses syntax or a function the evaluator does not know.
+
+    Examples:
+        >>> import numpy as np
+        >>> f = compile_expressions(("x < y ? 0 : exp(x)", "exp(x) * 2"))
+        >>> [v.tolist() for v in f({"x": np.array([0.0, 1.0]), "y": np.array([1.0, 0.0])})]
+        [[0.0, 2.718281828459045], [2.0, 5.43656365691809]]
+    """
+    known = {**FUNCTIONS, **dict(functions)}
+    ev = _emit([_Parser(source, known).parse() for source in sources], "; ".join(sources),
+               known)
+
+    def run(env: Env) -> tuple[Any, ...]:
         env.setdefault("__ct__", np.float32)
         with np.errstate(all="ignore"):
             return ev(env)

@@ -18,7 +18,7 @@ from netcl.core.tensor import Tensor
 from ._lazy import Lazy
 from ._registry import PrimitiveDef, lookup_primitive
 
-__all__ = ["GNode", "Group", "build_group"]
+__all__ = ["GNode", "Group", "build_group", "leaf_group"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,32 @@ def build_group(root: Lazy) -> Group:
         nodes.append(GNode(prim, attrs, args))
         key.append((prim.name, prim.version, _attrs_key(attrs), args))
     group = Group(leaves, nodes, root.shape, root.dtype, root.queue, tuple(key))
+    group.tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor)]
+    group.tensors = [leaves[i] for i in group.tensor_leaves]  # type: ignore[misc]
+    return group
+
+
+def leaf_group(prim: PrimitiveDef, operands: Sequence[Tensor | float], shape: tuple[int, ...],
+               dtype: str, queue: Any) -> Group:
+    """The group of one node, ``prim`` of ``operands`` (tensors of ``dtype`` broadcasting to
+    ``shape``, and numbers); ``prim`` need not be registered (the eager gradients' derived
+    primitives, see ``_vjp``). A tensor passed twice is one leaf, as in :func:`build_group`."""
+    leaves: list[Tensor | float] = []
+    seen: dict[int, str] = {}
+    args: list[str] = []
+    key: list[Any] = []
+    for o in operands:
+        if isinstance(o, Tensor) and id(o) in seen:
+            args.append(seen[id(o)])
+            continue
+        leaves.append(o if isinstance(o, Tensor) else float(o))
+        name = f"x{len(leaves) - 1}"
+        if isinstance(o, Tensor):
+            seen[id(o)] = name
+        key.append("T" if isinstance(o, Tensor) else "S")
+        args.append(name)
+    key.append((prim.name, prim.version, (), tuple(args)))
+    group = Group(leaves, [GNode(prim, {}, tuple(args))], shape, dtype, queue, tuple(key))
     group.tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor)]
     group.tensors = [leaves[i] for i in group.tensor_leaves]  # type: ignore[misc]
     return group

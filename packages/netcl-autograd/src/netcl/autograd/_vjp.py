@@ -10,7 +10,10 @@ of their primitive (NOTE [ Derivative rows ]), so no backward is written twice.
 #   compiled C expression of :mod:`._cexpr`, cached per primitive) over the operands, ``g``
 #   and the forward's ``out``, then summed over its broadcast axes.
 # - OpenCL: one generated kernel computes every needed gradient (the fused backward of a
-#   one-node group, see ``_codegen``), broadcast operands reduced inside it.
+#   one-node group, see ``_codegen``), broadcast operands reduced inside it. A row that reads
+#   ``out`` (exp, sigmoid, tanh, sqrt, div's ``b``, ...) instead reads the forward's value: each
+#   needed gradient is then the forward kernel of a derived one-node group over the operands,
+#   ``out`` and ``g`` (no exp/tanh computed again), summed over its broadcast axes.
 # - An argument whose backward expression is exactly ``g`` (add, sub's ``a``) gets ``g``
 #   itself, summed over its broadcast axes: no kernel, no copy.
 # Operands that are not of ``g``'s floating-point dtype (mixed precision, integer or uint8
@@ -40,9 +43,9 @@ from netcl.core.tensor import Tensor
 from netcl.ops import cast
 
 from . import _codegen
-from ._cexpr import compile_expression
+from ._cexpr import compile_expression, compile_expressions
 from ._function import unbroadcast
-from ._group import build_group
+from ._group import build_group, leaf_group
 from ._lazy import Lazy
 from ._registry import PrimitiveDef, lookup_primitive
 from ._tape import Backward
@@ -60,12 +63,38 @@ class _Compiled:
 
     def __init__(self, prim: PrimitiveDef, nargs: int, attrs: Mapping[str, Any]) -> None:
         names = [f"x{i}" for i in range(nargs)]
-        functions = prim.functions
+        self.prim, self.nargs, self.attrs = prim, nargs, dict(attrs)
+        self.functions = prim.functions
         self.sources = prim.backward_sources(names, _GRAD, attrs, "out")
         self.identity = [s.strip() == _GRAD for s in self.sources]
         self.uses_out = any(_OUT.search(s) for s in self.sources)
-        self.backward = [compile_expression(s, functions) for s in self.sources]
-        self.forward = compile_expression(prim.forward_source(names, attrs), functions)
+        self.forward = compile_expression(prim.forward_source(names, attrs), self.functions)
+        self._backward: dict[tuple[int, ...], Any] = {}
+        self._derived: dict[int, PrimitiveDef] = {}
+
+    def backward(self, args: tuple[int, ...]) -> Any:
+        """The gradients of arguments ``args`` as one compiled function (shared
+        subexpressions computed once)."""
+        found = self._backward.get(args)
+        if found is None:
+            found = self._backward[args] = compile_expressions(
+                tuple(self.sources[k] for k in args), self.functions)
+        return found
+
+    def derived(self, k: int) -> PrimitiveDef:
+        """Argument ``k``'s gradient as a primitive of the arguments, ``out`` and ``g`` (in
+        that order), for a forward kernel that reads ``out`` (not registered)."""
+        found = self._derived.get(k)
+        if found is None:
+            prim, n, attrs = self.prim, self.nargs, self.attrs
+
+            def forward(args: Sequence[str], _: Mapping[str, Any]) -> str:
+                return prim.backward_sources(args[:n], args[n + 1], attrs, args[n])[k]
+
+            found = self._derived[k] = PrimitiveDef(
+                f"{prim.name}_grad{k}", forward, None, n + 2, True, prim.preamble,
+                prim.functions, version=prim.version)
+        return found
 
 
 _compiled: dict[tuple[str, int, int], _Compiled] = {}
@@ -106,17 +135,16 @@ def primitive_vjp(
     comp = _compile(prim, len(operands), attrs)
     if g.array is not None:
         return _numpy(comp, operands, slots, wanted, g, out)
-    return _opencl(name, comp, operands, slots, wanted, g, attrs)
+    return _opencl(name, comp, operands, slots, wanted, g, out, attrs)
 
 
 def row_backward(name: str, operands: Sequence[Any], out: Tensor | None = None) -> Backward:
     """The backward closure of an eager op whose gradient is primitive ``name``'s derivative
     row at ``operands`` (Tensors and numbers), for :func:`~._function.differentiable`.
 
-    ``out`` (the forward's value) is kept only where the NumPy backend reads it.
+    ``out`` (the forward's value) is kept only where the derivative row reads it.
     """
-    if out is not None and (out.array is None or not _compile(
-            lookup_primitive(name), len(operands), {}).uses_out):
+    if out is not None and not _compile(lookup_primitive(name), len(operands), {}).uses_out:
         out = None  # not captured: the closure keeps alive only what it reads
 
     def backward(g: Tensor, needs: tuple[bool, ...]) -> list[Tensor | None]:
@@ -138,6 +166,9 @@ def _numpy(comp: _Compiled, operands: Sequence[Any], slots: Sequence[int],
     if comp.uses_out:
         env["out"] = (np.asarray(comp.forward(env)) if out is None
                       else out.to_host()).astype(ct, copy=False)
+    computed = tuple(k for k, need in zip(slots, wanted) if need and not comp.identity[k])
+    values = dict(zip(computed, comp.backward(computed)(env))) if computed else {}
+    taken = [v for v in env.values() if isinstance(v, np.ndarray)]  # what no result may alias
     grads: list[Tensor | None] = []
     for k, need in zip(slots, wanted):
         t = operands[k]
@@ -146,10 +177,10 @@ def _numpy(comp: _Compiled, operands: Sequence[Any], slots: Sequence[int],
         elif comp.identity[k]:
             grads.append(unbroadcast(g, t.shape))
         else:
-            value = np.asarray(comp.backward[k](env))
+            value = np.asarray(values[k])
             if value.shape != gh.shape:
                 value = np.broadcast_to(value, gh.shape)
-            grads.append(_wrap(g, _sum_to(value.astype(ct, copy=False), t.shape), env))
+            grads.append(_wrap(g, _sum_to(value.astype(ct, copy=False), t.shape), taken))
     return grads
 
 
@@ -163,13 +194,15 @@ def _sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
     return arr.sum(axis=axes).reshape(shape)
 
 
-def _wrap(like: Tensor, array: Any, env: Mapping[str, Any]) -> Tensor:
-    """A tensor like ``like`` holding ``array``, which must alias none of the inputs in ``env``
-    (an expression may return one of them unchanged)."""
+def _wrap(like: Tensor, array: Any, taken: list[np.ndarray[Any, Any]]) -> Tensor:
+    """A tensor like ``like`` holding ``array``, copied if it aliases an array of ``taken`` (an
+    expression may return an input unchanged, two arguments may get one value); ``array`` is
+    added to ``taken``."""
     with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
         arr = np.require(array, dtype=np.dtype(like.dtype), requirements="C")  # 0-d stays 0-d
-    if any(isinstance(v, np.ndarray) and np.may_share_memory(arr, v) for v in env.values()):
+    if any(np.may_share_memory(arr, v) for v in taken):
         arr = arr.copy()
+    taken.append(arr)
     return Tensor(shape=arr.shape, dtype=like.dtype, queue=like.queue, array=arr,
                   _backend=like._backend)
 
@@ -178,7 +211,8 @@ def _wrap(like: Tensor, array: Any, env: Mapping[str, Any]) -> Tensor:
 
 
 def _opencl(name: str, comp: _Compiled, operands: Sequence[Any], slots: Sequence[int],
-            wanted: Sequence[bool], g: Tensor, attrs: Mapping[str, Any]) -> list[Tensor | None]:
+            wanted: Sequence[bool], g: Tensor, out: Tensor | None, attrs: Mapping[str, Any]
+            ) -> list[Tensor | None]:
     dtype = g.dtype
     counts: dict[int, int] = {}
     for k in slots:
@@ -193,28 +227,34 @@ def _opencl(name: str, comp: _Compiled, operands: Sequence[Any], slots: Sequence
             grads[k] = unbroadcast(g, t.shape)
         else:
             kernel_slots.append(k)
-    if kernel_slots:
-        _kernel_grads(name, operands, kernel_slots, g, dtype, attrs, grads)
+    if kernel_slots and out is not None and comp.uses_out:
+        args = _same_dtype([*operands, out], dtype)
+        for k in kernel_slots:  # one forward kernel each, reading out
+            group = leaf_group(comp.derived(k), [*args, g], g.shape, dtype, g.queue)
+            grads[k] = unbroadcast(_codegen.run_forward(group), operands[k].shape)
+    elif kernel_slots:
+        _kernel_grads(name, _same_dtype(operands, dtype), kernel_slots, g, attrs, grads)
     return [grads[k] for k in slots]
 
 
-def _kernel_grads(name: str, operands: Sequence[Any], kernel_slots: Sequence[int], g: Tensor,
-                  dtype: str, attrs: Mapping[str, Any], grads: dict[int, Tensor | None]) -> None:
+def _same_dtype(operands: Sequence[Any], dtype: str) -> list[Any]:
+    """``operands`` with their tensors cast to ``dtype`` (a tensor passed twice cast once)."""
+    converted: dict[int, Tensor] = {}
+    out = []
+    for o in operands:
+        if isinstance(o, Tensor) and o.dtype != dtype:
+            if id(o) not in converted:
+                converted[id(o)] = cast(o, dtype)
+            o = converted[id(o)]
+        out.append(o)
+    return out
+
+
+def _kernel_grads(name: str, args: Sequence[Any], kernel_slots: Sequence[int], g: Tensor,
+                  attrs: Mapping[str, Any], grads: dict[int, Tensor | None]) -> None:
     """The gradients of ``kernel_slots`` by one generated backward kernel, into ``grads``; a
     tensor in several slots gets its whole gradient in the first of them."""
-    converted: dict[int, Tensor] = {}
-
-    def same_dtype(o: Any) -> Any:
-        if not isinstance(o, Tensor) or o.dtype == dtype:
-            return o
-        if id(o) not in converted:
-            converted[id(o)] = cast(o, dtype)
-        return converted[id(o)]
-
-    args = [same_dtype(o) for o in operands]
-    group = build_group(Lazy.apply(name, args, attrs))
-    if g.dtype != group.dtype:
-        g = cast(g, group.dtype)
+    group = build_group(Lazy.apply(name, args, attrs))  # of g's dtype, g's shape
     index = {id(t): i for i, t in enumerate(group.tensors)}
     needs = [False] * len(group.tensors)
     for k in kernel_slots:
