@@ -17,7 +17,7 @@ from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.kernels.cache import build_stats
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor, reshape
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary
 from netcl.ops.testing import Kink, OpInfo, check_error, check_op
 
@@ -372,8 +372,8 @@ def test_fast_path_repeats_with_new_data_offsets_and_forcing(dev: DeviceHandle) 
             with count_launches() as launches:
                 got = ops.add(ta, tb)
             assert launches[0] == 1
-            np.testing.assert_allclose(got.to_host(), a + b, rtol=1e-7)
-            np.testing.assert_allclose(ops.exp(ta).to_host(), np.exp(a), rtol=1e-5)
+            assert_close(got.to_host(), a + b, "float32", scale=ONE_ROUNDING)
+            assert_close(ops.exp(ta).to_host(), np.exp(a), "float32", scale=0.1)
     whole = _f32((2, 33), 1)
     t = Tensor.from_host(q, whole)
     second = reshape(reshape(t, (66,)), (2, 33))  # a view of the same buffer
@@ -381,9 +381,11 @@ def test_fast_path_repeats_with_new_data_offsets_and_forcing(dev: DeviceHandle) 
                  offset=33, _backend=t._backend)  # the second row, through an offset
     first = Tensor.from_host(q, whole[0])  # same shape and dtype, offset 0, used first
     for _ in range(2):
-        np.testing.assert_allclose(ops.mul(first, first).to_host(), whole[0] ** 2, rtol=1e-7)
-        np.testing.assert_allclose(ops.mul(row, row).to_host(), whole[1] ** 2, rtol=1e-7)
-        np.testing.assert_allclose(ops.add(second, row).to_host(), whole + whole[1], rtol=1e-7)
+        assert_close(ops.mul(first, first).to_host(), whole[0] ** 2, "float32",
+                     scale=ONE_ROUNDING)
+        assert_close(ops.mul(row, row).to_host(), whole[1] ** 2, "float32", scale=ONE_ROUNDING)
+        assert_close(ops.add(second, row).to_host(), whole + whole[1], "float32",
+                     scale=ONE_ROUNDING)
     for variant in (KernelVariant.ELEMENTWISE_SCALAR, KernelVariant.ELEMENTWISE_VECTORIZED):
         with force_variant(variant):
             a = _f32((4099,), 3)
@@ -397,6 +399,11 @@ def test_fast_path_repeats_with_new_data_offsets_and_forcing(dev: DeviceHandle) 
     for _ in range(2):
         with pytest.raises(TypeError, match=r"neg: .*got uint8"):
             ops.neg(bad)
+
+
+# one float32 rounding of a float32 sum or product (half an ulp, 6e-8 relative): the table's
+# float32 tolerance times 1e-3 (rtol 1e-7)
+ONE_ROUNDING = 1e-3
 
 
 def _f32(shape: tuple[int, ...], seed: int) -> Any:

@@ -11,7 +11,7 @@ import pytest
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
-from netcl.core.testing import assert_close, supports_dtype
+from netcl.core.testing import assert_close, numeric_grad, supports_dtype
 from netcl.ops import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
 from netcl.ops.testing import check_error, check_op, offset_view
 
@@ -54,17 +54,19 @@ def test_batch_norm_training_and_running_stats(dev: DeviceHandle, shape: Any, dt
     xr = x.astype(dtype).astype(np.float64)  # what the device saw
     axes = (0, *range(2, x.ndim))
     m = x.size // c
-    rtol = 1e-3 if dtype == "float16" else 1e-5 if dtype == "float32" else 1e-12
-    np.testing.assert_allclose(rm.to_host(), 0.8 * 0.5 + 0.2 * xr.mean(axis=axes), rtol=rtol)
-    np.testing.assert_allclose(rv.to_host(), 0.8 * 2.0 + 0.2 * xr.var(axis=axes) * m / (m - 1),
-                               rtol=rtol)
+    # one blend of statistics computed in the compute type: a tenth of the table (float64:
+    # a hundredth, its sums are exact to a few ulps)
+    tenth = 0.01 if dtype == "float64" else 0.1
+    assert_close(rm.to_host(), 0.8 * 0.5 + 0.2 * xr.mean(axis=axes), dtype, scale=tenth)
+    assert_close(rv.to_host(), 0.8 * 2.0 + 0.2 * xr.var(axis=axes) * m / (m - 1), dtype,
+                 scale=tenth)
     # the statistics are in the compute type: float64 for float64, float32 otherwise
     sdt = "float64" if dtype == "float64" else "float32"
     assert [t.dtype for t in stats] == [sdt, sdt]
-    srtol = 1e-12 if dtype == "float64" else 1e-5
-    np.testing.assert_allclose(stats[0].to_host(), xr.mean(axis=axes), rtol=srtol, atol=srtol)
-    np.testing.assert_allclose(stats[1].to_host(), 1 / np.sqrt(xr.var(axis=axes) + 1e-5),
-                               rtol=srtol)
+    stats_scale = 0.01 if sdt == "float64" else 0.1
+    assert_close(stats[0].to_host(), xr.mean(axis=axes), sdt, scale=stats_scale)
+    assert_close(stats[1].to_host(), 1 / np.sqrt(xr.var(axis=axes) + 1e-5), sdt,
+                 scale=stats_scale)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -89,20 +91,6 @@ def test_batch_norm_eval_with_relu(dev: DeviceHandle, variant: KernelVariant, dt
                  dtype=dtype, scale=4)
 
 
-def _numeric_grad(f: Any, x: Any, eps: float = 1e-6) -> Any:
-    g = np.zeros_like(x)
-    flat, gf = x.reshape(-1), g.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
-        up = f(x)
-        flat[i] = old - eps
-        down = f(x)
-        flat[i] = old
-        gf[i] = (up - down) / (2 * eps)
-    return g
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(5, 3), (2, 3, 2, 3)], ids=str)
 def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape: Any,
@@ -112,17 +100,16 @@ def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape
     c = shape[1]
     x, w, b = rng.standard_normal(shape), rng.standard_normal(c), rng.standard_normal(c)
     g = rng.standard_normal(shape)
-    want_dx = _numeric_grad(lambda a: float((ref_bn(a, w, b) * g).sum()), x.copy())
-    want_dw = _numeric_grad(lambda wa: float((ref_bn(x, wa, b) * g).sum()), w.copy())
+    want_dx = numeric_grad(lambda a: ref_bn(a, w, b), [x], 0, g)
+    want_dw = numeric_grad(lambda wa: ref_bn(x, wa, b), [w], 0, g)
     q = dev.queue
     xt, wt = Tensor.from_host(q, x, dtype=dtype), Tensor.from_host(q, w, dtype=dtype)
     _, mean, invstd = batch_norm(xt, None, None, wt, Tensor.from_host(q, b, dtype=dtype))
     dx, dw, db = batch_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, mean, invstd, wt)
-    tol = 1e-6 if dtype == "float64" else 2e-4  # finite differences: 1e-6 is their own error
-    np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
-    np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
-    np.testing.assert_allclose(db.to_host(), g.sum(axis=(0, *range(2, g.ndim))), rtol=tol,
-                               atol=tol)
+    # one kernel's rounding: a tenth of the gradient tolerance
+    assert_close(dx.to_host(), want_dx, dtype, scale=0.1, grad=True)
+    assert_close(dw.to_host(), want_dw, dtype, scale=0.1, grad=True)
+    assert_close(db.to_host(), g.sum(axis=(0, *range(2, g.ndim))), dtype)
     if dtype == "float64":  # and the closed form, to float64 precision
         axes = (0, *range(2, x.ndim))
         view = (1, -1) + (1,) * (x.ndim - 2)
@@ -130,9 +117,8 @@ def test_batch_norm_backward_matches_finite_differences(dev: DeviceHandle, shape
         xhat = (x - x.mean(axis=axes, keepdims=True)) * inv
         exact_dx = w.reshape(view) * inv * (g - g.mean(axis=axes, keepdims=True)
                                             - xhat * (g * xhat).mean(axis=axes, keepdims=True))
-        np.testing.assert_allclose(dx.to_host(), exact_dx, rtol=1e-11, atol=1e-11)
-        np.testing.assert_allclose(dw.to_host(), (g * xhat).sum(axis=axes), rtol=1e-11,
-                                   atol=1e-11)
+        assert_close(dx.to_host(), exact_dx, "float64", scale=0.1)
+        assert_close(dw.to_host(), (g * xhat).sum(axis=axes), "float64", scale=0.1)
 
 
 def ref_ln(x: Any, d: int, w: Any = None, b: Any = None, eps: float = 1e-5) -> Any:
@@ -159,29 +145,26 @@ def test_layer_norm_forward_backward(dev: DeviceHandle, shape: Any, norm: Any, d
              scale=4)
     small = x[..., :] if x.size <= 64 else x.reshape(-1, d)[:1].reshape((1, *norm))
     g = rng.standard_normal(small.shape)
-    want_dx = _numeric_grad(lambda a: float((ref_ln(a, d, w, b) * g).sum()), small.copy())
-    want_dw = _numeric_grad(lambda wa: float((ref_ln(small, d, wa, b) * g).sum()), w.copy())
+    want_dx = numeric_grad(lambda a: ref_ln(a, d, w, b), [small], 0, g, independent=(0,))
+    want_dw = numeric_grad(lambda wa: ref_ln(small, d, wa, b), [w], 0, g)
     q = dev.queue
     xt = Tensor.from_host(q, small, dtype=dtype)
     wt, bt = Tensor.from_host(q, w, dtype=dtype), Tensor.from_host(q, b, dtype=dtype)
     _, mean, rstd = layer_norm(xt, norm, wt, bt)
     dx, dw, db = layer_norm_backward(Tensor.from_host(q, g, dtype=dtype), xt, norm, mean, rstd,
                                      wt)
-    tol = 1e-6 if dtype == "float64" else 2e-4  # finite differences: 1e-6 is their own error
-    np.testing.assert_allclose(dx.to_host(), want_dx, rtol=tol, atol=tol)
-    np.testing.assert_allclose(dw.to_host(), want_dw, rtol=tol, atol=tol)
-    np.testing.assert_allclose(db.to_host(), g.reshape(-1, d).sum(0).reshape(norm), rtol=tol,
-                               atol=tol)
+    assert_close(dx.to_host(), want_dx, dtype, scale=0.1, grad=True)
+    assert_close(dw.to_host(), want_dw, dtype, scale=0.1, grad=True)
+    assert_close(db.to_host(), g.reshape(-1, d).sum(0).reshape(norm), dtype)
     if dtype == "float64":  # and the closed form, to float64 precision
         rows, gr = small.reshape(-1, d), g.reshape(-1, d) * w.reshape(1, d)
         inv = 1 / np.sqrt(rows.var(1, keepdims=True) + 1e-5)
         xhat = (rows - rows.mean(1, keepdims=True)) * inv
         exact_dx = inv * (gr - gr.mean(1, keepdims=True)
                           - xhat * (gr * xhat).mean(1, keepdims=True))
-        np.testing.assert_allclose(dx.to_host().reshape(-1, d), exact_dx, rtol=1e-11,
-                                   atol=1e-11)
-        np.testing.assert_allclose(dw.to_host().reshape(-1),
-                                   (g.reshape(-1, d) * xhat).sum(0), rtol=1e-11, atol=1e-11)
+        assert_close(dx.to_host().reshape(-1, d), exact_dx, "float64", scale=0.1)
+        assert_close(dw.to_host().reshape(-1), (g.reshape(-1, d) * xhat).sum(0), "float64",
+                     scale=0.1)
 
 
 def test_norm_errors(dev: DeviceHandle) -> None:

@@ -189,8 +189,8 @@ def test_avg_pool2d_ceil_mode_issue_example(dev: DeviceHandle) -> None:
                      lambda a: ref_avg(a, 2, 2, 0, True, ceil=True), (x,), dtype=dtype)
         assert y.shape == (2, 3, 4, 4)
         assert y[1, 2, 3, 3] == pytest.approx(1.1589, rel=1e-6)  # was 0.2897
-        np.testing.assert_allclose(y[:, :, :3, 3], x[:, :, 0:6:2, 6] / 2 + x[:, :, 1:6:2, 6] / 2,
-                                   rtol=1e-5)
+        assert_close(y[:, :, :3, 3], x[:, :, 0:6:2, 6] / 2 + x[:, :, 1:6:2, 6] / 2, dtype,
+                     scale=0.1)
 
 
 def test_avg_pool2d_backward_checks_the_gradient_shape(dev: DeviceHandle) -> None:

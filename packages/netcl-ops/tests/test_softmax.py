@@ -13,7 +13,7 @@ import netcl.ops as ops
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _softmax
 from netcl.ops.testing import OpInfo, check_error, check_op
 
@@ -82,7 +82,7 @@ def test_default_selection_and_stability(dev: DeviceHandle) -> None:
     check_op(dev, ops.softmax, _ref_softmax, (x,))
     check_op(dev, ops.log_softmax, _ref_log_softmax, (x,), scale=10.0)
     rows = ops.softmax(Tensor.from_host(dev.queue, x)).to_host().sum(axis=1)
-    np.testing.assert_allclose(rows, 1.0, rtol=1e-5)
+    assert_close(rows, np.ones(4), "float32", scale=0.1)  # a sum of 1000 terms < 1
 
 
 def test_nan_row(dev: DeviceHandle) -> None:
@@ -91,7 +91,7 @@ def test_nan_row(dev: DeviceHandle) -> None:
         with force_variant(variant):
             y = ops.softmax(x).to_host()
             assert np.isnan(y[0]).all()
-            np.testing.assert_allclose(y[1], 1 / 3, rtol=1e-6)
+            assert_close(y[1], np.full(3, 1 / 3), "float32", scale=0.01)  # one division
 
 
 def _ref_nll(logp: Any, labels: Any, ignore_index: int = -100) -> Any:

@@ -9,15 +9,15 @@ output and random perturbations ``d_i`` of the inputs,
 
 where ``grad_i`` is what ``tape.backward(f(x), grad=v)`` accumulates into ``x_i.grad``.
 
-:func:`central_difference` (public as ``netcl.autograd.testing.central_difference``) is the one
-finite-difference routine of netcl: ``gradcheck`` takes it in random directions,
-:func:`netcl.autograd.testing.numeric_grad` element by element (or every element at once for
-elementwise references). Tolerances come from the one table, :func:`netcl.core.testing.tolerance`.
+``netcl.core.testing.central_difference`` is the one finite-difference routine of netcl:
+``gradcheck`` takes it in random directions, ``netcl.core.testing.numeric_grad`` element by
+element (or along independent axes together). Tolerances come from the one table,
+``netcl.core.testing.tolerance``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,35 +25,11 @@ import numpy as np
 from netcl.core.device import manager
 from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.tensor import Tensor, reshape
-from netcl.core.testing import tolerance
+from netcl.core.testing import central_difference, tolerance
 
 from ._tape import Tape, no_grad
 
-__all__ = ["GradcheckError", "central_difference", "gradcheck"]
-
-
-def central_difference(
-    f: Callable[..., Any], args: Sequence[Any], steps: Mapping[int, np.ndarray[Any, Any]],
-    eps: float = 1e-6,
-) -> np.ndarray[Any, Any]:
-    """``(f(x + eps d) - f(x - eps d)) / (2 eps)`` in float64, elementwise over ``f``'s output.
-
-    ``x`` is ``args``; ``d`` adds ``steps[i]`` to ``args[i]`` (float64 arrays, broadcastable to
-    it); the other arguments pass through unchanged.
-
-    Examples:
-        >>> import numpy as np
-        >>> x = np.array([1.0, 2.0])
-        >>> central_difference(lambda a: a**3, [x], {0: np.ones(2)}).round(6).tolist()
-        [3.0, 12.0]
-    """
-    plus, minus = list(args), list(args)
-    for i, d in steps.items():
-        plus[i] = args[i] + eps * d
-        minus[i] = args[i] - eps * d
-    up = np.asarray(f(*plus), dtype=np.float64)
-    down = np.asarray(f(*minus), dtype=np.float64)
-    return (up - down) / (2 * eps)
+__all__ = ["GradcheckError", "gradcheck"]
 
 
 class GradcheckError(AssertionError):

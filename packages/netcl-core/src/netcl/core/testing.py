@@ -1,4 +1,5 @@
-"""Helpers every netcl test suite shares: the devices to run on and one tolerance table.
+"""Helpers every netcl test suite shares: the devices to run on, one tolerance table and one
+finite-difference routine.
 
 Tests run on every backend present (the NumPy backend and each OpenCL device); setting
 ``NETCL_DEVICE`` (or pytest's ``--netcl-device``) restricts them to that one.
@@ -7,7 +8,9 @@ Every comparison of a computed value with a reference goes through :func:`assert
 (or :func:`tolerance`, for a check that is not an array comparison): the tolerance is the
 dtype's row of :data:`TOLERANCES` times a ``scale`` for ops that add up many rounding errors,
 and gradients get :data:`GRAD_SCALE` times that, never below what float64 central finite
-differences resolve (:data:`FINITE_DIFFERENCE_FLOOR`).
+differences resolve (:data:`FINITE_DIFFERENCE_FLOOR`). Gradients without a closed form are
+compared with :func:`numeric_grad`, central differences in float64 on the host through
+:func:`central_difference` (which ``netcl.autograd.gradcheck`` uses too).
 
 Examples:
     >>> "cpu" in [device_id(d) for d in available_devices()] or bool(os.environ.get("NETCL_DEVICE"))
@@ -19,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +36,10 @@ __all__ = [
     "TOLERANCES",
     "assert_close",
     "available_devices",
+    "central_difference",
     "device_id",
     "device_report",
+    "numeric_grad",
     "supports_dtype",
     "tolerance",
 ]
@@ -124,7 +130,8 @@ def assert_close(actual: Any, expected: Any, dtype: str = "float32", scale: floa
     """``np.testing.assert_allclose`` with :func:`tolerance` ``(dtype, scale, grad=grad)``.
 
     Both sides are compared in float64; NaN must stand where the reference has NaN and an
-    infinity where it has the same infinity.
+    infinity where it has the same infinity. A gradient's ``atol`` is relative to its size:
+    ``|actual - expected| <= atol * max(1, max|expected|) + rtol * |expected|``.
 
     Examples:
         >>> assert_close(np.float32(1.00001), 1.0)
@@ -135,10 +142,92 @@ def assert_close(actual: Any, expected: Any, dtype: str = "float32", scale: floa
         AssertionError: Not equal to tolerance rtol=0.0001, atol=1e-05
     """
     rtol, atol = tolerance(dtype, scale, grad=grad)
-    np.testing.assert_allclose(
-        np.asarray(actual, dtype=np.float64),
-        np.asarray(expected, dtype=np.float64),
-        rtol=rtol,
-        atol=atol,
-        err_msg=err_msg,
-    )
+    want = np.asarray(expected, dtype=np.float64)
+    if grad and want.size and np.isfinite(want).all():
+        atol *= max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), want, rtol=rtol, atol=atol,
+                               err_msg=err_msg)
+
+
+def central_difference(
+    f: Callable[..., Any], args: Sequence[Any], steps: Mapping[int, np.ndarray[Any, Any]],
+    eps: float = 1e-6,
+) -> np.ndarray[Any, Any]:
+    """``(f(x + eps d) - f(x - eps d)) / (2 eps)`` in float64, elementwise over ``f``'s output.
+
+    ``x`` is ``args``; ``d`` adds ``steps[i]`` to ``args[i]`` (float64 arrays, broadcastable to
+    it); the other arguments pass through unchanged.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.array([1.0, 2.0])
+        >>> central_difference(lambda a: a**3, [x], {0: np.ones(2)}).round(6).tolist()
+        [3.0, 12.0]
+    """
+    plus, minus = list(args), list(args)
+    for i, d in steps.items():
+        plus[i] = args[i] + eps * d
+        minus[i] = args[i] - eps * d
+    up = np.asarray(f(*plus), dtype=np.float64)
+    down = np.asarray(f(*minus), dtype=np.float64)
+    return (up - down) / (2 * eps)
+
+
+def _sum_to(a: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """``a`` summed over the axes that broadcasting added to an array of ``shape``."""
+    lead = a.ndim - len(shape)
+    out = a.sum(axis=tuple(range(lead))) if lead else a
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and out.shape[k] != 1)
+    return out.sum(axis=axes, keepdims=True) if axes else out
+
+
+def numeric_grad(
+    ref: Callable[..., Any], args: Sequence[Any], index: int, v: np.ndarray[Any, Any],
+    eps: float = 1e-6, elementwise: bool = False, independent: Sequence[int] = (),
+) -> np.ndarray[Any, Any]:
+    """d/d args[index] of ``sum(v * ref(*args))`` by central differences in float64.
+
+    Element by element (two calls of ``ref`` per element), except along structure the caller
+    states, where elements are stepped together and their differences read apart:
+
+    - ``elementwise``: ``ref``'s output element depends only on the input elements broadcast
+      to it; every element is stepped at once and the differences are summed back over the
+      broadcast axes (two calls in all).
+    - ``independent``: axes of the input that the output has at the same positions, with an
+      output element depending only on input elements of its own index along them (the batch
+      axis of a convolution, batch and channel of a pooling): one step per index of the other
+      axes.
+
+    Examples:
+        >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
+        >>> numeric_grad(lambda a: a.sum(axis=0), [x], 0, np.ones(2)).round(6).tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+        >>> b = np.array([0.5, 2.0])
+        >>> numeric_grad(np.multiply, [x, b], 1, np.ones((2, 2)), elementwise=True).round(6)
+        array([4., 6.])
+        >>> cumsum = lambda a: np.cumsum(a**2, axis=1)  # rows are independent
+        >>> numeric_grad(cumsum, [x], 0, np.ones((2, 2)), independent=(0,)).round(6).tolist()
+        [[4.0, 4.0], [12.0, 8.0]]
+    """
+    base = [np.array(a, dtype=np.float64) if _is_float(a) else a for a in args]
+    x = base[index]
+    if elementwise:
+        diff = central_difference(ref, base, {index: np.ones_like(x)}, eps)
+        return _sum_to(v * diff, x.shape).reshape(x.shape)
+    kept = sorted(k % x.ndim for k in independent) if x.ndim else []
+    free = [k for k in range(x.ndim) if k not in kept]
+    grad = np.zeros_like(x)
+    for position in np.ndindex(*(x.shape[k] for k in free)):
+        where: list[Any] = [slice(None)] * x.ndim
+        for k, p in zip(free, position):
+            where[k] = p
+        step = np.zeros_like(x)
+        step[tuple(where)] = 1.0
+        weighted = v * central_difference(ref, base, {index: step}, eps)
+        summed = tuple(k for k in range(weighted.ndim) if k not in kept)
+        grad[tuple(where)] = weighted.sum(axis=summed) if summed else weighted
+    return grad
+
+
+def _is_float(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
