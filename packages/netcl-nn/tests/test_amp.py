@@ -14,6 +14,7 @@ import netcl.autograd as ag
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor, copy_from_host
+from netcl.core.testing import assert_close, tolerance
 from netcl.nn import (
     BatchNorm2d,
     Conv2d,
@@ -33,7 +34,7 @@ from netcl.nn.amp import get_autocast_dtype, is_autocast_enabled
 # float16 keeps 11 significant bits (relative rounding 4.9e-4). A float16 result is compared
 # with the float32 one at 1e-2 of its largest magnitude: the inputs, the weights and the result
 # are each rounded once, and the kernels accumulate in float32, so the error stays well below.
-FP16_RTOL = 1e-2
+FP16_RTOL = tolerance("float16")[0]  # 1e-2, the table's
 
 
 def _t(dev: DeviceHandle, a: Any, dtype: str = "float32") -> Tensor:
@@ -164,10 +165,10 @@ def test_cnn_gradients_under_autocast_match_float32(dev: DeviceHandle) -> None:
     loss32, ref = _cnn_grads(dev, amp=False)
     loss16, got = _cnn_grads(dev, amp=True)
     assert loss16.dtype == "float32"
-    np.testing.assert_allclose(loss16.to_host(), loss32.to_host(), rtol=1e-2)
+    assert_close(loss16.to_host(), loss32.to_host(), "float16")
     for name in ref:
         scale = max(np.abs(ref[name]).max(), 1e-6)
-        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=3e-2 * scale,
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=3 * FP16_RTOL * scale,
                                    err_msg=name)
 
 
@@ -225,7 +226,7 @@ def test_step_unscales_on_the_device_and_steps(dev: DeviceHandle) -> None:
     assert scaler.step(opt) == "stepped" and opt.steps == 1
     scaler.update()
     for i, (p, old) in enumerate(zip(model.parameters(), before)):
-        np.testing.assert_allclose(p.to_host(), old - 0.1 * 0.25 * (i + 1), rtol=1e-6)
+        assert_close(p.to_host(), old - 0.1 * 0.25 * (i + 1), "float32", scale=0.01)
     assert scaler.get_scale() == 8.0
 
 
@@ -395,7 +396,7 @@ def test_batch_norm_of_a_float16_model_under_autocast_updates_its_running_stats(
         y32 = F.batch_norm(x, None, None)
     assert (y.dtype, y32.dtype) == ("float16", "float32")
     expected = 0.1 * x.to_host().astype(np.float64).mean(axis=(0, 2, 3))
-    np.testing.assert_allclose(rm.to_host(), expected, rtol=1e-2)
+    assert_close(rm.to_host(), expected, "float16")
 
 
 def test_two_optimizers_skip_separately_and_back_off_together(dev: DeviceHandle) -> None:

@@ -15,7 +15,7 @@ from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _creation, _movement, _movement_take
-from netcl.ops.testing import OpInfo, check_error, check_op
+from netcl.ops.testing import OpInfo, Sample, check_error, check_op
 
 
 def _x(shape: tuple[int, ...], seed: int = 0) -> Any:
@@ -27,7 +27,7 @@ _T = _x((3, 4))
 _idx = np.s_
 _IDX = np.array([[0, 2, 1], [4, 4, 0]])  # a repeated index: its gradients add up
 _SPECIAL = np.array([[np.nan, np.inf, -np.inf], [0.0, -0.0, 1.0]])
-_NAN = [((_SPECIAL,), {})]
+_NAN: list[Sample] = [((_SPECIAL,), {})]
 
 
 def _concat(m: Any) -> Callable[..., Any]:

@@ -16,7 +16,7 @@ from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
 from netcl.ops import _reduce
-from netcl.ops.testing import OpInfo, check_error, check_op
+from netcl.ops.testing import OpInfo, Sample, check_error, check_op
 
 VARIANTS = [KernelVariant.REDUCTION_SEQUENTIAL, KernelVariant.REDUCTION_PARALLEL,
             KernelVariant.REDUCTION_WORKGROUP]
@@ -63,9 +63,9 @@ def _np_argmax(a: Any, axis: Any, keepdims: bool) -> Any:
 _SPECIAL = np.array([[1.0, np.nan, 3.0, -2.0], [np.inf, 1.0, -np.inf, 0.0],
                      [np.inf, 2.0, 5.0, 0.5], [-np.inf, -1.0, 4.0, 2.0],
                      [0.0, -0.0, 0.0, -0.0], [1.5, -2.5, 3.0, 0.25]])
-_NAN_INPUTS = [((_SPECIAL,), {"axis": 1, "keepdims": False}),
-               ((_SPECIAL[1:],), {"axis": 0, "keepdims": True}),
-               ((_SPECIAL,), {"axis": None, "keepdims": False})]
+_NAN_INPUTS: list[Sample] = [((_SPECIAL,), {"axis": 1, "keepdims": False}),
+                             ((_SPECIAL[1:],), {"axis": 0, "keepdims": True}),
+                             ((_SPECIAL,), {"axis": None, "keepdims": False})]
 _X34 = _x((3, 4))
 
 TABLE = [

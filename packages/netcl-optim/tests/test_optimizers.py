@@ -115,7 +115,7 @@ def test_rule_matches_formula(dev: DeviceHandle, name: str, cls: Callable[..., O
         p.grad = Tensor.from_host(dev.queue, g)
         opt.step()
     expect = ref(p0.astype(np.float64), [g.astype(np.float64) for g in grads], **kwargs)
-    np.testing.assert_allclose(p.to_host(), expect, rtol=2e-4, atol=2e-5)
+    assert_close(p.to_host(), expect, "float32", scale=2.0)  # STEPS updates of a few roundings
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -297,7 +297,7 @@ def test_clip_grad_norm_device_matches_numpy(dev: DeviceHandle, sizes: tuple[int
     scale = min(1.0, 1.0 / (total + 1e-6))
     for p, g in zip(ps, grads):
         assert p.grad is not None
-        np.testing.assert_allclose(p.grad.to_host(), g * scale, rtol=1e-5, atol=1e-7)
+        assert_close(p.grad.to_host(), g * scale, "float32", scale=0.1)  # a norm, one product
     assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(min(total, 1.0), rel=1e-4)
     with pytest.raises(ValueError, match="max_norm must be > 0"):
         clip_grad_norm_device(ps, 0.0)
