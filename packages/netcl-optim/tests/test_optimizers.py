@@ -293,12 +293,12 @@ def test_clip_grad_norm_device_matches_numpy(dev: DeviceHandle, sizes: tuple[int
     out = clip_grad_norm_device(ps, max_norm=1.0)
     assert out.shape == (2,)
     host = out.to_host()
-    assert host[0] == pytest.approx(total, rel=1e-5)
+    assert_close(host[0], total, "float32", scale=0.1)
     scale = min(1.0, 1.0 / (total + 1e-6))
     for p, g in zip(ps, grads):
         assert p.grad is not None
         assert_close(p.grad.to_host(), g * scale, "float32", scale=0.1)  # a norm, one product
-    assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(min(total, 1.0), rel=1e-4)
+    assert_close(clip_grad_norm(ps, max_norm=10.0), min(total, 1.0), "float32")
     with pytest.raises(ValueError, match="max_norm must be > 0"):
         clip_grad_norm_device(ps, 0.0)
 
@@ -314,9 +314,9 @@ def test_clip_grad_norm_float16_gradients(dev: DeviceHandle) -> None:
         ps.append(p)
     total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
     out = clip_grad_norm_device(ps, max_norm=1.0)
-    assert out.to_host()[0] == pytest.approx(total, rel=1e-5)
+    assert_close(out.to_host()[0], total, "float32", scale=0.1)  # summed in float32
     scale = min(1.0, 1.0 / (total + 1e-6))
     for p, g in zip(ps, grads):
         assert p.grad is not None and p.grad.dtype == "float16"
         assert_close(p.grad.to_host(), g.astype(np.float64) * scale, "float16")
-    assert clip_grad_norm(ps, max_norm=10.0) == pytest.approx(1.0, rel=1e-3)
+    assert_close(clip_grad_norm(ps, max_norm=10.0), 1.0, "float16", scale=0.1)
