@@ -30,6 +30,7 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.family import LOCAL_1D, Geometry, KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
@@ -249,8 +250,15 @@ def reduce_family(prog: _Prog, name: str) -> KernelSource:
                         Geometry(local=(prog.local,)))
 
 
+_kernels = ContextCache("reduce kernels")  # (prog, name) -> cl.Kernel: one lookup per call
+
+
 def _kernel(context: Any, prog: _Prog, name: str) -> Any:
-    return reduce_family(context, prog, name).kernel
+    table = _kernels.of(context)
+    kernel = table.get((prog, name))
+    if kernel is None:
+        kernel = table[(prog, name)] = reduce_family(context, prog, name).kernel
+    return kernel
 
 
 # -- OpenCL driver ------------------------------------------------------------------------------

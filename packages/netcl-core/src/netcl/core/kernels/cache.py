@@ -84,9 +84,15 @@ class ContextCache:
         self._weak: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
         self._strong: dict[int, tuple[Any, dict[Any, Any]]] = {}  # contexts without weakrefs
         self._lock = threading.Lock()
+        # the last context asked for (weakly) and its dict: a process on one device pays one
+        # weakref call per lookup, not a WeakKeyDictionary lookup (which makes a weakref)
+        self._last: tuple[weakref.ref[Any], dict[Any, Any]] | None = None
 
     def of(self, context: Any) -> dict[Any, Any]:
         """The dict of ``context`` (made empty on first use)."""
+        last = self._last
+        if last is not None and last[0]() is context:
+            return last[1]
         try:
             found = self._weak.get(context)
         except TypeError:  # not weak-referenceable (a stand-in object): held strongly
@@ -99,6 +105,7 @@ class ContextCache:
                 found = self._weak.get(context)
                 if found is None:
                     found = self._weak[context] = {}
+        self._last = (weakref.ref(context), found)
         return found
 
     def clear(self) -> None:
@@ -106,6 +113,7 @@ class ContextCache:
         with self._lock:
             self._weak.clear()
             self._strong.clear()
+            self._last = None
 
     def _tables(self) -> list[tuple[Any, dict[Any, Any]]]:
         return [*list(self._weak.items()), *self._strong.values()]
