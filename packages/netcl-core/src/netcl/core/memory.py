@@ -28,6 +28,7 @@ import numpy as np
 from ._cl import cl
 from .env import env_number
 from .process import track_owner
+from .recording import state as _recording
 
 __all__ = [
     "HOST_ALIGN",
@@ -172,6 +173,9 @@ class BufferPool:
         self.context = context
         self._flags = flags
         self._free: dict[int, list[Any]] = {}
+        # buffers a replay graph holds (id -> count), and those of them given back meanwhile
+        self._held: dict[int, int] = {}
+        self._parked: dict[int, tuple[Any, int]] = {}
         self._lock = threading.Lock()
         self.stats = PoolStats()
         if context is not None:
@@ -202,10 +206,57 @@ class BufferPool:
                 buffer = free.pop()
                 self.stats.hits += 1
                 self.stats.bytes_cached -= capacity
-                return BufferHandle(buffer, int(nbytes), capacity, self)
-            self.stats.misses += 1
-            self.stats.bytes_allocated += capacity
-        return BufferHandle(self._new_buffer(capacity), int(nbytes), capacity, self)
+                handle = BufferHandle(buffer, int(nbytes), capacity, self)
+            else:
+                handle = None
+                self.stats.misses += 1
+                self.stats.bytes_allocated += capacity
+        if handle is None:
+            handle = BufferHandle(self._new_buffer(capacity), int(nbytes), capacity, self)
+        recorder = _recording.recorder
+        if recorder is not None:
+            recorder.allocated(self, handle)
+        return handle
+
+    def hold(self, buffer: Any) -> None:
+        """Keep ``buffer`` out of circulation until :meth:`unhold`: if it is free now, or is
+        given back later, it waits aside instead of being leased again. Holds count (two holds
+        need two unholds). A replay graph holds every buffer it writes or reads.
+
+        Examples:
+            >>> pool = BufferPool(None)
+            >>> h = pool.allocate(10)
+            >>> buf = h.buffer
+            >>> pool.hold(buf); h.release()
+            >>> pool.allocate(10).buffer is buf
+            False
+            >>> pool.unhold(buf)
+            >>> pool.allocate(10).buffer is buf
+            True
+        """
+        key = id(buffer)
+        with self._lock:
+            self._held[key] = self._held.get(key, 0) + 1
+            for capacity, free in self._free.items():
+                for i, candidate in enumerate(free):
+                    if candidate is buffer:
+                        del free[i]
+                        self.stats.bytes_cached -= capacity
+                        self._parked[key] = (buffer, capacity)
+                        return
+
+    def unhold(self, buffer: Any) -> None:
+        """Undo one :meth:`hold`; after the last, a buffer given back meanwhile is free again."""
+        key = id(buffer)
+        with self._lock:
+            count = self._held.get(key, 0)
+            if count > 1:
+                self._held[key] = count - 1
+                return
+            self._held.pop(key, None)
+            parked = self._parked.pop(key, None)
+        if parked is not None:
+            self._give_back(*parked)
 
     def _new_buffer(self, capacity: int) -> Any:
         if self.context is None:
@@ -221,6 +272,9 @@ class BufferPool:
     def _give_back(self, buffer: Any, capacity: int) -> None:
         with self._lock:
             self.stats.releases += 1
+            if self._held and id(buffer) in self._held:
+                self._parked[id(buffer)] = (buffer, capacity)
+                return
             if self._may_cache(capacity):
                 self._free.setdefault(capacity, []).append(buffer)
                 self.stats.bytes_cached += capacity

@@ -34,6 +34,7 @@ from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool
 from .process import track_owner
+from .recording import state as recording_state
 
 __all__ = ["CPU_BACKEND", "Tensor", "check_same_device", "check_shape", "copy_from_host", "reshape"]
 
@@ -343,6 +344,9 @@ class Tensor:
 
     def to_host(self) -> np.ndarray[Any, Any]:
         """Synchronously read the data into a NumPy array (the array itself on NumPy)."""
+        recorder = recording_state.recorder
+        if recorder is not None:  # a graph capture refuses reads it could not replay
+            recorder.host_read("Tensor.to_host", self.shape, self.dtype)
         self.wait()
         if self.array is not None:
             return self.array.reshape(self.shape)
@@ -355,6 +359,9 @@ class Tensor:
 
     def to_host_async(self) -> tuple[np.ndarray[Any, Any], Any]:
         """Start a download; returns ``(array, event)``; the array is valid once event is done."""
+        recorder = recording_state.recorder
+        if recorder is not None:
+            recorder.host_read("Tensor.to_host_async", self.shape, self.dtype)
         self.wait()
         if self.array is not None or self.size == 0:
             return self.to_host(), None
@@ -503,8 +510,12 @@ def copy_from_host(t: Tensor, data: Any) -> Tensor:
     if t.array is not None:
         t.array[...] = host
     elif host.size:
-        cl().enqueue_copy(t.queue, t.buffer, host, dst_offset=t.offset * host.itemsize,
-                          is_blocking=True)
+        recorder = recording_state.recorder
+        if recorder is not None:
+            recorder.upload(t.queue, t.buffer, host, t.offset * host.itemsize)
+        else:
+            cl().enqueue_copy(t.queue, t.buffer, host, dst_offset=t.offset * host.itemsize,
+                              is_blocking=True)
     return t
 
 

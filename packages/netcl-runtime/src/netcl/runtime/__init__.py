@@ -1,5 +1,35 @@
-"""netcl.runtime: Program cache, graph replay and stream scheduling."""
+"""netcl.runtime: capture a step once and replay it; the profiler.
+
+``capture(step)`` traces an eagerly written step (forward, backward, optimizer update) and
+replays its kernel launches with every argument pre-set (:mod:`._capture`, :mod:`._graph`);
+``profile()`` times each kernel (:mod:`._profile`). Both sit on netcl-core's recording hook
+(:mod:`netcl.core.recording`).
+"""
 
 from .__about__ import __version__ as __version__
+from ._capture import CapturedStep as CapturedStep
+from ._capture import CaptureFallbackWarning as CaptureFallbackWarning
+from ._capture import Param as Param
+from ._capture import capture as capture
+from ._graph import Graph as Graph
+from .errors import CaptureError as CaptureError
+from .errors import CaptureUnsupportedError as CaptureUnsupportedError
+from .errors import GraphReleasedError as GraphReleasedError
+from .errors import HostReadError as HostReadError
+from .errors import InputMismatchError as InputMismatchError
+from .errors import UnstableStepError as UnstableStepError
 
-__all__ = ["__version__"]
+__all__ = [
+    "CaptureError",
+    "CaptureFallbackWarning",
+    "CaptureUnsupportedError",
+    "CapturedStep",
+    "Graph",
+    "GraphReleasedError",
+    "HostReadError",
+    "InputMismatchError",
+    "Param",
+    "UnstableStepError",
+    "__version__",
+    "capture",
+]

@@ -33,6 +33,7 @@ from ..memory import (
     is_integrated_gpu,
 )
 from ..process import install_process_hooks, interruptible_finish, register_queue, track_owner
+from ..recording import state as recording_state
 
 __all__ = [
     "HostUpload",
@@ -103,8 +104,15 @@ class OpenCLBackend:
         if self.integrated and pool is None:
             private = aligned_host_copy(host)
             buffer = create_zero_copy_buffer(self.context, private)
+            recorder = recording_state.recorder
+            if recorder is not None:
+                recorder.constant(self.queue, buffer, private)
             return HostUpload(buffer, None, None, private, None)
         lease = (pool or get_persistent_pool(self.queue)).allocate(host.nbytes)
+        recorder = recording_state.recorder
+        if recorder is not None:  # a graph capture or a profile: the recorder copies (or not)
+            recorder.upload(self.queue, lease.buffer, host, 0)
+            return HostUpload(lease.buffer, None, None, None, lease)
         if use_pinned:
             pinned = get_pinned_pool(self.queue).allocate(host.nbytes)
             mapped, map_event = cl().enqueue_map_buffer(
@@ -165,7 +173,11 @@ class OpenCLBackend:
         lease = (pool or get_persistent_pool(self.queue)).allocate(nbytes)
         if fill is not None and nbytes:
             pattern = np.array([fill], dtype=numpy_dtype(dtype))
-            cl().enqueue_fill_buffer(self.queue, lease.buffer, pattern, 0, nbytes)
+            recorder = recording_state.recorder
+            if recorder is not None:
+                recorder.fill(self.queue, lease.buffer, pattern, 0, nbytes)
+            else:
+                cl().enqueue_fill_buffer(self.queue, lease.buffer, pattern, 0, nbytes)
         return lease
 
     def _check_fits(self, shape: Sequence[int], dtype: str, nbytes: int) -> None:

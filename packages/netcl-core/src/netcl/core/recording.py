@@ -1,0 +1,140 @@
+"""The recording hook: one thread-local slot that netcl's device commands consult.
+
+Every place where netcl puts work on an OpenCL queue or hands out device memory -- a kernel
+launch, a buffer fill, a host-to-device copy, a pool allocation -- and every place where it reads
+device data back to the host asks :data:`state` whether a :class:`Recorder` is active on this
+thread. When none is (the normal case) the cost is one attribute read; when one is, the command
+goes to the recorder, which performs it (or, while it only traces, does not) and remembers it.
+``netcl.runtime.capture`` builds its replay graphs and its profiler on this hook; core knows
+nothing about them.
+
+# NOTE [ Recorders replace the command ]
+# A hook hands the whole command to the recorder instead of notifying it after the fact: a
+# graph capture traces a step without running it (the work is replayed afterwards), and a
+# profiler wants the event of each launch. So the recorder returns what the command would
+# have returned (the launch's event, or None) and the hook site returns that.
+
+Examples:
+    >>> class Count:
+    ...     def __init__(self): self.launches = 0
+    ...     def launch(self, queue, kernel, global_size, local_size, values):
+    ...         self.launches += 1
+    >>> with recording(Count()) as rec:
+    ...     state.recorder is rec
+    True
+    >>> state.recorder is None
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from ._cl import cl
+
+__all__ = ["Recorder", "RecorderState", "check_flag", "is_buffer", "pyopencl", "recording",
+           "state"]
+
+
+class Recorder(Protocol):
+    """What an active recorder receives. Each method performs (or skips) the command itself.
+
+    - ``launch``: a kernel whose arguments ``values`` (buffers, ``None``, NumPy scalars,
+      ``LocalMemory``) are already set on ``kernel``; returns the launch's event or ``None``.
+    - ``fill``: fill ``nbytes`` of ``buffer`` from byte ``offset`` with ``pattern``.
+    - ``upload``: copy the host array ``host`` into ``buffer`` at byte ``offset``.
+    - ``constant``: a zero-copy buffer made over the host array ``host`` (no command: the
+      buffer's contents are the array's).
+    - ``allocated``: ``pool`` leased ``handle`` (a :class:`netcl.core.memory.BufferHandle`).
+    - ``host_read``: ``op`` is about to read device data of ``shape``/``dtype`` on the host;
+      a graph capture raises here (a replay could not repeat the read).
+    - ``check``: a device-side check (:func:`check_flag`): ``fail`` is to be called once the
+      int32 at the start of ``buffer`` is read back nonzero.
+    """
+
+    def launch(self, queue: Any, kernel: Any, global_size: Sequence[int],
+               local_size: Sequence[int] | None, values: Sequence[Any]) -> Any: ...
+
+    def fill(self, queue: Any, buffer: Any, pattern: np.ndarray[Any, Any], offset: int,
+             nbytes: int) -> Any: ...
+
+    def upload(self, queue: Any, buffer: Any, host: np.ndarray[Any, Any], offset: int) -> Any: ...
+
+    def constant(self, queue: Any, buffer: Any, host: np.ndarray[Any, Any]) -> None: ...
+
+    def allocated(self, pool: Any, handle: Any) -> None: ...
+
+    def host_read(self, op: str, shape: tuple[int, ...], dtype: str) -> None: ...
+
+    def check(self, queue: Any, buffer: Any, fail: Callable[[], None]) -> None: ...
+
+
+class RecorderState(threading.local):
+    """The per-thread slot: ``recorder`` is the active :class:`Recorder` or ``None``."""
+
+    recorder: Any = None
+
+
+#: The one slot every hook site reads (``state.recorder``).
+state = RecorderState()
+
+_R = TypeVar("_R")
+
+
+@contextlib.contextmanager
+def recording(recorder: _R) -> Iterator[_R]:
+    """Make ``recorder`` the active recorder of this thread inside the block.
+
+    Recorders nest: the previous one (or none) is active again after the block.
+    """
+    previous = state.recorder
+    state.recorder = recorder
+    try:
+        yield recorder
+    finally:
+        state.recorder = previous
+
+
+def pyopencl() -> Any:
+    """The ``pyopencl`` module (imported on first use, as netcl core imports it), for code
+    that enqueues recorded commands itself; ``ImportError`` says how to install it."""
+    return cl()
+
+
+def is_buffer(value: Any) -> bool:
+    """True for an OpenCL memory object (a ``cl.Buffer``), the kind of kernel argument a
+    recorder names by identity; False for scalars, ``None`` and ``LocalMemory``."""
+    return isinstance(value, cl().MemoryObjectHolder)
+
+
+def check_flag(flag: Any, fail: Callable[[], None]) -> None:
+    """A check whose condition the device computed: call ``fail`` if ``flag`` is set.
+
+    ``flag`` is a one-element int32 tensor a kernel sets nonzero on bad input (an out-of-range
+    label, an inf gradient); ``fail`` raises the error that names it. Eagerly the flag is read
+    at once (a host sync). Under a recorder the check is the recorder's: a replay graph reads
+    the flag back without waiting and calls ``fail`` at its next call, so a captured step can
+    keep the check without reading device data inside the step.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> flag = Tensor.from_host(manager.default("cpu").queue, np.array([1], np.int32))
+        >>> def fail():
+        ...     raise ValueError("a label is out of range")
+        >>> check_flag(flag, fail)
+        Traceback (most recent call last):
+        ...
+        ValueError: a label is out of range
+    """
+    recorder = state.recorder
+    if recorder is not None and flag.array is None:
+        recorder.check(flag.queue, flag.buffer, fail)
+        return
+    if flag.to_host().reshape(-1)[0]:
+        fail()

@@ -1,0 +1,361 @@
+"""``capture``: trace a training step once, replay it with almost no Python.
+
+# NOTE [ Tracing without running ]
+# A captured step runs eagerly for its first ``warmup`` calls (kernels compile, local sizes are
+# tuned, optimizer state is created). The next call traces it twice with netcl.core.recording's
+# hook active -- every launch, fill and upload recorded, none enqueued -- the first time with the
+# graph parameters at their values and the second at probe values; the two traces must agree
+# except in the scalars that follow a parameter (:mod:`._compare`). The graph is built from the
+# second trace, its parameters set back to their values, and replayed at once: that replay is the
+# call's work. Tracing without running is what CUDA graph capture does; tracing twice is how a
+# scalar that changes from call to call (Adam's bias correction, a Python step counter) is found
+# instead of being baked in, and how each parameter's slots are found without guessing by value.
+# Python state the step changes advances once per trace (two extra times at capture).
+
+Examples:
+    >>> import numpy as np
+    >>> from netcl.core import Tensor
+    >>> from netcl.core.device import manager
+    >>> q = manager.default("cpu").queue  # the NumPy backend runs the step eagerly, with a warning
+    >>> @capture
+    ... def double(x):
+    ...     return x
+    >>> double.mode
+    'pending'
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core import Tensor
+from netcl.core.device import get_active_device
+from netcl.core.dtypes import numpy_dtype
+from netcl.core.recording import pyopencl, recording
+
+from ._compare import bind_parameters
+from ._graph import Graph
+from ._trace import Trace
+from .errors import (
+    CaptureUnsupportedError,
+    GraphReleasedError,
+    InputMismatchError,
+    UnstableStepError,
+)
+
+__all__ = ["CaptureFallbackWarning", "CapturedStep", "Param", "capture"]
+
+
+#: Pairs of traces tried before a step whose traces differ is refused (see NOTE [ Traces that
+#: differ by chance ]).
+TRACE_PAIRS = 3
+
+# NOTE [ Traces that differ by chance ]
+# Host code may decide on object identities that Python recycles: autograd's backward copies a
+# gradient "handed" to another leaf by id(), so a dead tensor's reused id adds a copy on some
+# calls and not others. Such a trace pair differs though each trace is a valid graph on its own;
+# the capture traces another pair (up to TRACE_PAIRS) and builds the graph from the first pair
+# that agrees. A step that really changes from call to call differs in every pair and raises.
+
+
+class CaptureFallbackWarning(UserWarning):
+    """A captured step runs eagerly (the NumPy backend has no capture this release)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A graph parameter: a value a replay reads again each call (learning rate, loss scale).
+
+    ``get`` returns the current value; ``set`` changes it (the capture sets a probe value while
+    it traces, to find the kernel arguments that follow the parameter, and sets it back).
+
+    Examples:
+        >>> group = {"lr": 0.1}
+        >>> lr = Param.item(group, "lr")
+        >>> lr.set(0.05); lr.get()
+        0.05
+    """
+
+    get: Callable[[], Any]
+    set: Callable[[Any], None]
+
+    @classmethod
+    def item(cls, mapping: Any, key: Any) -> Param:
+        """The parameter ``mapping[key]`` (an optimizer's ``param_groups[0]["lr"]``)."""
+        return cls(lambda: mapping[key], lambda value: mapping.__setitem__(key, value))
+
+    @classmethod
+    def attribute(cls, obj: Any, name: str) -> Param:
+        """The parameter ``obj.<name>``."""
+        return cls(lambda: getattr(obj, name), lambda value: setattr(obj, name, value))
+
+
+def _probe(value: Any) -> Any:
+    """A value unlike ``value`` in every width a kernel might take it in."""
+    if isinstance(value, (bool, np.bool_)):
+        return not value
+    if isinstance(value, (int, np.integer)):
+        return int(value) + 7919
+    probe = float(value) * 1.5 + 0.3125
+    return probe if np.float32(probe) != np.float32(value) else float(value) + 1.0
+
+
+def _flatten(obj: Any, leaves: list[Any]) -> Any:
+    """The structure of nested tuples/lists/dicts in ``obj``; its leaves appended to ``leaves``."""
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), tuple(_flatten(item, leaves) for item in obj))
+    if isinstance(obj, dict):
+        return (dict, tuple((key, _flatten(obj[key], leaves)) for key in obj))
+    leaves.append(obj)
+    return None
+
+
+def _unflatten(structure: Any, leaves: list[Any]) -> Any:
+    """Inverse of :func:`_flatten` (consumes ``leaves`` from the front)."""
+    if structure is None:
+        return leaves.pop(0)
+    kind, items = structure
+    if kind is dict:
+        return {key: _unflatten(sub, leaves) for key, sub in items}
+    return kind(_unflatten(sub, leaves) for sub in items)
+
+
+class CapturedStep:
+    """A step function that replays a captured graph after its warm-up calls.
+
+    Made by :func:`capture`. ``mode`` is ``"pending"`` (warming up), ``"graph"`` (replaying)
+    or ``"eager"`` (the NumPy backend: every call runs the function). ``graph`` is the
+    :class:`Graph` once captured; ``inputs`` the graph's own input tensors, which each call
+    fills from the Tensors (or NumPy arrays) it is given.
+    """
+
+    def __init__(self, fn: Callable[..., Any], params: Mapping[str, Param] | None = None,
+                 warmup: int = 1, strict: bool = False) -> None:
+        if warmup < 0:
+            raise ValueError(f"capture: warmup must be >= 0, got {warmup}")
+        self.fn = fn
+        self.params: dict[str, Param] = dict(params or {})
+        self.warmup = warmup
+        self.strict = strict
+        self.mode = "pending"
+        self.graph: Graph | None = None
+        self.inputs: tuple[Tensor, ...] = ()
+        self.calls = 0
+        self._structure: Any = None
+        self._leaves: list[Any] = []  # captured leaves: own input tensors and constants
+        self._outputs: Any = None
+        self._pending: list[Any] = []  # events of the last call's input copies
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = getattr(fn, "__name__", "step")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.mode == "graph":
+            graph = self.graph
+            assert graph is not None
+            graph.check()  # the last call's device-side checks, before its inputs are replaced
+            self._feed(args, kwargs)
+            for name, param in self.params.items():
+                graph.set_param(name, param.get())
+            graph.replay()
+            return self._outputs
+        if self.mode == "eager" or self.calls <= self.warmup:
+            return self.fn(*args, **kwargs)
+        if not self._on_opencl(args, kwargs):
+            return self.fn(*args, **kwargs)
+        return self._capture(args, kwargs)
+
+    # -- capture -------------------------------------------------------------------------------
+
+    def _on_opencl(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        leaves: list[Any] = []
+        _flatten((args, kwargs), leaves)
+        tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor)]
+        backend = tensors[0].backend if tensors else get_active_device().backend
+        if backend == "cl":
+            return True
+        if self.strict:
+            raise CaptureUnsupportedError(
+                f"capture({self.__name__}): the NumPy backend cannot capture a step this "
+                "release; run on an OpenCL device, or drop strict=True to run it eagerly"
+            )
+        warnings.warn(f"capture({self.__name__}): the NumPy backend has no graph capture this "
+                      "release; the step runs eagerly", CaptureFallbackWarning, stacklevel=3)
+        self.mode = "eager"
+        return False
+
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        leaves: list[Any] = []
+        self._structure = _flatten((args, kwargs), leaves)
+        own: list[Any] = []
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, np.ndarray):
+                raise InputMismatchError(
+                    f"capture({self.__name__}): input {i} is a NumPy array; pass Tensors when "
+                    "the step is captured (later calls may pass arrays of the same shape and "
+                    "dtype, which are copied into the graph's input tensors)"
+                )
+            if isinstance(leaf, Tensor):
+                mine = Tensor.from_shape(leaf.queue, leaf.shape, leaf.dtype, fill=None)
+                mine.requires_grad = leaf.requires_grad
+                own.append(mine)
+            else:
+                own.append(leaf)
+        self._leaves = own
+        self.inputs = tuple(leaf for leaf in own if isinstance(leaf, Tensor))
+        own_args, own_kwargs = _unflatten(self._structure, list(own))
+        values = {name: param.get() for name, param in self.params.items()}
+        probes = {name: _probe(value) for name, value in values.items()}
+        for attempt in range(1, TRACE_PAIRS + 1):
+            first = self._trace(own_args, own_kwargs, values)[0]
+            second, outputs = self._trace(own_args, own_kwargs, probes)
+            try:
+                slots = bind_parameters(first, second, values, probes)
+                break
+            except UnstableStepError:
+                if attempt == TRACE_PAIRS:
+                    raise
+        if second.queue is None:
+            second.queue = self.inputs[0].queue if self.inputs else get_active_device().queue
+        self.graph = Graph(second, slots, values)
+        self._outputs = outputs
+        self.mode = "graph"
+        self._feed(args, kwargs)
+        self.graph.replay()
+        return outputs
+
+    def _trace(self, args: Any, kwargs: Any, values: Mapping[str, Any]) -> tuple[Trace, Any]:
+        """Trace one call with the parameters at ``values`` (set back afterwards)."""
+        saved = {name: param.get() for name, param in self.params.items()}
+        for name, param in self.params.items():
+            param.set(values[name])
+        trace = Trace()
+        try:
+            with recording(trace):
+                outputs = self.fn(*args, **kwargs)
+        finally:
+            for name, param in self.params.items():
+                param.set(saved[name])
+        return trace, outputs
+
+    # -- replay --------------------------------------------------------------------------------
+
+    def _feed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        leaves: list[Any] = []
+        structure = _flatten((args, kwargs), leaves)
+        if structure != self._structure:
+            raise InputMismatchError(
+                f"{self.__name__}: called with arguments structured as {structure}, the graph "
+                f"was captured with {self._structure}"
+            )
+        pending: list[Any] = []
+        for i, (given, mine) in enumerate(zip(leaves, self._leaves)):
+            if isinstance(mine, Tensor):
+                event = self._copy_in(i, given, mine)
+                if event is not None:
+                    pending.append(event)
+            elif not _same_constant(given, mine):
+                raise InputMismatchError(
+                    f"{self.__name__}: argument {i} is {given!r}, the graph was captured with "
+                    f"{mine!r}; non-Tensor arguments must stay the same (capture another step "
+                    "for another value)"
+                )
+        self._pending = pending  # the previous call's copies are long done
+
+    def _copy_in(self, i: int, given: Any, mine: Tensor) -> Any:
+        if given is mine:
+            return None
+        if self.graph is None:
+            raise GraphReleasedError(f"{self.__name__}: the graph was released")
+        if isinstance(given, Tensor):
+            if given.shape != mine.shape or given.dtype != mine.dtype:
+                raise InputMismatchError(
+                    f"{self.__name__}: input {i} has shape {given.shape} and dtype "
+                    f"{given.dtype}; the graph was captured with shape {mine.shape} and dtype "
+                    f"{mine.dtype} (capture another step for another shape)"
+                )
+            if given.backend != "cl" or given.context is not mine.context:
+                raise InputMismatchError(f"{self.__name__}: input {i} is on another device than "
+                                         "the captured graph")
+            given.wait()
+            if not mine.size:
+                return None
+            return pyopencl().enqueue_copy(
+                mine.queue, mine.buffer, given.buffer, byte_count=mine.nbytes,
+                src_offset=given.offset * numpy_dtype(given.dtype).itemsize)
+        if isinstance(given, np.ndarray):
+            if given.shape != mine.shape or given.dtype != numpy_dtype(mine.dtype):
+                raise InputMismatchError(
+                    f"{self.__name__}: input {i} is an array of shape {given.shape} and dtype "
+                    f"{given.dtype}; the graph was captured with shape {mine.shape} and dtype "
+                    f"{mine.dtype}"
+                )
+            if not mine.size:
+                return None
+            host = np.array(given, copy=True, order="C")
+            return pyopencl().enqueue_copy(mine.queue, mine.buffer, host, is_blocking=False)
+        raise InputMismatchError(f"{self.__name__}: input {i} is a {type(given).__name__}; the "
+                                 "graph was captured with a Tensor there")
+
+    def release(self) -> None:
+        """Release the graph (its buffers go back to their pools); the next call captures
+        again after the warm-up."""
+        if self.graph is not None:
+            self.graph.release()
+        self.graph = None
+        self.mode = "pending"
+        self.calls = 0
+        self._outputs = None
+        self.inputs = ()
+        self._leaves = []
+
+
+def _same_constant(given: Any, captured: Any) -> bool:
+    if given is captured:
+        return True
+    if type(given) is not type(captured) or isinstance(given, np.ndarray):
+        return False
+    try:
+        return bool(given == captured)
+    except Exception:
+        return False
+
+
+def capture(fn: Callable[..., Any] | None = None, *, params: Mapping[str, Param] | None = None,
+            warmup: int = 1, strict: bool = False) -> Any:
+    """Capture a step: ``step = capture(fn)`` or ``@capture`` / ``@capture(params=...)``.
+
+    The first ``warmup`` calls run ``fn`` eagerly; the next traces it and replays the graph
+    (NOTE [ Tracing without running ]); every later call only copies its Tensor arguments into
+    the graph's input tensors, reads the ``params`` and replays. It returns the captured call's
+    outputs, the same tensors each time, overwritten by each replay (read or copy them before
+    the next call).
+
+    Tensor arguments are the step's inputs: each call must pass the same shapes and dtypes
+    (NumPy arrays too, after the capture), and equal non-Tensor arguments. State the step
+    updates (parameters, optimizer state, BatchNorm statistics) is reached through the
+    function's closure, not passed in.
+
+    Args:
+        fn: the step, written eagerly.
+        params: graph parameters by name (see :class:`Param`): scalars that may change
+            between calls without a new capture, such as the learning rate.
+        warmup: eager calls before the capture.
+        strict: on the NumPy backend, raise :class:`CaptureUnsupportedError` instead of
+            running eagerly with a :class:`CaptureFallbackWarning`.
+
+    Raises:
+        HostReadError: the step reads device data on the host.
+        UnstableStepError: the step's work changes from call to call other than through its
+            parameters (see :mod:`netcl.runtime.errors`).
+        InputMismatchError: a later call's inputs differ in shape, dtype or constants.
+    """
+    def wrap(function: Callable[..., Any]) -> CapturedStep:
+        return CapturedStep(function, params=params, warmup=warmup, strict=strict)
+
+    return wrap if fn is None else wrap(fn)

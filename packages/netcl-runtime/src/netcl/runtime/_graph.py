@@ -1,0 +1,197 @@
+"""A replay graph: a traced step's commands with every argument set, enqueued in one loop.
+
+# NOTE [ One kernel object per launch ]
+# A kernel launched twice in a step with other arguments (every elementwise add, each conv's
+# GEMM) would need its arguments set again before each launch: PyOpenCL's set_args costs about
+# 1 us per argument even typed. The graph gives each recorded launch its own cl.Kernel, made
+# from the same program, with its arguments set once when the graph is built; a replay is then
+# only enqueue calls (measured on PoCL, 2-core VM: about 5 us per replayed launch, nearly all of
+# it PoCL's own enqueue, against 50-100 us per eager op). A parameter's slots are rewritten
+# with set_arg only when its value changed since the last replay.
+
+The graph holds every buffer its commands use in their pools (:meth:`BufferPool.hold`): a
+buffer given back meanwhile (a dead intermediate, a tensor the caller dropped) waits aside
+instead of being leased to someone else, until :meth:`Graph.release`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from netcl.core.memory import get_persistent_pool
+from netcl.core.recording import pyopencl, state
+
+from ._compare import Slot
+from ._trace import Check, Constant, Fill, Launch, Trace, Upload
+from .errors import GraphReleasedError
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """The commands of one traced step, ready to replay on its queue.
+
+    Built by :func:`netcl.runtime.capture`; ``replay()`` enqueues the step's work again (it
+    returns at once; read the outputs to wait). ``params`` maps each graph parameter to the
+    scalar slots it sets; :meth:`set_param` changes one for the following replays.
+
+    Attributes:
+        queue: the command queue the step ran on.
+        launches: the number of kernel launches a replay enqueues.
+        commands: the number of commands (launches, fills, uploads) a replay enqueues.
+    """
+
+    def __init__(self, trace: Trace, slots: Mapping[str, list[Slot]],
+                 values: Mapping[str, Any]) -> None:
+        cl = pyopencl()
+        self.queue = trace.queue
+        self._kernels: list[Any] = []  # one clone per launch, by command index
+        by_command: dict[int, Any] = {}
+        steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._buffers: list[tuple[Any, Any]] = []  # (pool, buffer) held until release
+        self._keep: list[Any] = []  # host data the replayed uploads read
+        # device-side checks: (host flag, fail) and the pending reads of the last replay
+        self._checks: list[tuple[np.ndarray[Any, Any], Callable[[], None]]] = []
+        self._reads: list[Any] = []
+        for i, command in enumerate(trace.commands):
+            if isinstance(command, Launch):
+                kernel = _clone(cl, command, trace)
+                by_command[i] = kernel
+                self._kernels.append(kernel)
+                if 0 not in command.global_size:
+                    steps.append((cl.enqueue_nd_range_kernel,
+                                  (self.queue, kernel, command.global_size, command.local_size)))
+            elif isinstance(command, Fill):
+                steps.append((cl.enqueue_fill_buffer,
+                              (self.queue, trace.buffers[command.token], command.pattern,
+                               command.offset, command.nbytes)))
+            elif isinstance(command, Upload):
+                self._keep.append(command.data)
+                copy = functools.partial(cl.enqueue_copy, dst_offset=command.offset,
+                                         is_blocking=False)
+                steps.append((copy, (self.queue, trace.buffers[command.token], command.data)))
+            elif isinstance(command, Constant):
+                self._keep.append(command.data)
+            elif isinstance(command, Check):
+                steps.append((self._read_flag, (len(self._checks), trace.buffers[command.token])))
+                self._checks.append((np.zeros(1, np.int32), command.fail))
+        self._steps = steps
+        self.launches = len(self._kernels)
+        self.commands = len(steps)
+        self._slots = {name: [(by_command[i], j, dtype) for i, j, dtype in found]
+                       for name, found in slots.items()}
+        self._values: dict[str, Any] = {}
+        for name, value in values.items():  # the trace ran with probe values
+            self.set_param(name, value)
+        self._hold(trace)
+        self._released = False
+
+    def _hold(self, trace: Trace) -> None:
+        default = get_persistent_pool(self.queue)
+        for token, buffer in trace.buffers.items():
+            pool = trace.pools.get(token, default)
+            pool.hold(buffer)
+            self._buffers.append((pool, buffer))
+
+    @property
+    def params(self) -> dict[str, int]:
+        """Each parameter's name and how many scalar arguments it sets."""
+        return {name: len(found) for name, found in self._slots.items()}
+
+    def set_param(self, name: str, value: Any) -> None:
+        """Give parameter ``name`` a new value for the following replays.
+
+        Raises:
+            KeyError: no parameter of that name.
+        """
+        if name not in self._slots:
+            raise KeyError(f"Graph.set_param: no parameter {name!r}; the graph has "
+                           f"{sorted(self._slots)}")
+        if self._values.get(name) == value:
+            return
+        for kernel, j, dtype in self._slots[name]:
+            kernel.set_arg(j, np.asarray(value).astype(dtype)[()])
+        self._values[name] = value
+
+    def replay(self) -> None:
+        """Enqueue the step's commands again, with the parameters' current values.
+
+        Raises:
+            GraphReleasedError: after :meth:`release`.
+        """
+        if self._released:
+            raise GraphReleasedError("Graph.replay: the graph was released; capture the step "
+                                     "again")
+        if self._reads:
+            self.check()
+        recorder = state.recorder
+        if recorder is not None:  # a profiler (or a trace) sees the launches one by one
+            self._replay_recorded(recorder)
+            return
+        for enqueue, args in self._steps:
+            enqueue(*args)
+
+    def _read_flag(self, index: int, buffer: Any) -> None:
+        host = self._checks[index][0]
+        self._reads.append(pyopencl().enqueue_copy(self.queue, host, buffer, is_blocking=False))
+
+    def check(self) -> None:
+        """Wait for the last replay's device-side checks (``check_flag``) and raise the first
+        that failed; the next replay calls this first, so a failed check raises one call late
+        (at the latest). Nothing to do without checks.
+        """
+        reads, self._reads = self._reads, []
+        for read in reads:
+            read.wait()
+        failed = [fail for host, fail in self._checks if host[0]]
+        for host, _ in self._checks:
+            host[0] = 0
+        if failed:
+            failed[0]()
+
+    def _replay_recorded(self, recorder: Any) -> None:
+        cl = pyopencl()
+        for enqueue, args in self._steps:
+            if enqueue is cl.enqueue_nd_range_kernel:
+                queue, kernel, gsize, lsize = args
+                recorder.launch(queue, kernel, gsize, lsize, ())
+            else:
+                enqueue(*args)
+
+    def release(self) -> None:
+        """Let go of the graph's buffers (held ones return to their pools). Idempotent."""
+        if self._released:
+            return
+        self._released = True
+        buffers, self._buffers = self._buffers, []
+        for pool, buffer in buffers:
+            pool.unhold(buffer)
+        self._steps = []
+        self._kernels = []
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state_ = "released" if self._released else f"{self.launches} launches"
+        return f"Graph({state_}, params={sorted(self._slots)})"
+
+
+def _clone(cl: Any, launch: Launch, trace: Trace) -> Any:
+    """A new kernel object of ``launch``'s kernel with its recorded arguments set."""
+    kernel = cl.Kernel(launch.kernel.program, launch.name)
+    for j, (kind, value) in enumerate(launch.args):
+        if kind == "buf":
+            kernel.set_arg(j, trace.buffers[value])
+        elif kind == "scalar":
+            kernel.set_arg(j, value[()] if value.ndim == 0 else value)
+        else:
+            kernel.set_arg(j, value)
+    return kernel
