@@ -119,7 +119,11 @@ def _env(group: Group) -> dict[str, Any]:
 
 
 def _wrap(like: Tensor, array: Any, shape: tuple[int, ...], dtype: str) -> Tensor:
-    arr = np.ascontiguousarray(np.broadcast_to(array, shape), dtype=np.dtype(dtype))
+    if np.shape(array) != shape:
+        array = np.broadcast_to(array, shape)  # a read-only view: "W" below copies it
+    with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
+        # np.require keeps a 0-d result 0-d (ascontiguousarray made it 1-d)
+        arr = np.require(array, dtype=np.dtype(dtype), requirements="CW")
     return Tensor(shape=arr.shape, dtype=dtype, queue=like.queue, array=arr,
                   _backend=like._backend)
 

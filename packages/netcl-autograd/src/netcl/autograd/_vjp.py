@@ -59,7 +59,7 @@ _lock = threading.Lock()
 
 class _Compiled:
     """A primitive's backward (and forward) expressions over ``x0, x1, ...``, ``g`` and
-    ``out``, compiled for NumPy once."""
+    ``out``, compiled for NumPy once, when the NumPy backend first needs them."""
 
     def __init__(self, prim: PrimitiveDef, nargs: int, attrs: Mapping[str, Any]) -> None:
         names = [f"x{i}" for i in range(nargs)]
@@ -68,9 +68,13 @@ class _Compiled:
         self.sources = prim.backward_sources(names, _GRAD, attrs, "out")
         self.identity = [s.strip() == _GRAD for s in self.sources]
         self.uses_out = any(_OUT.search(s) for s in self.sources)
-        self.forward = compile_expression(prim.forward_source(names, attrs), self.functions)
+        self.forward_source = prim.forward_source(names, attrs)
         self._backward: dict[tuple[int, ...], Any] = {}
         self._derived: dict[int, PrimitiveDef] = {}
+
+    def forward(self, env: dict[str, Any]) -> Any:
+        """The forward's value (NumPy), where ``out`` is read but was not given."""
+        return compile_expression(self.forward_source, self.functions)(env)
 
     def backward(self, args: tuple[int, ...]) -> Any:
         """The gradients of arguments ``args`` as one compiled function (shared
@@ -199,7 +203,7 @@ def _wrap(like: Tensor, array: Any, taken: list[np.ndarray[Any, Any]]) -> Tensor
     expression may return an input unchanged, two arguments may get one value); ``array`` is
     added to ``taken``."""
     with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
-        arr = np.require(array, dtype=np.dtype(like.dtype), requirements="C")  # 0-d stays 0-d
+        arr = np.require(array, dtype=np.dtype(like.dtype), requirements="CW")  # 0-d stays 0-d
     if any(np.may_share_memory(arr, v) for v in taken):
         arr = arr.copy()
     taken.append(arr)
