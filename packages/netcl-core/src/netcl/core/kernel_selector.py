@@ -10,8 +10,9 @@ process. The order of precedence for a decision is:
    variant with its default parameters (for tests and benchmarks), where it applies;
 2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device),
    where it applies;
-3. the family's rule (netcl-ops documents each: ``netcl.ops`` ``matmul_rule``,
-   ``conv2d_rule``, ...).
+3. the family's rule, next to the family's kernels in the package that registers it
+   (netcl-ops: ``matmul_rule``, ``conv2d_rule``, ``elementwise_rule``, ``reduction_rule``,
+   ``batchnorm_rule``, each documenting its thresholds).
 
 The ``select_*`` methods and ``select_*_config`` functions are thin wrappers that resolve
 through the registered family; when only this module has been imported, the family is loaded
