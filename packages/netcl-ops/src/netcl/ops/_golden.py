@@ -39,7 +39,7 @@ from . import (
     _normalization,
     _pooling,
     _random,
-    _reduce,
+    _reduce_kernels,
     _softmax,
 )
 from . import _conv_kernels as ck
@@ -53,7 +53,7 @@ REFERENCE_EXTENSIONS = "cl_khr_fp16 cl_khr_fp64"
 
 FLOATS = FLOAT_DTYPES
 _FAMILIES = (_bias, _creation, _elementwise_dispatch, _movement_take, _normalization, _pooling,
-             _random, _reduce, _softmax)
+             _random, _reduce_kernels, _softmax)
 
 
 def golden_sources(extensions: str = REFERENCE_EXTENSIONS) -> dict[str, GoldenSource]:

@@ -28,10 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES, c_type, numpy_dtype
+from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
-from netcl.core.kernels.cache import ContextCache
-from netcl.core.kernels.family import LOCAL_1D, Geometry, KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
@@ -39,227 +37,12 @@ from ._dtype_policy import np_compute, require_float
 from ._elementwise_dispatch import host, wrap
 from ._launch import device_buffer, index_defs, launch_items, launch_nd, local_size
 from ._movement import permute
+from ._reduce_kernels import KINDS, Prog, kernel
 
 __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]
 
 _CHUNK_PER_LANE = 4  # elements per work item below which WORKGROUP stays one stage
 _MAX_CHUNKS = 1024
-
-_INT_LIMITS = {
-    "int32": ("INT_MIN", "INT_MAX"),
-    "int64": ("LONG_MIN", "LONG_MAX"),
-    "uint8": ("0", "UCHAR_MAX"),
-}
-
-
-# -- kernels --------------------------------------------------------------------------------
-
-# NOTE [ One reduction program per dtype triple ]
-# Every kind runs in one kernel per (input, accumulator, output) dtype: ``kind`` (0 sum,
-# 1 max, 2 min, 3 argmax) and the flags ``has_aux`` (var's squared deviations from ``aux``),
-# ``in_idx`` (argmax partials carry indices) and ``write_val`` (an argmax stage that feeds
-# another) are uniform arguments, switched on outside the loops. PoCL compiles any kernel with
-# a local-memory barrier slowly (seconds per program on a small CPU), so a kernel per kind
-# would multiply a model's first-run compile time; for the same reason the sequential and the
-# work-group kernel are separate programs.
-_SOURCE = """
-inline void accumulate(const int kind, __global const TI* x, const IDX xo,
-                       __global const long* xi, const IDX xio, const int in_idx,
-                       const int has_aux, const ACC m, const IDX base, const IDX stride,
-                       const IDX r0, const IDX r1, const IDX rs, ACC* acc, long* ai)
-{
-  ACC a = *acc;
-  long k = *ai;
-  switch (kind) {
-    case 0:
-      if (has_aux) {
-        for (IDX r = r0; r < r1; r += rs) {
-          const ACC d = LDI(x, xo + base + r * stride) - m;
-          a += d * d;
-        }
-      } else {
-        for (IDX r = r0; r < r1; r += rs) a += LDI(x, xo + base + r * stride);
-      }
-      break;
-    case 1:
-      for (IDX r = r0; r < r1; r += rs) {
-        const ACC v = LDI(x, xo + base + r * stride);
-        if (BIGGER(v, a)) a = v;
-      }
-      break;
-    case 2:
-      for (IDX r = r0; r < r1; r += rs) {
-        const ACC v = LDI(x, xo + base + r * stride);
-        if (SMALLER(v, a)) a = v;
-      }
-      break;
-    default:
-      for (IDX r = r0; r < r1; r += rs) {
-        const IDX at = base + r * stride;
-        const ACC v = LDI(x, xo + at);
-        const long vi = in_idx ? xi[xio + at] : (long)r;
-        if (BETTER(v, vi, a, k)) { a = v; k = vi; }
-      }
-  }
-  *acc = a;
-  *ai = k;
-}
-
-#define INIT(kind) ((kind) == 0 ? (ACC)0 : (kind) == 2 ? (ACC)HI : (ACC)LO)
-#define RESULT(kind, a) ((kind) == 0 ? (a) * scale : (a))
-"""
-
-_KERNELS = {"red_seq": """
-__kernel void red_seq(
-    __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
-    __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
-    __global const ACC* aux, const IDX auxo,
-    const IDX outer, const IDX R, const IDX inner, const ACC scale,
-    const int kind, const int has_aux, const int in_idx, const int write_val)
-{
-  const IDX gid = get_global_id(0);
-  if (gid >= outer * inner) return;
-  const IDX o = gid / inner;
-  const ACC m = has_aux ? aux[auxo + gid] : (ACC)0;
-  ACC acc = INIT(kind);
-  long ai = LONG_MAX;
-  accumulate(kind, x, xo, xi, xio, in_idx, has_aux, m, o * R * inner + (gid - o * inner),
-             inner, 0, R, 1, &acc, &ai);
-  if (kind == 3) {
-    outi[oio + gid] = ai;
-    if (write_val) STO(out, oo + gid, acc);
-  } else {
-    STO(out, oo + gid, RESULT(kind, acc));
-  }
-}
-""", "red_grp": """
-__kernel void red_grp(
-    __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
-    __global const long* xi, const IDX xio, __global long* outi, const IDX oio,
-    __global const ACC* aux, const IDX auxo,
-    const IDX outer, const IDX R, const IDX inner, const ACC scale,
-    const int kind, const int has_aux, const int in_idx, const int write_val,
-    const IDX G, const IDX chunk)
-{
-  __local ACC sv[LMAX];
-  __local long si[LMAX];
-  const IDX LJ = get_local_size(0), LR = get_local_size(1);
-  const IDX lj = get_local_id(0), lr = get_local_id(1);
-  const IDX j = get_group_id(0) * LJ + lj;
-  const IDX og = get_group_id(1);
-  const IDX o = og / G;
-  const IDX r0 = (og - o * G) * chunk;
-  ACC acc = INIT(kind);
-  long ai = LONG_MAX;
-  if (j < inner) {
-    const ACC m = has_aux ? aux[auxo + o * inner + j] : (ACC)0;
-    accumulate(kind, x, xo, xi, xio, in_idx, has_aux, m, o * R * inner + j, inner,
-               r0 + lr, min(R, r0 + chunk), LR, &acc, &ai);
-  }
-  const IDX slot = lr * LJ + lj;
-  sv[slot] = acc;
-  si[slot] = ai;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (IDX s = LR / 2; s > 0; s >>= 1) {
-    if (lr < s) {
-      const ACC v = sv[slot + s * LJ];
-      const long vi = si[slot + s * LJ];
-      const ACC a = sv[slot];
-      if (kind == 0) sv[slot] = a + v;
-      else if (kind == 1 ? BIGGER(v, a) : kind == 2 ? SMALLER(v, a) : BETTER(v, vi, a, si[slot])) {
-        sv[slot] = v;
-        si[slot] = vi;
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lr == 0 && j < inner) {
-    const IDX dst = og * inner + j;
-    if (kind == 3) {
-      outi[oio + dst] = si[lj];
-      if (write_val) STO(out, oo + dst, sv[lj]);
-    } else {
-      STO(out, oo + dst, RESULT(kind, sv[lj]));
-    }
-  }
-}
-"""}
-
-_KINDS = {"sum": 0, "max": 1, "min": 2, "argmax": 3}
-
-
-@dataclass(frozen=True)
-class _Prog:
-    src: str  # input storage dtype
-    acc: str  # accumulator dtype
-    out: str  # output storage dtype
-    local: int
-    wide: bool
-
-
-def _defines(p: _Prog) -> str:
-    floating = p.acc in FLOAT_DTYPES
-    lo, hi = ("-INFINITY", "INFINITY") if floating else _INT_LIMITS[p.acc]
-    bigger, smaller = (("(isnan(v) || (v) > (a))", "(isnan(v) || (v) < (a))") if floating
-                       else ("((v) > (a))", "((v) < (a))"))
-    tie = "((v) > (a) || ((v) == (a) && (vi) < (ai)))"
-    better = f"(isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || {tie}))" if floating else tie
-    lines = [
-        index_defs(2**31 if p.wide else 0)[0],
-        f"#define TI {c_type(p.src)}",
-        f"#define TO {c_type(p.out)}",
-        f"#define ACC {c_type(p.acc)}",
-        f"#define LMAX {p.local}",
-        f"#define LO {lo}",
-        f"#define HI {hi}",
-        ("#define LDI(p, i) ((ACC)vload_half((i), (p)))" if p.src == "float16"
-         else "#define LDI(p, i) ((ACC)(p)[(i)])"),
-        ("#define STO(p, i, v) vstore_half((v), (i), (p))" if p.out == "float16"
-         else "#define STO(p, i, v) ((p)[(i)] = (TO)(v))"),
-        f"#define BIGGER(v, a) {bigger}",
-        f"#define SMALLER(v, a) {smaller}",
-        f"#define BETTER(v, vi, a, ai) {better}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _reduction_programs() -> list[tuple[str, str, str, str]]:
-    """(label, input, accumulator, output) dtypes of the golden reduction programs."""
-    out = [(dt, dt, "float64" if dt == "float64" else "float32", dt) for dt in FLOAT_DTYPES]
-    out.append(("int32-sum", "int32", "int64", "int64"))  # integer sums accumulate in int64
-    out.append(("int32-max", "int32", "int32", "int32"))
-    return out
-
-
-def _reduce_golden() -> list[tuple[str, tuple[_Prog, str]]]:
-    cases = []
-    for label, src, acc, out in _reduction_programs():
-        for kernel in ("red_seq", "red_grp"):
-            if label == "int32-max" and kernel == "red_grp":
-                continue  # the same template as the sum's, with other #defines
-            cases.append((f"reduce/{kernel}-{label}", (_Prog(src, acc, out, LOCAL_1D, False),
-                                                       kernel)))
-    return cases
-
-
-@kernel_family("ops.reduce", golden=_reduce_golden)
-def reduce_family(prog: _Prog, name: str) -> KernelSource:
-    """Reduction kernel ``name`` (``red_seq``, ``red_grp``) of ``prog``: work-groups of at
-    most ``prog.local`` items, split into (columns, rows) by the launch."""
-    return KernelSource(_defines(prog) + _SOURCE + _KERNELS[name], (name,), prog.acc,
-                        Geometry(local=(prog.local,)))
-
-
-_kernels = ContextCache("reduce kernels")  # (prog, name) -> cl.Kernel: one lookup per call
-
-
-def _kernel(context: Any, prog: _Prog, name: str) -> Any:
-    table = _kernels.of(context)
-    kernel = table.get((prog, name))
-    if kernel is None:
-        kernel = table[(prog, name)] = reduce_family(context, prog, name).kernel
-    return kernel
-
 
 # -- OpenCL driver ------------------------------------------------------------------------------
 
@@ -311,23 +94,23 @@ def _run(job: _Job) -> Tensor:
                    acc if staged or argmax else job.out_dtype)
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
-    prog = _Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
+    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.xi), idx(0), _buffer(indices), idx(0),
         _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
         idx(job.outer), idx(job.R), idx(job.inner),
         np_compute(acc).type(1 if staged else job.scale),
-        np.int32(_KINDS[kind]), np.int32(job.aux is not None), np.int32(job.xi is not None),
+        np.int32(KINDS[kind]), np.int32(job.aux is not None), np.int32(job.xi is not None),
         np.int32(staged),
     ]
     if n_out == 0:
         pass
     elif variant is KernelVariant.REDUCTION_SEQUENTIAL:
-        launch_items(queue, _kernel(queue.context, prog, "red_seq"), n_out, *args)
+        launch_items(queue, kernel(queue.context, prog, "red_seq"), n_out, *args)
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
-        launch_nd(queue, _kernel(queue.context, prog, "red_grp"),
+        launch_nd(queue, kernel(queue.context, prog, "red_grp"),
                   (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
     if staged:
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
