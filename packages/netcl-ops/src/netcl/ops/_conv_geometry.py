@@ -75,6 +75,11 @@ def _pair(op: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+def _output_size(size: int, pad: int, dil: int, kernel: int, stride: int) -> int:
+    """Output positions along one axis: the dilated windows that fit in the padded input."""
+    return (size + 2 * pad - dil * (kernel - 1) - 1) // stride + 1
+
+
 def conv_geometry(
     op: str, x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair = 1,
     padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1,
@@ -116,8 +121,7 @@ def conv_geometry(
     if n < 0 or min(c, k, r, s) < 1:
         raise ValueError(f"{op}: channels and kernel sizes must be >= 1 (the batch >= 0), got "
                          f"input {x_shape} and weight {w_shape}")
-    oh = (h + 2 * pad[0] - dil[0] * (r - 1) - 1) // st[0] + 1
-    ow = (w + 2 * pad[1] - dil[1] * (s - 1) - 1) // st[1] + 1
+    oh, ow = (_output_size(*axis) for axis in zip((h, w), pad, dil, (r, s), st))
     if oh < 1 or ow < 1 or h < 1 or w < 1:
         raise ValueError(f"{op}: input {h}x{w} is too small for a {r}x{s} kernel with stride "
                          f"{st}, padding {pad} and dilation {dil} (the output would be empty; "
