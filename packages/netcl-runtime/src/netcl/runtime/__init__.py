@@ -12,6 +12,9 @@ from ._capture import CaptureFallbackWarning as CaptureFallbackWarning
 from ._capture import Param as Param
 from ._capture import capture as capture
 from ._graph import Graph as Graph
+from ._profile import KernelStats as KernelStats
+from ._profile import Profile as Profile
+from ._profile import profile as profile
 from .errors import CaptureError as CaptureError
 from .errors import CaptureUnsupportedError as CaptureUnsupportedError
 from .errors import GraphReleasedError as GraphReleasedError
@@ -28,8 +31,11 @@ __all__ = [
     "GraphReleasedError",
     "HostReadError",
     "InputMismatchError",
+    "KernelStats",
     "Param",
+    "Profile",
     "UnstableStepError",
     "__version__",
     "capture",
+    "profile",
 ]
