@@ -8,6 +8,7 @@ import gc
 import numpy as np
 import pytest
 
+from netcl.core._cl import cl
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels import cache, family, header
 from netcl.core.kernels.cache import ContextCache
@@ -94,3 +95,17 @@ def test_family_builds_once_per_context_and_launches(dev: DeviceHandle) -> None:
     built.launch(q, 300, x, np.int32(300))
     np.testing.assert_array_equal(x.to_host(), 2 * np.arange(300, dtype=np.float32))
     assert built.grid(q, 300) == ((512,), (256,)) or built.grid(q, 300)[1][0] < 256
+
+
+def test_a_dead_context_leaves_no_cache_entry(dev: DeviceHandle) -> None:
+    if dev.backend != "cl":
+        pytest.skip("kernels need an OpenCL device")
+    ctx = cl().Context([dev.cl_device])
+    before = (len(cache._programs), len(cache._kernels), len(_twice._built))
+    built = _twice(ctx, "float32")
+    assert built.kernels["twice"] is not None
+    assert (len(cache._programs), len(cache._kernels), len(_twice._built)) == tuple(
+        n + 1 for n in before)
+    del ctx, built
+    gc.collect()
+    assert (len(cache._programs), len(cache._kernels), len(_twice._built)) == before

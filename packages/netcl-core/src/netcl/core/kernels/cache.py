@@ -258,6 +258,16 @@ def _load_or_build(context: Any, source: str, options: str, name: str) -> Any:
     return program
 
 
+def _detached(program: Any) -> Any:
+    """``program`` wrapped anew from its handle: a ``pyopencl.Program`` built from source keeps
+    its ``Context`` object, which would keep the context's :class:`ContextCache` entry (this
+    program) alive for ever; the new wrapper holds the OpenCL handle only."""
+    try:
+        return cl().Program.from_int_ptr(program.int_ptr)
+    except (AttributeError, TypeError):  # a stand-in program object
+        return program
+
+
 def get_program(context: Any, source: str, options: str = "", name: str = "program") -> Any:
     """The built ``cl.Program`` for ``source``; compiled at most once per process and device.
 
@@ -271,7 +281,7 @@ def get_program(context: Any, source: str, options: str = "", name: str = "progr
         if program is not None:
             _stats["from_memory"] += 1
             return program
-        program = table[key] = _load_or_build(context, source, options, name)
+        program = table[key] = _detached(_load_or_build(context, source, options, name))
         return program
 
 
