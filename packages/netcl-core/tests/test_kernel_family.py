@@ -20,6 +20,7 @@ from netcl.core.kernels.family import (
     local_size_1d,
 )
 from netcl.core.kernels.header import kernel_header
+from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.tensor import Tensor
 
 
@@ -101,11 +102,13 @@ def test_a_dead_context_leaves_no_cache_entry(dev: DeviceHandle) -> None:
     if dev.backend != "cl":
         pytest.skip("kernels need an OpenCL device")
     ctx = cl().Context([dev.cl_device])
+    spec = KernelSpec("one", src="__kernel void one(__global float* x) { x[0] = 1.0f; }")
     before = (len(cache._programs), len(cache._kernels), len(_twice._built))
     built = _twice(ctx, "float32")
-    assert built.kernels["twice"] is not None
-    assert (len(cache._programs), len(cache._kernels), len(_twice._built)) == tuple(
-        n + 1 for n in before)
+    assert built.kernels["twice"] is not None and spec.build(ctx).kernel is not None
+    assert (len(cache._programs), len(cache._kernels), len(_twice._built)) == (
+        before[0] + 2, before[1] + 2, before[2] + 1)
     del ctx, built
     gc.collect()
     assert (len(cache._programs), len(cache._kernels), len(_twice._built)) == before
+    assert len(spec._built) == 0

@@ -18,6 +18,7 @@ import contextlib
 import math
 import re
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -345,7 +346,7 @@ class KernelSpec:
             params = parse_signature(source, self.name, type_aliases(source, self.extra_flags))
             required, largest = kernel_local_limits(kernel, device)
             built = table[None] = BuiltKernel(
-                self, kernel, context, source, params=params, required_local=required,
+                self, kernel, _weak(context), source, params=params, required_local=required,
                 max_local=largest, work_group_features=work_group_features(source),
             )
         return built
@@ -359,6 +360,14 @@ class KernelSpec:
     ) -> Any:
         """``self.build(queue).run(queue, global_size, local_size, *args)``."""
         return self.build(queue).run(queue, global_size, local_size, *args)
+
+
+def _weak(context: Any) -> Any:
+    """A weak proxy of ``context`` (``context`` itself where it takes no weak references)."""
+    try:
+        return weakref.proxy(context)
+    except TypeError:
+        return context
 
 
 _PART = re.compile(r'^#line 1 "(\w+)"$', re.M)
@@ -394,6 +403,8 @@ def _user_lines(source: str, log: str) -> str:
 class BuiltKernel:
     """A compiled :class:`KernelSpec`: ``run(queue, global, local, *args)`` launches it.
 
+    ``context`` is a weak proxy of the context it was built for (the spec's builds are a
+    :class:`~netcl.core.kernels.cache.ContextCache`, dropped with the context).
     ``params`` is the parameter list read from the source (``None`` when no ``__kernel void
     <name>(`` was found in it), ``required_local`` the kernel's ``reqd_work_group_size``,
     ``max_local`` its largest work-group on the device, ``work_group_features`` the work-group
