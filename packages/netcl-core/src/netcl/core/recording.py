@@ -51,6 +51,7 @@ class Recorder(Protocol):
     - ``constant``: a zero-copy buffer made over the host array ``host`` (no command: the
       buffer's contents are the array's).
     - ``allocated``: ``pool`` leased ``handle`` (a :class:`netcl.core.memory.BufferHandle`).
+    - ``created``: a :class:`netcl.core.Tensor` was made.
     - ``host_read``: ``op`` is about to read device data of ``shape``/``dtype`` on the host;
       a graph capture raises here (a replay could not repeat the read).
     - ``check``: a device-side check (:func:`check_flag`): ``fail`` is to be called once the
@@ -68,6 +69,8 @@ class Recorder(Protocol):
     def constant(self, queue: Any, buffer: Any, host: np.ndarray[Any, Any]) -> None: ...
 
     def allocated(self, pool: Any, handle: Any) -> None: ...
+
+    def created(self, tensor: Any) -> None: ...
 
     def host_read(self, op: str, shape: tuple[int, ...], dtype: str) -> None: ...
 

@@ -169,6 +169,11 @@ class Tensor:
     _views: list[weakref.ref[Tensor]] | None = field(default=None, init=False, repr=False)
     _released: bool = field(default=False, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        recorder = recording_state.recorder
+        if recorder is not None:  # a graph capture keeps the step's tensors until it ends
+            recorder.created(self)
+
     # -- construction ----------------------------------------------------------------------
 
     @classmethod

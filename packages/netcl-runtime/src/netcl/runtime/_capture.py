@@ -56,11 +56,11 @@ __all__ = ["CaptureFallbackWarning", "CapturedStep", "Param", "capture"]
 TRACE_PAIRS = 3
 
 # NOTE [ Traces that differ by chance ]
-# Host code may decide on object identities that Python recycles: autograd's backward copies a
-# gradient "handed" to another leaf by id(), so a dead tensor's reused id adds a copy on some
-# calls and not others. Such a trace pair differs though each trace is a valid graph on its own;
-# the capture traces another pair (up to TRACE_PAIRS) and builds the graph from the first pair
-# that agrees. A step that really changes from call to call differs in every pair and raises.
+# Host code may take decisions that differ between two calls without changing what the step
+# computes (NOTE [ Tensors live through the trace ] in ._trace names one). Such a trace pair
+# differs though each trace is a valid graph on its own; the capture traces another pair (up to
+# TRACE_PAIRS) and builds the graph from the first pair that agrees. A step that really changes
+# from call to call differs in every pair and raises.
 
 
 class CaptureFallbackWarning(UserWarning):
@@ -213,16 +213,19 @@ class CapturedStep:
         probes = {name: _probe(value) for name, value in values.items()}
         for attempt in range(1, TRACE_PAIRS + 1):
             first = self._trace(own_args, own_kwargs, values)[0]
+            first.close()  # its buffers may serve the second trace: only its tokens are compared
             second, outputs = self._trace(own_args, own_kwargs, probes)
             try:
                 slots = bind_parameters(first, second, values, probes)
                 break
             except UnstableStepError:
+                second.close()
                 if attempt == TRACE_PAIRS:
                     raise
         if second.queue is None:
             second.queue = self.inputs[0].queue if self.inputs else get_active_device().queue
         self.graph = Graph(second, slots, values)
+        second.close()
         self._outputs = outputs
         self.mode = "graph"
         self._feed(args, kwargs)

@@ -97,6 +97,9 @@ class Profile:
         """Count a lease."""
         self.allocations += 1
 
+    def created(self, tensor: Any) -> None:
+        """Nothing to do for a new tensor."""
+
     def host_read(self, op: str, shape: tuple[int, ...], dtype: str) -> None:
         """Count a read of device data on the host (it runs as usual)."""
         self.host_reads += 1

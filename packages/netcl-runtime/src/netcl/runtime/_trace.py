@@ -6,6 +6,14 @@ pools lease meanwhile, without putting anything on a queue: the capture traces a
 replays the graph built from the trace (NOTE [ Tracing without running ] in :mod:`._capture`).
 A host read raises :class:`HostReadError` at once.
 
+# NOTE [ Tensors live through the trace ]
+# Every tensor made while a step is traced stays alive until the trace is closed. Host code may
+# decide on object identities (autograd's backward copies a gradient whose id() it handed out
+# before), and a dead tensor's id reused by a new one made such decisions differ from call to
+# call, so two traces of one step disagreed. Kept alive, no id is reused inside a trace, and no
+# two of the step's tensors share a buffer either: the graph holds one buffer per tensor, more
+# memory than eager execution's reuse, for a graph whose buffers never alias.
+
 Buffers are named by *tokens*: ``("own", k)`` for the buffer of the ``k``-th lease made inside
 the trace (so two traces of the same code name their buffers alike even when the pool hands
 out different ones), ``("ext", id)`` for a buffer that existed before (a parameter, an input).
@@ -94,6 +102,9 @@ class Trace:
     # token -> the pool that leased it (owned buffers only)
     pools: dict[Token, Any] = field(default_factory=dict)
     _owned: dict[int, int] = field(default_factory=dict)  # id(buffer) -> latest lease index
+    # every tensor made during the trace, alive until close() (NOTE [ Tensors live through
+    # the trace ])
+    _alive: list[Any] = field(default_factory=list)
     _leases: int = 0
 
     # -- naming buffers --------------------------------------------------------------------
@@ -171,6 +182,15 @@ class Trace:
         """Record a device-side check at this point of the step (nothing runs)."""
         self._check_queue(queue)
         self.commands.append(Check(self.token(buffer), fail))
+
+    def created(self, tensor: Any) -> None:
+        """Keep ``tensor`` alive until :meth:`close`."""
+        self._alive.append(tensor)
+
+    def close(self) -> None:
+        """Let the tensors made during the trace go (their buffers back to their pools, or
+        aside where a graph holds them)."""
+        self._alive = []
 
     def host_read(self, op: str, shape: tuple[int, ...], dtype: str) -> None:
         """Refuse: a replay could not repeat a read of device data on the host."""

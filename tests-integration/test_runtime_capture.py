@@ -1,0 +1,147 @@
+"""netcl.runtime.capture on real training steps (netcl.nn + netcl.optim + netcl.autograd) on
+every OpenCL device: an MLP and the digits CNN (convolutions, BatchNorm, max-pooling,
+cross-entropy) replay bitwise what eager steps compute, over several steps with a learning-rate
+change between them as a graph parameter; Adam's per-step bias correction is refused by name
+(it is a host-side scalar that changes every step); the NumPy backend runs the step eagerly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.autograd as ag
+from netcl.core import Tensor
+from netcl.core.device import DeviceHandle
+from netcl.core.kernels.primitives import KernelSpec
+from netcl.core.recording import recording
+from netcl.nn import BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
+from netcl.optim import SGD, Adam, Optimizer
+from netcl.runtime import CaptureFallbackWarning, Param, UnstableStepError, capture
+
+STEPS = 5
+
+
+class _Seen:
+    launches = 0
+
+    def launch(self, *args: Any) -> None:
+        self.launches += 1
+
+    def allocated(self, *args: Any) -> None:
+        pass
+
+
+def _launches_recorded(dev: DeviceHandle) -> bool:
+    x = Tensor.from_host(dev.queue, np.zeros(1, np.float32))
+    x.wait()
+    seen = _Seen()
+    with recording(seen):
+        KernelSpec("hook_probe", src="__kernel void hook_probe(__global float* x) { }").run(
+            dev.queue, (1,), (1,), x)
+    dev.queue.finish()
+    return seen.launches == 1
+
+
+@pytest.fixture
+def cl_dev(dev: DeviceHandle) -> DeviceHandle:
+    if dev.backend != "cl":
+        pytest.skip("graph capture runs on OpenCL devices")
+    if not _launches_recorded(dev):
+        pytest.skip("netcl-core's launches do not reach the recording hook yet")
+    return dev
+
+
+def mlp(q: Any) -> Module:
+    rng = np.random.default_rng(0)
+    return Sequential(Linear(20, 64, queue=q, rng=rng), ReLU(), Linear(64, 10, queue=q, rng=rng))
+
+
+def digits_cnn(q: Any) -> Module:
+    rng = np.random.default_rng(0)
+    return Sequential(
+        Conv2d(1, 16, 3, padding=1, queue=q, rng=rng), BatchNorm2d(16, queue=q), ReLU(),
+        Conv2d(16, 32, 3, padding=1, queue=q, rng=rng), BatchNorm2d(32, queue=q), ReLU(),
+        MaxPool2d(2), Flatten(), Linear(32 * 4 * 4, 10, queue=q, rng=rng),
+    )
+
+
+def training_step(model: Module, opt: Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        with ag.Tape() as tape:
+            loss = ag.cross_entropy(model(x), y)
+        tape.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+def _batches(shape: tuple[int, ...]) -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+    rng = np.random.default_rng(1)
+    return [(rng.standard_normal(shape).astype(np.float32), rng.integers(0, 10, shape[0]))
+            for _ in range(STEPS)]
+
+
+def _train(dev: DeviceHandle, make: Callable[[Any], Module], shape: tuple[int, ...],
+           captured: bool) -> tuple[list[Any], list[Any], Any]:
+    model = make(dev.queue)
+    opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+    step: Any = training_step(model, opt)
+    if captured:
+        step = capture(step, params={"lr": Param.item(opt.param_groups[0], "lr")})
+    losses = []
+    for i, (x, y) in enumerate(_batches(shape)):
+        if i == 3:
+            opt.param_groups[0]["lr"] = 0.01  # a scheduler's change, without a new capture
+        loss = step(Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y))
+        losses.append(loss.to_host().copy())
+    return losses, [p.to_host().copy() for p in model.parameters()], step
+
+
+@pytest.mark.parametrize("make, shape", [(mlp, (32, 20)), (digits_cnn, (64, 1, 8, 8))],
+                         ids=["mlp", "digits_cnn"])
+def test_replay_equals_eager_bitwise(cl_dev: DeviceHandle, make: Callable[[Any], Module],
+                                     shape: tuple[int, ...]) -> None:
+    eager_losses, eager_params, _ = _train(cl_dev, make, shape, captured=False)
+    losses, params, step = _train(cl_dev, make, shape, captured=True)
+    assert step.mode == "graph" and step.graph.params["lr"] > 0
+    for a, b in zip(eager_losses, losses):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(eager_params, params):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_out_of_range_label_raises_at_the_next_call(cl_dev: DeviceHandle) -> None:
+    model = mlp(cl_dev.queue)
+    step = capture(training_step(model, SGD(model.parameters(), lr=0.01)), warmup=0)
+    x = Tensor.from_host(cl_dev.queue, np.zeros((32, 20), np.float32))
+    good = np.zeros(32, np.int64)
+    step(x, Tensor.from_host(cl_dev.queue, good))
+    step(x, Tensor.from_host(cl_dev.queue, np.full(32, 12, np.int64)))
+    with pytest.raises(ValueError, match="label 12 is out of range for 10 classes"):
+        step(x, Tensor.from_host(cl_dev.queue, good))
+
+
+def test_adam_bias_correction_is_refused_by_name(cl_dev: DeviceHandle) -> None:
+    model = mlp(cl_dev.queue)
+    step = capture(training_step(model, Adam(model.parameters(), lr=1e-3)))
+    x = Tensor.from_host(cl_dev.queue, np.zeros((32, 20), np.float32))
+    y = Tensor.from_host(cl_dev.queue, np.zeros(32, np.int64))
+    step(x, y)
+    with pytest.raises(UnstableStepError, match=r"kernel adam\), scalar argument"):
+        step(x, y)
+
+
+def test_numpy_backend_runs_the_step_eagerly(dev: DeviceHandle) -> None:
+    if dev.backend != "cpu":
+        pytest.skip("the NumPy backend's fallback")
+    model = mlp(dev.queue)
+    step = capture(training_step(model, SGD(model.parameters(), lr=0.01)), warmup=0)
+    x, y = _batches((32, 20))[0]
+    with pytest.warns(CaptureFallbackWarning):
+        loss = step(Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y))
+    assert step.mode == "eager" and np.isfinite(loss.to_host())
