@@ -219,7 +219,7 @@ def _normalization_golden() -> list[tuple[str, tuple[str]]]:
 def normalization_family(dtype: str) -> KernelSource:
     """The batch and layer norm program for ``dtype``: the statistics kernels run one
     work-group of ``GROUP`` items per channel or row, the elementwise ones ``launch_1d``."""
-    return KernelSource(_SRC, _NORM_KERNELS, dtype, Geometry(local=(GROUP,)))
+    return KernelSource(_SRC, _NORM_KERNELS, dtype, Geometry(local=GROUP))
 
 
 def _check_affine(op: str, weight: Tensor | None, bias: Tensor | None) -> None:

@@ -220,7 +220,7 @@ def reduce_family(prog: Prog, name: str) -> KernelSource:
     """Reduction kernel ``name`` (``red_seq``, ``red_grp``) of ``prog``: work-groups of at
     most ``prog.local`` items, split into (columns, rows) by the launch."""
     return KernelSource(_defines(prog) + _SOURCE + _KERNELS[name], (name,), prog.acc,
-                        Geometry(local=(prog.local,)))
+                        Geometry(local=prog.local))
 
 
 _kernels = ContextCache("reduce kernels")  # (prog, name) -> cl.Kernel: one lookup per call

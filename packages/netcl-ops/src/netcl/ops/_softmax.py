@@ -145,7 +145,7 @@ def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
     item per column) or ``nll_k`` (one work item per row, ``labels`` dtype labels)."""
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide), ("nll_k",), dtype)
-    geometry = Geometry(local=(local,)) if kernel == "softmax_row" else Geometry()
+    geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
     return KernelSource(_program_source(kernel, local, wide), (kernel,), dtype, geometry)
 
 

@@ -187,7 +187,7 @@ def _source(program: str, dtype: str) -> KernelSource:
     kernels = {"norm": ("sum_squares", "scale_by"), "clip": ("clip_factor",)}.get(
         program, (program,))
     return KernelSource(f"#define REDUCE_GROUP {REDUCE_GROUP}\n{text}", kernels, dtype,
-                        Geometry() if program in _UPDATES else Geometry(local=(REDUCE_GROUP,)),
+                        Geometry() if program in _UPDATES else Geometry(local=REDUCE_GROUP),
                         defines=f"#define S {c_type(state_dtype(dtype))}\n")
 
 

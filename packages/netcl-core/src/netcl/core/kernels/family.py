@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec
 
 from .cache import ContextCache, get_kernel
@@ -104,11 +104,15 @@ class Geometry:
     Args:
         per_item: elements each work item handles (a vectorized kernel's width), for
             :meth:`BuiltFamily.launch` over ``n`` elements.
-        local: a fixed local size; ``None``: the device's :func:`local_size_1d`.
+        local: a fixed 1-D local size (a kernel written for work-groups of that size: one
+            group per row or channel); ``None``: the device's :func:`local_size_1d`.
+
+    Either way :meth:`BuiltFamily.grid` covers ``ceil(n / per_item)`` work items (rounded up to
+    whole work-groups); a launch of another shape computes its own range.
     """
 
     per_item: int = 1
-    local: tuple[int, ...] | None = None
+    local: int | None = None
 
 
 ONE_PER_ITEM = Geometry()
@@ -157,22 +161,17 @@ class BuiltFamily:
 
     source: KernelSource
     kernels: dict[str, Any]
-    _grids: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = field(
-        default_factory=dict, repr=False)
 
     @property
     def kernel(self) -> Any:
         """The first (often only) kernel."""
         return self.kernels[self.source.kernels[0]]
 
-    def grid(self, queue: Any, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def grid(self, queue: Any, n: int) -> tuple[tuple[int], tuple[int]]:
         """``(global, local)`` for ``n`` elements on ``queue``'s device."""
         geometry = self.source.geometry
-        if geometry.local is not None:
-            local = geometry.local
-            items = -(-n // geometry.per_item)
-            return (-(-items // local[0]) * local[0], *local[1:]), local
-        return grid_1d(-(-n // geometry.per_item), local_size_1d(queue.device))
+        local = geometry.local or local_size_1d(queue.device)
+        return grid_1d(-(-n // geometry.per_item), local)
 
     def launch(self, queue: Any, n: int, *args: Any, kernel: str | None = None) -> Any:
         """Launch ``kernel`` (default: the first) over ``n`` elements; nothing for ``n == 0``."""
