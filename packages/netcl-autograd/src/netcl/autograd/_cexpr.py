@@ -259,7 +259,7 @@ def _emit(roots: Sequence[Node], source: str, functions: dict[str, Callable[...,
         return found
 
     def _step(node: Node) -> str:
-        kind, reads = node[0], []
+        kind, reads = node[0], list[str]()
         if kind == "var":
             expr = f"_lookup(env, {node[1]!r}, _source)"
         elif kind == "bin":

@@ -123,7 +123,7 @@ def _wrap(like: Tensor, array: Any, shape: tuple[int, ...], dtype: str) -> Tenso
         array = np.broadcast_to(array, shape)  # a read-only view: "W" below copies it
     with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
         # np.require keeps a 0-d result 0-d (ascontiguousarray made it 1-d)
-        arr = np.require(array, dtype=np.dtype(dtype), requirements="CW")
+        arr = np.require(array, dtype=np.dtype(dtype), requirements=("C", "W"))
     return Tensor(shape=arr.shape, dtype=dtype, queue=like.queue, array=arr,
                   _backend=like._backend)
 

@@ -203,7 +203,8 @@ def _wrap(like: Tensor, array: Any, taken: list[np.ndarray[Any, Any]]) -> Tensor
     expression may return an input unchanged, two arguments may get one value); ``array`` is
     added to ``taken``."""
     with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
-        arr = np.require(array, dtype=np.dtype(like.dtype), requirements="CW")  # 0-d stays 0-d
+        # np.require keeps a 0-d result 0-d (ascontiguousarray made it 1-d)
+        arr = np.require(array, dtype=np.dtype(like.dtype), requirements=("C", "W"))
     if any(np.may_share_memory(arr, v) for v in taken):
         arr = arr.copy()
     taken.append(arr)
