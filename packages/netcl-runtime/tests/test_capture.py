@@ -19,6 +19,7 @@ from netcl.core.recording import check_flag, recording
 from netcl.runtime import (
     CaptureFallbackWarning,
     CaptureUnsupportedError,
+    DeviceCheckError,
     GraphReleasedError,
     HostReadError,
     InputMismatchError,
@@ -26,6 +27,7 @@ from netcl.runtime import (
     UnstableStepError,
     capture,
 )
+from netcl.runtime._checks import MAX_PENDING
 
 # h = x * k + w;  w -= lr * h;  out = h (a "forward" and an "update" of the state w)
 FORWARD = KernelSpec("fwd", src="""
@@ -246,11 +248,17 @@ def test_device_side_check_raises_at_the_next_call(cl_dev: DeviceHandle) -> None
     ok = np.ones(N, np.float32)
     graph(Tensor.from_host(q, ok))  # captures
     graph(Tensor.from_host(q, -2 * ok))  # the check runs on the device ...
-    with pytest.raises(ValueError, match=r"negative input -2\.0"):  # ... and raises next call
-        graph(Tensor.from_host(q, ok))
+    with pytest.raises(ValueError, match=r"negative input -2\.0"):  # ... and raises at sync()
+        graph.sync()
+    graph(Tensor.from_host(q, -3 * ok))
+    with pytest.raises(ValueError) as failed:  # or at a later call, once read back
+        for _ in range(2 + MAX_PENDING):
+            graph(Tensor.from_host(q, ok))
+        graph.sync()
+    assert "negative input -3.0" in str(failed.value) or (
+        isinstance(failed.value, DeviceCheckError) and "call(s) ago" in str(failed.value))
     graph(Tensor.from_host(q, ok))
-    assert graph.graph is not None
-    graph.graph.check()
+    graph.sync()
 
 
 def test_graph_holds_its_buffers_until_released(cl_dev: DeviceHandle) -> None:

@@ -17,6 +17,7 @@ from ._profile import Profile as Profile
 from ._profile import profile as profile
 from .errors import CaptureError as CaptureError
 from .errors import CaptureUnsupportedError as CaptureUnsupportedError
+from .errors import DeviceCheckError as DeviceCheckError
 from .errors import GraphReleasedError as GraphReleasedError
 from .errors import HostReadError as HostReadError
 from .errors import InputMismatchError as InputMismatchError
@@ -27,6 +28,7 @@ __all__ = [
     "CaptureFallbackWarning",
     "CaptureUnsupportedError",
     "CapturedStep",
+    "DeviceCheckError",
     "Graph",
     "GraphReleasedError",
     "HostReadError",

@@ -158,7 +158,7 @@ class CapturedStep:
         if self.mode == "graph":
             graph = self.graph
             assert graph is not None
-            graph.check()  # the last call's device-side checks, before its inputs are replaced
+            graph.check(block=False)  # checks read back so far, before the inputs change
             self._feed(args, kwargs)
             for name, param in self.params.items():
                 graph.set_param(name, param.get())
@@ -304,6 +304,13 @@ class CapturedStep:
             return pyopencl().enqueue_copy(mine.queue, mine.buffer, host, is_blocking=False)
         raise InputMismatchError(f"{self.__name__}: input {i} is a {type(given).__name__}; the "
                                  "graph was captured with a Tensor there")
+
+    def sync(self) -> None:
+        """Wait for the replays so far and raise a failed device-side check (a replay is
+        asynchronous: a check raises at a later call, or here)."""
+        if self.graph is not None:
+            self.graph.queue.finish()
+            self.graph.check()
 
     def release(self) -> None:
         """Release the graph (its buffers go back to their pools); the next call captures

@@ -25,6 +25,7 @@ import numpy as np
 from netcl.core.memory import get_persistent_pool
 from netcl.core.recording import pyopencl, state
 
+from ._checks import DeviceChecks
 from ._compare import Slot
 from ._trace import Check, Constant, Fill, Launch, Trace, Upload
 from .errors import GraphReleasedError
@@ -54,9 +55,7 @@ class Graph:
         steps: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._buffers: list[tuple[Any, Any]] = []  # (pool, buffer) held until release
         self._keep: list[Any] = []  # host data the replayed uploads read
-        # device-side checks: (host flag, fail) and the pending reads of the last replay
-        self._checks: list[tuple[np.ndarray[Any, Any], Callable[[], None]]] = []
-        self._reads: list[Any] = []
+        self._checks = DeviceChecks()
         for i, command in enumerate(trace.commands):
             if isinstance(command, Launch):
                 kernel = _clone(cl, command, trace)
@@ -77,8 +76,9 @@ class Graph:
             elif isinstance(command, Constant):
                 self._keep.append(command.data)
             elif isinstance(command, Check):
-                steps.append((self._read_flag, (len(self._checks), trace.buffers[command.token])))
-                self._checks.append((np.zeros(1, np.int32), command.fail))
+                steps.append((self._checks.read, (self.queue, len(self._checks.fails),
+                                                  trace.buffers[command.token])))
+                self._checks.fails.append(command.fail)
         self._steps = steps
         self.launches = len(self._kernels)
         self.commands = len(steps)
@@ -126,32 +126,21 @@ class Graph:
         if self._released:
             raise GraphReleasedError("Graph.replay: the graph was released; capture the step "
                                      "again")
-        if self._reads:
-            self.check()
+        self._checks.poll(block=False)
         recorder = state.recorder
         if recorder is not None:  # a profiler (or a trace) sees the launches one by one
             self._replay_recorded(recorder)
-            return
-        for enqueue, args in self._steps:
-            enqueue(*args)
+        else:
+            for enqueue, args in self._steps:
+                enqueue(*args)
+        self._checks.end_replay()
 
-    def _read_flag(self, index: int, buffer: Any) -> None:
-        host = self._checks[index][0]
-        self._reads.append(pyopencl().enqueue_copy(self.queue, host, buffer, is_blocking=False))
-
-    def check(self) -> None:
-        """Wait for the last replay's device-side checks (``check_flag``) and raise the first
-        that failed; the next replay calls this first, so a failed check raises one call late
-        (at the latest). Nothing to do without checks.
+    def check(self, block: bool = True) -> None:
+        """Raise the first failed device-side check (``check_flag``) of the replays so far;
+        with ``block=False`` only those whose flags have been read back already (what each
+        replay does first: NOTE [ Checks one replay late ] in :mod:`._checks`).
         """
-        reads, self._reads = self._reads, []
-        for read in reads:
-            read.wait()
-        failed = [fail for host, fail in self._checks if host[0]]
-        for host, _ in self._checks:
-            host[0] = 0
-        if failed:
-            failed[0]()
+        self._checks.poll(block)
 
     def _replay_recorded(self, recorder: Any) -> None:
         cl = pyopencl()

@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = [
     "CaptureError",
     "CaptureUnsupportedError",
+    "DeviceCheckError",
     "GraphReleasedError",
     "HostReadError",
     "InputMismatchError",
@@ -50,3 +51,9 @@ class CaptureUnsupportedError(CaptureError, NotImplementedError):
 
 class GraphReleasedError(CaptureError):
     """The graph was released (:meth:`netcl.runtime.Graph.release`) and cannot replay."""
+
+
+class DeviceCheckError(CaptureError, ValueError):
+    """A device-side check (an out-of-range label, say) failed in a replay whose inputs were
+    replaced before the failure was read back, so the op's own error could not name the value.
+    """
