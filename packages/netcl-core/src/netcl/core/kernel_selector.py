@@ -113,6 +113,7 @@ class KernelSelector:
         self._tuned_loaded = False
         self._lock = threading.Lock()
         self._generation = 0
+        self._registry_seen = registry_generation()
 
     def clear_cache(self) -> None:
         """Drop every cached decision and in-memory tuned winner (the JSON file stays).
@@ -175,8 +176,10 @@ class KernelSelector:
             return self._fit_device(default_config(forced))
         key = fam.key(query)
         tuned = self.lookup_tuned(fam.name, key)
-        cache_key = (fam.name, key, fam.switches(), kernel_strategy(profile), tuned,
-                     registry_generation())
+        if self._registry_seen != registry_generation():  # a family or variant (re-)registered
+            self._decisions.clear()
+            self._registry_seen = registry_generation()
+        cache_key = (fam.name, key, fam.switches(), kernel_strategy(profile), tuned)
         config = self._decisions.get(cache_key)
         if config is None:
             if tuned is not None and variant_applies(tuned, profile, query):
