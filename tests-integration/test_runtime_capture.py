@@ -17,7 +17,17 @@ from netcl.core import Tensor
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.recording import recording
-from netcl.nn import BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
+from netcl.nn import (
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Flatten,
+    Linear,
+    MaxPool2d,
+    Module,
+    ReLU,
+    Sequential,
+)
 from netcl.optim import SGD, Adam, Optimizer
 from netcl.runtime import CaptureFallbackWarning, Param, UnstableStepError, capture
 
@@ -135,6 +145,21 @@ def test_adam_bias_correction_is_refused_by_name(cl_dev: DeviceHandle) -> None:
     y = Tensor.from_host(cl_dev.queue, np.zeros(32, np.int64))
     step(x, y)
     with pytest.raises(UnstableStepError, match=r"kernel adam\), scalar argument"):
+        step(x, y)
+
+
+def test_dropout_is_refused_by_name(cl_dev: DeviceHandle) -> None:
+    """Dropout's Philox offset is a host counter (and its launch size follows it): a replay
+    would draw the same mask every step, so the capture refuses it."""
+    rng = np.random.default_rng(0)
+    q = cl_dev.queue
+    model = Sequential(Linear(20, 64, queue=q, rng=rng), Dropout(0.5), Linear(64, 10, queue=q,
+                                                                            rng=rng))
+    step = capture(training_step(model, SGD(model.parameters(), lr=0.01)))
+    x = Tensor.from_host(q, np.zeros((32, 20), np.float32))
+    y = Tensor.from_host(q, np.zeros(32, np.int64))
+    step(x, y)
+    with pytest.raises(UnstableStepError, match="rng_"):
         step(x, y)
 
 

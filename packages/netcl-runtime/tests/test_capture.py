@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from netcl.core import Tensor
+from netcl.core.tensor import copy_from_host
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.memory import get_persistent_pool
@@ -221,12 +222,14 @@ def test_constant_upload_and_fill_are_replayed(cl_dev: DeviceHandle) -> None:
         shift = Tensor.from_host(q, np.full(N, 2.0, np.float32))  # the same on every call
         h = Tensor.from_shape(q, (N,), fill=7.0)
         FORWARD.run(q, (128,), None, x, shift, h, 3.0, N)
+        copy_from_host(shift, np.full(N, 0.5, np.float32))  # an upload command
+        FORWARD.run(q, (128,), None, h, shift, h, 1.0, N)
         return h
 
     graph = capture(step, warmup=0)
     for value in (1.0, 2.0, 3.0):
         out = graph(Tensor.from_host(q, np.full(N, value, np.float32))).to_host()
-        np.testing.assert_array_equal(out, np.full(N, value * 3.0 + 2.0, np.float32))
+        np.testing.assert_array_equal(out, np.full(N, value * 3.0 + 2.5, np.float32))
 
 
 def test_device_side_check_raises_at_the_next_call(cl_dev: DeviceHandle) -> None:

@@ -68,13 +68,12 @@ class Graph:
                 steps.append((cl.enqueue_fill_buffer,
                               (self.queue, trace.buffers[command.token], command.pattern,
                                command.offset, command.nbytes)))
-            elif isinstance(command, Upload):
+            elif isinstance(command, (Upload, Constant)):
+                # a constant is uploaded again too: the step may write to it after making it
                 self._keep.append(command.data)
-                copy = functools.partial(cl.enqueue_copy, dst_offset=command.offset,
-                                         is_blocking=False)
+                offset = command.offset if isinstance(command, Upload) else 0
+                copy = functools.partial(cl.enqueue_copy, dst_offset=offset, is_blocking=False)
                 steps.append((copy, (self.queue, trace.buffers[command.token], command.data)))
-            elif isinstance(command, Constant):
-                self._keep.append(command.data)
             elif isinstance(command, Check):
                 steps.append((self._checks.read, (self.queue, len(self._checks.fails),
                                                   trace.buffers[command.token])))

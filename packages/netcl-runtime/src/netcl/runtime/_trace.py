@@ -73,7 +73,8 @@ class Upload:
 
 @dataclass
 class Constant:
-    """A zero-copy buffer made inside the step over host ``data`` (no command to replay)."""
+    """A zero-copy buffer made inside the step over host ``data``; a replay copies ``data``
+    into it again (the step may have written to it)."""
 
     token: Token
     data: np.ndarray[Any, Any]
