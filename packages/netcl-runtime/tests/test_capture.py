@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from netcl.core import Tensor
-from netcl.core.tensor import copy_from_host
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.memory import get_persistent_pool
 from netcl.core.recording import check_flag, recording
+from netcl.core.tensor import copy_from_host
 from netcl.runtime import (
     CaptureFallbackWarning,
     CaptureUnsupportedError,
