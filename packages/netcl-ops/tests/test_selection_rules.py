@@ -8,6 +8,9 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import importlib
+import os
+import subprocess
+import sys
 import threading
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -698,6 +701,19 @@ def test_entry_points_name_the_families() -> None:
     found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     names = [f.name for f in _kernel_families.KERNEL_FAMILIES]
     assert {n: found.get(n) for n in names} == dict.fromkeys(names, "netcl.ops._kernel_families")
+
+
+def test_core_alone_loads_the_families_through_the_entry_points() -> None:
+    """A process that imports only netcl.core's selector still gets netcl-ops's rules."""
+    code = ("import sys\n"
+            "from netcl.core.kernel_selector import select_matmul_config\n"
+            "assert 'netcl.ops' not in sys.modules\n"
+            "print(select_matmul_config(64, 64, 64).variant.name, 'netcl.ops' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MATMUL_TILED", "True"]
 
 
 def test_core_examples_that_need_the_rules() -> None:
