@@ -63,8 +63,10 @@ def _leaky(a: Any, negative_slope: float) -> Any:
     return np.where(a < 0, a * negative_slope, a)
 
 
-def _sign(m: Any) -> Any:
-    return lambda x: m.elementwise("sign", x)
+def _by_name(name: str) -> Any:
+    """A table row without a function of its own, through ``elementwise(name, ...)`` of
+    ``m`` (netcl.ops or netcl.autograd.ops)."""
+    return lambda m: lambda *xs: m.elementwise(name, *xs)
 
 
 _F = _x((3, 4))
@@ -78,7 +80,7 @@ UNARY = [
            errors=[((_I.astype(np.uint8),), {}, TypeError, "neg: .*got uint8")]),
     OpInfo("abs", ops.abs, np.abs, _unary(), grad="abs", kinks=_KINK_AT_0,
            nan_inputs=_special()),
-    OpInfo("sign", ops.sign, np.sign, [((_ties(s),), {}) for s in SHAPES], grad=_sign,
+    OpInfo("sign", ops.sign, np.sign, [((_ties(s),), {}) for s in SHAPES], grad=_by_name("sign"),
            kinks=_KINK_AT_0, nan_inputs=_special()),
     OpInfo("exp", ops.exp, np.exp, _unary(), grad="exp", nan_inputs=_special(),
            errors=[((_I,), {}, TypeError, "exp: needs a floating-point tensor, got int32")]),
@@ -103,6 +105,13 @@ UNARY = [
     OpInfo("gelu_tanh", ops.gelu, _gelu_tanh, _unary(approximate="tanh"), grad="gelu",
            nan_inputs=[((_SPECIAL[~np.isneginf(_SPECIAL)],), {"approximate": "tanh"})]),
     OpInfo("silu", ops.silu, lambda a: a / (1 + np.exp(-a)), _unary(), grad="silu",
+           nan_inputs=_special()),
+    OpInfo("square", _by_name("square")(ops), np.square, _unary(), grad=_by_name("square"),
+           nan_inputs=_special()),
+    # log(1 + exp(x)), x itself above 20 (where they agree to 2e-9)
+    OpInfo("softplus", _by_name("softplus")(ops), lambda a: np.logaddexp(0.0, a),
+           _unary(-30.0, 30.0), grad=_by_name("softplus"), nan_inputs=_special()),
+    OpInfo("erf", _by_name("erf")(ops), _erf, _unary(), grad=_by_name("erf"),
            nan_inputs=_special()),
     # the gradient passes at either bound (PyTorch's clamp)
     OpInfo("clamp", ops.clamp, lambda a, min, max: np.clip(a, min, max),
@@ -216,6 +225,13 @@ def test_forward_at_kinks(dev: DeviceHandle, info: OpInfo) -> None:
     for kink in info.kinks:
         args = tuple(np.array([v, v - 1.0, v + 1.0]) for v in kink.at)
         check_op(dev, info.op, info.ref, args, kwargs)
+
+
+def test_every_table_row_has_a_test_row() -> None:
+    """Each row of the forward table (ops.ELEMENTWISE) has an OpInfo row here (copy's is in
+    test_movement.py), so an op added to the table is tested forward, at NaN and infinities,
+    and through netcl-autograd's test_ops.py its gradient."""
+    assert set(ops.ELEMENTWISE) - {"copy"} <= {i.name for i in TABLE}
 
 
 def test_table_names_match_ops() -> None:
