@@ -166,8 +166,9 @@ def central_difference(
     """
     plus, minus = list(args), list(args)
     for i, d in steps.items():
-        plus[i] = args[i] + eps * d
-        minus[i] = args[i] - eps * d
+        h = eps * d
+        plus[i] = args[i] + h
+        minus[i] = args[i] - h
     up = np.asarray(f(*plus), dtype=np.float64)
     down = np.asarray(f(*minus), dtype=np.float64)
     return (up - down) / (2 * eps)
@@ -217,15 +218,17 @@ def numeric_grad(
     kept = sorted(k % x.ndim for k in independent) if x.ndim else []
     free = [k for k in range(x.ndim) if k not in kept]
     grad = np.zeros_like(x)
+    step = np.zeros_like(x)
     for position in np.ndindex(*(x.shape[k] for k in free)):
         where: list[Any] = [slice(None)] * x.ndim
         for k, p in zip(free, position):
             where[k] = p
-        step = np.zeros_like(x)
-        step[tuple(where)] = 1.0
+        at = tuple(where)
+        step[at] = 1.0
         weighted = v * central_difference(ref, base, {index: step}, eps)
+        step[at] = 0.0
         summed = tuple(k for k in range(weighted.ndim) if k not in kept)
-        grad[tuple(where)] = weighted.sum(axis=summed) if summed else weighted
+        grad[at] = weighted.sum(axis=summed) if summed else weighted
     return grad
 
 
