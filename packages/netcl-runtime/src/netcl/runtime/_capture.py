@@ -13,15 +13,17 @@
 # Python state the step changes advances once per trace (two extra times at capture).
 
 Examples:
-    >>> import numpy as np
-    >>> from netcl.core import Tensor
-    >>> from netcl.core.device import manager
-    >>> q = manager.default("cpu").queue  # the NumPy backend runs the step eagerly, with a warning
-    >>> @capture
-    ... def double(x):
-    ...     return x
-    >>> double.mode
+    >>> import warnings
+    >>> from netcl.core import Tensor, manager
+    >>> x = Tensor.from_host(manager.default("cpu").queue, [1.0, 2.0])
+    >>> step = capture(lambda t: t, warmup=0)
+    >>> step.mode
     'pending'
+    >>> with warnings.catch_warnings(record=True):  # NumPy: no capture, the step runs eagerly
+    ...     step(x) is x
+    True
+    >>> step.mode
+    'eager'
 """
 
 from __future__ import annotations
