@@ -25,6 +25,7 @@ from netcl.core.kernels.golden import (
     build_golden,
     check_golden,
     check_no_stale_golden,
+    golden_families,
     missing_extensions,
 )
 
@@ -38,6 +39,10 @@ SOURCES = _golden.golden_sources()
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_golden_source(name: str) -> None:
     check_golden(GOLDEN, name, SOURCES[name].source, REGENERATE)
+
+
+def test_the_matrix_is_the_registry_s() -> None:
+    assert golden_families("autograd") == ["fused"] and len(SOURCES) == 10
 
 
 def test_no_stale_golden_files() -> None:

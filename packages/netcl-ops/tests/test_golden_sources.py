@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from netcl.core.device import DeviceHandle
+from netcl.core.kernels.family import families
 from netcl.core.kernels.golden import (
     GoldenSource,
     build_golden,
     check_golden,
     check_no_stale_golden,
+    golden_families,
     missing_extensions,
 )
 from netcl.ops import _golden
@@ -53,6 +55,15 @@ def test_matrix_covers_every_family_and_dtype() -> None:
         for dtype in _golden.FLOATS:
             assert any(n.startswith(f"{family}/") and f"-{dtype}" in n for n in SOURCES), (
                 family, dtype)
+
+
+def test_every_kernel_family_registers_its_golden_sources() -> None:
+    """The matrix is the registry's: each ``kernel_family`` of netcl.ops (and the matmul and
+    conv2d programs) registered golden programs, and each registered family renders some."""
+    registered = golden_families("ops")
+    assert {f.name.partition(".")[2] for f in families("ops.")} <= set(registered)
+    assert {"matmul", "conv2d"} <= set(registered)
+    assert len(SOURCES) == 112
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from netcl.core.device import DeviceHandle
+from netcl.core.kernels.family import families
 from netcl.core.kernels.golden import (
     build_golden,
     check_golden,
@@ -35,6 +36,11 @@ SOURCES = _golden.golden_sources()
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_golden_source(name: str) -> None:
     check_golden(GOLDEN, name, SOURCES[name].source, REGENERATE)
+
+
+def test_the_matrix_is_the_optimizer_family_s() -> None:
+    assert [f.name for f in families("optim.")] == ["optim.kernels"]
+    assert len(SOURCES) == 3 * (3 + 1) + 1  # (3 updates + norm) x 3 dtypes + clip
 
 
 def test_no_stale_golden_files() -> None:
