@@ -15,12 +15,15 @@ import numpy as np
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
 from netcl.core.tensor import Tensor
 
+from ._elementwise_source import EwOp
+
 __all__ = [
     "SCALAR_FLOAT",
     "SCALAR_INT",
     "Scalar",
     "kernel_scalar",
     "np_compute",
+    "op_dtypes",
     "promote",
     "require_float",
     "scalar_kind",
@@ -92,3 +95,24 @@ def kernel_scalar(op: str, value: Scalar, dtype: str) -> Any:
             )
         return numpy_dtype(dtype).type(ivalue)
     return np_compute(dtype).type(value)
+
+
+def op_dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
+    """(compute dtype, output dtype) of elementwise ``op`` on operands of ``kinds`` (dtype
+    names and ``SCALAR_*``): :func:`promote`, then the op's group and integer rules.
+
+    Raises:
+        TypeError: the op has no expression for the promoted dtype (``exp`` of integers).
+    """
+    promoted = promote(op.name, kinds)
+    if op.group == "cmp":
+        return promoted, "uint8"
+    if op.int_out is not None and promoted in INT_DTYPES:
+        return op.int_out, op.int_out
+    if op.expression(promoted) is None:
+        what = "a floating-point" if op.c_int is None else "a signed or floating-point"
+        raise TypeError(
+            f"{op.name}: needs {what} tensor, got {promoted}; cast it first, "
+            f"e.g. cast(x, 'float32')"
+        )
+    return promoted, promoted

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, numpy_dtype
+from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, default_config
 from netcl.core.shapes import broadcast_shapes
 from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, same_device
-from ._dtype_policy import kernel_scalar, np_compute, promote, scalar_kind
+from ._dtype_policy import kernel_scalar, np_compute, op_dtypes, promote, scalar_kind
 from ._elementwise_base import EwOp, Strided, run_broadcast, run_fast, run_strided
 from ._elementwise_source import _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
@@ -50,22 +50,6 @@ def wrap(queue: Any, array: Any, dtype: str) -> Tensor:
     return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=CPU_BACKEND)
 
 
-def _dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
-    """(compute dtype, output dtype) of ``op`` on operands of ``kinds``."""
-    promoted = promote(op.name, kinds)
-    if op.group == "cmp":
-        return promoted, "uint8"
-    if op.int_out is not None and promoted in INT_DTYPES:
-        return op.int_out, op.int_out
-    if op.expression(promoted) is None:
-        what = "a floating-point" if op.c_int is None else "a signed or floating-point"
-        raise TypeError(
-            f"{op.name}: needs {what} tensor, got {promoted}; cast it first, "
-            f"e.g. cast(x, 'float32')"
-        )
-    return promoted, promoted
-
-
 def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
           kinds: Sequence[str] | None = None) -> Tensor:
     """Run table op ``name`` on Tensors and Python numbers, broadcasting them.
@@ -85,7 +69,7 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
         for o in operands:
             if not isinstance(o, Tensor):
                 scalar_kind(name, o)
-    compute, out_dtype = _dtypes(op, kinds)
+    compute, out_dtype = op_dtypes(op, kinds)
     queue = same_device(name, *tensors)
     shape = broadcast_shapes(name, *(t.shape for t in tensors))
     values = [o if isinstance(o, Tensor) else kernel_scalar(name, o, compute) for o in operands]
