@@ -84,10 +84,12 @@ def register_golden(package: str, family: str, provider: GoldenProvider) -> None
     cases; a package whose kernels are made another way registers a provider itself.
 
     Raises:
-        ValueError: ``family`` of ``package`` is registered already.
+        ValueError: ``family`` of ``package`` is registered already by another module (a
+            module run twice replaces its own registration).
     """
     families = _registry.setdefault(package, {})
-    if family in families:
+    old = families.get(family)
+    if old is not None and getattr(old, "__module__", None) != getattr(provider, "__module__", 0):
         raise ValueError(f"register_golden: family {family!r} of {package!r} is registered "
                          "already")
     families[family] = provider
