@@ -1,8 +1,9 @@
 """netcl.runtime.capture on real training steps (netcl.nn + netcl.optim + netcl.autograd) on
-every OpenCL device: an MLP and the digits CNN (convolutions, BatchNorm, max-pooling,
-cross-entropy) replay bitwise what eager steps compute, over several steps with a learning-rate
-change between them as a graph parameter; Adam's per-step bias correction is refused by name
-(it is a host-side scalar that changes every step); the NumPy backend runs the step eagerly."""
+every OpenCL device: an MLP, the digits CNN (convolutions, BatchNorm, max-pooling,
+cross-entropy) and a narrow ResNet-18 (residual blocks, strided convolutions) replay bitwise
+what eager steps compute, over several steps with a learning-rate change between them as a
+graph parameter; Adam's per-step bias correction and dropout's RNG offset are refused by name
+(host-side scalars that change every step); the NumPy backend runs the step eagerly."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from netcl.nn import (
     Module,
     ReLU,
     Sequential,
+    resnet18,
 )
 from netcl.optim import SGD, Adam, Optimizer
 from netcl.runtime import CaptureFallbackWarning, Param, UnstableStepError, capture
@@ -78,6 +80,10 @@ def digits_cnn(q: Any) -> Module:
     )
 
 
+def small_resnet18(q: Any) -> Module:
+    return resnet18(num_classes=10, stem="cifar", width=8, queue=q)
+
+
 def training_step(model: Module, opt: Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
     def step(x: Tensor, y: Tensor) -> Tensor:
         with ag.Tape() as tape:
@@ -112,8 +118,9 @@ def _train(dev: DeviceHandle, make: Callable[[Any], Module], shape: tuple[int, .
     return losses, [p.to_host().copy() for p in model.parameters()], step
 
 
-@pytest.mark.parametrize("make, shape", [(mlp, (32, 20)), (digits_cnn, (64, 1, 8, 8))],
-                         ids=["mlp", "digits_cnn"])
+@pytest.mark.parametrize("make, shape", [(mlp, (32, 20)), (digits_cnn, (64, 1, 8, 8)),
+                                         (small_resnet18, (4, 3, 16, 16))],
+                         ids=["mlp", "digits_cnn", "resnet18"])
 def test_replay_equals_eager_bitwise(cl_dev: DeviceHandle, make: Callable[[Any], Module],
                                      shape: tuple[int, ...]) -> None:
     eager_losses, eager_params, _ = _train(cl_dev, make, shape, captured=False)
