@@ -7,6 +7,8 @@ own backward) or with its closed form, on every device.
 
 from __future__ import annotations
 
+import doctest
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -130,3 +132,10 @@ def test_where_condition_gets_no_gradient(dev: DeviceHandle) -> None:
 def test_rows_reading_out_match_fused(dev: DeviceHandle, name: str) -> None:
     x = _tensor(dev, _values((3, 5), 2))
     _close(_grads(getattr(ops, name), x), _grads(compiler.get_primitive(name), x), name)
+
+
+@pytest.mark.parametrize("name", ["netcl.autograd._vjp", "netcl.autograd._eager_expr"])
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0, f"{name}: {result}"

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from netcl.ops import ELEMENTWISE
 
-__all__ = ["FUNCTIONS", "compile_expression", "compile_expressions"]
+__all__ = ["FUNCTIONS", "HELPERS", "OPERATOR_HELPERS", "Node", "compile_expression",
+           "compile_expressions", "emit", "parse"]
 
 Env = dict[str, Any]
 Evaluator = Callable[[Env], Any]
@@ -145,6 +146,13 @@ class _Parser:
             self.fail(f"unexpected {self.peek()!r}")
         return node
 
+    def _select(self, cond: Node, yes: Node, no: Node) -> Node:
+        """``c != 0 ? y : n`` is ``c ? y : n`` (C tests a condition against 0): the test is
+        not computed twice (``where``'s derivative row)."""
+        if cond[0] == "bin" and cond[1] == "!=" and cond[3] in _ZEROS:
+            cond = cond[2]
+        return ("select", cond, yes, no)
+
     def ternary(self) -> Node:
         cond = self.binary(0)
         if self.peek() != "?":
@@ -153,7 +161,7 @@ class _Parser:
         yes = self.ternary()
         self.take(":")
         no = self.ternary()
-        return ("select", cond, yes, no)
+        return self._select(cond, yes, no)
 
     def binary(self, level: int) -> Node:
         if level == len(_LEVELS):
@@ -231,22 +239,40 @@ def _cast_int(x: Any) -> Any:
     return np.trunc(x).astype(np.int64)
 
 
-_HELPERS: dict[str, Any] = {
+_ZEROS = (("num", 0), ("num", 0.0), ("castf", ("num", 0)), ("castf", ("num", 0.0)))
+
+#: The helper each binary operator calls (``_div`` for ``/``).
+OPERATOR_HELPERS = {
+    "+": "_add", "-": "_sub", "*": "_mul", "%": "_mod", "<": "_lt", "<=": "_le", ">": "_gt",
+    ">=": "_ge", "==": "_eq", "!=": "_ne", "&&": "_and", "||": "_or",
+}
+
+#: What the operators of an expression call, by the names :func:`emit` writes: NumPy's.
+HELPERS: dict[str, Any] = {
     "_lookup": _lookup, "_castf": _cast_float, "_casti": _cast_int, "_where": np.where,
     "_neg": np.negative, "_not": np.logical_not, "_div": _divide,
-    **{f"_op{i}": fn for i, fn in enumerate(_BINARY.values())},
+    **{OPERATOR_HELPERS[op]: fn for op, fn in _BINARY.items()},
 }
-_OP_NAMES = {op: f"_op{i}" for i, op in enumerate(_BINARY)}
 
 
-def _emit(roots: Sequence[Node], source: str, functions: dict[str, Callable[..., Any]]
-          ) -> Callable[[Env], tuple[Any, ...]]:
+def parse(source: str, functions: Mapping[str, Callable[..., Any]]) -> Node:
+    """The tree of C expression ``source`` (NOTE [ Compiled C expressions ]).
+
+    Raises:
+        ValueError: syntax, or a function not in ``functions``, the evaluator does not know.
+    """
+    return _Parser(source, dict(functions)).parse()
+
+
+def emit(roots: Sequence[Node], source: str, functions: Mapping[str, Callable[..., Any]],
+         helpers: Mapping[str, Any] | None = None) -> Callable[[Env], tuple[Any, ...]]:
     """One Python function computing the tuple of ``roots``, each distinct subtree once (NOTE
     [ Compiled C expressions ]); a temporary is dropped after its last use, so NumPy reuses
-    its memory."""
+    its memory. ``helpers`` replaces :data:`HELPERS` (what the operators call) to evaluate
+    over other values than NumPy arrays (``_vjp`` evaluates with ``netcl.ops`` calls)."""
     steps: list[tuple[str, str, list[str]]] = []  # (local, expression, locals it reads)
     names: dict[Node, str] = {}
-    space: dict[str, Any] = {**_HELPERS, "_source": source}
+    space: dict[str, Any] = {**HELPERS, **(helpers or {}), "_source": source}
     called: dict[str, str] = {}
 
     def value(node: Node, reads: list[str]) -> str:
@@ -263,7 +289,7 @@ def _emit(roots: Sequence[Node], source: str, functions: dict[str, Callable[...,
         if kind == "var":
             expr = f"_lookup(env, {node[1]!r}, _source)"
         elif kind == "bin":
-            fn = "_div" if node[1] == "/" else _OP_NAMES[node[1]]
+            fn = "_div" if node[1] == "/" else OPERATOR_HELPERS[node[1]]
             expr = f"{fn}({value(node[2], reads)}, {value(node[3], reads)})"
         elif kind == "select":
             expr = (f"_where({value(node[1], reads)}, {value(node[2], reads)}, "
@@ -327,8 +353,7 @@ def compile_expressions(
         [[0.0, 2.718281828459045], [2.0, 5.43656365691809]]
     """
     known = {**FUNCTIONS, **dict(functions)}
-    ev = _emit([_Parser(source, known).parse() for source in sources], "; ".join(sources),
-               known)
+    ev = emit([parse(source, known) for source in sources], "; ".join(sources), known)
 
     def run(env: Env) -> tuple[Any, ...]:
         env.setdefault("__ct__", np.float32)

@@ -9,16 +9,19 @@ of their primitive (NOTE [ Derivative rows ]), so no backward is written twice.
 # - NumPy backend: each needed argument's backward expression is evaluated once (the
 #   compiled C expression of :mod:`._cexpr`, cached per primitive) over the operands, ``g``
 #   and the forward's ``out``, then summed over its broadcast axes.
-# - OpenCL: one generated kernel computes every needed gradient (the fused backward of a
-#   one-node group, see ``_codegen``), broadcast operands reduced inside it. A row that reads
+# - OpenCL, rows of at most two ``netcl.ops`` calls (relu, mul, exp, sqrt, log, sub's ``b``,
+#   ...): those calls (NOTE [ Eager OpenCL row gradients ] in ``_eager_expr``), then summed
+#   over the broadcast axes.
+# - OpenCL, longer rows: one generated kernel computes every needed gradient (the fused
+#   backward of a one-node group, see ``_codegen``), broadcast operands reduced inside it;
+#   operands not of ``g``'s dtype are cast to it first. A row that reads
 #   ``out`` (exp, sigmoid, tanh, sqrt, div's ``b``, ...) instead reads the forward's value: each
 #   needed gradient is then the forward kernel of a derived one-node group over the operands,
 #   ``out`` and ``g`` (no exp/tanh computed again), summed over its broadcast axes.
 # - An argument whose backward expression is exactly ``g`` (add, sub's ``a``) gets ``g``
 #   itself, summed over its broadcast axes: no kernel, no copy.
-# Operands that are not of ``g``'s floating-point dtype (mixed precision, integer or uint8
-# operands such as ``where``'s condition) are computed in ``g``'s dtype; the tape casts each
-# gradient to its input's dtype (NOTE [ Gradient dtypes ]).
+# Gradients may come out wider than their input (mixed precision): the tape casts each to its
+# input's dtype (NOTE [ Gradient dtypes ]).
 
 Examples:
     >>> import numpy as np
@@ -40,10 +43,11 @@ from typing import Any
 import numpy as np
 
 from netcl.core.tensor import Tensor
-from netcl.ops import cast
+from netcl.ops import broadcast_to, cast
 
 from . import _codegen
 from ._cexpr import compile_expression, compile_expressions
+from ._eager_expr import ops_plan
 from ._function import unbroadcast
 from ._group import build_group, leaf_group
 from ._lazy import Lazy
@@ -71,6 +75,7 @@ class _Compiled:
         self.forward_source = prim.forward_source(names, attrs)
         self._backward: dict[tuple[int, ...], Any] = {}
         self._derived: dict[int, PrimitiveDef] = {}
+        self._plans: dict[tuple[tuple[int, ...], frozenset[str]], Any] = {}
 
     def forward(self, env: dict[str, Any]) -> Any:
         """The forward's value (NumPy), where ``out`` is read but was not given."""
@@ -84,6 +89,15 @@ class _Compiled:
             found = self._backward[args] = compile_expressions(
                 tuple(self.sources[k] for k in args), self.functions)
         return found
+
+    def ops_plan(self, args: tuple[int, ...], tensors: frozenset[str]) -> Any:
+        """The gradients of arguments ``args`` as ``netcl.ops`` calls, where the rows are
+        short enough (NOTE [ Eager OpenCL row gradients ]), else ``None``."""
+        key = (args, tensors)
+        if key not in self._plans:
+            self._plans[key] = ops_plan(tuple(self.sources[k] for k in args), tensors,
+                                        dict(self.functions))
+        return self._plans[key]
 
     def derived(self, k: int) -> PrimitiveDef:
         """Argument ``k``'s gradient as a primitive of the arguments, ``out`` and ``g`` (in
@@ -219,6 +233,20 @@ def _opencl(name: str, comp: _Compiled, operands: Sequence[Any], slots: Sequence
             wanted: Sequence[bool], g: Tensor, out: Tensor | None, attrs: Mapping[str, Any]
             ) -> list[Tensor | None]:
     dtype = g.dtype
+    rest = tuple(k for k, need in zip(slots, wanted) if need and not comp.identity[k])
+    tensors = frozenset([_GRAD, *(f"x{k}" for k in slots), *(["out"] if out is not None else [])])
+    plan = comp.ops_plan(rest, tensors) if rest else None
+    if plan is not None or not rest:  # netcl.ops calls, or none at all
+        env: dict[str, Any] = {"__ct__": dtype, _GRAD: g, "out": out}
+        env.update((f"x{i}", o) for i, o in enumerate(operands))
+        values = dict(zip(rest, plan(env))) if plan is not None else {}
+        out_grads: list[Tensor | None] = []
+        for k, need in zip(slots, wanted):
+            value = (g if comp.identity[k] else values[k]) if need else None
+            if value is not None and value.shape != g.shape:
+                value = broadcast_to(value, g.shape)
+            out_grads.append(unbroadcast(value, operands[k].shape))
+        return out_grads
     counts: dict[int, int] = {}
     for k in slots:
         counts[id(operands[k])] = counts.get(id(operands[k]), 0) + 1
