@@ -133,7 +133,10 @@ def _conv_out(g: dict[str, Any]) -> tuple[int, ...] | None:
     """The output shape, or ``None`` for a geometry conv2d must refuse."""
     (n, c, h, w), (k, cg, r, s) = g["x"], g["w"]
     (sh, sw), (ph, pw), (dh, dw) = (_two(g[key]) for key in ("stride", "padding", "dilation"))
-    oh, ow = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    # Counted, not computed: the window starts (every stride-th padded position) at which the
+    # dilated window still ends inside the padded input.
+    oh = len(range(0, h + 2 * ph - dh * (r - 1), sh))
+    ow = len(range(0, w + 2 * pw - dw * (s - 1), sw))
     if c != cg * g["groups"] or oh < 1 or ow < 1:
         return None
     return n, k, oh, ow
