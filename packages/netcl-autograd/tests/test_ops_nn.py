@@ -69,8 +69,9 @@ def conv_ref(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
     n, _, h, wd = x.shape
     k, cg, kr, ks = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh = (h + 2 * ph - dh * (kr - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (ks - 1) - 1) // sw + 1
+    # window starts counted (every stride-th padded position whose dilated window fits)
+    oh = len(range(0, h + 2 * ph - dh * (kr - 1), sh))
+    ow = len(range(0, wd + 2 * pw - dw * (ks - 1), sw))
     out = np.zeros((n, k, oh, ow))
     kg = k // groups
     for g in range(groups):
