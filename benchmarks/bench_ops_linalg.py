@@ -2,7 +2,7 @@
 
 Rows, all in one process on one device:
 
-- ``sgemm`` N x N x N float32 for each ``--sizes`` entry: every ``MATMUL_*`` variant forced
+- ``sgemm`` M x N x K float32 for each ``--sizes`` entry: every ``MATMUL_*`` variant forced
   (with its default tiles), register-tiled tile configurations worth comparing on GPUs, and
   the selector's own choice (``selected``); the same product through NumPy (BLAS on the host
   CPU) and through ``torch.mm`` on CUDA when PyTorch sees a GPU (TF32 off: strict FP32);
@@ -61,8 +61,10 @@ MATMUL_VARIANTS = [V.MATMUL_NAIVE, V.MATMUL_TILED, V.MATMUL_REGISTER_TILED, V.MA
 CONV_VARIANTS = [V.CONV2D_NAIVE, V.CONV2D_IM2COL, V.CONV2D_IMPLICIT_GEMM, V.CONV2D_TILED_LOCAL,
                  V.CONV2D_WINOGRAD]
 
-# Register-tiled configurations to compare on GPUs: (tile_m, tile_n, tile_k, per work-item).
-GPU_TILES = [(64, 64, 16, 4), (128, 128, 8, 8), (128, 128, 16, 8), (128, 64, 16, 8)]
+# Register-tiled configurations to compare on GPUs: (tile_m, tile_n, tile_k, rows x columns
+# per work-item, warp_n); more of them, per layout, in benchmarks/tune_gemm.py.
+GPU_TILES = [(64, 64, 16, 4, 4, 0), (128, 128, 8, 8, 8, 8), (128, 128, 16, 8, 8, 8),
+             (128, 64, 16, 8, 4, 8)]
 
 # ResNet-18 convolutions: (name, C, K, H=W, kernel, stride, padding)
 RESNET_LAYERS = [
@@ -158,11 +160,12 @@ class Bench:
 
     # -- SGEMM --
 
-    def sgemm(self, n: int) -> None:
-        shape = f"{n}x{n}x{n}"
-        flops = 2 * n ** 3
-        a_host = self.rng.standard_normal((n, n), dtype=np.float32)
-        b_host = self.rng.standard_normal((n, n), dtype=np.float32)
+    def sgemm(self, size: tuple[int, int, int]) -> None:
+        m, n, k = size
+        shape = f"{m}x{n}x{k}"
+        flops = 2 * m * n * k
+        a_host = self.rng.standard_normal((m, k), dtype=np.float32)
+        b_host = self.rng.standard_normal((k, n), dtype=np.float32)
         want = a_host @ b_host
         self._row("sgemm", shape, "numpy", _timed(lambda: a_host @ b_host, lambda: None,
                                                   self.repeat), flops)
@@ -173,27 +176,31 @@ class Bench:
                              self.repeat), flops)
         if self.cl:
             a, b = Tensor.from_host(self.q, a_host), Tensor.from_host(self.q, b_host)
-            for impl, call, config in self._gemm_candidates(n, a, b):
+            for impl, call, config in self._gemm_candidates(size, a, b):
                 self._measure("sgemm", shape, impl, call, flops, want, config=config)
         self._ratios("sgemm", shape)
 
-    def _gemm_candidates(self, n: int, a: Tensor,
+    def _gemm_candidates(self, size: tuple[int, int, int], a: Tensor,
                          b: Tensor) -> list[tuple[str, Callable[[], Tensor], str]]:
         out: list[tuple[str, Callable[[], Tensor], str]] = []
         slow = 512 if self.gpu is False else 2048  # the naive kernel only where it is quick
         for v in MATMUL_VARIANTS:
-            if v is V.MATMUL_NAIVE and n > slow:
+            if v is V.MATMUL_NAIVE and max(size) > slow:
                 continue
+            if v is V.MATMUL_TILED and self.gpu and max(size) > 4096:
+                continue  # seconds per call
             with force_variant(v):
-                forced = self.selector.select_matmul_kernel(n, n, n)
+                forced = self.selector.select_matmul_kernel(*size)
             out.append((v.name, _forced(v, lambda: matmul(a, b)), _describe(forced)))
         if self.gpu:
-            for tm, tn, tk, wpt in GPU_TILES:
+            for tm, tn, tk, wm, wn, warp in GPU_TILES:
                 cfg = dataclasses.replace(default_config(V.MATMUL_REGISTER_TILED), tile_m=tm,
-                                          tile_n=tn, tile_k=tk, work_per_thread=wpt)
+                                          tile_n=tn, tile_k=tk, work_per_thread=wm,
+                                          extra={"micro_n": wn, "warp_n": warp})
                 kernel = build_matmul_kernel(self.q, cfg)
-                out.append((f"RT {tm}x{tn}x{tk}/{wpt}", _bound(kernel, a, b), _describe(cfg)))
-        chosen = self.selector.select_matmul_kernel(n, n, n)
+                out.append((f"RT {tm}x{tn}x{tk}/{wm}x{wn} w{warp}", _bound(kernel, a, b),
+                            _describe(cfg)))
+        chosen = self.selector.select_matmul_kernel(*size)
         out.append((f"selected={chosen.variant.name}", lambda: matmul(a, b), _describe(chosen)))
         return out
 
@@ -254,19 +261,20 @@ def _bound(kernel: Any, a: Tensor, b: Tensor) -> Callable[[], Tensor]:
 
 
 def _describe(cfg: KernelConfig) -> str:
-    extra = f" micro_n={cfg.extra['micro_n']}" if "micro_n" in cfg.extra else ""
+    extra = "".join(f" {k}={cfg.extra[k]}" for k in ("micro_n", "warp_n", "split_k")
+                    if cfg.extra.get(k))
     return (f"{cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} wpt={cfg.work_per_thread} "
             f"local={cfg.local_size_2d[0]}x{cfg.local_size_2d[1]} vw={cfg.vector_width}{extra}")
 
 
-def run(device: str, sizes: list[int], repeat: int, quick: bool, batch: int,
+def run(device: str, sizes: list[tuple[int, int, int]], repeat: int, quick: bool, batch: int,
         layers: list[int]) -> dict[str, Any]:
     handle = manager.default(device)
     if handle is None:
         raise SystemExit(f"no device matches {device!r}")
     bench = Bench(handle, repeat, quick)
-    for n in sizes:
-        bench.sgemm(n)
+    for size in sizes:
+        bench.sgemm(size)
     for i in layers:
         bench.conv(RESNET_LAYERS[i], batch)
     meta = {
@@ -299,13 +307,26 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+DEFAULT_SIZES = "512,1024,2048,4096,8192,1000,4095,128x4096x4096,4096x128x4096"
+
+
+def _size(text: str) -> tuple[int, int, int]:
+    """``"N"`` -> ``(N, N, N)``; ``"MxNxK"`` -> ``(M, N, K)``."""
+    dims = [int(d) for d in text.lower().split("x")]
+    if len(dims) == 1:
+        return dims[0], dims[0], dims[0]
+    if len(dims) != 3:
+        raise SystemExit(f"--sizes: {text!r} is neither N nor MxNxK")
+    return dims[0], dims[1], dims[2]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--device", default="auto",
                         help="cl, cpu (NumPy only), auto, or NETCL_DEVICE syntax (default: auto)")
     parser.add_argument("--sizes", default=None,
-                        help="SGEMM sizes, e.g. 512,1024 (default 512,1024,2048,4096; "
-                             "--quick: 256,512,1024)")
+                        help="SGEMM sizes: N for N x N x N or MxNxK, e.g. 1024,128x4096x4096 "
+                             "(default " + DEFAULT_SIZES + "; --quick: 256,512,1024)")
     parser.add_argument("--batch", type=int, default=None,
                         help="conv2d batch (default 32; --quick: 8)")
     parser.add_argument("--layers", default=None,
@@ -315,8 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, batch 8, 5 layers")
     parser.add_argument("--out", default="bench_ops_linalg.json")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in (args.sizes or ("256,512,1024" if args.quick
-                                              else "512,1024,2048,4096")).split(",")]
+    sizes = [_size(s) for s in (args.sizes or ("256,512,1024" if args.quick
+                                                else DEFAULT_SIZES)).split(",")]
     layers = ([int(s) for s in args.layers.split(",")] if args.layers
               else QUICK_LAYERS if args.quick else list(range(len(RESNET_LAYERS))))
     batch = args.batch or (8 if args.quick else 32)

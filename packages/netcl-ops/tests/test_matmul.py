@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.kernel_selector import KernelConfig, KernelVariant, force_variant
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
@@ -192,3 +192,52 @@ def test_bias_add(dev: DeviceHandle, dtype: str) -> None:
         check_op(dev, BIAS_ADD.op, BIAS_ADD.ref, args, kwargs, dtype)
     for args, kwargs, exc, pattern in BIAS_ADD.errors:
         check_error(dev, BIAS_ADD.op, args, kwargs, exc, pattern)
+
+
+# Register-tiled configurations the GPU rules pick (tiles, rows x columns per work-item, warp
+# layout, split K), forced on every device over odd sizes and all four transpose layouts:
+# unaligned (scalar loads, clamped indices), 4-aligned (vector loads) and a K tail.
+_RT_CONFIGS = [
+    (128, 128, 8, 8, 8, 8, 0),  # NVIDIA, many tiles
+    (128, 64, 16, 8, 4, 8, 0),  # NVIDIA, fewer tiles
+    (64, 64, 16, 4, 4, 8, 3),  # split K into 3 slices (the last one shorter)
+]
+
+
+@pytest.mark.parametrize("cfg", _RT_CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_register_tiled_configs(dev: DeviceHandle, cfg: tuple[int, ...], dtype: str) -> None:
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    bm, bn, bk, wm, wn, warp, split = cfg
+    config = KernelConfig(KernelVariant.MATMUL_REGISTER_TILED, tile_m=bm, tile_n=bn, tile_k=bk,
+                          work_per_thread=wm,
+                          extra={"micro_n": wn, "warp_n": warp, "split_k": split})
+    mm = build_matmul_kernel(dev.queue, config, dtype)
+    for (M, N, K) in [(33, 130, 70), (132, 68, 36)]:
+        for ta, tb in ((False, False), (False, True), (True, False), (True, True)):
+            a = arr(K, M) if ta else arr(M, K)
+            b = arr(N, K) if tb else arr(K, N)
+            got = mm(Tensor.from_host(dev.queue, a, dtype=dtype),
+                     Tensor.from_host(dev.queue, b, dtype=dtype), ta, tb).to_host()
+            want = ref_matmul(a, b, ta, tb)
+            tol = 1e-4 if dtype == "float32" else 1e-10
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max(),
+                                       err_msg=f"{cfg} {(M, N, K)} ta={ta} tb={tb}")
+
+
+def test_split_k_launches(dev: DeviceHandle) -> None:
+    """A split K runs the slices (one launch, a second for a shorter last slice) and a sum."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    config = KernelConfig(KernelVariant.MATMUL_REGISTER_TILED, tile_m=64, tile_n=64, tile_k=16,
+                          work_per_thread=4, extra={"split_k": 4})
+    mm = build_matmul_kernel(dev.queue, config)
+    a, b = arr(20, 128), arr(128, 12)
+    ta, tb = Tensor.from_host(dev.queue, a), Tensor.from_host(dev.queue, b)
+    with count_launches() as launches:
+        got = mm(ta, tb).to_host()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    assert launches[0] == 2  # 4 slices of 32: one GEMM launch and the sum

@@ -32,6 +32,7 @@ from netcl.core.tensor import Tensor
 
 from . import _matmul_kernels as mk
 from ._common import check_tensor, cl_kernel, empty, result, same_device
+from ._matmul_blocked import warp_layout_ok
 
 __all__ = ["MatmulKernel", "Operand", "build_matmul_kernel", "matmul", "run_gemm"]
 
@@ -100,12 +101,18 @@ def gemm_params(
             bm, bn, bk, tm = 16, 16, 16, 1
         return _replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=1, lx=bn, ly=bm // tm)
     if name == mk.REGISTER_TILED:
-        tm = tn = max(1, config.work_per_thread)
+        # work_per_thread rows x extra["micro_n"] columns per work-item (default: square)
+        tm = max(1, config.work_per_thread)
+        tn = max(1, int(config.extra.get("micro_n", tm)))
         ok = bm % tm == 0 and bn % tn == 0 and (bm // tm) * (bn // tn) <= max_wg
         ok = ok and bk % 4 == 0 and bm % 4 == 0 and bn % 4 == 0
         if not ok:
             bm, bn, bk, tm, tn = 64, 64, 16, 4, 4
-        return _replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, lx=bn // tn, ly=bm // tm)
+        warp_n = int(config.extra.get("warp_n", 0))
+        if not warp_layout_ok(bn // tn, bm // tm, warp_n):
+            warp_n = 0
+        return _replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, lx=bn // tn, ly=bm // tm,
+                        warp_n=warp_n)
     # vectorized: work-group local_size_2d; micro-tiles of work_per_thread x extra["micro_n"]
     lx, ly = config.local_size_2d
     tm = max(1, config.work_per_thread)
@@ -153,6 +160,11 @@ def gemm_kernel(context: Any, p: mk.GemmParams) -> Any:
     return kernel
 
 
+def for_device(p: mk.GemmParams, device: Any) -> mk.GemmParams:
+    """``p`` with the device's flags (``fma`` off on CPU devices)."""
+    return _replace(p, fma=uses_fma(device))
+
+
 def _launch_shape(
     p: mk.GemmParams, M: int, N: int, batch: int
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -190,9 +202,13 @@ def run_gemm(
     pointer advances ``sbias`` elements per second-level batch index. ``b_loader`` (C macros
     defining ``B_AT(k, n)``) with ``extra_params``/``extra_args`` replaces the matrix B.
     """
+    split = _split_k(config, dtype, M, N, K, batch, b_loader)
+    if split:
+        return _run_split_k(queue, config, dtype, a, b, c, M, N, K, split, trans_a, trans_b,
+                            bias, bias_mode)
     max_wg = int(queue.device.max_work_group_size)
     p = gemm_params(config, dtype, trans_a, trans_b, max_wg)
-    p = _replace(p, b_loader=b_loader, extra_params=extra_params, fma=uses_fma(queue.device))
+    p = for_device(_replace(p, b_loader=b_loader, extra_params=extra_params), queue.device)
     p = _vector_flags(p, a, b, c, M, N, K, bias_mode, sbias)
     kernel = gemm_kernel(queue.context, p)
     nb1, nb2 = batch
@@ -217,6 +233,62 @@ def run_gemm(
 
 
 _MAX_GRID_Z = 65535
+
+
+# NOTE [ Split-K ]
+# A GEMM with few output tiles and a long K (128 x 4096 x 4096 has 32 tiles of 128 x 128 for
+# an H100's 132 compute units) leaves most of the GPU idle. ``config.extra["split_k"] = S``
+# cuts K into S slices (a multiple of the tile depth each): the slices run as S batch entries
+# of one launch (the last, shorter one as a second launch), each writing its partial product
+# into an S x M x N workspace, and a third kernel sums the slices into C (adding the bias).
+# float16 storage keeps one pass (its partial sums would round to half).
+
+
+def _split_k(config: KernelConfig, dtype: str, M: int, N: int, K: int,
+             batch: tuple[int, int], b_loader: str) -> int:
+    """The number of K slices to run (0: no split)."""
+    want = int(config.extra.get("split_k", 0))
+    if want < 2 or batch != (1, 1) or b_loader or dtype == "float16":
+        return 0
+    step = max(4, config.tile_k)
+    if 2 * step > K:
+        return 0
+    return min(want, K // step)
+
+
+def _run_split_k(
+    queue: Any, config: KernelConfig, dtype: str, a: Operand, b: Operand, c: Operand,
+    M: int, N: int, K: int, split: int, trans_a: bool, trans_b: bool, bias: Any,
+    bias_mode: int,
+) -> Any:
+    step = max(4, config.tile_k)
+    ks = -(-K // split)
+    ks = -(-ks // step) * step  # each slice a whole number of k tiles
+    full, rest = divmod(K, ks)
+    slices = full + (1 if rest else 0)
+    work = empty(queue, (slices, M, N), dtype)
+    # element strides of one K slice in A and B
+    sa = ks * (a.ld if trans_a else 1)
+    sb = ks * (1 if trans_b else b.ld)
+    plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0})
+    ws = Operand(work.buffer, work.offset, N, 0, M * N)
+    run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
+             Operand(b.buffer, b.offset, b.ld, 0, sb), ws, M, N, ks,
+             trans_a=trans_a, trans_b=trans_b, batch=(1, full))
+    if rest:
+        run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset + full * sa, a.ld),
+                 Operand(b.buffer, b.offset + full * sb, b.ld),
+                 Operand(work.buffer, work.offset + full * M * N, N), M, N, rest,
+                 trans_a=trans_a, trans_b=trans_b)
+    kernel = cl_kernel(queue.context, "gemm_split_k_sum", mk.SPLIT_K_SUM, dtype)
+    total = M * N
+    local = 256
+    return launch(
+        queue, kernel, (-(-total // local) * local,), (local,),
+        work.buffer, np.int32(work.offset), np.int32(slices), np.int32(N), np.int32(total),
+        c.buffer, np.int32(c.offset), np.int32(c.ld),
+        c.buffer if bias is None else bias, np.int32(bias_mode),
+    )
 
 
 def _batch_blocks(
@@ -411,7 +483,7 @@ class MatmulKernel:
         if self.context is not None and config is not None:
             dev = self.context.devices[0]
             p = gemm_params(config, dtype, False, False, int(dev.max_work_group_size))
-            self.kernel = gemm_kernel(self.context, _replace(p, fma=uses_fma(dev)))
+            self.kernel = gemm_kernel(self.context, for_device(p, dev))
 
     @property
     def source(self) -> str:

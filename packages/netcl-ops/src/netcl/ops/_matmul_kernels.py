@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._matmul_blocked import register_tiled_source
+
 __all__ = ["GemmParams", "gemm_kernel_name", "gemm_source", "local_size"]
 
 NAIVE, TILED, REGISTER_TILED, VECTORIZED = "naive", "tiled", "register_tiled", "vectorized"
@@ -37,7 +39,9 @@ class GemmParams:
     ``vec_c`` promise 4-aligned contiguous dimensions (``vw``-aligned for the vectorized C).
     ``b_loader`` (C macros defining ``B_AT``) and ``extra_params`` replace the matrix B.
     ``fma`` multiplies-adds with ``fma()`` (GPUs); otherwise with ``a * b + c``, which the
-    compiler contracts (CPU devices: see the note on PoCL above).
+    compiler contracts (CPU devices: see the note on PoCL above). ``warp_n`` > 0 lays the
+    register-tiled kernel's warps out as ``warp_n`` x ``32 / warp_n`` work-items (see the
+    note in :mod:`._matmul_blocked`).
     """
 
     variant: str
@@ -58,6 +62,7 @@ class GemmParams:
     b_loader: str = ""
     extra_params: str = ""
     fma: bool = True
+    warp_n: int = 0
 
 
 def local_size(p: GemmParams) -> tuple[int, int]:
@@ -79,10 +84,30 @@ def gemm_source(p: GemmParams) -> str:
     if p.variant == TILED:
         return head + _tiled(p)
     if p.variant == REGISTER_TILED:
-        return head + _vector_macros(p.dtype, 4) + _register_tiled(p)
+        signature = _signature(p, _reqd(p))
+        return head + _vector_macros(p.dtype, 4) + register_tiled_source(p, signature)
     if p.variant == VECTORIZED:
         return head + _vector_macros(p.dtype, p.vw) + _vectorized(p)
     raise ValueError(f"gemm_source: unknown GEMM variant {p.variant!r}")
+
+
+# Split-K: C = bias + the sum of the ``S`` partial products in the workspace W (S x M x N).
+SPLIT_K_SUM = """\
+#define BIAS_OF(m, n) (bias_mode == 1 ? LD(bias, (m)) : bias_mode == 2 ? LD(bias, (n)) : (CT)0)
+__kernel void gemm_split_k_sum(
+    __global const T* restrict W, const int offW, const int S, const int N, const int MN,
+    __global T* restrict C, const int offC, const int ldc,
+    __global const T* restrict bias, const int bias_mode)
+{
+    const int i = get_global_id(0);
+    if (i >= MN) return;
+    const int m = i / N, n = i - m * N;
+    W += offW;
+    CT s = 0;
+    for (int z = 0; z < S; ++z) s += LD(W, (long)z * MN + i);
+    ST(C, offC + m * ldc + n, s + BIAS_OF(m, n));
+}
+"""
 
 
 # -- shared pieces ----------------------------------------------------------------------------
@@ -215,189 +240,6 @@ def _tiled(p: GemmParams) -> str:
         const int m = m0 + ty + i * RM;
         if (m < M && n < N) ST(C, m * ldc + n, acc[i] + BIAS_OF(m, n));
     }}
-}}
-"""
-
-
-# -- register-tiled: double-buffered local tiles, a TM x TN register block per work-item -----
-
-# NOTE [ Register-tiled GEMM ]
-# The kernel that must run fast on GPUs. A work-group of (BN/TN) x (BM/TM) work-items computes
-# a BM x BN tile of C, each work-item a TM x TN register block. A and B tiles of depth BK go
-# through local memory, double-buffered with a register prefetch of the next tile, so there
-# is one barrier per BK step. A is stored k-major in local memory (transposed while storing,
-# padded by 4 so those scalar stores do not conflict on banks); both tiles are read as
-# 4-vectors. A work-item's rows are ty*4 + j*(BM/TM)*4 + i (i < 4), so the 4-vector local
-# reads of a warp are contiguous. Global loads are 4-vectors where the operand's contiguous
-# dimension, leading dimension and offsets are multiples of 4 (VEC_A / VEC_B), else scalar.
-
-
-def _block_offset(t: int, i: str, lane: str, threads: str) -> str:
-    """Offset in the tile of a work-item's ``i``-th row or column (``lane`` = ty or tx)."""
-    if t % 4 == 0:
-        return f"(({i}) >> 2) * ({threads} * 4) + {lane} * 4 + (({i}) & 3)"
-    return f"{lane} + ({i}) * {threads}"
-
-
-def _tile_copy(
-    count: str, index: str, load: tuple[str, str], store: str, zero: str, reg: str
-) -> tuple[str, str, str]:
-    """Declaration, global->register load and register->local store loops for one tile."""
-    n = f"(({count}) + NT - 1) / NT"
-    ctype, name = reg.split(" ")
-    decl = f"{ctype} {name}[{n}];"
-    load_code = f"""{UNROLL}
-        for (int i = 0; i < {n}; ++i) {{
-            const int l = tid + i * NT; {index}
-            {name}[i] = (l < {count} && {load[0]}) ? {load[1]} : {zero};
-        }}"""
-    store_code = f"""{UNROLL}
-        for (int i = 0; i < {n}; ++i) {{
-            const int l = tid + i * NT; {index}
-            if (l < {count}) {{ {store} }}
-        }}"""
-    return decl, load_code, store_code
-
-
-def _register_tiles(p: GemmParams) -> tuple[str, str, str]:
-    """Declarations, load and store code of the A and B tiles of the register-tiled kernel."""
-    if p.vec_a and not p.trans_a:  # rows of A: 4-vectors along k, stored transposed
-        a = _tile_copy(
-            "BM * BK / 4", "const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;",
-            ("m0 + r < M && k0 + kq < K", "LDV(A, (m0 + r) * lda + k0 + kq)"),
-            "As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; "
-            "As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3;",
-            "(CTV)0", "CTV ra",
-        )
-    elif p.vec_a:  # A^T stored K x M: 4-vectors along m, stored as they are
-        a = _tile_copy(
-            "BM * BK / 4", "const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;",
-            ("k0 + kk < K && m0 + mq < M", "LDV(A, (k0 + kk) * lda + m0 + mq)"),
-            "*(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i];", "(CTV)0", "CTV ra",
-        )
-    else:
-        idx = ("const int kk = l / BM, r = l - kk * BM;" if p.trans_a
-               else "const int r = l / BK, kk = l - r * BK;")
-        a = _tile_copy(
-            "BM * BK", idx, ("m0 + r < M && k0 + kk < K", "A_AT(m0 + r, k0 + kk)"),
-            "As_[kk * LDA_S + r] = ra[i];", "(CT)0", "CT ra",
-        )
-    if p.vec_b and not p.trans_b:  # rows of B: 4-vectors along n
-        b = _tile_copy(
-            "BK * BN / 4", "const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;",
-            ("k0 + kk < K && n0 + nq < N", "LDV(B, (k0 + kk) * ldb + n0 + nq)"),
-            "*(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i];", "(CTV)0", "CTV rb",
-        )
-    elif p.vec_b:  # B^T stored N x K: 4-vectors along k, stored transposed
-        b = _tile_copy(
-            "BK * BN / 4", "const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;",
-            ("n0 + c < N && k0 + kq < K", "LDV(B, (n0 + c) * ldb + k0 + kq)"),
-            "Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; "
-            "Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3;",
-            "(CTV)0", "CTV rb",
-        )
-    else:
-        idx = ("const int c = l / BK, kk = l - c * BK;" if p.trans_b and not p.b_loader
-               else "const int kk = l / BN, c = l - kk * BN;")
-        b = _tile_copy(
-            "BK * BN", idx, ("k0 + kk < K && n0 + c < N", "B_AT(k0 + kk, n0 + c)"),
-            "Bs_[kk * LDB_S + c] = rb[i];", "(CT)0", "CT rb",
-        )
-    return (f"{a[0]}\n    {b[0]}", f"{a[1]}\n        {b[1]}", f"{a[2]}\n        {b[2]}")
-
-
-def _fragment(t: int, dst: str, src: str, lane: str, threads: str) -> str:
-    """Read a work-item's ``t`` values of one local tile row into ``dst``."""
-    if t % 4 == 0:
-        return f"""{UNROLL}
-            for (int j = 0; j < {t} / 4; ++j) {{
-                const CTV v = *(const __local CTV*)({src} + j * ({threads} * 4) + {lane} * 4);
-                {dst}[4 * j] = v.s0; {dst}[4 * j + 1] = v.s1;
-                {dst}[4 * j + 2] = v.s2; {dst}[4 * j + 3] = v.s3;
-            }}"""
-    return f"""{UNROLL}
-            for (int j = 0; j < {t}; ++j) {dst}[j] = {src}[{lane} + j * {threads}];"""
-
-
-def _register_tiled(p: GemmParams) -> str:
-    pad_a = 0 if p.trans_a and p.vec_a else 4
-    pad_b = 4 if p.vec_b and p.trans_b else 0
-    decl, load, store = _register_tiles(p)
-    row = _block_offset(p.tm, "i", "ty", "RM")
-    col = _block_offset(p.tn, "j", "tx", "RN")
-    if p.vec_c and p.tn % 4 == 0:
-        store_c = f"""{UNROLL}
-    for (int i = 0; i < TM; ++i) {{
-        const int m = m0 + {row};
-        {UNROLL}
-        for (int j = 0; j < TN; j += 4) {{
-            const int n = n0 + {col};
-            if (m < M && n < N) {{
-                CTV v = (CTV)(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-                if (bias_mode == 1) v += (CTV)(LD(bias, m));
-                else if (bias_mode == 2) v += LDV(bias, n);
-                STV(C, m * ldc + n, v);
-            }}
-        }}
-    }}"""
-    else:
-        store_c = f"""{UNROLL}
-    for (int i = 0; i < TM; ++i) {{
-        const int m = m0 + {row};
-        {UNROLL}
-        for (int j = 0; j < TN; ++j) {{
-            const int n = n0 + {col};
-            if (m < M && n < N) ST(C, m * ldc + n, acc[i][j] + BIAS_OF(m, n));
-        }}
-    }}"""
-    defines = _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, TN=p.tn, RM=p.ly, RN=p.lx,
-                       NT=p.lx * p.ly, LDA_S=p.bm + pad_a, LDB_S=p.bn + pad_b)
-    return defines + _signature(p, _reqd(p)) + f"""\
-    __local CTV As4[2 * BK * LDA_S / 4];
-    __local CTV Bs4[2 * BK * LDB_S / 4];
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
-    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
-    CT acc[TM][TN];
-    {UNROLL}
-    for (int i = 0; i < TM; ++i)
-        {UNROLL}
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-    {decl}
-    const int ntiles = (K + BK - 1) / BK;
-    int k0 = 0;
-    {{
-        __local CT* As_ = (__local CT*)As4;
-        __local CT* Bs_ = (__local CT*)Bs4;
-        {load}
-        {store}
-    }}
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = 0; t < ntiles; ++t) {{
-        const int cur = t & 1;
-        const __local CT* Ac = (const __local CT*)As4 + cur * BK * LDA_S;
-        const __local CT* Bc = (const __local CT*)Bs4 + cur * BK * LDB_S;
-        k0 = (t + 1) * BK;
-        if (t + 1 < ntiles) {{
-            {load}
-        }}
-        {UNROLL}
-        for (int kk = 0; kk < BK; ++kk) {{
-            CT a[TM], b[TN];
-            {_fragment(p.tm, "a", "Ac + kk * LDA_S", "ty", "RM")}
-            {_fragment(p.tn, "b", "Bc + kk * LDB_S", "tx", "RN")}
-            {UNROLL}
-            for (int i = 0; i < TM; ++i)
-                {UNROLL}
-                for (int j = 0; j < TN; ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);
-        }}
-        if (t + 1 < ntiles) {{
-            __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
-            __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
-            {store}
-        }}
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }}
-    {store_c}
 }}
 """
 

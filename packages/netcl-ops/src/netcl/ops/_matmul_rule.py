@@ -29,6 +29,7 @@ __all__ = [
     "matmul_config",
     "matmul_rule",
     "parse_matmul",
+    "split_k",
     "tuned_vendor",
 ]
 
@@ -50,6 +51,18 @@ TILED_TILE = 16  # the portable tiled kernel: 16x16 outputs, one per work-item
 TILE_K = 16
 REGISTER_TILE = 64  # register-tiled and vectorized: 64x64 outputs, 4x4 per work-item
 BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-item
+# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/tune_gemm.py):
+# 128x128x8 tiles, 8x8 per work-item once there is a 128x128 tile per compute unit, else
+# 128x64x16 tiles, 8x4 per work-item; warps of 8x4 work-items in both.
+NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 8,
+              "micro_n": 8}
+NVIDIA_MID = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
+              "micro_n": 4}
+NVIDIA_WARP_N = 8
+# Split-K (NVIDIA): fewer 128x64 tiles than half the compute units and K from SPLIT_MIN_K
+# (128x4096x4096: 64 tiles on 132 units) -> K in 2 x compute units / tiles slices (2..8)
+SPLIT_MIN_K = 2048
+SPLIT_MAX = 8
 NVIDIA_TILED_TILE = 32  # NVIDIA's tiled kernel: 4 outputs per work-item down a column
 RDNA_VECTOR = 4  # RDNA's float4 kernel needs N and K multiples of this
 RDNA_WAVE = 32
@@ -122,8 +135,9 @@ def matmul_rule(profile: ExtendedDeviceProfile, q: MatmulQuery) -> KernelVariant
     Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized (packed panels);
     ``M*N*K >= 512**3`` (``256**3`` on NVIDIA Turing/Ampere/Ada/Hopper/Blackwell and AMD
     RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled (on those NVIDIA GPUs only with at
-    least one 64x64 output tile per compute unit; on RDNA2/3 the float4 vectorized kernel
-    when ``N`` and ``K`` are multiples of 4); otherwise tiled.
+    least one 64x64 output tile per compute unit or a split K, see :func:`split_k`; on
+    RDNA2/3 the float4 vectorized kernel when ``N`` and ``K`` are multiples of 4); otherwise
+    tiled.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -141,13 +155,30 @@ def matmul_rule(profile: ExtendedDeviceProfile, q: MatmulQuery) -> KernelVariant
     if work < large or min(M, N) < REGISTER_MIN_DIM:
         return V.MATMUL_TILED
     tiles = (M // REGISTER_TILE) * (N // REGISTER_TILE)
-    if vendor == "nvidia" and tiles < profile.compute_units:
+    if vendor == "nvidia" and tiles < profile.compute_units and not split_k(profile, q):
         # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
         # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
         return V.MATMUL_TILED
     if vendor == "rdna" and N % RDNA_VECTOR == 0 and K % RDNA_VECTOR == 0:
         return V.MATMUL_VECTORIZED
     return V.MATMUL_REGISTER_TILED
+
+
+def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
+    """K slices for NVIDIA's register-tiled GEMM (0: none): see SPLIT_MIN_K.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> split_k(extended_profile(None), MatmulQuery(128, 4096, 4096))
+        0
+    """
+    if tuned_vendor(profile) != "nvidia" or q.K < SPLIT_MIN_K or q.dtype == "float16":
+        return 0
+    tiles = -(-q.M // NVIDIA_MID["tile_m"]) * -(-q.N // NVIDIA_MID["tile_n"])
+    units = max(profile.compute_units, 1)
+    if 2 * tiles >= units:
+        return 0
+    return max(2, min(SPLIT_MAX, 2 * units // tiles))
 
 
 def _cpu_panels(M: int, N: int, dtype: str) -> dict[str, Any]:
@@ -170,9 +201,11 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
     OpenCL CPU devices: vectorized with panels of up to 96 rows (a multiple of 6) and 128
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
-    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and 128x128 tiles, 8x8 per
-    work-item, when there are at least as many 128x128 output tiles as compute units
-    (register-tiled); RDNA2/3 record ``extra["wave_size"] = 32``.
+    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128x8
+    tiles with 8x8 per work-item when there are at least as many 128x128 output tiles as
+    compute units, else 128x64x16 tiles with 8x4 per work-item, in warps of 8x4 work-items
+    (``extra["warp_n"]``), K split in ``extra["split_k"]`` slices where :func:`split_k` says;
+    RDNA2/3 record ``extra["wave_size"] = 32``.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -193,11 +226,14 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
                 cfg, tile_m=NVIDIA_TILED_TILE, tile_n=NVIDIA_TILED_TILE, tile_k=TILE_K,
                 work_per_thread=4, local_size_2d=(NVIDIA_TILED_TILE, 8))
         big_tiles = (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE)
-        if variant is V.MATMUL_REGISTER_TILED and big_tiles >= max(profile.compute_units, 1):
+        if variant is V.MATMUL_REGISTER_TILED:
             # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
-            # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
-            return dataclasses.replace(cfg, tile_m=BIG_REGISTER_TILE,
-                                       tile_n=BIG_REGISTER_TILE, work_per_thread=8)
+            # (132 units) got 64 of them and ran 128x64 tiles 1.5x faster
+            tiles = dict(NVIDIA_BIG if big_tiles >= max(profile.compute_units, 1)
+                         else NVIDIA_MID)
+            extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
+                     "split_k": split_k(profile, q)}
+            return dataclasses.replace(cfg, **tiles, extra=extra)
     if vendor == "rdna" and variant is V.MATMUL_VECTORIZED:
         cfg.extra["wave_size"] = RDNA_WAVE
     return cfg

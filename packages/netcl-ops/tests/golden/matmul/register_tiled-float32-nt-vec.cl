@@ -36,6 +36,7 @@
 #define NT 256
 #define LDA_S 68
 #define LDB_S 68
+#define KSEL(k, v, zero) ((k) < K ? (v) : (zero))
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_tiled_nt(
     __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
     __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
@@ -51,39 +52,40 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
     bias += (long)b2 * sbias;
     __local CTV As4[2 * BK * LDA_S / 4];
     __local CTV Bs4[2 * BK * LDB_S / 4];
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
+    const int tid = get_local_id(1) * RN + get_local_id(0);
+    const int tx = get_local_id(0), ty = get_local_id(1);
     const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
         #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-    CTV ra[((BM * BK / 4) + NT - 1) / NT];
-    CTV rb[((BK * BN / 4) + NT - 1) / NT];
+    CTV ra[1];
+    CTV rb[1];
     const int ntiles = (K + BK - 1) / BK;
     int k0 = 0;
-    {
+    if (ntiles > 0) {
         __local CT* As_ = (__local CT*)As4;
         __local CT* Bs_ = (__local CT*)Bs4;
         #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;
-            ra[i] = (l < BM * BK / 4 && m0 + r < M && k0 + kq < K) ? LDV(A, (m0 + r) * lda + k0 + kq) : (CTV)0;
+             ra[i] = KSEL(k0 + kq, LDV(A, min(m0 + r, M - 1) * lda + min(k0 + kq, K - 4)), (CTV)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;
-            rb[i] = (l < BK * BN / 4 && n0 + c < N && k0 + kq < K) ? LDV(B, (n0 + c) * ldb + k0 + kq) : (CTV)0;
+             rb[i] = KSEL(k0 + kq, LDV(B, min(n0 + c, N - 1) * ldb + min(k0 + kq, K - 4)), (CTV)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;
-            if (l < BM * BK / 4) { As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3; }
+             As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3; 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;
-            if (l < BK * BN / 4) { Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3; }
+             Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3; 
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -94,14 +96,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
         k0 = (t + 1) * BK;
         if (t + 1 < ntiles) {
             #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;
-            ra[i] = (l < BM * BK / 4 && m0 + r < M && k0 + kq < K) ? LDV(A, (m0 + r) * lda + k0 + kq) : (CTV)0;
+             ra[i] = KSEL(k0 + kq, LDV(A, min(m0 + r, M - 1) * lda + min(k0 + kq, K - 4)), (CTV)0); 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;
-            rb[i] = (l < BK * BN / 4 && n0 + c < N && k0 + kq < K) ? LDV(B, (n0 + c) * ldb + k0 + kq) : (CTV)0;
+             rb[i] = KSEL(k0 + kq, LDV(B, min(n0 + c, N - 1) * ldb + min(k0 + kq, K - 4)), (CTV)0); 
         }
         }
         #pragma unroll
@@ -128,14 +130,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
             __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
             __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
             #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int r = l / (BK / 4), kq = (l - r * (BK / 4)) * 4;
-            if (l < BM * BK / 4) { As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3; }
+             As_[kq * LDA_S + r] = ra[i].s0; As_[(kq + 1) * LDA_S + r] = ra[i].s1; As_[(kq + 2) * LDA_S + r] = ra[i].s2; As_[(kq + 3) * LDA_S + r] = ra[i].s3; 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int c = l / (BK / 4), kq = (l - c * (BK / 4)) * 4;
-            if (l < BK * BN / 4) { Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3; }
+             Bs_[kq * LDB_S + c] = rb[i].s0; Bs_[(kq + 1) * LDB_S + c] = rb[i].s1; Bs_[(kq + 2) * LDB_S + c] = rb[i].s2; Bs_[(kq + 3) * LDB_S + c] = rb[i].s3; 
         }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -36,6 +36,7 @@
 #define NT 256
 #define LDA_S 64
 #define LDB_S 64
+#define KSEL(k, v, zero) ((k) < K ? (v) : (zero))
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_tiled_tn(
     __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
     __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
@@ -51,39 +52,40 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
     bias += (long)b2 * sbias;
     __local CTV As4[2 * BK * LDA_S / 4];
     __local CTV Bs4[2 * BK * LDB_S / 4];
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
+    const int tid = get_local_id(1) * RN + get_local_id(0);
+    const int tx = get_local_id(0), ty = get_local_id(1);
     const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
         #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-    CTV ra[((BM * BK / 4) + NT - 1) / NT];
-    CTV rb[((BK * BN / 4) + NT - 1) / NT];
+    CTV ra[1];
+    CTV rb[1];
     const int ntiles = (K + BK - 1) / BK;
     int k0 = 0;
-    {
+    if (ntiles > 0) {
         __local CT* As_ = (__local CT*)As4;
         __local CT* Bs_ = (__local CT*)Bs4;
         #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;
-            ra[i] = (l < BM * BK / 4 && k0 + kk < K && m0 + mq < M) ? LDV(A, (k0 + kk) * lda + m0 + mq) : (CTV)0;
+             ra[i] = KSEL(k0 + kk, LDV(A, min(k0 + kk, K - 1) * lda + min(m0 + mq, M - 4)), (CTV)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;
-            rb[i] = (l < BK * BN / 4 && k0 + kk < K && n0 + nq < N) ? LDV(B, (k0 + kk) * ldb + n0 + nq) : (CTV)0;
+             rb[i] = KSEL(k0 + kk, LDV(B, min(k0 + kk, K - 1) * ldb + min(n0 + nq, N - 4)), (CTV)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;
-            if (l < BM * BK / 4) { *(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i]; }
+             *(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i]; 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;
-            if (l < BK * BN / 4) { *(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i]; }
+             *(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i]; 
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -94,14 +96,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
         k0 = (t + 1) * BK;
         if (t + 1 < ntiles) {
             #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;
-            ra[i] = (l < BM * BK / 4 && k0 + kk < K && m0 + mq < M) ? LDV(A, (k0 + kk) * lda + m0 + mq) : (CTV)0;
+             ra[i] = KSEL(k0 + kk, LDV(A, min(k0 + kk, K - 1) * lda + min(m0 + mq, M - 4)), (CTV)0); 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;
-            rb[i] = (l < BK * BN / 4 && k0 + kk < K && n0 + nq < N) ? LDV(B, (k0 + kk) * ldb + n0 + nq) : (CTV)0;
+             rb[i] = KSEL(k0 + kk, LDV(B, min(k0 + kk, K - 1) * ldb + min(n0 + nq, N - 4)), (CTV)0); 
         }
         }
         #pragma unroll
@@ -128,14 +130,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
             __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
             __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
             #pragma unroll
-        for (int i = 0; i < ((BM * BK / 4) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BM / 4), mq = (l - kk * (BM / 4)) * 4;
-            if (l < BM * BK / 4) { *(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i]; }
+             *(__local CTV*)(As_ + kk * LDA_S + mq) = ra[i]; 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN / 4) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 1; ++i) {
             const int l = tid + i * NT; const int kk = l / (BN / 4), nq = (l - kk * (BN / 4)) * 4;
-            if (l < BK * BN / 4) { *(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i]; }
+             *(__local CTV*)(Bs_ + kk * LDB_S + nq) = rb[i]; 
         }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -36,7 +36,8 @@
 #define RN 16
 #define NT 256
 #define LDA_S 68
-#define LDB_S 64
+#define LDB_S 68
+#define KSEL(k, v, zero) ((k) < K ? (v) : (zero))
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_tiled_nn(
     __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
     __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
@@ -52,39 +53,40 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
     bias += (long)b2 * sbias;
     __local CTV As4[2 * BK * LDA_S / 4];
     __local CTV Bs4[2 * BK * LDB_S / 4];
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
+    const int tid = get_local_id(1) * RN + get_local_id(0);
+    const int tx = get_local_id(0), ty = get_local_id(1);
     const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
         #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0;
-    CT ra[((BM * BK) + NT - 1) / NT];
-    CT rb[((BK * BN) + NT - 1) / NT];
+    CT ra[4];
+    CT rb[4];
     const int ntiles = (K + BK - 1) / BK;
     int k0 = 0;
-    {
+    if (ntiles > 0) {
         __local CT* As_ = (__local CT*)As4;
         __local CT* Bs_ = (__local CT*)Bs4;
         #pragma unroll
-        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
-            ra[i] = (l < BM * BK && m0 + r < M && k0 + kk < K) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+             ra[i] = KSEL(k0 + kk, A_AT(min(m0 + r, M - 1), min(k0 + kk, K - 1)), (CT)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
-            rb[i] = (l < BK * BN && k0 + kk < K && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+             rb[i] = KSEL(k0 + kk, B_AT(min(k0 + kk, K - 1), min(n0 + c, N - 1)), (CT)0); 
         }
         #pragma unroll
-        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
-            if (l < BM * BK) { As_[kk * LDA_S + r] = ra[i]; }
+             As_[kk * LDA_S + r] = ra[i]; 
         }
         #pragma unroll
-        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
-            if (l < BK * BN) { Bs_[kk * LDB_S + c] = rb[i]; }
+             Bs_[kk * LDB_S + c] = rb[i]; 
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -95,14 +97,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
         k0 = (t + 1) * BK;
         if (t + 1 < ntiles) {
             #pragma unroll
-        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
-            ra[i] = (l < BM * BK && m0 + r < M && k0 + kk < K) ? A_AT(m0 + r, k0 + kk) : (CT)0;
+             ra[i] = KSEL(k0 + kk, A_AT(min(m0 + r, M - 1), min(k0 + kk, K - 1)), (CT)0); 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
-            rb[i] = (l < BK * BN && k0 + kk < K && n0 + c < N) ? B_AT(k0 + kk, n0 + c) : (CT)0;
+             rb[i] = KSEL(k0 + kk, B_AT(min(k0 + kk, K - 1), min(n0 + c, N - 1)), (CT)0); 
         }
         }
         #pragma unroll
@@ -129,14 +131,14 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void gemm_register_til
             __local CT* As_ = (__local CT*)As4 + (cur ^ 1) * BK * LDA_S;
             __local CT* Bs_ = (__local CT*)Bs4 + (cur ^ 1) * BK * LDB_S;
             #pragma unroll
-        for (int i = 0; i < ((BM * BK) + NT - 1) / NT; ++i) {
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int r = l / BK, kk = l - r * BK;
-            if (l < BM * BK) { As_[kk * LDA_S + r] = ra[i]; }
+             As_[kk * LDA_S + r] = ra[i]; 
         }
-        #pragma unroll
-        for (int i = 0; i < ((BK * BN) + NT - 1) / NT; ++i) {
+            #pragma unroll
+        for (int i = 0; i < 4; ++i) {
             const int l = tid + i * NT; const int kk = l / BN, c = l - kk * BN;
-            if (l < BK * BN) { Bs_[kk * LDB_S + c] = rb[i]; }
+             Bs_[kk * LDB_S + c] = rb[i]; 
         }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
