@@ -16,7 +16,12 @@ abs value). Timings are wall-clock around the call plus ``queue.finish()`` after
 call (kernel builds); the table shows the best of ``--repeat`` runs and GFLOP/s and ratios come
 from it (other work on the machine only ever adds time: a median of 5 let two throttled runs
 of a 4096^3 SGEMM on the H100 move it by 20%); the JSON keeps the median and every run.
-Ratio columns divide netcl's GFLOP/s by NumPy's and PyTorch's for the same shape.
+Ratio columns divide netcl's GFLOP/s by NumPy's and PyTorch's for the same shape. On GPUs the
+SGEMM rows also time ``PIPELINE_CALLS`` back-to-back calls and one sync (``pipe ms`` per call,
+best of ``--repeat``; the second ``x torch`` is PyTorch's pipe ms over netcl's): the host's
+per-call overhead then overlaps the device's work, as it does in a training step, while a
+single call also pays the driver's wait for completion (NVIDIA's OpenCL: 0.1-0.4 ms more than
+the kernel's own time on the H100).
 
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_ops_linalg.py \\
         --device cl --out linalg.json            # the full run (GPU: well under 5 minutes)
@@ -82,6 +87,7 @@ RESNET_LAYERS = [
     ("i56 conv 512-512 3x3", 512, 512, 7, 3, 1, 1),
 ]
 QUICK_LAYERS = [0, 1, 2, 6, 9]
+PIPELINE_CALLS = 10
 
 
 def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeat: int) -> list[float]:
@@ -93,6 +99,22 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeat: int) -> list
         fn()
         sync()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def _pipelined(fn: Callable[[], Any], sync: Callable[[], None], repeat: int,
+               calls: int = PIPELINE_CALLS) -> list[float]:
+    """Seconds per call of ``calls`` back-to-back calls and one sync (the host's overhead
+    overlaps the device's work, as in a training step), one figure per round."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        times.append((time.perf_counter() - start) / calls)
     return times
 
 
@@ -140,20 +162,26 @@ class Bench:
     def _ratios(self, op: str, shape: str) -> None:
         rows = [r for r in self.rows if r["op"] == op and r["shape"] == shape and "gflops" in r]
         refs = {r["impl"]: r["gflops"] for r in rows if r["impl"] in ("numpy", "torch-cuda")}
+        torch_pipe = next((r["pipe_ms"] for r in rows
+                           if r["impl"] == "torch-cuda" and "pipe_ms" in r), None)
         for r in rows:
             if r["impl"] not in refs:
                 r["x_numpy"] = r["gflops"] / refs["numpy"] if "numpy" in refs else None
                 r["x_torch"] = r["gflops"] / refs["torch-cuda"] if "torch-cuda" in refs else None
+                if torch_pipe and "pipe_ms" in r:
+                    r["x_torch_pipe"] = torch_pipe / r["pipe_ms"]
 
     def time(self, fn: Callable[[], Any]) -> list[float]:
         return _timed(fn, self.q.finish, self.repeat)
 
     def _measure(self, op: str, shape: str, impl: str, call: Callable[[], Tensor], flops: int,
-                 want: np.ndarray[Any, Any], **extra: Any) -> None:
+                 want: np.ndarray[Any, Any], pipe: bool = False, **extra: Any) -> None:
         """Check one netcl candidate against ``want``, then time it; a failure is a row too."""
         try:
             err = _error(call().to_host(), want)
-            self._row(op, shape, impl, self.time(call), flops, err=err, **extra)
+            row = self._row(op, shape, impl, self.time(call), flops, err=err, **extra)
+            if pipe:
+                row["pipe_ms"] = min(_pipelined(call, self.q.finish, self.repeat)) * 1e3
         except Exception as exc:  # a kernel that fails to build or run on this device
             self.rows.append({"op": op, "shape": shape, "impl": impl, "error": repr(exc)[:300],
                               **extra})
@@ -171,13 +199,16 @@ class Bench:
                                                   self.repeat), flops)
         if self.torch is not None:
             ta, tb = self.torch.from_numpy(a_host).cuda(), self.torch.from_numpy(b_host).cuda()
-            self._row("sgemm", shape, "torch-cuda",
-                      _timed(lambda: self.torch.mm(ta, tb), self.torch.cuda.synchronize,
-                             self.repeat), flops)
+            row = self._row("sgemm", shape, "torch-cuda",
+                            _timed(lambda: self.torch.mm(ta, tb), self.torch.cuda.synchronize,
+                                   self.repeat), flops)
+            row["pipe_ms"] = min(_pipelined(lambda: self.torch.mm(ta, tb),
+                                            self.torch.cuda.synchronize, self.repeat)) * 1e3
         if self.cl:
             a, b = Tensor.from_host(self.q, a_host), Tensor.from_host(self.q, b_host)
             for impl, call, config in self._gemm_candidates(size, a, b):
-                self._measure("sgemm", shape, impl, call, flops, want, config=config)
+                self._measure("sgemm", shape, impl, call, flops, want, pipe=self.gpu,
+                              config=config)
         self._ratios("sgemm", shape)
 
     def _gemm_candidates(self, size: tuple[int, int, int], a: Tensor,
@@ -294,7 +325,7 @@ def run(device: str, sizes: list[tuple[int, int, int]], repeat: int, quick: bool
 def table(result: dict[str, Any]) -> str:
     lines = [f"device: {result['meta']['device']}  (torch: {result['meta']['torch_cuda']})",
              f"{'op':<7} {'shape':<30} {'impl':<36} {'best ms':>9} {'GFLOP/s':>9} {'x numpy':>8} "
-             f"{'x torch':>8} {'err':>8}"]
+             f"{'x torch':>8} {'err':>8} {'pipe ms':>9} {'x torch':>8}"]
     for r in result["rows"]:
         if "error" in r:
             lines.append(f"{r['op']:<7} {r['shape']:<30} {r['impl'][:36]:<36} FAILED {r['error']}")
@@ -302,8 +333,11 @@ def table(result: dict[str, Any]) -> str:
         ratios = " ".join(f"{r[k]:8.2f}" if isinstance(r.get(k), float) else " " * 8
                           for k in ("x_numpy", "x_torch"))
         err = f"{r['err']:8.1e}" if "err" in r else " " * 8
+        pipe = f" {r['pipe_ms']:>9.3f}" if "pipe_ms" in r else ""
+        if isinstance(r.get("x_torch_pipe"), float):
+            pipe += f" {r['x_torch_pipe']:8.2f}"
         lines.append(f"{r['op']:<7} {r['shape']:<30} {r['impl'][:36]:<36} {r['best_ms']:>9.3f} "
-                     f"{r['gflops']:>9.1f} {ratios} {err}")
+                     f"{r['gflops']:>9.1f} {ratios} {err}{pipe}")
     return "\n".join(lines)
 
 

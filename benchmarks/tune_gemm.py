@@ -39,21 +39,15 @@ from netcl.ops import _matmul_kernels as mk
 
 RT = KernelVariant.MATMUL_REGISTER_TILED
 LAYOUTS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
-SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (4095, 4095, 4095)]
+SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+          (1000, 1000, 1000), (4095, 4095, 4095), (128, 4096, 4096), (4096, 128, 4096)]
 
 
 def config(bm: int, bn: int, bk: int, tm: int, tn: int, warp_n: int = 0,
-           split_k: int = 0, max_regs: int = 0, pad_both: bool = False,
-           spread: bool = False) -> KernelConfig:
+           split_k: int = 0) -> KernelConfig:
     extra: dict[str, Any] = {"micro_n": tn, "warp_n": warp_n}
     if split_k:
         extra["split_k"] = split_k
-    if max_regs:
-        extra["max_registers"] = max_regs
-    if pad_both:
-        extra["pad_both"] = True
-    if spread:
-        extra["spread"] = True
     return KernelConfig(RT, tile_m=bm, tile_n=bn, tile_k=bk, work_per_thread=tm, extra=extra)
 
 
@@ -61,9 +55,6 @@ def label(c: KernelConfig) -> str:
     e = c.extra
     s = f"{c.tile_m}x{c.tile_n}x{c.tile_k}/{c.work_per_thread}x{e.get('micro_n')}"
     s += f" w{e.get('warp_n', 0)}"
-    s += f" r{e['max_registers']}" if e.get("max_registers") else ""
-    s += " pad" if e.get("pad_both") else ""
-    s += " spread" if e.get("spread") else ""
     return s + (f" sk{e['split_k']}" if e.get("split_k") else "")
 
 
@@ -72,8 +63,7 @@ def registers(ctx: Any, dev: Any, p: mk.GemmParams) -> str:
     if "NVIDIA" not in dev.platform.name:
         return ""
     src = kernel_header(ctx, p.dtype) + mk.gemm_source(p)
-    cap = f" -cl-nv-maxrregcount={p.max_regs}" if p.max_regs else ""
-    prg = cl.Program(ctx, src).build(options="-cl-nv-verbose" + cap)
+    prg = cl.Program(ctx, src).build(options="-cl-nv-verbose")
     log = prg.get_build_info(dev, cl.program_build_info.LOG)
     found = re.findall(r"Used (\d+) registers", log)
     spill = re.findall(r"(\d+) bytes spill stores", log)
@@ -159,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cl")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--selected-only", action="store_true",
+                        help="only the selector's choice per shape and layout")
     parser.add_argument("--out", default="tune_gemm.json")
     args = parser.parse_args(argv)
     handle = manager.default(args.device)
     assert handle is not None
-    configs = [config(*c) for c in CONFIGS]
+    configs = [] if args.selected_only else [config(*c) for c in CONFIGS]
     if args.check:
         return 1 if check(handle, configs) else 0
     ctx, dev = handle.queue.context, handle.queue.device
@@ -195,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 x = f"{r / t:5.2f}" if r else "  -  "
                 print(f"{label(cfg):<28} {shape!s:<20} {layout} {t * 1e3:8.3f} ms "
                       f"{tf:6.1f} TF/s  x torch {x}  regs {regs} lmem {lmem}", flush=True)
-    for shape in SHAPES[:0]:
+    for shape in SHAPES:
         for layout in LAYOUTS:
             chosen = sel.select_matmul_kernel(*shape)
             t = run_one(q, chosen, shape, layout, bufs, args.reps)
@@ -212,11 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # (bm, bn, bk, tm, tn, warp_n[, split_k])
 CONFIGS = [
-    (128, 128, 8, 8, 8, 8, 0, 0, True), (128, 128, 16, 8, 8, 8, 0, 0, True),
-    (128, 128, 8, 8, 8, 4, 0, 0, True), (128, 64, 16, 8, 4, 8, 0, 0, True),
-    (128, 64, 8, 8, 4, 8, 0, 0, True), (64, 64, 16, 4, 4, 8, 0, 0, True),
-    (128, 128, 8, 8, 8, 8, 0, 0, True, True), (128, 128, 16, 8, 8, 8, 0, 0, True, True),
-    (128, 128, 8, 8, 8, 8, 0, 0, False, True), (128, 64, 16, 8, 4, 8, 0, 0, True, True),
+    (128, 128, 8, 8, 8, 8), (128, 128, 16, 8, 8, 8), (128, 64, 16, 8, 4, 8),
+    (128, 64, 8, 8, 4, 8), (64, 64, 16, 4, 4, 8), (128, 64, 16, 8, 4, 8, 4),
 ]
 
 if __name__ == "__main__":

@@ -51,13 +51,17 @@ TILED_TILE = 16  # the portable tiled kernel: 16x16 outputs, one per work-item
 TILE_K = 16
 REGISTER_TILE = 64  # register-tiled and vectorized: 64x64 outputs, 4x4 per work-item
 BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-item
-# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/tune_gemm.py):
-# 128x128x8 tiles, 8x8 per work-item once there is a 128x128 tile per compute unit, else
-# 128x64x16 tiles, 8x4 per work-item; warps of 8x4 work-items in both.
+# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/tune_gemm.py, kernel
+# times): 128x128x8 tiles, 8x8 per work-item, once there is a 128x128 tile per compute unit
+# (4096^3: 0.72-0.81x cuBLAS over the four layouts; 128x128x16 ran nt 1.2x slower); else
+# 64x64x16 tiles, 4x4 per work-item (1024^3: within noise of 128x64x16); a split K with
+# 128x64x16 tiles, 8x4 per work-item. Warps of 8x4 work-items in all of them.
 NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 8,
               "micro_n": 8}
-NVIDIA_MID = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
+NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 4,
               "micro_n": 4}
+NVIDIA_SPLIT = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
+                "micro_n": 4}
 NVIDIA_WARP_N = 8
 # Split-K (NVIDIA): fewer 128x64 tiles than half the compute units and K from SPLIT_MIN_K
 # (128x4096x4096: 64 tiles on 132 units) -> K in 2 x compute units / tiles slices (2..8)
@@ -174,7 +178,7 @@ def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
     """
     if tuned_vendor(profile) != "nvidia" or q.K < SPLIT_MIN_K or q.dtype == "float16":
         return 0
-    tiles = -(-q.M // NVIDIA_MID["tile_m"]) * -(-q.N // NVIDIA_MID["tile_n"])
+    tiles = -(-q.M // NVIDIA_SPLIT["tile_m"]) * -(-q.N // NVIDIA_SPLIT["tile_n"])
     units = max(profile.compute_units, 1)
     if 2 * tiles >= units:
         return 0
@@ -203,8 +207,9 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
     ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128x8
     tiles with 8x8 per work-item when there are at least as many 128x128 output tiles as
-    compute units, else 128x64x16 tiles with 8x4 per work-item, in warps of 8x4 work-items
-    (``extra["warp_n"]``), K split in ``extra["split_k"]`` slices where :func:`split_k` says;
+    compute units, else 64x64x16 tiles with 4x4 per work-item, in warps of 8x4 work-items
+    (``extra["warp_n"]``); where :func:`split_k` splits K (``extra["split_k"]`` slices),
+    128x64x16 tiles with 8x4 per work-item;
     RDNA2/3 record ``extra["wave_size"] = 32``.
 
     Examples:
@@ -228,11 +233,12 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
         big_tiles = (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE)
         if variant is V.MATMUL_REGISTER_TILED:
             # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
-            # (132 units) got 64 of them and ran 128x64 tiles 1.5x faster
-            tiles = dict(NVIDIA_BIG if big_tiles >= max(profile.compute_units, 1)
-                         else NVIDIA_MID)
+            # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
+            split = split_k(profile, q)
+            tiles = dict(NVIDIA_SPLIT if split else NVIDIA_BIG
+                         if big_tiles >= max(profile.compute_units, 1) else NVIDIA_MID)
             extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
-                     "split_k": split_k(profile, q)}
+                     "split_k": split}
             return dataclasses.replace(cfg, **tiles, extra=extra)
     if vendor == "rdna" and variant is V.MATMUL_VECTORIZED:
         cfg.extra["wave_size"] = RDNA_WAVE
