@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
@@ -397,7 +398,8 @@ class Tape:
     ) -> None:
         order = _topological(root)
         pending: dict[Node, Tensor] = {root: seed}
-        handed: set[int] = {id(seed)}
+        handed: _Handed = {}
+        _hand(handed, seed)
         for node in order:
             g = pending.pop(node, None)
             if g is None:  # no gradient reached this node (every path carried None)
@@ -416,7 +418,7 @@ class Tape:
                 if parent is not None:
                     prev = pending.get(parent)
                     pending[parent] = gi if prev is None else add(prev, gi)
-                    handed.add(id(gi))
+                    _hand(handed, gi)
                 else:
                     leaf = node.leaves[i]
                     if leaf is not None:
@@ -463,13 +465,32 @@ def _as_dtype(g: Tensor, dtype: str) -> Tensor:
     return cast(g, dtype)
 
 
-def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
+# NOTE [ Handed gradients by identity ]
+# A gradient handed to a parent or a leaf may be returned again by another backward (the same
+# object), so the first gradient a leaf keeps is copied when it was handed before. The set of
+# handed gradients held their id()s only: a dead gradient's id reused by a new tensor made a
+# spurious copy on some calls and not others (the same step enqueued different work from call
+# to call, which netcl.runtime's capture detects). It holds weak references now: a gradient
+# counts as handed only while that very object lives, and it does not keep it alive.
+_Handed = dict[int, "weakref.ref[Tensor]"]
+
+
+def _hand(handed: _Handed, g: Tensor) -> None:
+    handed[id(g)] = weakref.ref(g)
+
+
+def _was_handed(handed: _Handed, g: Tensor) -> bool:
+    ref = handed.get(id(g))
+    return ref is not None and ref() is g
+
+
+def _accumulate(leaf: Tensor, g: Tensor, handed: _Handed) -> None:
     """``leaf.grad += g``; the first gradient is copied if anything else may hold it."""
     g = _as_dtype(g, leaf.dtype)
     with no_grad():
         if leaf.grad is None:
-            shared = id(g) in handed or g._base is not None
+            shared = _was_handed(handed, g) or g._base is not None
             leaf.grad = _copy(g) if shared else g
         else:
             leaf.grad = add(leaf.grad, g)
-    handed.add(id(g))
+    _hand(handed, g)
