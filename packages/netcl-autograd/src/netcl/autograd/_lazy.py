@@ -14,28 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.shapes import broadcast_shapes
 from netcl.core.tensor import Tensor, check_same_device
 
 from ._registry import lookup_primitive
 from ._tape import is_recording
 
-__all__ = ["Lazy", "broadcast_shapes", "has_lazy"]
+__all__ = ["Lazy", "has_lazy"]
 
 Operand = Any  # Lazy | float
-
-
-def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy broadcasting of ``shapes``; ``ValueError`` naming ``op`` and the shapes."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for shape in shapes:
-        for k, d in enumerate(shape, start=ndim - len(shape)):
-            if d != out[k] and out[k] != 1 and d != 1:
-                listed = " and ".join(str(s) for s in shapes)
-                raise ValueError(f"{op}: shapes {listed} cannot be broadcast together")
-            if d != 1:
-                out[k] = d
-    return tuple(out)
 
 
 @dataclass(eq=False, repr=False)
