@@ -21,6 +21,7 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
+from netcl.core.recording import check_flag
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
@@ -113,6 +114,9 @@ __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
 # for min and max) and a read, and would need the ignore_index rows masked out first. The read
 # waits for the queue, one host sync per loss: the price of raising where NumPy raises instead
 # of returning a NaN loss that surfaces steps later.
+# The read goes through netcl.core.recording.check_flag: eagerly it is the read above; in a
+# graph captured by netcl.runtime the flag is read back without waiting, and the error raised
+# at a later call (a replay cannot read device data inside the step).
 
 
 def _program_source(name: str, local: int, wide: bool) -> str:
@@ -259,8 +263,8 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     launch_items(logp.queue, kernel, N, device_buffer(out), device_buffer(logp) if C else None,
                  idx(logp.offset), device_buffer(labels), idx(labels.offset), idx(C),
                  np.int64(ignore_index), idx(N), device_buffer(bad))
-    if bad.to_host()[0]:  # NOTE [ Out-of-range labels ]
-        _check_labels(labels.to_host().astype(np.int64), C, ignore_index)
+    # NOTE [ Out-of-range labels ]
+    check_flag(bad, lambda: _check_labels(labels.to_host().astype(np.int64), C, ignore_index))
     return out
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._cl import cl
 from ..dtypes import canonical_dtype
+from ..recording import state as recording_state
 from ..tensor import Tensor
 from ._arguments import Converter, converters, unparsed_converter
 from ._local_size import autotune, kernel_local_limits, pick_local, size_tuple
@@ -151,15 +152,24 @@ def launch_values(
     if not getattr(kernel, "_netcl_typed", False):
         _type_scalars(kernel, values)
     kernel.set_args(*values)
-    return _enqueue(queue, kernel, global_size, local_size)
+    return _enqueue(queue, kernel, global_size, local_size, values)
 
 
 def _enqueue(
-    queue: Any, kernel: Any, global_size: Sequence[int], local_size: Sequence[int] | None
+    queue: Any,
+    kernel: Any,
+    global_size: Sequence[int],
+    local_size: Sequence[int] | None,
+    values: Sequence[Any],
 ) -> Any:
-    """Enqueue ``kernel`` (its arguments set) and count the launch; nothing for an empty range."""
+    """Enqueue ``kernel`` (its arguments ``values`` set) and count the launch; nothing for an
+    empty range. With a recorder active (:mod:`netcl.core.recording`: a graph capture, the
+    profiler) the recorder enqueues it, or only records it."""
     with _launch_lock:
         _launches[0] += 1
+    recorder = recording_state.recorder
+    if recorder is not None:
+        return recorder.launch(queue, kernel, global_size, local_size, values)
     if 0 in global_size:
         return None
     return cl().enqueue_nd_range_kernel(
@@ -462,7 +472,7 @@ class BuiltKernel:
         else:
             local = pick if isinstance(pick, tuple) else None
         self.kernel.set_args(*values)
-        return _enqueue(queue, self.kernel, gsize, local)
+        return _enqueue(queue, self.kernel, gsize, local, values)
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
         name = self.spec.name
