@@ -359,7 +359,7 @@ class Tape:
         root = loss.grad_fn
         try:
             if root is None:
-                _accumulate(loss, seed, set())
+                _accumulate(loss, seed, {})
             elif not isinstance(root, Node) or self.id not in root.tape_ids:
                 raise RuntimeError(
                     "Tape.backward: loss was not recorded on this tape; call backward on the "
