@@ -206,11 +206,22 @@ def run_gemm(
     if split:
         return _run_split_k(queue, config, dtype, a, b, c, M, N, K, split, trans_a, trans_b,
                             bias, bias_mode)
-    max_wg = int(queue.device.max_work_group_size)
-    p = gemm_params(config, dtype, trans_a, trans_b, max_wg)
-    p = for_device(_replace(p, b_loader=b_loader, extra_params=extra_params), queue.device)
-    p = _vector_flags(p, a, b, c, M, N, K, bias_mode, sbias)
-    kernel = gemm_kernel(queue.context, p)
+    key = (id(config), dtype, trans_a, trans_b, b_loader, extra_params, _low_bit(*_dims(a)),
+           _low_bit(*_dims(b)), _low_bit(*_dims(c)), _low_bit(M), _low_bit(N), _low_bit(K),
+           bias_mode, _low_bit(sbias))
+    prepared = _prepared.of(queue.context)
+    hit = prepared.get(key)
+    if hit is not None and hit[0] is config:
+        p, kernel = hit[1], hit[2]
+    else:
+        max_wg = int(queue.device.max_work_group_size)
+        p = gemm_params(config, dtype, trans_a, trans_b, max_wg)
+        p = for_device(_replace(p, b_loader=b_loader, extra_params=extra_params), queue.device)
+        p = _vector_flags(p, a, b, c, M, N, K, bias_mode, sbias)
+        kernel = gemm_kernel(queue.context, p)
+        if len(prepared) >= _MAX_PREPARED:
+            prepared.clear()
+        prepared[key] = (config, p, kernel)
     nb1, nb2 = batch
     if nb2 > _MAX_GRID_Z and bias is not None:
         raise ValueError(f"run_gemm: a bias with more than {_MAX_GRID_Z} second-level batch "
@@ -233,6 +244,28 @@ def run_gemm(
 
 
 _MAX_GRID_Z = 65535
+
+# NOTE [ Prepared GEMM launches ]
+# Deriving a launch's GemmParams (tiles, device flags, vector flags) took about a third of
+# matmul's host time. Each context keeps the parameters and kernel per (config object, dtype,
+# transposes, B loader, alignments): the vector flags depend on the operands' offsets, leading
+# dimensions, strides and sizes only through the lowest set bit of each (capped at 16), which
+# the key holds. The entry keeps its config alive, so the config's id() is not reused while
+# the entry exists; the table is cleared past _MAX_PREPARED entries (configs made per call).
+_prepared = ContextCache("prepared GEMM launches")
+_MAX_PREPARED = 512
+
+
+def _dims(o: Operand) -> tuple[int, int, int, int]:
+    return (o.offset, o.ld, o.s1, o.s2)
+
+
+def _low_bit(*values: int) -> int:
+    """The largest power of two (at most 16) dividing every value (16 for all zeros)."""
+    x = 16
+    for v in values:
+        x |= v
+    return x & -x
 
 
 # NOTE [ Split-K ]

@@ -239,7 +239,9 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
                          if big_tiles >= max(profile.compute_units, 1) else NVIDIA_MID)
             extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
                      "split_k": split}
-            return dataclasses.replace(cfg, **tiles, extra=extra)
+            return dataclasses.replace(cfg, tile_m=tiles["tile_m"], tile_n=tiles["tile_n"],
+                                       tile_k=tiles["tile_k"],
+                                       work_per_thread=tiles["work_per_thread"], extra=extra)
     if vendor == "rdna" and variant is V.MATMUL_VECTORIZED:
         cfg.extra["wave_size"] = RDNA_WAVE
     return cfg
