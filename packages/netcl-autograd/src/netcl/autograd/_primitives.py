@@ -17,6 +17,7 @@ Examples:
     ...     backward=lambda args, g, attrs, out: [f"MUL({g}, {args[1]})",
     ...                                           f"MUL({g}, {args[0]})", g],
     ...     arity=3,
+    ...     replace=True,  # the examples may run twice in one process
     ... )
     >>> p.forward_source(["a", "b", "c"], {})
     'ADD(MUL(a, b), c)'
@@ -107,6 +108,7 @@ def register_primitive(
         ...     fusible=True,
         ...     preamble="#define MY_OP(a, b) ((a) * (b))",
         ...     numpy_functions={"MY_OP": lambda a, b: a * b},
+        ...     replace=True,
         ... )
         >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([2.0, 3.0]))
         >>> my_op(x, x).to_host().tolist()
