@@ -23,10 +23,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover - typing only (the kernels module imports this one)
-    from ._matmul_kernels import GemmParams
+from ._matmul_params import GemmParams
 
 __all__ = ["register_tiled_source", "warp_layout_ok"]
 

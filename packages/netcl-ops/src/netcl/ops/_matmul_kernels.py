@@ -19,50 +19,13 @@ replace ``B_AT`` with an im2col gather (``GemmParams.b_loader``): that is the im
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ._matmul_blocked import register_tiled_source
+from ._matmul_params import GemmParams as GemmParams
 
 __all__ = ["GemmParams", "gemm_kernel_name", "gemm_source", "local_size"]
 
 NAIVE, TILED, REGISTER_TILED, VECTORIZED = "naive", "tiled", "register_tiled", "vectorized"
 UNROLL = "#pragma unroll"
-
-
-@dataclass(frozen=True)
-class GemmParams:
-    """Compile-time parameters of one GEMM kernel.
-
-    ``bm x bn`` is the work-group tile, ``bk`` its depth, ``tm x tn`` the block of one
-    work-item (rows x columns; a micro-tile of the vectorized variant), ``vw`` the vector
-    width of the vectorized variant and ``lx x ly`` the work-group shape. ``vec_a``/``vec_b``/
-    ``vec_c`` promise 4-aligned contiguous dimensions (``vw``-aligned for the vectorized C).
-    ``b_loader`` (C macros defining ``B_AT``) and ``extra_params`` replace the matrix B.
-    ``fma`` multiplies-adds with ``fma()`` (GPUs); otherwise with ``a * b + c``, which the
-    compiler contracts (CPU devices: see the note on PoCL above). ``warp_n`` > 0 lays the
-    register-tiled kernel's warps out as ``warp_n`` x ``32 / warp_n`` work-items (see the
-    note in :mod:`._matmul_blocked`).
-    """
-
-    variant: str
-    dtype: str = "float32"
-    bm: int = 1
-    bn: int = 1
-    bk: int = 1
-    tm: int = 1
-    tn: int = 1
-    vw: int = 1
-    lx: int = 1
-    ly: int = 1
-    trans_a: bool = False
-    trans_b: bool = False
-    vec_a: bool = False
-    vec_b: bool = False
-    vec_c: bool = False
-    b_loader: str = ""
-    extra_params: str = ""
-    fma: bool = True
-    warp_n: int = 0
 
 
 def local_size(p: GemmParams) -> tuple[int, int]:

@@ -1,0 +1,44 @@
+"""The compile-time parameters of one GEMM kernel (``GemmParams``), shared by the kernel
+source modules (:mod:`._matmul_kernels`, :mod:`._matmul_blocked`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GemmParams"]
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Compile-time parameters of one GEMM kernel.
+
+    ``bm x bn`` is the work-group tile, ``bk`` its depth, ``tm x tn`` the block of one
+    work-item (rows x columns; a micro-tile of the vectorized variant), ``vw`` the vector
+    width of the vectorized variant and ``lx x ly`` the work-group shape. ``vec_a``/``vec_b``/
+    ``vec_c`` promise 4-aligned contiguous dimensions (``vw``-aligned for the vectorized C).
+    ``b_loader`` (C macros defining ``B_AT``) and ``extra_params`` replace the matrix B.
+    ``fma`` multiplies-adds with ``fma()`` (GPUs); otherwise with ``a * b + c``, which the
+    compiler contracts (CPU devices: see the note in :mod:`._matmul_kernels`). ``warp_n`` > 0
+    lays the register-tiled kernel's warps out as ``warp_n`` x ``32 / warp_n`` work-items
+    (see the note in :mod:`._matmul_blocked`).
+    """
+
+    variant: str
+    dtype: str = "float32"
+    bm: int = 1
+    bn: int = 1
+    bk: int = 1
+    tm: int = 1
+    tn: int = 1
+    vw: int = 1
+    lx: int = 1
+    ly: int = 1
+    trans_a: bool = False
+    trans_b: bool = False
+    vec_a: bool = False
+    vec_b: bool = False
+    vec_c: bool = False
+    b_loader: str = ""
+    extra_params: str = ""
+    fma: bool = True
+    warp_n: int = 0
