@@ -8,11 +8,12 @@ A host read raises :class:`HostReadError` at once.
 
 # NOTE [ Tensors live through the trace ]
 # Every tensor made while a step is traced stays alive until the trace is closed. Host code may
-# decide on object identities (autograd's backward copies a gradient whose id() it handed out
-# before), and a dead tensor's id reused by a new one made such decisions differ from call to
-# call, so two traces of one step disagreed. Kept alive, no id is reused inside a trace, and no
-# two of the step's tensors share a buffer either: the graph holds one buffer per tensor, more
-# memory than eager execution's reuse, for a graph whose buffers never alias.
+# decide on object identities: autograd's backward copied a gradient whose id() it had handed
+# out before (NOTE [ Handed gradients by identity ] in netcl.autograd._tape: it holds weak
+# references now), and a dead tensor's id reused by a new one made such decisions differ from
+# call to call, so two traces of one step disagreed. Kept alive, no id is reused inside a
+# trace, and no two of the step's tensors share a buffer either: the graph holds one buffer per
+# tensor, more memory than eager execution's reuse, for a graph whose buffers never alias.
 
 Buffers are named by *tokens*: ``("own", k)`` for the buffer of the ``k``-th lease made inside
 the trace (so two traces of the same code name their buffers alike even when the pool hands
