@@ -2,9 +2,9 @@
 +-0 and ties (equal operands), gradients against each other and against finite differences.
 
 The forward rows are netcl.ops.ELEMENTWISE, the derivatives netcl.autograd's derivative table,
-the JIT's built-in primitives are made from both. ``ROWS`` below is this file's test row per op:
-where its gradient is checked by finite differences (a domain away from kinks and poles), its
-parameters, and the eager differentiable function when the row has a named one.
+the JIT's built-in primitives are made from both. Every fused row is tested; ``ROWS`` below
+holds only what some need beyond the defaults: where the gradient is checked by finite
+differences (a domain away from kinks and poles), parameters, the eager differentiable function.
 """
 
 from __future__ import annotations
@@ -42,32 +42,21 @@ def _gelu_tanh(x: Tensor) -> Tensor:
     return ops.gelu(x, approximate="tanh")
 
 
+# Rows that need more than the defaults (domain, kinks, parameters, eager function); every
+# other fused row is tested with Row(): a new op needs no line here.
 ROWS: dict[str, Row] = {
-    "neg": Row(),
     "abs": Row(gap=0.2),
     "sign": Row(gap=0.2),
-    "exp": Row(),
     "log": Row(0.2, 4.0),
     "sqrt": Row(0.2, 4.0),
     "rsqrt": Row(0.2, 4.0),
     "reciprocal": Row(gap=0.3),
     "relu": Row(gap=0.2),
     "leaky_relu": Row(gap=0.2, params=(0.1,)),
-    "sigmoid": Row(),
-    "tanh": Row(),
-    "gelu": Row(),
     "gelu_tanh": Row(eager=_gelu_tanh),
-    "silu": Row(),
     "clamp": Row(params=(-1.0, 1.0), gap=0.2),
-    "square": Row(),
     "softplus": Row(-30.0, 30.0),
-    "erf": Row(),
-    "add": Row(),
-    "sub": Row(),
-    "mul": Row(),
     "div": Row(gap=0.3),
-    "maximum": Row(),
-    "minimum": Row(),
     "pow": Row(0.3, 2.5),
     "where": Row(eager=lambda c, a, b: ops.elementwise("where", c, a, b)),
 }
@@ -82,8 +71,8 @@ FUSED = [name for name, row in netcl.ops.ELEMENTWISE.items()
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 25.0, -25.0, 3.0])
 
 
-def test_every_fused_row_has_a_test_row() -> None:
-    assert sorted(ROWS) == sorted(FUSED)
+def test_test_rows_name_fused_rows() -> None:
+    assert set(ROWS) <= set(FUSED), sorted(set(ROWS) - set(FUSED))
 
 
 def _operands(name: str, arity: int) -> list[np.ndarray[Any, Any]]:
@@ -135,7 +124,7 @@ def _same(actual: Any, expected: Any, dtype: str, what: str) -> None:
 def test_eager_matches_fused(dev: DeviceHandle, name: str, dtype: str) -> None:
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dtype} unsupported on this device")
-    row, table = ROWS[name], netcl.ops.ELEMENTWISE[name]
+    row, table = ROWS.get(name, Row()), netcl.ops.ELEMENTWISE[name]
     arrays = _operands(name, table.arity)
     make = [Tensor.from_host(dev.queue, a, dtype=dtype) for a in arrays]
     eager_value = netcl.ops.elementwise(name, *make, params=row.params).to_host()
@@ -167,7 +156,7 @@ def _domain(row: Row, size: int, seed: int) -> np.ndarray[Any, Any]:
 @pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
 @pytest.mark.parametrize("name", FUSED)
 def test_gradient_matches_finite_differences(dev: DeviceHandle, name: str, fused: bool) -> None:
-    row, table = ROWS[name], netcl.ops.ELEMENTWISE[name]
+    row, table = ROWS.get(name, Row()), netcl.ops.ELEMENTWISE[name]
     if name == "sign":
         pytest.skip("sign is flat: its derivative is 0, checked eager vs fused above")
     args = [_domain(row, 17, seed) for seed in range(table.arity)]

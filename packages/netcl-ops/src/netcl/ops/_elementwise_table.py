@@ -82,8 +82,9 @@ _CLAMP = "((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a))"
 # eager kernels (``_elementwise_base``), the eager NumPy path and netcl.autograd's JIT, whose
 # built-in primitives are these expressions with the operands then the parameters as their
 # arguments; their derivatives are autograd's (``netcl.autograd`` derivative table). Adding an
-# op is one row here plus one derivative row there (and one test row in netcl-autograd's
-# test_elementwise_table.py), as ``erf`` was added: append it, since a row's place in its
+# op is one row here plus one derivative row there and one OpInfo test row (netcl-ops'
+# tests/test_elementwise.py: forward, NaN/inf, gradient, eager vs fused on every device), as
+# ``erf`` was added: append it, since a row's place in its
 # group is its case in the bundle kernel and the JIT's kernel names count registrations.
 OPS: dict[str, EwOp] = {op.name: op for op in (
     EwOp("neg", 1, "arith", "-a", "-a", np.negative, unsigned=False),
