@@ -34,11 +34,12 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from . import _conv_kernels as ck
-from ._common import check_tensor, cl_kernel, empty, launch_1d, result, same_device
+from ._common import check_tensor, empty, result, same_device
+from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_of
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_rule import CONV2D_FAMILY, ConvQuery
 from ._conv_winograd import conv2d_winograd
-from ._matmul import Operand, operand, run_gemm
+from ._matmul_launch import Operand, operand, run_gemm
 from ._movement import contiguous
 
 __all__ = ["RUNNERS", "conv2d", "conv2d_backward_data", "conv2d_backward_weight"]
@@ -146,13 +147,13 @@ def _scratch(queue: Any, elements: int, dtype: str) -> Tensor:
 
 
 def _im2col(x: Tensor, cols: Tensor, g: ConvGeometry, n0: int, m: int) -> None:
-    kernel = cl_kernel(x.context, "conv2d_im2col", ck.IM2COL, x.dtype)
+    built = conv2d_family(x.context, "im2col", x.dtype)
     x.wait()
-    rows = m * g.c * g.r * g.s
-    for row0 in range(0, rows, ck.MAX_GRID_ROWS):
-        launch(x.queue, kernel, (g.ow, g.oh, min(ck.MAX_GRID_ROWS, rows - row0)), None,
-               x.buffer, cols, np.int32(x.offset + n0 * g.c * g.h * g.w), np.int32(row0),
-               np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+    planes = geometry_of(built, PlaneGeometry)
+    for row0, gsize in planes.blocks(g.ow, g.oh, m * g.c * g.r * g.s):
+        launch(x.queue, built.kernel, gsize, None, x.buffer, cols,
+               np.int32(x.offset + n0 * g.c * g.h * g.w), np.int32(row0), np.int32(g.c),
+               *(np.int32(v) for v in g.scalars()))
 
 
 def _columns(x: Tensor, g: ConvGeometry, n0: int, m: int, cols: Tensor | None) -> Operand:
@@ -199,22 +200,20 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry, 
 
 def _conv_naive(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
                 out: Tensor) -> None:
-    kernel = cl_kernel(x.context, "conv2d_naive", ck.NAIVE, x.dtype)
-    launch_1d(x.queue, kernel, out.size, x, weight, x if bias is None else bias, out,
-              np.int32(out.size), np.int32(g.c), np.int32(g.h), np.int32(g.w), np.int32(g.k),
-              np.int32(g.r), np.int32(g.s), np.int32(g.oh), np.int32(g.ow),
-              *(np.int32(v) for v in (*g.stride, *g.padding, *g.dilation)),
-              np.int32(g.groups), np.int32(bias is not None))
+    built = conv2d_family(x.context, "naive", x.dtype)
+    built.launch(x.queue, out.size, x, weight, x if bias is None else bias, out,
+                 np.int32(out.size), np.int32(g.c), np.int32(g.h), np.int32(g.w),
+                 np.int32(g.k), np.int32(g.r), np.int32(g.s), np.int32(g.oh), np.int32(g.ow),
+                 *(np.int32(v) for v in (*g.stride, *g.padding, *g.dilation)),
+                 np.int32(g.groups), np.int32(bias is not None))
 
 
 def _conv_tiled_local(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
                       out: Tensor) -> None:
-    src = ck.tiled_local_source(g.r, g.s, *g.stride, *g.dilation)
-    kernel = cl_kernel(x.context, "conv2d_tiled_local", src, x.dtype)
-    tx, ty = ck.TILED_LOCAL_TX, ck.TILED_LOCAL_TY
-    kblocks = -(-g.kg // ck.TILED_LOCAL_KB)
-    gsize = (-(-g.ow // tx) * tx, -(-g.oh // ty) * ty, g.n * g.groups * kblocks)
-    launch(x.queue, kernel, gsize, (tx, ty, 1), x, weight, x if bias is None else bias, out,
+    window = (g.r, g.s, *g.stride, *g.dilation)
+    built = conv2d_family(x.context, "tiled_local", x.dtype, window)
+    gsize, lsize = geometry_of(built, TileGeometry).grid(g)
+    launch(x.queue, built.kernel, gsize, lsize, x, weight, x if bias is None else bias, out,
            *(np.int32(v) for v in (g.c, g.h, g.w, g.k, g.oh, g.ow, *g.padding, g.groups)),
            np.int32(bias is not None))
 
@@ -350,7 +349,8 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
     per_image = g.c * g.r * g.s * g.pixels
     step = g.n if g.pointwise else _chunk(g.n, per_image)
     dcols = None if g.pointwise else _scratch(queue, step * per_image, dtype)
-    col2im = cl_kernel(queue.context, "conv2d_col2im", ck.COL2IM, dtype)
+    col2im = conv2d_family(queue.context, "col2im", dtype)
+    planes = geometry_of(col2im, PlaneGeometry)
     for n0 in range(0, g.n, step):
         m = min(step, g.n - n0)
         b = operand(grad_out, g.pixels, g.k * g.pixels, g.kg * g.pixels,
@@ -361,10 +361,10 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
             c = operand(dcols, g.pixels, per_image, g.crs * g.pixels)
         run_gemm(queue, config, dtype, a, b, c, g.crs, g.pixels, g.kg, trans_a=True,
                  batch=(m, g.groups))
-        for row0 in range(0, m * g.c if dcols is not None else 0, ck.MAX_GRID_ROWS):
-            launch(queue, col2im, (g.w, g.h, min(ck.MAX_GRID_ROWS, m * g.c - row0)), None,
-                   dcols, dx.buffer, np.int32(dx.offset + n0 * g.c * g.h * g.w),
-                   np.int32(row0), np.int32(g.c), *(np.int32(v) for v in g.scalars()))
+        for row0, gsize in planes.blocks(g.w, g.h, m * g.c if dcols is not None else 0):
+            launch(queue, col2im.kernel, gsize, None, dcols, dx.buffer,
+                   np.int32(dx.offset + n0 * g.c * g.h * g.w), np.int32(row0),
+                   np.int32(g.c), *(np.int32(v) for v in g.scalars()))
     return dx
 
 
@@ -409,7 +409,7 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
     step = max(1, min(_chunk(g.n, per_image), _chunk(g.n, g.k * g.crs)))
     cols = None if g.pointwise else _scratch(queue, step * per_image, dtype)
     parts = _scratch(queue, step * g.k * g.crs, dtype)
-    reduce = cl_kernel(queue.context, "conv2d_sum_batch", ck.SUM_BATCH, dtype)
+    reduce = conv2d_family(queue.context, "sum_batch", dtype)
     for n0 in range(0, g.n, step):
         m = min(step, g.n - n0)
         b = _columns(x, g, n0, m, cols)  # (crs x P), read transposed
@@ -419,8 +419,7 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
         run_gemm(queue, config, dtype, a, b, c, g.kg, g.crs, g.pixels, trans_b=True,
                  batch=(m, g.groups))
         size = g.k * g.crs
-        launch_1d(queue, reduce, size, parts, dw, np.int32(size), np.int32(m),
-                  np.int32(n0 > 0))
+        reduce.launch(queue, size, parts, dw, np.int32(size), np.int32(m), np.int32(n0 > 0))
     return dw
 
 

@@ -1,0 +1,132 @@
+"""The conv2d kernel family: one builder for the convolution's own programs, keyed by
+(kind, dtype, window), returning program, kernel names and launch geometry together.
+
+Kinds (sources in ``_conv_kernels``):
+
+- ``naive``: one work-item per output (1-D, :meth:`BuiltFamily.launch`);
+- ``im2col`` / ``col2im``: the column buffer of the GEMM paths and its gather back, launched
+  over ``(columns, rows, planes)`` (:class:`PlaneGeometry`);
+- ``sum_batch``: the weight gradient's sum over images (1-D);
+- ``winograd``: F(2x2, 3x3)'s weight (1-D), input and output (planes) transforms;
+- ``tiled_local``: direct convolution through local memory, the ``window``
+  ``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` baked in (:class:`TileGeometry`).
+
+The implicit GEMM is a GEMM-family program (``_matmul_family``, with ``_conv_kernels``' B
+loader): ``run_gemm`` builds it, and the GEMM family's golden matrix holds its form.
+
+Examples:
+    >>> src = conv2d_family.source("tiled_local", "float32", (3, 3, 1, 1, 1, 1))
+    >>> src.kernels, "#define R 3" in src.program
+    (('conv2d_tiled_local',), True)
+    >>> list(PlaneGeometry().blocks(4, 3, 70000))
+    [(0, (4, 3, 65535)), (65535, (4, 3, 4465))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernels.family import BuiltFamily, Geometry, KernelSource, kernel_family
+
+from . import _conv_kernels as ck
+from ._conv_geometry import ConvGeometry
+
+__all__ = ["KINDS", "PlaneGeometry", "TileGeometry", "Window", "conv2d_family", "geometry_of"]
+
+Window = tuple[int, ...]
+"""``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` of a ``tiled_local`` program;
+``()`` for the other kinds."""
+
+G = TypeVar("G", bound=Geometry)
+
+
+@dataclass(frozen=True)
+class PlaneGeometry(Geometry):
+    """3-D launches over ``(columns, rows, planes)``, the local size left to the driver; the
+    planes go in blocks of at most ``ck.MAX_GRID_ROWS`` (some drivers cap the grid's third
+    dimension at 65535). A 1-D kernel of the same program launches one work-item per element
+    (:meth:`BuiltFamily.launch`)."""
+
+    def blocks(self, columns: int, rows: int, planes: int
+               ) -> Iterator[tuple[int, tuple[int, int, int]]]:
+        """``(first plane, global size)`` of each launch."""
+        for p0 in range(0, planes, ck.MAX_GRID_ROWS):
+            yield p0, (columns, rows, min(ck.MAX_GRID_ROWS, planes - p0))
+
+
+@dataclass(frozen=True)
+class TileGeometry(Geometry):
+    """The tiled-local kernel's launch: work-groups of ``tx x ty`` work-items, each a block of
+    that many output pixels for ``kb`` output channels of one image and group."""
+
+    tx: int = ck.TILED_LOCAL_TX
+    ty: int = ck.TILED_LOCAL_TY
+    kb: int = ck.TILED_LOCAL_KB
+
+    def grid(self, g: ConvGeometry) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(global, local)`` covering the output of ``g``."""
+        kblocks = -(-g.kg // self.kb)
+        gsize = (-(-g.ow // self.tx) * self.tx, -(-g.oh // self.ty) * self.ty,
+                 g.n * g.groups * kblocks)
+        return gsize, (self.tx, self.ty, 1)
+
+
+PLANES = PlaneGeometry()
+ONE_PER_ITEM = Geometry()
+
+KINDS: dict[str, tuple[str, tuple[str, ...], Geometry]] = {
+    "naive": (ck.NAIVE, ("conv2d_naive",), ONE_PER_ITEM),
+    "im2col": (ck.IM2COL, ("conv2d_im2col",), PLANES),
+    "col2im": (ck.COL2IM, ("conv2d_col2im",), PLANES),
+    "sum_batch": (ck.SUM_BATCH, ("conv2d_sum_batch",), ONE_PER_ITEM),
+    "winograd": (ck.WINOGRAD, ("winograd_weights", "winograd_input", "winograd_output"),
+                 PLANES),
+}
+"""The fixed programs: kind -> (source, kernels, geometry)."""
+
+
+def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Window]]]:
+    for dt in FLOAT_DTYPES:
+        yield f"conv2d/naive-{dt}", ("naive", dt)
+        yield f"conv2d/winograd-{dt}", ("winograd", dt)
+    for kind in ("im2col", "col2im", "sum_batch"):
+        yield f"conv2d/{kind}-float32", (kind, "float32")
+    yield "conv2d/tiled_local-float32-3x3", ("tiled_local", "float32", (3, 3, 1, 1, 1, 1))
+    yield "conv2d/tiled_local-float16-5x5-s2-d2", ("tiled_local", "float16", (5, 5, 2, 2, 2, 2))
+
+
+@kernel_family("ops.conv2d", golden=_conv_golden)
+def conv2d_family(kind: str, dtype: str, window: Window = ()) -> KernelSource:
+    """The conv2d program of ``kind`` for ``dtype`` (``window`` for ``tiled_local`` only).
+
+    Raises:
+        ValueError: an unknown kind; a ``tiled_local`` window that is not six ints.
+    """
+    if kind == "tiled_local":
+        if len(window) != 6:
+            raise ValueError(f"conv2d_family: tiled_local needs a window (r, s, sh, sw, dh, "
+                             f"dw), got {window!r}")
+        return KernelSource(ck.tiled_local_source(*window), ("conv2d_tiled_local",), dtype,
+                            TileGeometry())
+    try:
+        source, kernels, geometry = KINDS[kind]
+    except KeyError:
+        raise ValueError(f"conv2d_family: unknown kind {kind!r}; one of "
+                         f"{', '.join([*KINDS, 'tiled_local'])}") from None
+    return KernelSource(source, kernels, dtype, geometry)
+
+
+def geometry_of(built: BuiltFamily, kind: type[G]) -> G:
+    """``built``'s geometry as the ``kind`` of geometry its launch needs.
+
+    Raises:
+        TypeError: it is another kind.
+    """
+    geometry = built.source.geometry
+    if not isinstance(geometry, kind):
+        raise TypeError(f"conv2d_family: {built.source.kernels[0]} launches with "
+                        f"{type(geometry).__name__}, not {kind.__name__}")
+    return geometry

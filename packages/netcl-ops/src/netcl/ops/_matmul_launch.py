@@ -1,0 +1,233 @@
+"""``run_gemm``: launch the GEMM family on (batched) matrices in buffers, through each
+context's prepared launches; split-K for few output tiles with a long K.
+
+The kernels come from :func:`~._matmul_family.gemm_family` (program, kernel name and
+:class:`~._matmul_family.GemmGeometry` together); this module derives a launch's parameters
+(:func:`vector_flags` from the operands' alignment), keeps them per context (NOTE [ Prepared
+GEMM launches ]) and launches, splitting batches past the grid's 65535 limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netcl.core.kernel_selector import KernelConfig
+from netcl.core.kernels.cache import ContextCache
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+from . import _matmul_kernels as mk
+from ._common import empty
+from ._matmul_family import SPLIT_K_SUM, for_device, gemm_family, gemm_launch, gemm_params
+from ._matmul_params import GemmParams
+
+__all__ = ["Operand", "operand", "run_gemm", "vector_flags"]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A (batched) matrix in a buffer: element ``offset``, leading dimension ``ld`` and the
+    element strides ``s1``/``s2`` of the two batch levels (0 broadcasts)."""
+
+    buffer: Any
+    offset: int = 0
+    ld: int = 0
+    s1: int = 0
+    s2: int = 0
+
+    def aligned(self, width: int) -> bool:
+        """Whether offset, leading dimension and batch strides are multiples of ``width``."""
+        return all(v % width == 0 for v in (self.offset, self.ld, self.s1, self.s2))
+
+
+def operand(t: Tensor, ld: int, s1: int = 0, s2: int = 0, offset: int = 0) -> Operand:
+    """The :class:`Operand` of tensor ``t`` (its own element offset added to ``offset``)."""
+    t.wait()
+    return Operand(t.buffer, t.offset + offset, ld, s1, s2)
+
+
+def vector_flags(
+    p: GemmParams, a: Operand, b: Operand, c: Operand, M: int, N: int, K: int,
+    bias_mode: int, sbias: int,
+) -> GemmParams:
+    """Set ``vec_a``/``vec_b``/``vec_c`` where the operands allow aligned vector access."""
+    if p.variant == mk.REGISTER_TILED:
+        w = 4
+        vec_a = a.aligned(w) and ((M % w == 0) if p.trans_a else (K % w == 0))
+        vec_b = not p.b_loader and b.aligned(w) and ((K % w == 0) if p.trans_b else (N % w == 0))
+    elif p.variant == mk.VECTORIZED:  # packs through local memory: only C is vector-accessed
+        w = p.vw
+        vec_a = vec_b = False
+    else:
+        return p
+    vec_c = c.aligned(w) and N % w == 0 and (bias_mode != 2 or sbias % w == 0)
+    return dataclasses.replace(p, vec_a=vec_a, vec_b=vec_b, vec_c=vec_c)
+
+
+
+def run_gemm(
+    queue: Any,
+    config: KernelConfig,
+    dtype: str,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    M: int,
+    N: int,
+    K: int,
+    *,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    batch: tuple[int, int] = (1, 1),
+    bias: Any = None,
+    bias_mode: int = 0,
+    sbias: int = 0,
+    b_loader: str = "",
+    extra_params: str = "",
+    extra_args: Sequence[Any] = (),
+) -> Any:
+    """Launch ``C = op(A) @ op(B) (+ bias)`` for ``batch[0] * batch[1]`` matrices.
+
+    ``bias_mode`` 1 adds ``bias[m]`` (per row), 2 adds ``bias[n]`` (per column); the bias
+    pointer advances ``sbias`` elements per second-level batch index. ``b_loader`` (C macros
+    defining ``B_AT(k, n)``) with ``extra_params``/``extra_args`` replaces the matrix B.
+    """
+    split = _split_k(config, dtype, M, N, K, batch, b_loader)
+    if split:
+        return _run_split_k(queue, config, dtype, a, b, c, M, N, K, split, trans_a, trans_b,
+                            bias, bias_mode)
+    key = (id(config), dtype, trans_a, trans_b, b_loader, extra_params, _low_bit(*_dims(a)),
+           _low_bit(*_dims(b)), _low_bit(*_dims(c)), _low_bit(M), _low_bit(N), _low_bit(K),
+           bias_mode, _low_bit(sbias))
+    prepared = _prepared.of(queue.context)
+    hit = prepared.get(key)
+    if hit is not None and hit[0] is config:
+        grid, kernel = hit[1], hit[2]
+    else:
+        max_wg = int(queue.device.max_work_group_size)
+        p = gemm_params(config, dtype, trans_a, trans_b, max_wg)
+        p = dataclasses.replace(p, b_loader=b_loader, extra_params=extra_params)
+        p = vector_flags(for_device(p, queue.device), a, b, c, M, N, K, bias_mode, sbias)
+        kernel, geometry = gemm_launch(queue.context, p)
+        grid = geometry.grid
+        if len(prepared) >= _MAX_PREPARED:
+            prepared.clear()
+        prepared[key] = (config, grid, kernel)
+    nb1, nb2 = batch
+    if nb2 > _MAX_GRID_Z and bias is not None:
+        raise ValueError(f"run_gemm: a bias with more than {_MAX_GRID_Z} second-level batch "
+                         f"entries is not supported, got {nb2}")
+    event = None
+    # Some drivers cap the grid's third dimension at 65535: split larger batches.
+    for i1, n1, i2, n2 in _batch_blocks(nb1, nb2, _MAX_GRID_Z):
+        gsize, lsize = grid(M, N, n1 * n2)
+        offsets = [o.offset + i1 * o.s1 + i2 * o.s2 for o in (a, b, c)]
+        event = launch(
+            queue, kernel, gsize, lsize,
+            a.buffer, np.int32(offsets[0]), np.int32(a.ld), np.int32(a.s1), np.int32(a.s2),
+            b.buffer, np.int32(offsets[1]), np.int32(b.ld), np.int32(b.s1), np.int32(b.s2),
+            c.buffer, np.int32(offsets[2]), np.int32(c.ld), np.int32(c.s1), np.int32(c.s2),
+            np.int32(M), np.int32(N), np.int32(K), np.int32(n2),
+            a.buffer if bias is None else bias, np.int32(bias_mode), np.int32(sbias),
+            *extra_args,
+        )
+    return event
+
+
+_MAX_GRID_Z = 65535
+
+# NOTE [ Prepared GEMM launches ]
+# Deriving a launch's GemmParams (tiles, device flags, vector flags) took about a third of
+# matmul's host time. Each context keeps the kernel and its launch geometry (what
+# ``gemm_family`` built for the derived parameters) per (config object, dtype, transposes,
+# B loader, alignments): the vector flags depend on the operands' offsets, leading
+# dimensions, strides and sizes only through the lowest set bit of each (capped at 16), which
+# the key holds. The entry keeps its config alive, so the config's id() is not reused while
+# the entry exists; the table is cleared past _MAX_PREPARED entries (configs made per call).
+_prepared = ContextCache("prepared GEMM launches")
+_MAX_PREPARED = 512
+
+
+def _dims(o: Operand) -> tuple[int, int, int, int]:
+    return (o.offset, o.ld, o.s1, o.s2)
+
+
+def _low_bit(*values: int) -> int:
+    """The largest power of two (at most 16) dividing every value (16 for all zeros)."""
+    x = 16
+    for v in values:
+        x |= v
+    return x & -x
+
+
+# NOTE [ Split-K ]
+# A GEMM with few output tiles and a long K (128 x 4096 x 4096 has 32 tiles of 128 x 128 for
+# an H100's 132 compute units) leaves most of the GPU idle. ``config.extra["split_k"] = S``
+# cuts K into S slices (a multiple of the tile depth each): the slices run as S batch entries
+# of one launch (the last, shorter one as a second launch), each writing its partial product
+# into an S x M x N workspace, and a third kernel sums the slices into C (adding the bias).
+# float16 storage keeps one pass (its partial sums would round to half).
+
+
+def _split_k(config: KernelConfig, dtype: str, M: int, N: int, K: int,
+             batch: tuple[int, int], b_loader: str) -> int:
+    """The number of K slices to run (0: no split)."""
+    want = int(config.extra.get("split_k", 0))
+    if want < 2 or batch != (1, 1) or b_loader or dtype == "float16":
+        return 0
+    step = max(4, config.tile_k)
+    if 2 * step > K:
+        return 0
+    return min(want, K // step)
+
+
+def _run_split_k(
+    queue: Any, config: KernelConfig, dtype: str, a: Operand, b: Operand, c: Operand,
+    M: int, N: int, K: int, split: int, trans_a: bool, trans_b: bool, bias: Any,
+    bias_mode: int,
+) -> Any:
+    step = max(4, config.tile_k)
+    ks = -(-K // split)
+    ks = -(-ks // step) * step  # each slice a whole number of k tiles
+    full, rest = divmod(K, ks)
+    slices = full + (1 if rest else 0)
+    work = empty(queue, (slices, M, N), dtype)
+    # element strides of one K slice in A and B
+    sa = ks * (a.ld if trans_a else 1)
+    sb = ks * (1 if trans_b else b.ld)
+    plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0})
+    ws = Operand(work.buffer, work.offset, N, 0, M * N)
+    run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
+             Operand(b.buffer, b.offset, b.ld, 0, sb), ws, M, N, ks,
+             trans_a=trans_a, trans_b=trans_b, batch=(1, full))
+    if rest:
+        run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset + full * sa, a.ld),
+                 Operand(b.buffer, b.offset + full * sb, b.ld),
+                 Operand(work.buffer, work.offset + full * M * N, N), M, N, rest,
+                 trans_a=trans_a, trans_b=trans_b)
+    total = M * N
+    return gemm_family(queue.context, GemmParams(SPLIT_K_SUM, dtype)).launch(
+        queue, total, work.buffer, np.int32(work.offset), np.int32(slices), np.int32(N),
+        np.int32(total),
+        c.buffer, np.int32(c.offset), np.int32(c.ld),
+        c.buffer if bias is None else bias, np.int32(bias_mode),
+    )
+
+
+def _batch_blocks(
+    nb1: int, nb2: int, cap: int
+) -> list[tuple[int, int, int, int]]:
+    """``(first b1, count, first b2, count)`` blocks of at most ``cap`` batch entries."""
+    if nb1 * nb2 <= cap:
+        return [(0, nb1, 0, nb2)]
+    if nb2 <= cap:
+        step = cap // nb2
+        return [(i, min(step, nb1 - i), 0, nb2) for i in range(0, nb1, step)]
+    return [(i, 1, j, min(cap, nb2 - j)) for i in range(nb1) for j in range(0, nb2, cap)]
+
+
