@@ -103,6 +103,10 @@ def cl_kernel(context: Any, name: str, source: str, dtype: str = "float32",
               options: str = "") -> Any:
     """The cached ``cl.Kernel`` ``name`` from ``source`` (preamble and dtype pragma added).
 
+    netcl.ops builds its own programs through kernel families
+    (:func:`netcl.core.kernels.family.kernel_family`: source, kernel names and launch geometry
+    from one memoized builder); this stays for one-off kernels of scripts and benchmarks.
+
     ``source`` may use these, defined for ``dtype``:
 
     - ``T``: the storage type (``half`` for float16);

@@ -56,9 +56,6 @@ VARIANT_NAMES: dict[AnyVariant, str] = {
 SPLIT_K_SUM = "split_k_sum"
 """The ``GemmParams.variant`` of split-K's reduction (the sum of the partial products)."""
 
-_SPLIT_K_LOCAL = 256
-
-
 def _pow2_at_most(n: int, cap: int) -> int:
     return max(1, min(cap, 1 << max(0, (max(1, n) - 1).bit_length())))
 
@@ -118,11 +115,11 @@ def _cpu_vectorized_config() -> KernelConfig:
 
 @kernel_family("ops.matmul", golden=_matmul_golden)
 def gemm_family(p: GemmParams) -> KernelSource:
-    """The GEMM kernel ``p`` describes (``variant`` ``SPLIT_K_SUM``: split-K's reduction,
-    launched 1-D in groups of 256), with its :class:`GemmGeometry`."""
+    """The GEMM kernel ``p`` describes, with its :class:`GemmGeometry` (``variant``
+    ``SPLIT_K_SUM``: split-K's reduction, one work-item per element of C, launched by the 1-D
+    rule)."""
     if p.variant == SPLIT_K_SUM:
-        return KernelSource(mk.SPLIT_K_SUM, ("gemm_split_k_sum",), p.dtype,
-                            Geometry(local=_SPLIT_K_LOCAL))
+        return KernelSource(mk.SPLIT_K_SUM, ("gemm_split_k_sum",), p.dtype, Geometry())
     geometry = (GemmGeometry() if p.variant == mk.NAIVE
                 else GemmGeometry(lx=p.lx, ly=p.ly, bm=p.bm, bn=p.bn))
     return KernelSource(mk.gemm_source(p), (mk.gemm_kernel_name(p),), p.dtype, geometry)
