@@ -157,9 +157,8 @@ class CapturedStep:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        if self.mode == "graph":
-            graph = self.graph
-            assert graph is not None
+        graph = self.graph
+        if self.mode == "graph" and graph is not None:
             graph.check(block=False)  # checks read back so far, before the inputs change
             self._feed(args, kwargs)
             for name, param in self.params.items():

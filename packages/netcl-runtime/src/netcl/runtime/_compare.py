@@ -12,7 +12,7 @@ the kernel, the argument and both values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -71,21 +71,20 @@ def bind_parameters(first: Trace, second: Trace, values: Mapping[str, Any],
             raise UnstableStepError(f"capture: {where} is a {type(b).__name__} on the next call; "
                                     "the step does different work from call to call")
         if isinstance(a, Launch):
-            assert isinstance(b, Launch)
-            _compare_launch(i, a, b, values, probes, slots)
+            _compare_launch(i, a, cast(Launch, b), values, probes, slots)
         elif isinstance(a, Fill):
-            assert isinstance(b, Fill)
+            b = cast(Fill, b)  # same type as a (checked above)
             if a.token != b.token:
                 raise _buffer_problem(where, "the filled buffer", a.token, b.token)
             if (a.offset, a.nbytes) != (b.offset, b.nbytes) or not _same(a.pattern, b.pattern):
                 raise UnstableStepError(f"capture: {where} fills other bytes or another value on "
                                         f"the next call ({a.pattern} vs {b.pattern})")
         elif isinstance(a, Check):
-            assert isinstance(b, Check)
+            b = cast(Check, b)
             if a.token != b.token:
                 raise _buffer_problem(where, "the checked flag", a.token, b.token)
         elif isinstance(a, (Upload, Constant)):
-            assert isinstance(b, (Upload, Constant))
+            b = cast(Upload | Constant, b)
             if a.token != b.token:
                 raise _buffer_problem(where, "the uploaded buffer", a.token, b.token)
             if not _same(a.data, b.data):
