@@ -43,9 +43,10 @@ from _timing import per_call_samples
 import netcl.ops as ops
 from netcl.core.device import manager
 from netcl.core.kernel_selector import get_kernel_selector
+from netcl.core.kernels.cache import get_kernel
+from netcl.core.kernels.header import kernel_header
 from netcl.core.kernels.primitives import count_launches, launch
 from netcl.core.tensor import Tensor
-from netcl.ops._common import cl_kernel
 
 _COPY4 = """
 __kernel void copy_float4(__global const float4* a, __global float4* b, const int n4) {
@@ -120,7 +121,8 @@ class Bench:
         b.wait()
         copy = None
         if self.handle.backend == "cl":
-            kernel = cl_kernel(self.q.context, "copy_float4", _COPY4, "float32")
+            ctx = self.q.context
+            kernel = get_kernel(ctx, kernel_header(ctx, "float32") + _COPY4, "copy_float4")
             dst = Tensor.from_shape(self.q, (n,), fill=None)
             n4 = n // 4
             grid = (-(-n4 // 256) * 256,)

@@ -34,8 +34,9 @@ import pyopencl as cl
 from netcl.core.device import manager
 from netcl.core.kernel_selector import KernelConfig, KernelVariant, get_kernel_selector
 from netcl.core.kernels.header import kernel_header
-from netcl.ops import _matmul as mm
+from netcl.ops import _matmul_family as fam
 from netcl.ops import _matmul_kernels as mk
+from netcl.ops import _matmul_launch as ml
 
 RT = KernelVariant.MATMUL_REGISTER_TILED
 LAYOUTS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
@@ -75,12 +76,12 @@ def run_one(q: Any, cfg: KernelConfig, shape: tuple[int, int, int], layout: str,
             bufs: dict[str, Any], reps: int) -> float:
     M, N, K = shape
     ta, tb = LAYOUTS[layout]
-    a = mm.Operand(bufs["a"], 0, M if ta else K)
-    b = mm.Operand(bufs["b"], 0, K if tb else N)
-    c = mm.Operand(bufs["c"], 0, N)
-    mm.run_gemm(q, cfg, "float32", a, b, c, M, N, K, trans_a=ta, trans_b=tb)
+    a = ml.Operand(bufs["a"], 0, M if ta else K)
+    b = ml.Operand(bufs["b"], 0, K if tb else N)
+    c = ml.Operand(bufs["c"], 0, N)
+    ml.run_gemm(q, cfg, "float32", a, b, c, M, N, K, trans_a=ta, trans_b=tb)
     q.finish()
-    events = [mm.run_gemm(q, cfg, "float32", a, b, c, M, N, K, trans_a=ta, trans_b=tb)
+    events = [ml.run_gemm(q, cfg, "float32", a, b, c, M, N, K, trans_a=ta, trans_b=tb)
               for _ in range(reps)]
     q.finish()
     first = events[0][0] if isinstance(events[0], list) else events[0]
@@ -131,8 +132,8 @@ def check(handle: Any, configs: list[KernelConfig]) -> int:
                 bx = cl.Buffer(q.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
                 by = cl.Buffer(q.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=y)
                 bc = cl.Buffer(q.context, mf.READ_WRITE, M * N * 4)
-                mm.run_gemm(q, cfg, "float32", mm.Operand(bx, 0, M if ta else K),
-                        mm.Operand(by, 0, K if tb else N), mm.Operand(bc, 0, N), M, N, K,
+                ml.run_gemm(q, cfg, "float32", ml.Operand(bx, 0, M if ta else K),
+                        ml.Operand(by, 0, K if tb else N), ml.Operand(bc, 0, N), M, N, K,
                         trans_a=ta, trans_b=tb)
                 got = np.empty((M, N), np.float32)
                 cl.enqueue_copy(q, got, bc)
@@ -170,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     ref = torch_times(SHAPES, list(LAYOUTS), args.reps)
     print(f"device: {dev.name}, local mem {dev.local_mem_size}, CUs {dev.max_compute_units}")
     for cfg in configs:
-        p = mm.gemm_params(cfg, "float32", False, False)
+        p = fam.gemm_params(cfg, "float32", False, False)
         p = dataclasses.replace(p, vec_a=True, vec_b=True, vec_c=True)
         regs = registers(ctx, dev, p)
-        lmem = mm.gemm_kernel(ctx, p).get_work_group_info(
+        lmem = fam.gemm_kernel(ctx, p).get_work_group_info(
             cl.kernel_work_group_info.LOCAL_MEM_SIZE, dev)
         split = bool(cfg.extra.get("split_k"))
         for shape in SHAPES[:2] + SHAPES[-2:] if split else SHAPES:

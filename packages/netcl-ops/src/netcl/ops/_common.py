@@ -12,9 +12,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import canonical_dtype, numpy_dtype
-from netcl.core.kernels.cache import ContextCache, get_kernel
 from netcl.core.kernels.family import grid_1d, local_size_1d
-from netcl.core.kernels.header import kernel_header
 from netcl.core.kernels.primitives import WorkGroupTuner, launch
 from netcl.core.tensor import Tensor, check_same_device
 
@@ -22,9 +20,7 @@ __all__ = [
     "TUNER",
     "as_tensor",
     "check_tensor",
-    "cl_kernel",
     "empty",
-    "kernel_header",
     "from_numpy",
     "launch_1d",
     "normalize_axes",
@@ -97,39 +93,6 @@ def normalize_axes(op: str, axes: int | Sequence[int] | None, ndim: int) -> tupl
     if len(set(out)) != len(out):
         raise IndexError(f"{op}: repeated axis in {axes!r}")
     return out
-
-
-def cl_kernel(context: Any, name: str, source: str, dtype: str = "float32",
-              options: str = "") -> Any:
-    """The cached ``cl.Kernel`` ``name`` from ``source`` (preamble and dtype pragma added).
-
-    netcl.ops builds its own programs through kernel families
-    (:func:`netcl.core.kernels.family.kernel_family`: source, kernel names and launch geometry
-    from one memoized builder); this stays for one-off kernels of scripts and benchmarks.
-
-    ``source`` may use these, defined for ``dtype``:
-
-    - ``T``: the storage type (``half`` for float16);
-    - ``CT``: the compute type (``float`` for float16 and float32, ``double`` for float64, ``T``
-      for integers), so float16 works on devices without ``cl_khr_fp16``;
-    - ``LD(p, i)`` / ``ST(p, i, v)``: load element ``i`` of ``p`` as ``CT`` / store ``v``
-      (``vload_half``/``vstore_half`` for float16).
-
-    Built once per (context, source, options): see :mod:`netcl.core.kernels.cache`. A repeated
-    call is two dict lookups (the context's table, then the key): the header is not rebuilt
-    and the full source not re-hashed (``source`` is usually a module constant, whose hash
-    Python keeps).
-    """
-    table = _cl_kernels.of(context)
-    key = (name, source, dtype, options)
-    kernel = table.get(key)
-    if kernel is None:
-        full = kernel_header(context, dtype) + source
-        kernel = table[key] = get_kernel(context, full, name, options)
-    return kernel
-
-
-_cl_kernels = ContextCache("ops kernels")  # (name, source, dtype, options) -> cl.Kernel
 
 
 def launch_1d(queue: Any, kernel: Any, n: int, *args: Any) -> Any:

@@ -5,7 +5,6 @@ OpenCL the :class:`~netcl.core.kernel_selector.KernelSelector` picks one of four
 (``MATMUL_NAIVE``, ``MATMUL_TILED``, ``MATMUL_REGISTER_TILED``, ``MATMUL_VECTORIZED``) and its
 tile sizes; ``run_gemm`` (``_matmul_launch``, also used by the convolution ops) launches it.
 Kernels are built once per (context, parameters) by ``gemm_family`` (``_matmul_family``).
-``Operand``, ``run_gemm``, ``gemm_params`` and ``gemm_kernel`` are importable from here too.
 """
 
 from __future__ import annotations
@@ -28,14 +27,10 @@ from netcl.core.kernel_selector import (
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, result, same_device
-from ._matmul_family import VARIANT_NAMES, for_device, gemm_family
-from ._matmul_family import gemm_kernel as gemm_kernel
-from ._matmul_family import gemm_params as gemm_params
-from ._matmul_launch import Operand as Operand
-from ._matmul_launch import operand
-from ._matmul_launch import run_gemm as run_gemm
+from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
+from ._matmul_launch import operand, run_gemm
 
-__all__ = ["MatmulKernel", "Operand", "build_matmul_kernel", "matmul", "run_gemm"]
+__all__ = ["MatmulKernel", "build_matmul_kernel", "matmul"]
 
 # -- the op --------------------------------------------------------------------------------
 
