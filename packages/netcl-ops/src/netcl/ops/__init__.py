@@ -30,7 +30,6 @@ from ._elementwise import sign as sign
 from ._elementwise import silu as silu
 from ._elementwise import sqrt as sqrt
 from ._elementwise import tanh as tanh
-from ._elementwise_base import EwOp as EwOp
 from ._elementwise_binary import add as add
 from ._elementwise_binary import cast as cast
 from ._elementwise_binary import div as div
@@ -47,6 +46,7 @@ from ._elementwise_binary import ne as ne
 from ._elementwise_binary import pow as pow
 from ._elementwise_binary import sub as sub
 from ._elementwise_binary import where as where
+from ._elementwise_source import EwOp as EwOp
 from ._elementwise_table import ELEMENTWISE as ELEMENTWISE
 from ._movement import broadcast_to as broadcast_to
 from ._movement import concat as concat

@@ -20,10 +20,7 @@ from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor
-from ._elementwise_base import (
-    promote,
-    scalar_kind,
-)
+from ._dtype_policy import promote, scalar_kind
 from ._elementwise_binary import cast
 from ._elementwise_dispatch import apply
 from ._elementwise_table import OPS as OPS

@@ -4,8 +4,7 @@ An elementwise op is a row of :data:`netcl.ops.ELEMENTWISE` (an :class:`EwOp`: i
 expression, its NumPy function and its dtype rule). :mod:`._elementwise_source` turns a bundle
 of rows into kernel source (see NOTE [ Elementwise kernel family ] there); this module plans and
 launches them, and knows no op by name. Dtype rules are in :mod:`._dtype_policy`, launch
-helpers in :mod:`._launch`, shapes in :mod:`netcl.core.shapes`; their names stay importable from
-here.
+helpers in :mod:`._launch`, shapes in :mod:`netcl.core.shapes`.
 
 Every launch uses one fixed local size per device (NOTE [ The 1-D launch rule ] in
 :mod:`netcl.core.kernels.family`): PoCL compiles a work-group function per (kernel, local
@@ -25,8 +24,6 @@ from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.primitives import launch_values
 from netcl.core.shapes import (
-    MAX_DIMS,
-    broadcast_shapes,
     broadcast_strides,
     check_merged_dims,
     collapse,
@@ -36,52 +33,18 @@ from netcl.core.tensor import Tensor
 
 from ._common import empty
 from ._dtype_policy import (
-    SCALAR_FLOAT,
-    SCALAR_INT,
     kernel_scalar,
-    np_compute,
-    promote,
-    require_float,
-    scalar_kind,
 )
-from ._elementwise_source import EwOp, _Sig, elementwise_family, kernel_name, literal_macro
+from ._elementwise_source import EwOp, _Sig, elementwise_family
 from ._launch import (
     INT32_LIMIT,
     device_buffer,
     index_defs,
     launch_items,
-    launch_nd,
-    local_size,
     queue_facts,
-    view_args,
 )
 
-__all__ = [
-    "MAX_DIMS",
-    "SCALAR_FLOAT",
-    "SCALAR_INT",
-    "EwOp",
-    "Strided",
-    "broadcast_shapes",
-    "broadcast_strides",
-    "contiguous_strides",
-    "device_buffer",
-    "index_defs",
-    "kernel_name",
-    "kernel_scalar",
-    "launch_items",
-    "launch_nd",
-    "literal_macro",
-    "local_size",
-    "np_compute",
-    "promote",
-    "require_float",
-    "run_broadcast",
-    "run_fast",
-    "run_strided",
-    "scalar_kind",
-    "view_args",
-]
+__all__ = ["Strided", "run_broadcast", "run_fast", "run_strided"]
 
 @dataclass(frozen=True)
 class Strided:

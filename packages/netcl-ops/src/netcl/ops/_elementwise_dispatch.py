@@ -16,8 +16,8 @@ from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, same_device
 from ._dtype_policy import kernel_scalar, np_compute, op_dtypes, promote, scalar_kind
-from ._elementwise_base import EwOp, Strided, run_broadcast, run_fast, run_strided
-from ._elementwise_source import _Sig, elementwise_family, kernel_name
+from ._elementwise_base import Strided, run_broadcast, run_fast, run_strided
+from ._elementwise_source import EwOp, _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 
 __all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "wrap"]

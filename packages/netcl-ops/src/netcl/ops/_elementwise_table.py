@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.polynomial.chebyshev as cheb
 
-from ._elementwise_base import EwOp
+from ._elementwise_source import EwOp
 
 __all__ = ["ELEMENTWISE", "OPS"]
 
