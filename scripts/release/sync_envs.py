@@ -1,18 +1,18 @@
-"""Drop hatch envs whose editable netcl installs carry stale metadata, before `hatch run check`.
+"""Refresh hatch envs whose editable netcl installs carry stale metadata, before `hatch run check`.
 
 hatch installs the workspace members editable and never reinstalls them: after a pull that
 changes a member's pyproject (a new entry point, dependency or version), an env made before it
 keeps the old metadata, and code that reads it (netcl-core finding netcl-ops's kernel families
 through entry points) fails there although a fresh env passes. This compares each env's installed
-netcl metadata with the checkout's pyproject files and removes the envs that differ, so the
-`hatch run <env>:...` steps after it rebuild them. The env running this script cannot remove
-itself; it is reinstalled in place with uv (hatch's installer) when it is stale.
+netcl metadata with the checkout's pyproject files and reinstalls the members that differ with
+hatch's uv (HATCH_UV), bypassing uv's cached build of them, then checks again.
 
     python scripts/release/sync_envs.py          # inside `hatch run`, as check's first step
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -82,31 +82,44 @@ def _site_packages(env_dir: Path) -> list[str]:
                              env_dir / "Lib" / "site-packages"] if p.is_dir()]
 
 
+def _python(env_dir: Path) -> Path:
+    unix = env_dir / "bin" / "python"
+    return unix if unix.exists() else env_dir / "Scripts" / "python.exe"
+
+
+def reinstall(uv: str, python: str, names: list[str], paths: list[Path]) -> int:
+    """Reinstall the members editable, bypassing uv's cached build of them."""
+    flags = [f for name in names for f in ("--reinstall-package", name, "--refresh-package", name)]
+    editable = [arg for path in paths for arg in ("-e", str(path))]
+    return subprocess.run([uv, "pip", "install", "-q", "--no-deps", "--python", python, *flags,
+                           *editable], check=False).returncode
+
+
 def main() -> int:
     packages = {p.parent: expected(p.parent) for p in ROOT.glob("packages/*/pyproject.toml")}
     wanted = dict(packages.values())
+    uv = os.environ.get("HATCH_UV") or shutil.which("uv")
+    targets: list[tuple[str, Path | None]] = [("this env", None)]
     for env in ENVS:
         found = _hatch("env", "find", env)
         env_dir = Path(found.stdout.strip())
-        if found.returncode != 0 or not env_dir.is_dir():
+        if found.returncode == 0 and env_dir.is_dir():
+            targets.append((f"env {env!r}", env_dir))
+    status = 0
+    for label, env_dir in targets:
+        site = (_site_packages(env_dir) if env_dir is not None
+                else [p for p in sys.path if p.endswith("site-packages")])
+        names = stale(site, wanted)
+        if not names:
             continue
-        names = stale(_site_packages(env_dir), wanted)
-        if names:
-            print(f"sync_envs: env {env!r} has stale metadata for {', '.join(names)}; removing it")
-            _hatch("env", "remove", env)
-    names = stale([p for p in sys.path if p.endswith("site-packages")], wanted)
-    if not names:
-        return 0
-    uv = shutil.which("uv")
-    if uv is None:
-        print(f"sync_envs: this env has stale metadata for {', '.join(names)} and no uv is on PATH "
-              "to reinstall it; run `hatch env prune` and try again", file=sys.stderr)
-        return 1
-    paths = [str(path) for path, (name, _) in packages.items() if name in names]
-    print(f"sync_envs: reinstalling {', '.join(names)} in this env")
-    editable = [arg for path in paths for arg in ("-e", path)]
-    return subprocess.run([uv, "pip", "install", "-q", "--no-deps", "--python", sys.executable,
-                           *editable], check=False).returncode
+        print(f"sync_envs: {label} has stale metadata for {', '.join(names)}; reinstalling")
+        python = sys.executable if env_dir is None else str(_python(env_dir))
+        paths = [path for path, (name, _) in packages.items() if name in names]
+        if uv is None or reinstall(uv, python, names, paths) != 0 or stale(site, wanted):
+            print(f"sync_envs: could not refresh {label}; run `hatch env prune` and try again",
+                  file=sys.stderr)
+            status = 1
+    return status
 
 
 if __name__ == "__main__":
