@@ -5,7 +5,8 @@
 One row per mode: ``host ms`` is the time until a step's calls have returned (its work only
 enqueued) with the queue idle before the call; ``step ms`` the time per step of back-to-back
 steps until the queue finished; ``device ms`` the kernels' own time in one step from OpenCL
-profiling events (:func:`netcl.runtime.profile`; set NETCL_PROFILE_EVENTS=1, else "-"); ``launches`` the kernel launches per step.
+profiling events (:func:`netcl.runtime.profile`; set NETCL_PROFILE_EVENTS=1, else "-");
+``launches`` the kernel launches per step.
 The reference is PyTorch on the same machine in the same run (CUDA when present, cuDNN with
 TF32 off; else nothing). The model is the CIFAR-stem ResNet-18 of ``netcl.nn.resnet18`` and
 torchvision's with the same stem, SGD with momentum, cross-entropy, float32 or AMP (float16
