@@ -89,7 +89,7 @@ def time_mode(dev: DeviceHandle, batch: int, amp: bool, captured: bool,
     launches = prof.launches
     return {"host_ms": host / steps * 1e3, "step_ms": total / steps * 1e3,
             "device_ms": device_ms, "launches": launches,
-            "mode": step.mode if captured else "eager"}
+            "mode": step.mode if captured else "eager", "table": prof.table(limit=25)}
 
 
 def torch_step(batch: int, amp: bool, steps: int) -> dict[str, Any] | None:
@@ -145,6 +145,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--amp", action="store_true", help="only the AMP rows")
     parser.add_argument("--both", action="store_true", help="float32 and AMP rows")
+    parser.add_argument("--kernels", action="store_true",
+                        help="print each eager step's kernels by device time")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     dev = manager.default(args.device)
@@ -164,6 +166,9 @@ def main() -> None:
             if "error" in row:
                 print(f"{precision:<9} {who:<14} {row['error'][:100]}")
                 continue
+            table = row.pop("table")
+            if args.kernels and not captured:
+                print(table)
             ratio = f"{ref['step_ms'] / row['step_ms']:.2f}x" if ref else "-"
             device = "-" if row["device_ms"] is None else f"{row['device_ms']:.2f}"
             print(f"{precision:<9} {who:<14} {row['host_ms']:>8.2f} {row['step_ms']:>8.2f} "
