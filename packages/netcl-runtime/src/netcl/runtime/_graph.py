@@ -175,11 +175,15 @@ class Graph:
 def _clone(cl: Any, launch: Launch, trace: Trace) -> Any:
     """A new kernel object of ``launch``'s kernel with its recorded arguments set."""
     kernel = cl.Kernel(launch.kernel.program, launch.name)
-    for j, (kind, value) in enumerate(launch.args):
+    values: list[Any] = []
+    for kind, value in launch.args:
         if kind == "buf":
-            kernel.set_arg(j, trace.buffers[value])
+            values.append(trace.buffers[value])
         elif kind == "scalar":
-            kernel.set_arg(j, value[()] if value.ndim == 0 else value)
-        else:
-            kernel.set_arg(j, value)
+            values.append(value[()] if value.ndim == 0 else value)
+        else:  # "none" (a NULL buffer) or "other" (LocalMemory)
+            values.append(value)
+    # set_args, as eager launches: some PyOpenCL builds refuse None in set_arg (NVIDIA's
+    # pyopencl 2026.1 wheel), while set_args passes it as a NULL buffer
+    kernel.set_args(*values)
     return kernel
