@@ -4,6 +4,8 @@
 picks, and every device that failed its probe with the reason and what to do about it
 (``--probe`` probes every device again instead of trusting the stored verdicts).
 ``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends.
+``netcl cache info`` lists every file cache netcl keeps (its folder, entries and size) and
+``netcl cache clear [NAME ...]`` empties them, all by default (see :mod:`netcl.core.caches`).
 
 Errors are one line on stderr, ``netcl: <what went wrong>``, and the exit status says which
 kind (``--debug`` or ``NETCL_DEBUG=1`` adds the traceback):
@@ -11,8 +13,9 @@ kind (``--debug`` or ``NETCL_DEBUG=1`` adds the traceback):
 - 0: done;
 - 1: a failure while running: a checkpoint that cannot be used (``CheckpointError``),
   training that diverged (``DivergenceError``), a device or OpenCL error during the run, an OS
-  error (disk full, permissions); anything else is reported as an internal error;
-- 2: bad usage or input: an unknown option or value, ``--resume`` without
+  error (disk full, permissions), a cache ``netcl cache clear`` had to leave alone (in use by
+  a running netcl process); anything else is reported as an internal error;
+- 2: bad usage or input: an unknown option or value or cache name, ``--resume`` without
   ``--checkpoint-dir``, a ``--device`` or ``NETCL_DEVICE`` that is malformed, names a device
   kind this machine lacks, or names only devices that failed their probe (the message says
   why and lists the usable ones);
@@ -29,6 +32,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from netcl.core.caches import (
+    CACHE_NAMES,
+    cache_info,
+    cache_root,
+    cache_root_origin,
+    clear_caches,
+    format_size,
+)
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.env import env_flag
 from netcl.io import CheckpointError
@@ -156,6 +167,73 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     return 0
 
 
+def cache_info_command(out: Any = None) -> int:
+    """Print every cache: name, entries, size and folder, then what it holds (and a note).
+
+    Examples:
+        >>> import os, tempfile
+        >>> os.environ["NETCL_CACHE_DIR"] = root = tempfile.mkdtemp()
+        >>> cache_info_command()  # doctest: +ELLIPSIS
+        netcl caches in /tmp/... (from NETCL_CACHE_DIR)
+          cache          entries       size  folder
+          programs             0        0 B  /tmp/.../programs
+              compiled OpenCL program binaries (NETCL_DISK_CACHE)
+        ...
+          total                0        0 B
+        0
+        >>> del os.environ["NETCL_CACHE_DIR"]
+    """
+    out = out or sys.stdout
+    infos = cache_info()
+    origin = cache_root_origin()
+    print(f"netcl caches in {cache_root()} "
+          f"({'default' if origin == 'default' else 'from ' + origin})", file=out)
+    print(f"  {'cache':<14}{'entries':>8}{'size':>11}  folder", file=out)
+    for c in infos:
+        print(f"  {c.name:<14}{c.entries:>8}{format_size(c.bytes):>11}  {c.path}", file=out)
+        print(f"      {c.description}" + (f"; {c.note}" if c.note else ""), file=out)
+    entries, size = sum(c.entries for c in infos), sum(c.bytes for c in infos)
+    print(f"  {'total':<14}{entries:>8}{format_size(size):>11}", file=out)
+    return 0
+
+
+def cache_clear_command(names: Sequence[str], out: Any = None) -> int:
+    """Clear the caches in ``names`` (all when empty), printing one line per cache.
+
+    Raises:
+        InputError: a name that is not a cache.
+        RuntimeError: a cache was in use by a running netcl process and left alone (after the
+            lines of those cleared).
+
+    Examples:
+        >>> import os, tempfile
+        >>> os.environ["NETCL_CACHE_DIR"] = tempfile.mkdtemp()
+        >>> cache_clear_command(["programs", "autotune"])  # doctest: +ELLIPSIS
+        cleared programs: 0 entries, 0 B (/tmp/.../programs)
+        cleared autotune: 0 entries, 0 B (/tmp/.../autotune)
+        0
+        >>> del os.environ["NETCL_CACHE_DIR"]
+    """
+    out = out or sys.stdout
+    try:
+        results = clear_caches(names or None)
+    except ValueError as err:
+        raise InputError(str(err)) from err
+    busy = []
+    for r in results:
+        if r.skipped:
+            print(f"left {r.name}: {r.skipped} ({r.path})", file=out)
+            busy += [r.name] if r.skipped.startswith("in use") else []
+        else:
+            print(f"cleared {r.name}: {r.removed} entries, {format_size(r.freed)} ({r.path})",
+                  file=out)
+    if busy:
+        raise RuntimeError(f"could not clear {', '.join(busy)}: in use by a running netcl "
+                           f"process; run `netcl cache clear {' '.join(busy)}` once it has "
+                           "exited")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -202,6 +280,26 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--no-progress", action="store_true", help="no progress bar")
     tp.add_argument("--amp", action="store_true",
                     help="mixed precision: float16 matmuls/convolutions, dynamic loss scaling")
+    where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
+             "cache too unless POCL_CACHE_DIR names a folder of yours")
+    cp = sub.add_parser("cache", help="list or clear netcl's file caches",
+                        description=f"netcl's file caches, all in one folder ({where}).")
+    cp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
+    cache_sub = cp.add_subparsers(dest="cache_command", required=True)
+    info = cache_sub.add_parser(
+        "info", help="print every cache: folder, entries, size",
+        description="Print every cache netcl keeps: its folder, entries, size, what it holds.")
+    info.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                      help=debug_help)
+    clear = cache_sub.add_parser(
+        "clear", help="delete cache entries (all caches by default)",
+        description="Delete the entries of the named caches, all of them by default. Safe "
+        "while other netcl processes run: they rebuild what they miss; PoCL's and the ICD "
+        "folders are left alone (exit status 1) while a netcl process uses OpenCL.")
+    clear.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=debug_help)
+    clear.add_argument("names", nargs="*", metavar="NAME",
+                       help=f"a cache to clear: {', '.join(CACHE_NAMES)}")
     return parser
 
 
@@ -245,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r"(overflow|invalid value|divide by zero|underflow) encountered"))
             if args.command == "devices":
                 return devices(reprobe=args.probe)
+            if args.command == "cache":
+                if args.cache_command == "info":
+                    return cache_info_command()
+                return cache_clear_command(args.names)
             if args.resume and args.checkpoint_dir is None:
                 raise InputError("--resume needs --checkpoint-dir")
             return train(args)

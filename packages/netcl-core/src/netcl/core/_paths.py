@@ -25,15 +25,26 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the in-use lock is a no-op there
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
+    "IN_USE_LOCK",
     "CacheEntryError",
     "atomic_write",
     "cache_dir",
+    "cache_root",
     "discard_entry",
+    "exclusive_use",
+    "mark_in_use",
     "read_entry",
     "write_entry",
 ]
@@ -57,6 +68,22 @@ class CacheEntryError(ValueError):
         super().__init__(f"cache entry {path}: {reason}")
 
 
+def cache_root() -> Path:
+    """netcl's cache folder, not created: ``$NETCL_CACHE_DIR``, else ``$XDG_CACHE_HOME/netcl``,
+    else ``~/.cache/netcl``.
+
+    Examples:
+        >>> import os
+        >>> os.environ["NETCL_CACHE_DIR"] = "/tmp/netcl-doc-cache"
+        >>> str(cache_root())
+        '/tmp/netcl-doc-cache'
+        >>> del os.environ["NETCL_CACHE_DIR"]
+    """
+    return Path(os.environ.get("NETCL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "netcl"
+    ))
+
+
 def cache_dir(*parts: str) -> Path:
     """Return (and create) ``$NETCL_CACHE_DIR/parts...``, default ``~/.cache/netcl``.
 
@@ -67,12 +94,92 @@ def cache_dir(*parts: str) -> Path:
         >>> cache_dir("programs").name
         'programs'
     """
-    root = os.environ.get("NETCL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "netcl"
-    )
-    path = Path(root, *parts)
+    path = Path(cache_root(), *parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# NOTE [ In-use lock ]
+# PoCL trusts its cache folder: a .so it found there and then cannot dlopen aborts the process,
+# and an ICD folder emptied before the loader reads it hides a platform. Files netcl itself
+# frames (programs, autotune, probes) may vanish under a running process at any time: a missing
+# entry is rebuilt. So each process that loads OpenCL holds a shared flock on
+# $NETCL_CACHE_DIR/in-use.lock until it exits (the kernel drops it even on a crash), and
+# `netcl cache clear` empties PoCL's and the ICD folders only when it gets the lock exclusively.
+IN_USE_LOCK = "in-use.lock"
+_held: dict[str, int] = {}  # cache root -> the descriptor holding this process's shared lock
+_held_lock = threading.Lock()
+
+
+def mark_in_use() -> None:
+    """Hold a shared lock on ``$NETCL_CACHE_DIR/in-use.lock`` for the rest of this process.
+
+    Called before OpenCL is loaded; waits while ``netcl cache clear`` empties the folders PoCL
+    and the ICD loader read. Never raises: no cache folder, or no ``flock``, means no lock.
+
+    Examples:
+        >>> import os, tempfile
+        >>> os.environ["NETCL_CACHE_DIR"] = tempfile.mkdtemp()
+        >>> mark_in_use()
+        >>> with exclusive_use() as alone:  # this process's own lock does not count
+        ...     alone
+        True
+        >>> del os.environ["NETCL_CACHE_DIR"]
+    """
+    if fcntl is None:
+        return
+    try:
+        root = cache_dir()
+    except OSError:
+        return
+    with _held_lock:
+        if str(root) in _held:
+            return
+        try:
+            fd = os.open(root / IN_USE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)
+            return
+        _held[str(root)] = fd
+
+
+@contextmanager
+def exclusive_use(root: Path | None = None) -> Iterator[bool]:
+    """Whether no other process holds ``root``'s in-use lock; while the block runs, none can
+    take it (they wait). ``root`` defaults to :func:`cache_root`.
+
+    True without ``flock`` (Windows) or when the lock file cannot be made.
+    """
+    root = cache_root() if root is None else root
+    if fcntl is None:
+        yield True
+        return
+    with _held_lock:
+        own = _held.get(str(root))
+        fd = own
+        if fd is None:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(root / IN_USE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError:
+                yield True
+                return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield False
+                return
+            yield True
+        finally:
+            if own is None:
+                os.close(fd)  # drops the lock
+            else:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # back to this process's shared lock
 
 
 def atomic_write(path: Path, data: bytes) -> None:

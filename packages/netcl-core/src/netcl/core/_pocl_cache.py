@@ -37,9 +37,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from ._paths import CacheEntryError, cache_dir, discard_entry, read_entry, write_entry
+from ._paths import (
+    CacheEntryError,
+    cache_dir,
+    cache_root,
+    discard_entry,
+    mark_in_use,
+    read_entry,
+    write_entry,
+)
 
-__all__ = ["find_bad_pocl_files", "guard_pocl_cache", "pocl_cache_dir", "scan_pocl_cache"]
+__all__ = [
+    "find_bad_pocl_files",
+    "guard_pocl_cache",
+    "pocl_cache_dir",
+    "pocl_folder",
+    "scan_pocl_cache",
+]
 
 # POCL_CACHE_DIR as netcl set it; a child process that inherits both may move it to its own
 # NETCL_CACHE_DIR, while a POCL_CACHE_DIR that differs from it is the user's and stays.
@@ -53,6 +67,23 @@ _SHT_NOBITS = 8
 
 class _FaultError(Exception):
     """What is wrong with one file (internal: becomes the warning's reason)."""
+
+
+def pocl_folder() -> tuple[Path, bool]:
+    """The folder PoCL caches kernels in, and whether the user chose it (``POCL_CACHE_DIR``
+    set by hand rather than by netcl); looks only, changes and creates nothing.
+
+    Examples:
+        >>> import os
+        >>> os.environ["NETCL_CACHE_DIR"] = "/tmp/netcl-doc-cache"
+        >>> pocl_folder()
+        (PosixPath('/tmp/netcl-doc-cache/pocl'), False)
+        >>> del os.environ["NETCL_CACHE_DIR"]
+    """
+    current = os.environ.get("POCL_CACHE_DIR")
+    if current and current != os.environ.get(_SET_BY_NETCL):
+        return Path(current), True
+    return cache_root() / "pocl", False
 
 
 def pocl_cache_dir() -> Path | None:
@@ -260,8 +291,11 @@ def guard_pocl_cache() -> None:
 
     Runs before pyopencl is imported; never raises (a cache problem must not stop a run).
     Files already checked and unchanged since (same size and modification time, recorded in
-    ``$NETCL_CACHE_DIR/pocl-checked``) are not read again.
+    ``$NETCL_CACHE_DIR/pocl-checked``) are not read again. The process holds netcl's in-use
+    lock from here on, so ``netcl cache clear`` leaves PoCL's folder alone while it runs (see
+    NOTE [ In-use lock ] in :mod:`netcl.core._paths`).
     """
+    mark_in_use()
     root = pocl_cache_dir()
     if root is None:
         return

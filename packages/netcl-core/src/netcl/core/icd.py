@@ -32,7 +32,7 @@ import site
 import sys
 from pathlib import Path
 
-from ._paths import atomic_write, cache_dir
+from ._paths import atomic_write, cache_dir, mark_in_use
 from .env import env_flag
 
 __all__ = ["pip_runtimes", "register_pip_runtimes"]
@@ -84,6 +84,7 @@ def register_pip_runtimes() -> str | None:
     Returns ``None`` (and changes nothing) when no pip runtime is installed, on a platform other
     than Linux, when ``OCL_ICD_VENDORS`` names one ``.icd`` file, or with ``NETCL_ICD_REGISTER=0``.
     """
+    mark_in_use()  # `netcl cache clear` must not empty the folder before the loader reads it
     if not sys.platform.startswith("linux") or not env_flag("NETCL_ICD_REGISTER", True):
         return None
     runtimes = pip_runtimes()
@@ -91,11 +92,14 @@ def register_pip_runtimes() -> str | None:
         return None
     folder = cache_dir("icd", hashlib.sha256(sys.prefix.encode()).hexdigest()[:16])
     current = os.environ.get("OCL_ICD_VENDORS", "")
-    if current and Path(current).resolve() == folder.resolve():
-        return str(folder)  # done already, in this process or a parent
-    if current and not os.path.isdir(current):
+    ours = bool(current) and Path(current).resolve() == folder.resolve()
+    if ours and all((folder / name).is_file() for name in runtimes):
+        return str(folder)  # done already, in this process or a parent (and not cleared since)
+    if current and not ours and not os.path.isdir(current):
         return None  # the user picked a single vendor
-    source = current or os.environ.get("OPENCL_VENDOR_PATH") or _SYSTEM_VENDORS
+    # a parent's folder emptied by `netcl cache clear` is filled again from the system's
+    source = ((current if not ours else "") or os.environ.get("OPENCL_VENDOR_PATH")
+              or _SYSTEM_VENDORS)
     wanted = _existing_vendors(source)
     wanted.update({name: lib + "\n" for name, lib in runtimes.items()})
     for name in os.listdir(folder):
