@@ -1,8 +1,22 @@
 """Device kernels for parameter updates and gradient norms.
 
 Every update is one elementwise kernel per parameter: parameter, gradient and state buffers in,
-updated in place; hyper-parameters (including the bias corrections, computed on the host from
-the step count) go in as scalars. Nothing is read back to the host.
+updated in place; hyper-parameters that only change when the user changes them (lr, betas,
+momentum) go in as scalars. Nothing is read back to the host.
+
+# NOTE [ Step counts on the device ]
+# An optimizer keeps its parameters' step counts in one float32 device buffer (float32 as
+# PyTorch's ``state["step"]`` tensor: exact up to 2**24 steps). One tiny ``optim_tick`` launch
+# per ``step()`` adds 1 to the counts of the parameters that have a gradient, and the update
+# kernels read their parameter's count from it (SGD's first momentum step, Adam's bias
+# corrections). A step count passed as a kernel scalar would change on every call, so a graph
+# capture (``netcl.runtime.capture``) could not replay the step. Every kernel also reads a skip
+# flag (an int32 buffer: ``GradScaler``'s found-inf flag, or the optimizer's own zero flag)
+# and does nothing when it is set, so a skipped AMP step needs no host decision either.
+#
+# Adam's bias corrections ``1 - beta**t`` are computed per work item as
+# ``-expm1(t * log1p(-(1 - beta)))`` with ``1 - beta`` rounded on the host from the float64
+# beta: ``1.0f - 0.999f`` would lose four digits to cancellation before the first step.
 
 # NOTE [ float16 parameters ]
 # The kernels never do arithmetic in ``half``: that needs ``cl_khr_fp16``, which many devices
@@ -18,6 +32,7 @@ the step count) go in as scalars. Nothing is read back to the host.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,8 +48,8 @@ from netcl.core.kernels.family import (
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
-__all__ = ["EXTENSIONS", "clip_factor", "optim_family", "program_source", "run_update",
-           "scale_by_factor", "state_dtype", "sum_squares_into"]
+__all__ = ["EXTENSIONS", "clip_factor", "optim_family", "program_source", "run_tick",
+           "run_update", "scale_by_factor", "state_dtype", "sum_squares_into"]
 
 REDUCE_GROUP = 256
 
@@ -51,13 +66,15 @@ def state_dtype(dtype: str) -> str:
 
 
 _UPDATES = {
-    # p, g, buf ; lr, momentum, dampening, weight_decay, nesterov, first
+    # p, g, buf, steps, skip ; n, index ; lr, momentum, dampening, weight_decay, nesterov
     "sgd": """
-__kernel void sgd(__global T* p, __global const T* g, __global S* buf, const int n,
-                  const float lr, const float momentum, const float dampening,
-                  const float wd, const int nesterov, const int first) {
+__kernel void sgd(__global T* p, __global const T* g, __global S* buf,
+                  __global const float* steps, __global const int* skip, const int n,
+                  const int index, const float lr, const float momentum,
+                  const float dampening, const float wd, const int nesterov) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
+  const int first = steps[index] == 1.0f;
   const CT param = LD(p, i);
   CT grad = LD(g, i) + (CT)wd * param;
   if (momentum != 0.0f) {
@@ -68,14 +85,18 @@ __kernel void sgd(__global T* p, __global const T* g, __global S* buf, const int
   ST(p, i, param - (CT)lr * grad);
 }
 """,
-    # p, g, m, v ; lr, b1, b2, eps, wd, bc1, bc2, decoupled
+    # p, g, m, v, steps, skip ; n, index ; lr, b1, b2, eps, wd, 1 - b1, 1 - b2, decoupled
     "adam": """
 __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                   const int n, const float lr, const float b1, const float b2,
-                   const float eps, const float wd, const float bc1, const float bc2,
-                   const int decoupled) {
+                   __global const float* steps, __global const int* skip, const int n,
+                   const int index, const float lr, const float b1, const float b2,
+                   const float eps, const float wd, const float one_minus_b1,
+                   const float one_minus_b2, const int decoupled) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
+  const CT t = (CT)steps[index];
+  const CT bc1 = -expm1(t * log1p(-(CT)one_minus_b1));  // 1 - b1^t, see the NOTE
+  const CT bc2 = -expm1(t * log1p(-(CT)one_minus_b2));
   CT param = LD(p, i);
   CT grad = LD(g, i);
   if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;
@@ -83,17 +104,18 @@ __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S
   const CT vi = (CT)b2 * v[i] + (CT)(1.0f - b2) * grad * grad;
   m[i] = (S)mi;
   v[i] = (S)vi;
-  ST(p, i, param - (CT)lr * (mi / (CT)bc1) / (sqrt(vi / (CT)bc2) + (CT)eps));
+  ST(p, i, param - (CT)lr * (mi / bc1) / (sqrt(vi / bc2) + (CT)eps));
 }
 """,
-    # p, g, sq, buf, gavg ; lr, alpha, eps, wd, momentum, centered
+    # p, g, sq, buf, gavg, steps, skip ; n, index ; lr, alpha, eps, wd, momentum, centered
     "rmsprop": """
 __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
-                      __global S* gavg, const int n, const float lr, const float alpha,
-                      const float eps, const float wd, const float momentum,
-                      const int centered) {
+                      __global S* gavg, __global const float* steps,
+                      __global const int* skip, const int n, const int index,
+                      const float lr, const float alpha, const float eps, const float wd,
+                      const float momentum, const int centered) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
   const CT param = LD(p, i);
   const CT grad = LD(g, i) + (CT)wd * param;
   const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;
@@ -114,6 +136,15 @@ __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __glob
 }
 """,
 }
+
+_TICK = """
+__kernel void optim_tick(__global float* steps, __global const int* index, const int count,
+                         __global const int* skip) {
+  // one work item per parameter with a gradient: its step count goes up by one
+  int i = get_global_id(0);
+  if (i < count && !skip[0]) steps[index[i]] += 1.0f;
+}
+"""
 
 _NORM = """
 __kernel void sum_squares(__global const T* x, const int n, __global float* partial,
@@ -166,9 +197,9 @@ NORM_GROUPS = 64  # work-groups per parameter in sum_squares: partial slots per 
 
 
 def program_source(program: str, dtype: str) -> str:
-    """Program ``program`` (an update kind, ``"norm"`` or ``"clip"``) with its header for
-    ``dtype``: ``T`` (storage), ``CT`` (arithmetic), ``S`` (state), ``LD``/``ST`` (see NOTE
-    [ float16 parameters ]). No header needs ``cl_khr_fp16``; float64 ones enable
+    """Program ``program`` (an update kind, ``"norm"``, ``"clip"`` or ``"tick"``) with its
+    header for ``dtype``: ``T`` (storage), ``CT`` (arithmetic), ``S`` (state), ``LD``/``ST``
+    (see NOTE [ float16 parameters ]). No header needs ``cl_khr_fp16``; float64 ones enable
     ``cl_khr_fp64``.
 
     Examples:
@@ -182,10 +213,12 @@ EXTENSIONS = "cl_khr_fp64"
 """The extensions the golden headers are rendered for: fp64 pragmas for float64, never fp16."""
 
 
+_PROGRAMS = {"norm": (_NORM, ("sum_squares", "scale_by")), "clip": (_CLIP, ("clip_factor",)),
+             "tick": (_TICK, ("optim_tick",))}
+
+
 def _source(program: str, dtype: str) -> KernelSource:
-    text = _UPDATES.get(program) or (_NORM if program == "norm" else _CLIP)
-    kernels = {"norm": ("sum_squares", "scale_by"), "clip": ("clip_factor",)}.get(
-        program, (program,))
+    text, kernels = _PROGRAMS.get(program) or (_UPDATES[program], (program,))
     return KernelSource(f"#define REDUCE_GROUP {REDUCE_GROUP}\n{text}", kernels, dtype,
                         Geometry() if program in _UPDATES else Geometry(local=REDUCE_GROUP),
                         defines=f"#define S {c_type(state_dtype(dtype))}\n")
@@ -196,14 +229,16 @@ def _optim_golden() -> list[tuple[str, tuple[str, str]]]:
     for dtype in FLOAT_DTYPES:
         cases += [(f"update/{kind}-{dtype}", (kind, dtype)) for kind in _UPDATES]
         cases.append((f"norm/sum_squares-{dtype}", ("norm", dtype)))
-    return [*cases, ("clip/clip_factor-float32", ("clip", "float32"))]
+    return [*cases, ("clip/clip_factor-float32", ("clip", "float32")),
+            ("tick/optim_tick-float32", ("tick", "float32"))]
 
 
 @kernel_family("optim.kernels", golden=_optim_golden)
 def optim_family(program: str, dtype: str) -> KernelSource:
     """An update program (``program`` = ``"sgd"``, ``"adam"``, ...; one work item per element),
     the gradient-norm program (``"norm"``: ``sum_squares`` in ``NORM_GROUPS`` work-groups of
-    ``REDUCE_GROUP``, ``scale_by`` per element) or ``"clip"`` (one work-group)."""
+    ``REDUCE_GROUP``, ``scale_by`` per element), ``"clip"`` (one work-group) or ``"tick"``
+    (one work item per parameter: NOTE [ Step counts on the device ])."""
     return _source(program, dtype)
 
 
@@ -211,20 +246,21 @@ def _kernel(context: Any, name: str, program: str, dtype: str) -> Any:
     return optim_family(context, program, dtype).kernels[name]
 
 
-def run_update(kind: str, param: Tensor, *buffers_and_scalars: Any) -> None:
-    """Launch the ``kind`` update kernel over ``param`` (the other arguments follow it)."""
+def run_update(kind: str, param: Tensor, buffers: Sequence[Tensor], steps: Tensor, index: int,
+               skip: Tensor, *scalars: float | bool) -> None:
+    """Launch the ``kind`` update kernel over ``param``: its gradient and state ``buffers``,
+    the ``steps`` counts (``param``'s at ``index``), the ``skip`` flag, then ``scalars``
+    (bools as int, numbers as float: the kernels' hyper-parameters are all ``float``)."""
     built = optim_family(param.context, kind, param.dtype)
-    tensors = [a for a in buffers_and_scalars if isinstance(a, Tensor)]
-    scalars = [_scalar(a) for a in buffers_and_scalars if not isinstance(a, Tensor)]
-    built.launch(param.queue, param.size, param, *tensors, np.int32(param.size), *scalars)
+    values = [np.int32(a) if isinstance(a, bool) else np.float32(a) for a in scalars]
+    built.launch(param.queue, param.size, param, *buffers, steps, skip, np.int32(param.size),
+                 np.int32(index), *values)
 
 
-def _scalar(value: Any) -> Any:
-    if isinstance(value, bool):
-        return np.int32(value)
-    if isinstance(value, int):
-        return np.int32(value)
-    return np.float32(value)
+def run_tick(steps: Tensor, index: Tensor, skip: Tensor) -> None:
+    """``steps[index[i]] += 1`` for every ``i`` unless ``skip[0]`` is set (one launch)."""
+    built = optim_family(steps.context, "tick", "float32")
+    built.launch(steps.queue, index.size, steps, index, np.int32(index.size), skip)
 
 
 def sum_squares_into(x: Tensor, partial: Tensor, slot: int) -> None:

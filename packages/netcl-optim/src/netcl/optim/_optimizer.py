@@ -1,8 +1,11 @@
 """Optimizers: the ``Optimizer`` base with param groups, and SGD, Momentum, Adam, AdamW, RMSProp.
 
 Each update rule follows PyTorch's documented formula. On OpenCL it is one kernel launch per
-parameter (state kept on the device); on the NumPy backend it is a handful of in-place array
-operations. The host never reads a parameter or gradient back.
+parameter plus one per step for the step counts (state and step counts kept on the device: NOTE
+[ Step counts on the device ] in ``_kernels.py``); on the NumPy backend it is a handful of
+in-place array operations. The host never reads a parameter, gradient or step count back, so a
+step can be captured by ``netcl.runtime.capture``; ``step(found_inf=flag)`` makes the whole
+update a no-op on the device when ``flag`` is set (what ``netcl.nn.amp.GradScaler`` passes).
 
 float16 parameters work on every backend and device: their update is computed in float32 and
 rounded to float16 once, and their state is float32 (see NOTE [ float16 parameters ] in
@@ -12,14 +15,16 @@ rounded to float16 once, and their state is float32 (see NOTE [ float16 paramete
 from __future__ import annotations
 
 import abc
+import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from netcl.core.tensor import Tensor, copy_from_host
 
 from ._kernels import run_update, state_dtype
+from ._steps import ParamState, StepCounts, StepRef, check_found_inf
 
 __all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp"]
 
@@ -32,15 +37,23 @@ class Optimizer(abc.ABC):
     Subclasses set ``defaults`` and implement :meth:`_update`. Per-parameter state tensors
     have the parameter's dtype, except for float16 parameters, whose state is float32 (more
     accurate than PyTorch's float16 state; it is also what :meth:`state_dict` holds).
+
+    Step counts live on the device, one float32 per parameter (NOTE [ Step counts on the
+    device ] in ``_kernels.py``): ``state[i]["step"]`` and :meth:`state_dict` read them back
+    (host queries), :meth:`step` never does.
     """
 
     #: names of per-parameter state tensors, in kernel argument order
     state_names: tuple[str, ...] = ()
+    #: :meth:`step` takes a device-side skip flag (``GradScaler`` looks for this)
+    supports_found_inf: ClassVar[bool] = True
 
     def __init__(self, params: ParamsArg, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}
+        self._counts: dict[int, StepCounts] = {}  # by id(queue)
+        self._size = 0  # parameters in all groups
         items = list(params)
         if not items:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -72,6 +85,7 @@ class Optimizer(abc.ABC):
         full = {**self.defaults, **group, "params": params}
         self._check_hyper(full)
         self.param_groups.append(full)
+        self._size += len(params)
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
         name = type(self).__name__
@@ -95,10 +109,19 @@ class Optimizer(abc.ABC):
                 # zeros; set_to_none=True, the default, costs nothing)
                 copy_from_host(p.grad, np.zeros(p.grad.shape))
 
+    def _new_state(self, index: int) -> ParamState:
+        me = weakref.ref(self)
+
+        def read_step() -> int:
+            opt = me()
+            return 0 if opt is None else opt._step_counts().get(index, 0)
+
+        return ParamState(read_step)
+
     def _state_for(self, index: int, p: Tensor) -> dict[str, Any]:
         state = self.state.get(index)
         if state is None:
-            state = {"step": 0}
+            state = self._new_state(index)
             for name in self.state_names:
                 t = Tensor.from_shape(p.queue, p.shape, state_dtype(p.dtype), fill=0)
                 t.persistent = True
@@ -106,37 +129,83 @@ class Optimizer(abc.ABC):
             self.state[index] = state
         return state
 
-    def step(self) -> None:
-        """Apply one update to every parameter that has a gradient."""
+    def _counts_on(self, queue: Any) -> StepCounts:
+        counts = self._counts.get(id(queue))
+        if counts is None or counts.queue is not queue:
+            counts = self._counts[id(queue)] = StepCounts(queue, self._size)
+        elif counts.size < self._size:
+            counts.grow(self._size)
+        return counts
+
+    def step(self, found_inf: Tensor | None = None) -> None:
+        """Apply one update to every parameter that has a gradient.
+
+        Args:
+            found_inf: a one-element int32 flag on the parameters' device: when it is nonzero
+                the whole step is a no-op (parameters, state and step counts unchanged),
+                decided on the device (``GradScaler.step`` passes its found-inf flag).
+
+        Raises:
+            ValueError: a gradient's shape differs from its parameter's, or ``found_inf`` is
+                not one element on the parameters' device.
+            TypeError: a gradient's dtype differs from its parameter's, or ``found_inf`` is
+                not an int32 Tensor.
+        """
+        work: dict[int, list[tuple[int, Tensor, Tensor, dict[str, Any]]]] = {}  # by id(queue)
         index = 0
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
-                    if p.grad.shape != p.shape:
-                        raise ValueError(
-                            f"{type(self).__name__}: gradient shape {p.grad.shape} does not "
-                            f"match parameter shape {p.shape}"
-                        )
-                    if p.grad.dtype != p.dtype:
-                        raise TypeError(
-                            f"{type(self).__name__}: gradient dtype {p.grad.dtype} does not "
-                            f"match parameter dtype {p.dtype}"
-                        )
-                    state = self._state_for(index, p)
-                    state["step"] += 1
-                    self._update(p, p.grad, state, group)
+                g = p.grad
+                if g is not None:
+                    self._check_grad(p, g)
+                    work.setdefault(id(p.queue), []).append((index, p, g, group))
                 index += 1
+        for items in work.values():
+            counts = self._counts_on(items[0][1].queue)
+            skip = counts.never
+            if found_inf is not None:
+                check_found_inf(f"{type(self).__name__}.step", found_inf, counts.queue)
+                skip = found_inf
+            flag: Any = skip.array
+            if flag is not None and flag[0]:  # the NumPy backend decides on the host
+                continue
+            counts.tick(tuple(item[0] for item in items), skip)
+            for i, p, g, group in items:
+                self._update(p, g, self._state_for(i, p), group, StepRef(counts.steps, i, skip))
+
+    def _check_grad(self, p: Tensor, g: Tensor) -> None:
+        if g.shape != p.shape:
+            raise ValueError(f"{type(self).__name__}: gradient shape {g.shape} does not "
+                             f"match parameter shape {p.shape}")
+        if g.dtype != p.dtype:
+            raise TypeError(f"{type(self).__name__}: gradient dtype {g.dtype} does not "
+                            f"match parameter dtype {p.dtype}")
 
     @abc.abstractmethod
-    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
-        """Apply the update rule to one parameter."""
+    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
+                step: StepRef) -> None:
+        """Apply the update rule to one parameter (``step``: its count, already ticked)."""
+
+    def _step_counts(self) -> dict[int, int]:
+        """Every parameter's step count by index (one read per device)."""
+        params = self._params()
+        counts: dict[int, int] = {}
+        for on in self._counts.values():
+            host = on.read()
+            for i, p in enumerate(params):
+                if p.queue is on.queue and i < host.size:
+                    counts[i] = int(host[i])
+        return counts
 
     # -- checkpoints ---------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"state": {index: {name: ndarray | int}}, "param_groups": [...]}`` (host copies)."""
+        """``{"state": {index: {"step": int, name: ndarray}}, "param_groups": [...]}`` (host
+        copies; the step counts are read from the device here)."""
+        steps = self._step_counts()
         state = {
-            i: {k: (v.to_host().copy() if isinstance(v, Tensor) else v) for k, v in s.items()}
+            i: {"step": steps.get(i, 0),
+                **{k: (v.to_host().copy() if isinstance(v, Tensor) else v) for k, v in s.items()}}
             for i, s in self.state.items()
         }
         groups = []
@@ -166,23 +235,29 @@ class Optimizer(abc.ABC):
         params = self._params()
         for i, s in state_dict["state"].items():
             for k, v in s.items():
-                if isinstance(v, np.ndarray) and v.shape != params[int(i)].shape:
+                if k != "step" and isinstance(v, np.ndarray) and v.shape != params[int(i)].shape:
                     raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} has "
                                      f"shape {v.shape}, parameter is {params[int(i)].shape}")
         for mine, theirs in zip(self.param_groups, groups):
             mine.update({k: v for k, v in theirs.items() if k != "params"})
         self.state = {}
+        steps = np.zeros(len(params), np.int64)
         for i, s in state_dict["state"].items():
             p = params[int(i)]
-            restored: dict[str, Any] = {}
+            restored = self._new_state(int(i))
             for k, v in s.items():
-                if isinstance(v, np.ndarray):
+                if k == "step":  # an int, or PyTorch's one-element tensor as an array
+                    steps[int(i)] = int(np.asarray(v).reshape(-1)[0])
+                elif isinstance(v, np.ndarray):
                     t = Tensor.from_host(p.queue, v, dtype=state_dtype(p.dtype))
                     t.persistent = True
                     restored[k] = t
                 else:
-                    restored[k] = int(v) if k == "step" else v
+                    restored[k] = v
             self.state[int(i)] = restored
+        for queue in {id(p.queue): p.queue for p in params}.values():
+            on_queue = np.array([p.queue is queue for p in params])
+            self._counts_on(queue).write(np.where(on_queue, steps, 0))
 
 
 class SGD(Optimizer):
@@ -214,18 +289,20 @@ class SGD(Optimizer):
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov})
 
-    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
+                step: StepRef) -> None:
         lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
-        wd, nesterov, first = group["weight_decay"], group["nesterov"], state["step"] == 1
+        wd, nesterov = group["weight_decay"], group["nesterov"]
         buf = state["momentum_buffer"]
         if p.array is None:
-            run_update("sgd", p, g, buf, lr, mom, damp, wd, nesterov, first)
+            run_update("sgd", p, [g, buf], step.steps, step.index, step.skip,
+                       lr, mom, damp, wd, bool(nesterov))
             return
         param, grad = _compute(p), _compute(g)
         if wd:
             grad = grad + wd * param
         if mom:
-            if first:
+            if step.count() == 1:
                 buf.array[...] = grad
             else:
                 buf.array *= mom
@@ -262,14 +339,16 @@ class Adam(Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
                                   "weight_decay": weight_decay})
 
-    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
+                step: StepRef) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state["step"]
-        bc1, bc2 = 1 - b1**t, 1 - b2**t
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if p.array is None:
-            run_update("adam", p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, self.decoupled)
+        if p.array is None:  # the bias corrections are computed on the device from the count
+            run_update("adam", p, [g, m, v], step.steps, step.index, step.skip,
+                       lr, b1, b2, eps, wd, 1.0 - b1, 1.0 - b2, self.decoupled)
             return
+        t = step.count()
+        bc1, bc2 = 1 - b1**t, 1 - b2**t
         param, grad = _compute(p), _compute(g)
         if self.decoupled:
             param *= 1 - lr * wd
@@ -309,12 +388,14 @@ class RMSProp(Optimizer):
                                   "weight_decay": weight_decay, "momentum": momentum,
                                   "centered": centered})
 
-    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
+                step: StepRef) -> None:
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
         sq, buf, gavg = state["square_avg"], state["momentum_buffer"], state["grad_avg"]
         if p.array is None:
-            run_update("rmsprop", p, g, sq, buf, gavg, lr, alpha, eps, wd, mom, centered)
+            run_update("rmsprop", p, [g, sq, buf, gavg], step.steps, step.index, step.skip,
+                       lr, alpha, eps, wd, mom, bool(centered))
             return
         param, grad = _compute(p), _compute(g)
         if wd:

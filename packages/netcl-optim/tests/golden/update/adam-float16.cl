@@ -23,11 +23,15 @@
 #define REDUCE_GROUP 256
 
 __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                   const int n, const float lr, const float b1, const float b2,
-                   const float eps, const float wd, const float bc1, const float bc2,
-                   const int decoupled) {
+                   __global const float* steps, __global const int* skip, const int n,
+                   const int index, const float lr, const float b1, const float b2,
+                   const float eps, const float wd, const float one_minus_b1,
+                   const float one_minus_b2, const int decoupled) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
+  const CT t = (CT)steps[index];
+  const CT bc1 = -expm1(t * log1p(-(CT)one_minus_b1));  // 1 - b1^t, see the NOTE
+  const CT bc2 = -expm1(t * log1p(-(CT)one_minus_b2));
   CT param = LD(p, i);
   CT grad = LD(g, i);
   if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;
@@ -35,5 +39,5 @@ __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S
   const CT vi = (CT)b2 * v[i] + (CT)(1.0f - b2) * grad * grad;
   m[i] = (S)mi;
   v[i] = (S)vi;
-  ST(p, i, param - (CT)lr * (mi / (CT)bc1) / (sqrt(vi / (CT)bc2) + (CT)eps));
+  ST(p, i, param - (CT)lr * (mi / bc1) / (sqrt(vi / bc2) + (CT)eps));
 }

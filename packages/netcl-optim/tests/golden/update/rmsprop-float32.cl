@@ -23,11 +23,12 @@
 #define REDUCE_GROUP 256
 
 __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
-                      __global S* gavg, const int n, const float lr, const float alpha,
-                      const float eps, const float wd, const float momentum,
-                      const int centered) {
+                      __global S* gavg, __global const float* steps,
+                      __global const int* skip, const int n, const int index,
+                      const float lr, const float alpha, const float eps, const float wd,
+                      const float momentum, const int centered) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
   const CT param = LD(p, i);
   const CT grad = LD(g, i) + (CT)wd * param;
   const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;

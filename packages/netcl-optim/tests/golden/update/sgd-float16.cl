@@ -22,11 +22,13 @@
 #define ST(p, i, v) vstore_half((v), (i), (p))
 #define REDUCE_GROUP 256
 
-__kernel void sgd(__global T* p, __global const T* g, __global S* buf, const int n,
-                  const float lr, const float momentum, const float dampening,
-                  const float wd, const int nesterov, const int first) {
+__kernel void sgd(__global T* p, __global const T* g, __global S* buf,
+                  __global const float* steps, __global const int* skip, const int n,
+                  const int index, const float lr, const float momentum,
+                  const float dampening, const float wd, const int nesterov) {
   int i = get_global_id(0);
-  if (i >= n) return;
+  if (i >= n || skip[0]) return;
+  const int first = steps[index] == 1.0f;
   const CT param = LD(p, i);
   CT grad = LD(g, i) + (CT)wd * param;
   if (momentum != 0.0f) {
