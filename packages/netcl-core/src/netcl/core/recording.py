@@ -37,8 +37,8 @@ import numpy as np
 
 from ._cl import cl
 
-__all__ = ["Recorder", "RecorderState", "check_flag", "is_buffer", "pyopencl", "recording",
-           "state"]
+__all__ = ["Recorder", "RecorderState", "RandomStream", "check_flag", "drawing", "is_buffer",
+           "pyopencl", "recording", "state"]
 
 
 class Recorder(Protocol):
@@ -56,6 +56,10 @@ class Recorder(Protocol):
       a graph capture raises here (a replay could not repeat the read).
     - ``check``: a device-side check (:func:`check_flag`): ``fail`` is to be called once the
       int32 at the start of ``buffer`` is read back nonzero.
+
+    A recorder may also define ``random_stream(stream)`` (optional: :func:`drawing` looks it
+    up): a :class:`RandomStream` is about to draw or be reseeded (NOTE [ Random streams under
+    a recorder ]).
     """
 
     def launch(self, queue: Any, kernel: Any, global_size: Sequence[int],
@@ -101,6 +105,32 @@ def recording(recorder: _R) -> Iterator[_R]:
         yield recorder
     finally:
         state.recorder = previous
+
+
+class RandomStream(Protocol):
+    """A random generator as a recorder sees it (``netcl.ops.Generator``): the Philox stream
+    ``seed`` and ``offset``, the stream position of its next draw."""
+
+    seed: int
+    offset: int
+
+
+# NOTE [ Random streams under a recorder ]
+# A random op passes its generator's (seed, offset) to its kernel as scalars, and the generator
+# advances on the host with every draw, so a replay that repeated the traced scalars would draw
+# the same numbers every step. The generator calls drawing(self) before each draw or reseed;
+# a graph capture uses it to learn which generators a step reads and their state before the
+# step, and then makes their seed and offset graph parameters (netcl.runtime._streams).
+
+def drawing(stream: RandomStream) -> None:
+    """Tell the active recorder, if it wants to know, that ``stream`` is about to draw or be
+    reseeded (NOTE [ Random streams under a recorder ]); without a recorder this costs one
+    attribute read."""
+    recorder = state.recorder
+    if recorder is not None:
+        hook = getattr(recorder, "random_stream", None)
+        if hook is not None:
+            hook(stream)
 
 
 def pyopencl() -> Any:

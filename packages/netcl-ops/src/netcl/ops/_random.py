@@ -34,6 +34,7 @@ import numpy as np
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.kernels.header import literal_macro
+from netcl.core.recording import drawing
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty
@@ -281,7 +282,10 @@ def _launch(name: str, out: Tensor, seed: int, offset: int, extra: tuple[Any, ..
     head = [device_buffer(out)]
     if mask is not None and x is not None:
         head += [device_buffer(mask), device_buffer(x), idx(x.offset)]
-    blocks = (offset + n - 1) // 4 - offset // 4 + 1
+    # one block more than n words need from an aligned offset: the launch size must not depend
+    # on the offset, which a captured step's replays change (NOTE [ Random streams under a
+    # recorder ] in netcl.core.recording); the extra work item returns at once
+    blocks = -(-n // 4) + 1
     launch_items(q, kernel, blocks, *head, idx(n), np.uint64(offset),
                  np.uint32(seed & _MASK), np.uint32(seed >> 32), *extra)
 
@@ -456,12 +460,19 @@ class Generator:
             TypeError, ValueError: ``seed`` is not an int in ``[0, 2**64)``.
         """
         seed, _ = _seed("manual_seed", seed, 0)
+        drawing(self)
         with self._lock:
             self.seed, self.offset = seed, 0
         return self
 
     def take(self, n: int) -> int:
-        """Reserve ``n`` words: returns the offset to draw them at and advances past them."""
+        """Reserve ``n`` words: returns the offset to draw them at and advances past them.
+
+        A graph capture that traces the draw learns of it (:func:`netcl.core.recording.drawing`)
+        and makes this generator's seed and offset parameters of the graph, so each replay
+        draws the words eager execution would have drawn and advances the offset as it would.
+        """
+        drawing(self)
         with self._lock:
             start = self.offset
             self.offset += -(-int(n) // 4) * 4

@@ -10,7 +10,9 @@
 # call's work. Tracing without running is what CUDA graph capture does; tracing twice is how a
 # scalar that changes from call to call (Adam's bias correction, a Python step counter) is found
 # instead of being baked in, and how each parameter's slots are found without guessing by value.
-# Python state the step changes advances once per trace (two extra times at capture).
+# Python state the step changes advances once per trace (two extra times at capture), except
+# random generators: every trace leaves them as it found them, and each replay advances them as
+# eager execution would (NOTE [ Random streams in a graph ] in ._streams).
 
 Examples:
     >>> import warnings
@@ -29,7 +31,7 @@ Examples:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,7 @@ from netcl.core.recording import pyopencl, recording
 
 from ._compare import bind_parameters
 from ._graph import Graph
+from ._streams import State, StreamParams, bind_streams, probe_state, set_state, state_of
 from ._trace import Trace
 from .errors import (
     CaptureUnsupportedError,
@@ -152,6 +155,7 @@ class CapturedStep:
         self._leaves: list[Any] = []  # captured leaves: own input tensors and constants
         self._outputs: Any = None
         self._pending: list[Any] = []  # events of the last call's input copies
+        self._streams: list[StreamParams] = []  # the random generators the step draws from
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", "step")
 
@@ -161,9 +165,7 @@ class CapturedStep:
         if self.mode == "graph" and graph is not None:
             graph.check(block=False)  # checks read back so far, before the inputs change
             self._feed(args, kwargs)
-            for name, param in self.params.items():
-                graph.set_param(name, param.get())
-            graph.replay()
+            self._replay(graph)
             return self._outputs
         if self.mode == "eager" or self.calls <= self.warmup:
             return self.fn(*args, **kwargs)
@@ -213,11 +215,16 @@ class CapturedStep:
         values = {name: param.get() for name, param in self.params.items()}
         probes = {name: _probe(value) for name, value in values.items()}
         for attempt in range(1, TRACE_PAIRS + 1):
-            first = self._trace(own_args, own_kwargs, values)[0]
+            first, _, first_ends = self._trace(own_args, own_kwargs, values)
             first.close()  # its buffers may serve the second trace: only its tokens are compared
-            second, outputs = self._trace(own_args, own_kwargs, probes)
+            second, outputs, second_ends = self._trace(own_args, own_kwargs, probes,
+                                                       first.streams)
             try:
-                slots = bind_parameters(first, second, values, probes)
+                streams, rng_values, rng_probes = bind_streams(
+                    first.streams, first_ends, second.streams, second_ends, list(values))
+                slots = bind_parameters(first, second, {**values, **rng_values},
+                                        {**probes, **rng_probes},
+                                        affine=[item.names[2] for item in streams])
                 break
             except UnstableStepError:
                 second.close()
@@ -225,29 +232,54 @@ class CapturedStep:
                     raise
         if second.queue is None:
             second.queue = self.inputs[0].queue if self.inputs else get_active_device().queue
-        self.graph = Graph(second, slots, values)
+        self.graph = Graph(second, slots, {**values, **rng_values})
         second.close()
+        self._streams = streams
         self._outputs = outputs
         self.mode = "graph"
         self._feed(args, kwargs)
-        self.graph.replay()
+        self._replay(self.graph)
         return outputs
 
-    def _trace(self, args: Any, kwargs: Any, values: Mapping[str, Any]) -> tuple[Trace, Any]:
-        """Trace one call with the parameters at ``values`` (set back afterwards)."""
+    def _trace(self, args: Any, kwargs: Any, values: Mapping[str, Any],
+               probe: Sequence[tuple[Any, int, int]] = ()) -> tuple[Trace, Any, list[State]]:
+        """Trace one call with the parameters at ``values`` and the generators in ``probe``
+        (a trace's ``streams``) at their probe states; returns the trace, the outputs and the
+        states the traced call left its generators in. Every parameter and generator is set
+        back afterwards."""
         saved = {name: param.get() for name, param in self.params.items()}
         for name, param in self.params.items():
             param.set(values[name])
+        saved_streams = [(stream, state_of(stream)) for stream, _, _ in probe]
+        for i, (stream, seed, offset) in enumerate(probe):
+            set_state(stream, probe_state(i, seed, offset))
         trace = Trace()
         try:
             with recording(trace):
                 outputs = self.fn(*args, **kwargs)
+            ends = [state_of(stream) for stream, _, _ in trace.streams]
         finally:
             for name, param in self.params.items():
                 param.set(saved[name])
-        return trace, outputs
+            for stream, seed, offset in trace.streams:
+                set_state(stream, (seed, offset))
+            for stream, state in saved_streams:
+                set_state(stream, state)
+        return trace, outputs, ends
 
     # -- replay --------------------------------------------------------------------------------
+
+    def _replay(self, graph: Graph) -> None:
+        """Set the parameters and the generators' states into ``graph``, replay it, and advance
+        the generators as the step would have (NOTE [ Random streams in a graph ])."""
+        for name, param in self.params.items():
+            graph.set_param(name, param.get())
+        for item in self._streams:
+            for name, value in item.values(state_of(item.stream)).items():
+                graph.set_param(name, value)
+        graph.replay()
+        for item in self._streams:
+            item.after_replay()
 
     def _feed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         leaves: list[Any] = []
@@ -324,6 +356,7 @@ class CapturedStep:
         self._outputs = None
         self.inputs = ()
         self._leaves = []
+        self._streams = []
 
 
 def _same_constant(given: Any, captured: Any) -> bool:

@@ -5,13 +5,16 @@ first time with every graph parameter at its value, the second with each paramet
 value. Everything a replay repeats must be the same in both -- kernels, launch sizes, buffers
 (by token: see :mod:`._trace`), fills, uploaded data -- except scalar arguments that follow a
 parameter exactly (its value in the first trace, its probe in the second): those become the
-parameter's slots. Any other difference raises :class:`UnstableStepError` naming the command,
-the kernel, the argument and both values.
+parameter's slots. An *affine* parameter (a random generator's offset: NOTE [ Random streams in
+a graph ] in :mod:`._streams`) also takes integer scalars that are its value plus the same
+``k >= 0`` in both traces; a replay sets such a slot to the parameter's value plus ``k``. Any
+other difference raises :class:`UnstableStepError` naming the command, the kernel, the argument
+and both values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -21,7 +24,9 @@ from .errors import UnstableStepError
 
 __all__ = ["Slot", "bind_parameters"]
 
-Slot = tuple[int, int, np.dtype[Any]]  # (command index, argument index, the argument's dtype)
+# (command index, argument index, the argument's dtype, the addend k of an affine parameter: the
+# slot's value is the parameter's plus k; 0 for every other parameter)
+Slot = tuple[int, int, np.dtype[Any], int]
 
 
 def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
@@ -49,10 +54,12 @@ def _buffer_problem(where: str, what: str, a: Any, b: Any) -> UnstableStepError:
 
 
 def bind_parameters(first: Trace, second: Trace, values: Mapping[str, Any],
-                    probes: Mapping[str, Any]) -> dict[str, list[Slot]]:
+                    probes: Mapping[str, Any], affine: Collection[str] = ()
+                    ) -> dict[str, list[Slot]]:
     """Check that ``second`` repeats ``first`` and return each parameter's scalar slots.
 
-    ``values`` are the parameters' values during ``first``, ``probes`` during ``second``.
+    ``values`` are the parameters' values during ``first``, ``probes`` during ``second``;
+    the parameters named in ``affine`` also bind integer scalars at their value plus ``k >= 0``.
 
     Raises:
         UnstableStepError: the traces differ other than through the parameters.
@@ -71,7 +78,7 @@ def bind_parameters(first: Trace, second: Trace, values: Mapping[str, Any],
             raise UnstableStepError(f"capture: {where} is a {type(b).__name__} on the next call; "
                                     "the step does different work from call to call")
         if isinstance(a, Launch):
-            _compare_launch(i, a, cast(Launch, b), values, probes, slots)
+            _compare_launch(i, a, cast(Launch, b), values, probes, affine, slots)
         elif isinstance(a, Fill):
             b = cast(Fill, b)  # same type as a (checked above)
             if a.token != b.token:
@@ -97,7 +104,8 @@ def bind_parameters(first: Trace, second: Trace, values: Mapping[str, Any],
 
 
 def _compare_launch(i: int, a: Launch, b: Launch, values: Mapping[str, Any],
-                    probes: Mapping[str, Any], slots: dict[str, list[Slot]]) -> None:
+                    probes: Mapping[str, Any], affine: Collection[str],
+                    slots: dict[str, list[Slot]]) -> None:
     where = _where(i, a)
     if a.kernel is not b.kernel or len(a.args) != len(b.args):
         raise UnstableStepError(f"capture: {where} launches kernel {b.name} on the next call; "
@@ -116,19 +124,34 @@ def _compare_launch(i: int, a: Launch, b: Launch, values: Mapping[str, Any],
         if kind_a == "other" and va != vb:
             raise UnstableStepError(f"capture: {where}, argument {j} changes ({va!r} -> {vb!r})")
         if kind_a == "scalar" and not _same(va, vb):
-            name = _parameter_of(va, vb, values, probes)
-            if name is None:
+            found = _parameters_of(va, vb, values, probes, affine)
+            if len(found) != 1:
+                follows = ("follows no graph parameter" if not found else
+                           f"follows several graph parameters alike ({sorted(found)})")
                 raise UnstableStepError(
                     f"capture: {where}, scalar argument {j} is {va.item()!r} on one call and "
-                    f"{vb.item()!r} on the next, and follows no graph parameter; a replay would "
-                    "repeat a stale value. Make the value a parameter (capture(..., params=...)),"
-                    " or keep it on the device (a step counter, an RNG offset)"
+                    f"{vb.item()!r} on the next, and {follows}; a replay would repeat a stale "
+                    "value. Make the value a parameter (capture(..., params=...)), or keep it "
+                    "on the device (a step counter). Random generators (netcl.ops.Generator) "
+                    "are followed by themselves; derive no other scalar from their offset"
                 )
-            slots[name].append((i, j, va.dtype))
+            name, addend = next(iter(found.items()))
+            slots[name].append((i, j, va.dtype, addend))
 
 
-def _parameter_of(va: np.ndarray[Any, Any], vb: np.ndarray[Any, Any],
-                  values: Mapping[str, Any], probes: Mapping[str, Any]) -> str | None:
-    found = [name for name in values
-             if _same(_as(va.dtype, values[name]), va) and _same(_as(vb.dtype, probes[name]), vb)]
-    return found[0] if len(found) == 1 else None
+def _parameters_of(va: np.ndarray[Any, Any], vb: np.ndarray[Any, Any],
+                   values: Mapping[str, Any], probes: Mapping[str, Any],
+                   affine: Collection[str]) -> dict[str, int]:
+    """The parameters the scalar (``va`` in the first trace, ``vb`` in the second) follows,
+    each with its addend."""
+    found: dict[str, int] = {}
+    integral = va.ndim == 0 and va.dtype.kind in "iu"
+    for name in values:
+        if name in affine:
+            if integral:
+                addend = int(va.item()) - int(values[name])
+                if addend >= 0 and addend == int(vb.item()) - int(probes[name]):
+                    found[name] = addend
+        elif _same(_as(va.dtype, values[name]), va) and _same(_as(vb.dtype, probes[name]), vb):
+            found[name] = 0
+    return found

@@ -38,7 +38,9 @@ class Graph:
 
     Built by :func:`netcl.runtime.capture`; ``replay()`` enqueues the step's work again (it
     returns at once; read the outputs to wait). ``params`` maps each graph parameter to the
-    scalar slots it sets; :meth:`set_param` changes one for the following replays.
+    scalar slots it sets (a slot of a random generator's offset is the value plus a constant:
+    NOTE [ Random streams in a graph ] in :mod:`._streams`); :meth:`set_param` changes one for
+    the following replays.
 
     Attributes:
         queue: the command queue the step ran on.
@@ -81,7 +83,7 @@ class Graph:
         self._steps = steps
         self.launches = len(self._kernels)
         self.commands = len(steps)
-        self._slots = {name: [(by_command[i], j, dtype) for i, j, dtype in found]
+        self._slots = {name: [(by_command[i], j, dtype, addend) for i, j, dtype, addend in found]
                        for name, found in slots.items()}
         self._values: dict[str, Any] = {}
         for name, value in values.items():  # the trace ran with probe values
@@ -112,8 +114,8 @@ class Graph:
                            f"{sorted(self._slots)}")
         if self._values.get(name) == value:
             return
-        for kernel, j, dtype in self._slots[name]:
-            kernel.set_arg(j, np.asarray(value).astype(dtype)[()])
+        for kernel, j, dtype, addend in self._slots[name]:
+            kernel.set_arg(j, np.asarray(value + addend if addend else value).astype(dtype)[()])
         self._values[name] = value
 
     def replay(self) -> None:

@@ -4,7 +4,8 @@
 launch sizes, arguments), buffer fills, host uploads and zero-copy constants, and the buffers the
 pools lease meanwhile, without putting anything on a queue: the capture traces a step, then
 replays the graph built from the trace (NOTE [ Tracing without running ] in :mod:`._capture`).
-A host read raises :class:`HostReadError` at once.
+A host read raises :class:`HostReadError` at once; a random generator about to draw is noted
+with its state (:mod:`._streams`).
 
 # NOTE [ Tensors live through the trace ]
 # Every tensor made while a step is traced stays alive until the trace is closed. Host code may
@@ -108,6 +109,10 @@ class Trace:
     # the trace ])
     _alive: list[Any] = field(default_factory=list)
     _leases: int = 0
+    # the random generators the step drew from (or reseeded), in the order it first did, each
+    # with its (seed, offset) before that (NOTE [ Random streams in a graph ] in ._streams)
+    streams: list[tuple[Any, int, int]] = field(default_factory=list)
+    _stream_ids: set[int] = field(default_factory=set)
 
     # -- naming buffers --------------------------------------------------------------------
 
@@ -184,6 +189,12 @@ class Trace:
         """Record a device-side check at this point of the step (nothing runs)."""
         self._check_queue(queue)
         self.commands.append(Check(self.token(buffer), fail))
+
+    def random_stream(self, stream: Any) -> None:
+        """Note a generator about to draw or be reseeded, with its state the first time."""
+        if id(stream) not in self._stream_ids:
+            self._stream_ids.add(id(stream))
+            self.streams.append((stream, int(stream.seed), int(stream.offset)))
 
     def created(self, tensor: Any) -> None:
         """Keep ``tensor`` alive until :meth:`close`."""
