@@ -27,6 +27,7 @@ from ._checkpoint import (
     save_training_checkpoint,
 )
 from ._divergence import CHECK_EVERY, DivergenceError
+from ._step import ScalarTally, TrainStep, hits
 
 __all__ = ["EpochMetrics", "Trainer"]
 
@@ -69,6 +70,11 @@ class Trainer:
             inf/NaN flag that decides whether the optimizer steps).
         on_epoch_end: called with each epoch's :class:`EpochMetrics` as soon as the epoch
             (and its checkpoint, when one is due) is done, e.g. to print a line per epoch.
+        capture: on an OpenCL device, capture the training step (forward, backward, optimizer
+            and scaler) with :func:`netcl.runtime.capture` after its first call and replay it
+            for every batch of that shape (NOTE [ The captured training step ] in
+            :mod:`._step`); the results equal eager training bitwise. ``False`` runs every
+            step eagerly. A step that cannot be captured warns once and runs eagerly.
 
     Raises:
         ValueError: ``epochs < 1``, or ``resume`` without a ``checkpoint_dir``.
@@ -114,6 +120,7 @@ class Trainer:
         progress: bool = True,
         amp: bool = False,
         on_epoch_end: EpochCallback | None = None,
+        capture: bool = True,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
@@ -129,6 +136,7 @@ class Trainer:
         self.scaler = GradScaler(enabled=amp)  # disabled: every call passes straight through
         self.history: list[EpochMetrics] = []
         self.start_epoch = 0
+        self.step = TrainStep(self._train_step, optimizer, self.scaler, capture=capture)
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             self._resume(self.checkpoint_path)
 
@@ -184,6 +192,18 @@ class Trainer:
             logits = ag.ops.cast(logits, "float32")
         return logits, self.loss_fn(logits, yt)
 
+    def _train_step(self, xt: Tensor, yt: Tensor) -> tuple[Tensor, Tensor]:
+        """One complete training step (what :class:`TrainStep` captures): returns the loss
+        and the batch's hit count as device scalars."""
+        with ag.Tape() as tape:
+            logits, loss = self._forward(xt, yt)
+            scaled = self.scaler.scale(loss)
+        tape.backward(scaled)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+        return loss, hits(logits, yt)
+
     def train_epoch(self, epoch: int) -> tuple[float, float]:
         """One pass over ``train_loader``; returns (mean loss, accuracy).
 
@@ -197,38 +217,33 @@ class Trainer:
         with self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}") as bar:
             for x, y in bar:
                 xt, yt = self._to_device(x, y)
-                with ag.Tape() as tape:
-                    logits, loss = self._forward(xt, yt)
-                    scaled = self.scaler.scale(loss)
-                tape.backward(scaled)
                 scale = self.scaler.get_scale()
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                self.optimizer.zero_grad()
+                loss, hit = self.step(xt, yt)
                 # the scale only shrinks after a step the scaler skipped (inf/NaN gradients)
-                tally.add(loss, _hits(logits, yt), len(y), self.scaler.get_scale() < scale)
-                if len(tally.pending) >= CHECK_EVERY:  # read back in groups, not per step
+                tally.add(loss, hit, len(y), self.scaler.get_scale() < scale)
+                if tally.pending >= CHECK_EVERY:  # read back in groups, not per step
                     tally.drain()
                     if hasattr(bar, "set_postfix"):
                         bar.set_postfix(acc=f"{tally.accuracy:.3f}")
         tally.drain()
+        self.step.sync()
         return tally.mean_loss, tally.accuracy
 
     def evaluate(self, loader: Any) -> tuple[float, float]:
         """Mean loss and accuracy over ``loader`` in eval mode, without recording."""
         self.model.eval()
         losses: list[Tensor] = []
-        hits: list[Tensor] = []
+        hit: list[Tensor] = []
         seen = 0
         with ag.no_grad():
             for x, y in loader:
                 xt, yt = self._to_device(x, y)
                 logits, loss = self._forward(xt, yt)
                 losses.append(loss)
-                hits.append(_hits(logits, yt))
+                hit.append(hits(logits, yt))
                 seen += len(y)
         total_loss = float(_read_back(losses).sum())
-        correct = int(_read_back(hits).sum())
+        correct = int(_read_back(hit).sum())
         self.model.train()
         return total_loss / max(len(losses), 1), correct / max(seen, 1)
 
@@ -265,12 +280,6 @@ class Trainer:
         return self.history
 
 
-def _hits(logits: Tensor, labels: Tensor) -> Tensor:
-    """How many rows' argmax equals the label, as a device scalar (no host read)."""
-    same = ops.eq(ops.argmax(logits, axis=1), labels)
-    return ops.sum(ops.cast(same, "int32"))
-
-
 def _read_back(scalars: list[Tensor]) -> np.ndarray[Any, Any]:
     """Device scalars as one host array, in one transfer."""
     if not scalars:
@@ -279,17 +288,26 @@ def _read_back(scalars: list[Tensor]) -> np.ndarray[Any, Any]:
 
 
 class _Tally:
-    """One epoch's losses and hits, queued on the device and read back by :meth:`drain`,
-    which also checks the losses (NOTE [ Checking the loss without a sync per step ])."""
+    """One epoch's losses and hits, copied into device vectors (:class:`ScalarTally`) and read
+    back by :meth:`drain`, which also checks the losses (NOTE [ Checking the loss without a
+    sync per step ])."""
 
     def __init__(self, trainer: Trainer, epoch: int) -> None:
         self.trainer, self.epoch = trainer, epoch
-        self.pending: list[tuple[Tensor, Tensor, bool]] = []  # (loss, hits, step skipped)
+        self.scalars = ScalarTally(CHECK_EVERY)  # (loss, hits) of the steps not drained yet
+        self.skipped: list[bool] = []  # whether the GradScaler skipped each of those steps
         self.step = 0  # steps drained so far
         self.loss_sum, self.counted, self.correct, self.seen = 0.0, 0, 0, 0
 
+    @property
+    def pending(self) -> int:
+        """Steps added since the last :meth:`drain`."""
+        return len(self.skipped)
+
     def add(self, loss: Tensor, hits: Tensor, rows: int, skipped: bool) -> None:
-        self.pending.append((loss, hits, skipped))
+        """Queue a step's loss and hit count (copied now: a replay overwrites them)."""
+        self.scalars.put(loss, hits)
+        self.skipped.append(skipped)
         self.seen += rows
 
     @property
@@ -304,11 +322,11 @@ class _Tally:
         """Read the queued losses and hits back; raise on a loss that diverged."""
         if not self.pending:
             return
-        losses = _read_back([p[0] for p in self.pending]).astype(np.float64)
-        self.correct += int(_read_back([p[1] for p in self.pending]).sum())
-        skipped = [p[2] for p in self.pending]
-        first_step, self.step = self.step, self.step + len(self.pending)
-        self.pending.clear()
+        loss_column, hit_column = self.scalars.read()
+        losses = loss_column.astype(np.float64)
+        self.correct += int(hit_column.sum())
+        skipped, self.skipped = self.skipped, []
+        first_step, self.step = self.step, self.step + len(skipped)
         finite = np.isfinite(losses)
         for i in np.flatnonzero(~finite):
             if not skipped[i] or not finite.any():
