@@ -125,6 +125,12 @@ def bind_streams(first: Sequence[tuple[Any, int, int]], first_ends: Sequence[Sta
                     "a replay would repeat the first call's draws"
                 )
             continue
+        if (start2[0], start2[1]) != probe_state(i, start1[0], start1[1]):
+            raise UnstableStepError(
+                f"capture: random generator {name} ({stream!r}) had its seed or offset set inside "
+                "the step before it drew (other than by manual_seed); a replay cannot follow "
+                "that. Set it outside the step, or reseed it with manual_seed"
+            )
         item = _bind(stream, name, (start1[0], start1[1]), end1, (start2[0], start2[1]), end2)
         clash = [param for param in item.names if param in taken]
         if clash:
