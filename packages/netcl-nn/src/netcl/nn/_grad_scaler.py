@@ -7,12 +7,17 @@
 # gradient to inf: that step is skipped and the scale halved; after ``growth_interval`` clean
 # steps in a row it doubles again (PyTorch's ``torch.amp.GradScaler`` semantics).
 #
-# NOTE [ One flag, one read ]
-# ``unscale_`` runs one kernel per gradient that multiplies it by 1/scale in place and sets a
-# shared int flag when any result is not finite; no gradient comes back to the host. ``step``
-# reads that flag once (4 bytes) to decide whether to call ``optimizer.step()``: the decision
-# has to be on the host, since the optimizers' update kernels take no skip flag. The scale
-# itself stays a host float, so ``update`` costs no device work at all.
+# NOTE [ Nothing read back ]
+# The scale (float32) and the growth tracker (int32) live on the device, next to the gradients.
+# ``scale(loss)`` multiplies by the scale tensor; ``unscale_`` runs one kernel per gradient that
+# multiplies it by 1/scale in place and sets the optimizer's int32 found-inf flag when a result
+# is not finite; ``step`` hands that flag to ``optimizer.step(found_inf=flag)``, whose kernels
+# do nothing when it is set; ``update`` is one kernel that backs the scale off or grows it and
+# writes ``found_inf`` (did this iteration skip). No step needs a host read, so an AMP training
+# step can be captured by ``netcl.runtime.capture``. An optimizer without ``supports_found_inf``
+# (one that is not a ``netcl.optim.Optimizer``) still gets the old host decision: ``step`` reads
+# its flag (4 bytes) and calls ``optimizer.step()`` only when it is clear. ``get_scale`` and
+# ``state_dict`` read the device: host queries, for outside the step.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -28,23 +33,53 @@ from netcl.autograd import ops as _ag
 from netcl.core.dtypes import c_type
 from netcl.core.kernels.cache import get_kernel
 from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, copy_from_host, reshape
 
 __all__ = ["GradScaler"]
 
 _TUNER = WorkGroupTuner()
 
 _SRC = """
-__kernel void amp_unscale(__global T* g, const int n, const float inv_scale,
+__kernel void amp_unscale(__global T* g, const int n, __global const float* scale,
                           __global int* found_inf) {
   int i = get_global_id(0);
   if (i >= n) return;
-  T v = g[i] * (T)inv_scale;
+  T v = g[i] * (T)(1.0f / scale[0]);
   if (!isfinite(v)) found_inf[0] = 1;  // every writer stores the same value: no atomics
   g[i] = v;
 }
 
 __kernel void amp_clear_flag(__global int* found_inf) { found_inf[0] = 0; }
+
+// out = flag, or out | flag (accumulate): the found-inf flags of several optimizers in one
+__kernel void amp_found(__global int* out, __global const int* flag, const int accumulate) {
+  out[0] = (accumulate && out[0]) || flag[0];
+}
+
+// PyTorch's _amp_update_scale_: back off on inf/NaN, grow after `interval` clean steps
+__kernel void amp_update(__global float* scale, __global int* tracker, __global int* out,
+                         __global const int* flag, const int accumulate, const float growth,
+                         const float backoff, const int interval) {
+  const int found = (accumulate && out[0]) || flag[0];
+  out[0] = found;
+  if (found) {
+    scale[0] *= backoff;
+    tracker[0] = 0;
+    return;
+  }
+  const int clean = tracker[0] + 1;
+  if (clean >= interval) {
+    const float grown = scale[0] * growth;
+    if (isfinite(grown)) scale[0] = grown;
+    tracker[0] = 0;
+  } else {
+    tracker[0] = clean;
+  }
+}
+
+__kernel void amp_set_scale(__global float* scale, __global const float* value) {
+  scale[0] = value[0];
+}
 """
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
@@ -59,6 +94,20 @@ class _Optimizer(Protocol):
     def step(self) -> Any: ...
 
 
+class _Device:
+    """The scaler's tensors on one device: ``scale`` (float32, shape ``()``), ``tracker``
+    (int32 (1,): clean steps in a row) and ``found_inf`` (int32 (1,): the last update's
+    iteration skipped a step)."""
+
+    def __init__(self, queue: Any, scale: float, tracker: int) -> None:
+        self.queue = queue
+        self.flat = _persistent(Tensor.from_shape(queue, (1,), "float32", fill=scale))
+        self.scale = reshape(self.flat, ())  # what the loss is multiplied by
+        self.tracker = _persistent(Tensor.from_shape(queue, (1,), "int32", fill=tracker))
+        self.found_inf = _persistent(Tensor.from_shape(queue, (1,), "int32", fill=0))
+        self.clean = _persistent(Tensor.from_shape(queue, (1,), "int32", fill=0))  # stays 0
+
+
 class _PerOptimizer:
     """Where one optimizer is in the current iteration, and its device flag (kept across
     iterations: cleared, not reallocated)."""
@@ -66,7 +115,7 @@ class _PerOptimizer:
     def __init__(self) -> None:
         self.stage = _READY
         self.flag: Tensor | None = None  # int32 (1,): 1 when some unscaled gradient is inf/NaN
-        self.found_inf: bool | None = None  # this iteration's answer, once known
+        self.checked = False  # this iteration unscaled gradients into ``flag``
 
 
 def _kernel(context: Any, name: str, dtype: str) -> Any:
@@ -123,11 +172,13 @@ class GradScaler:
         _check_config(float(init_scale), float(growth_factor), float(backoff_factor),
                       growth_interval)
         self._enabled = bool(enabled)
+        # the scale and tracker until the first call puts them on a device (then: _device)
         self._scale = float(init_scale)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
         self._growth_tracker = 0
+        self._device: _Device | None = None
         self._per_optimizer: weakref.WeakKeyDictionary[Any, _PerOptimizer] = (
             weakref.WeakKeyDictionary())
 
@@ -138,16 +189,35 @@ class GradScaler:
         return self._enabled
 
     def get_scale(self) -> float:
-        """The current scale (1.0 when disabled)."""
-        return self._scale if self._enabled else 1.0
+        """The current scale (1.0 when disabled); reads it from the device (a host query,
+        for outside a captured step)."""
+        if not self._enabled:
+            return 1.0
+        if self._device is None:
+            return self._scale
+        return float(self._device.scale.to_host())
+
+    @property
+    def scale_tensor(self) -> Tensor | None:
+        """The scale on the device (float32, shape ``()``), ``None`` before the first call."""
+        return None if self._device is None else self._device.scale
+
+    @property
+    def found_inf(self) -> Tensor | None:
+        """A one-element int32 device tensor: 1 when the iteration that the last
+        :meth:`update` ended skipped its step (inf/NaN gradients), else 0; ``None`` before the
+        scaler touched a device or when disabled. The same tensor every iteration (add it
+        into a device counter, or read it, before the next ``update``)."""
+        return None if self._device is None or not self._enabled else self._device.found_inf
 
     def scale(self, loss: Tensor) -> Tensor:
         """``loss * scale``, recorded on the active tape: call it inside the ``with Tape()``
         block and run ``tape.backward`` on the result. A float16 loss is cast to float32 first
-        (``65536 * loss`` overflows float16).
+        (``65536 * loss`` overflows float16). The scale stays on the device.
 
         Raises:
             TypeError: ``loss`` is not a floating-point Tensor.
+            ValueError: ``loss`` is on another device than the scaler's tensors.
         """
         if not isinstance(loss, Tensor) or not loss.is_floating_point:
             what = loss.dtype if isinstance(loss, Tensor) else type(loss).__name__
@@ -156,7 +226,10 @@ class GradScaler:
             return loss
         if loss.dtype == "float16":
             loss = _ag.cast(loss, "float32")
-        return _ag.mul(loss, self._scale)
+        scale = self._on(loss.queue, "scale").scale
+        if loss.dtype != scale.dtype:
+            scale = _ag.cast(scale, loss.dtype)
+        return _ag.mul(loss, scale)
 
     def unscale_(self, optimizer: _Optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale in place, on the device, and record
@@ -176,16 +249,17 @@ class GradScaler:
                                f"the last update() (stage: {state.stage})")
         params = _params_with_grads(optimizer)
         if params:
-            state.flag = _cleared_flag(state.flag, params[0].queue)
-            self._unscale_grads(params, state.flag)
-        else:
-            state.found_inf = False
-        state.stage = _UNSCALED
+            queue = params[0].queue
+            state.flag = _cleared_flag(state.flag, queue)
+            self._unscale_grads(params, self._on(queue, "unscale_").scale, state.flag)
+        state.stage, state.checked = _UNSCALED, bool(params)
 
     def step(self, optimizer: _Optimizer) -> Any:
-        """Unscale (unless :meth:`unscale_` ran), then ``optimizer.step()`` unless a gradient
-        is inf or NaN; returns what ``optimizer.step()`` returned, or ``None`` when skipped.
-        Reads one flag from the device.
+        """Unscale (unless :meth:`unscale_` ran), then ``optimizer.step()``, an update that
+        does nothing when a gradient is inf or NaN; returns what ``optimizer.step()``
+        returned. A ``netcl.optim`` optimizer gets the found-inf flag
+        (``step(found_inf=flag)``) and skips on the device, nothing read back; another
+        optimizer is called only when the flag, read once, is clear (``None`` otherwise).
 
         Raises:
             RuntimeError: ``step`` already ran for this optimizer since the last
@@ -199,52 +273,120 @@ class GradScaler:
                                "last update()")
         if state.stage == _READY:
             self.unscale_(optimizer)
-        found_inf = _read_flag(state)
         state.stage = _STEPPED
-        return None if found_inf else optimizer.step()
+        if not state.checked or state.flag is None:  # no gradients: nothing to check
+            return optimizer.step()
+        if getattr(optimizer, "supports_found_inf", False):
+            return cast(Any, optimizer).step(found_inf=state.flag)
+        return None if bool(state.flag.to_host()[0]) else optimizer.step()
 
     def update(self, new_scale: float | Tensor | None = None) -> None:
-        """End the iteration: back the scale off if any optimizer saw inf/NaN gradients, grow
-        it after ``growth_interval`` clean steps, or set it to ``new_scale``.
+        """End the iteration on the device: back the scale off if any optimizer saw inf/NaN
+        gradients, grow it after ``growth_interval`` clean steps, or set it to ``new_scale``
+        (a number, checked, or a one-element float32 Tensor, copied on the device unchecked).
+        :attr:`found_inf` tells whether this iteration skipped its step.
 
         Raises:
             RuntimeError: no optimizer was unscaled or stepped since the last update (and no
                 ``new_scale`` was given).
-            ValueError: ``new_scale`` is not a positive finite number.
+            ValueError: ``new_scale`` is not a positive finite number, or not one element.
+            TypeError: a ``new_scale`` Tensor is not float32.
         """
         if not self._enabled:
             return
-        if new_scale is not None:
-            value = float(new_scale.to_host().reshape(-1)[0]) if isinstance(
-                new_scale, Tensor) else float(new_scale)
+        flags = [s.flag for s in self._per_optimizer.values()
+                 if s.stage != _READY and s.checked and s.flag is not None]
+        if new_scale is None:
+            if not any(s.stage != _READY for s in self._per_optimizer.values()):
+                raise RuntimeError("GradScaler.update: no gradients were unscaled since the "
+                                   "last update(); call step(optimizer) (or unscale_) first")
+            if flags:
+                self._update_scale(flags)
+            elif self._device is not None:  # no gradient anywhere: a clean step
+                self._update_scale([self._device.clean])
+            else:
+                self._growth_tracker += 1
+                if self._growth_tracker >= self._growth_interval:
+                    self._scale *= self._growth_factor
+                    self._growth_tracker = 0
+        else:
+            self._set_scale(new_scale, flags)
+        for state in self._per_optimizer.values():
+            state.stage = _READY
+
+    def _update_scale(self, flags: list[Tensor]) -> None:
+        """One ``amp_update`` launch (and an ``amp_found`` per extra optimizer)."""
+        device = self._on(flags[0].queue, "update")
+        if device.scale.array is not None:
+            found = int(any(bool(f.array[0]) for f in flags))  # type: ignore[index]
+            device.found_inf.array[0] = found  # type: ignore[index]
+            scale, tracker = device.scale.array, device.tracker.array
+            if found:
+                scale *= np.float32(self._backoff_factor)  # type: ignore[operator]
+                tracker[0] = 0  # type: ignore[index]
+            elif tracker[0] + 1 >= self._growth_interval:  # type: ignore[index]
+                grown = scale * np.float32(self._growth_factor)  # type: ignore[operator]
+                scale[...] = grown if np.isfinite(grown) else scale  # type: ignore[index]
+                tracker[0] = 0  # type: ignore[index]
+            else:
+                tracker[0] += 1  # type: ignore[index]
+            return
+        for i, flag in enumerate(flags[:-1]):
+            launch(device.queue, _kernel(device.queue.context, "amp_found", "float32"), (1,),
+                   (1,), device.found_inf, flag, np.int32(i > 0))
+        launch(device.queue, _kernel(device.queue.context, "amp_update", "float32"), (1,), (1,),
+               device.scale, device.tracker, device.found_inf, flags[-1],
+               np.int32(len(flags) > 1), np.float32(self._growth_factor),
+               np.float32(self._backoff_factor), np.int32(self._growth_interval))
+
+    def _set_scale(self, new_scale: float | Tensor, flags: list[Tensor]) -> None:
+        if isinstance(new_scale, Tensor):
+            if new_scale.dtype != "float32":
+                raise TypeError(f"GradScaler.update: a new_scale Tensor must be float32, got "
+                                f"{new_scale.dtype}")
+            if new_scale.size != 1:
+                raise ValueError(f"GradScaler.update: new_scale must have one element, got "
+                                 f"shape {new_scale.shape}")
+            device = self._on(new_scale.queue, "update")
+            if new_scale.array is not None:
+                device.scale.array[...] = new_scale.array.reshape(())  # type: ignore[index]
+            else:
+                launch(device.queue, _kernel(device.queue.context, "amp_set_scale", "float32"),
+                       (1,), (1,), device.scale, new_scale)
+        else:
+            value = float(new_scale)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"GradScaler.update: new_scale must be a positive finite "
                                  f"number, got {new_scale!r}")
             self._scale = value
-        else:
-            self._update_scale()
-        for state in self._per_optimizer.values():
-            state.stage, state.found_inf = _READY, None
+            if self._device is not None:
+                copy_from_host(self._device.flat, np.array([value], np.float32))
+        if self._device is not None:  # this iteration's flags still say whether it skipped
+            found = self._device.found_inf
+            if not flags:
+                copy_from_host(found, np.zeros(1, np.int32))
+            elif found.array is not None:
+                found.array[0] = int(any(bool(f.array[0]) for f in flags))  # type: ignore[index]
+            else:
+                for i, flag in enumerate(flags):
+                    launch(found.queue, _kernel(found.context, "amp_found", "float32"), (1,),
+                           (1,), found, flag, np.int32(i > 0))
 
-    def _update_scale(self) -> None:
-        checked = [s for s in self._per_optimizer.values() if s.stage != _READY]
-        if not checked:
-            raise RuntimeError("GradScaler.update: no gradients were unscaled since the last "
-                               "update(); call step(optimizer) (or unscale_) first")
-        if any(_read_flag(s) for s in checked):
-            self._scale *= self._backoff_factor
-            self._growth_tracker = 0
-            return
-        self._growth_tracker += 1
-        if self._growth_tracker == self._growth_interval:
-            self._scale *= self._growth_factor
-            self._growth_tracker = 0
+    def _on(self, queue: Any, op: str) -> _Device:
+        """The scaler's tensors, put on ``queue``'s device by the first call."""
+        device = self._device
+        if device is None:
+            device = self._device = _Device(queue, self._scale, self._growth_tracker)
+        elif device.queue is not queue:
+            raise ValueError(f"GradScaler.{op}: the tensors are on another device than the "
+                             "scaler's; use one GradScaler per device")
+        return device
 
     # -- checkpoints ---------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, float | int]:
         """The scale, the factors, the interval and the clean-step count as plain numbers
-        (JSON-able); ``{}`` when disabled.
+        (JSON-able; read from the device); ``{}`` when disabled.
 
         Examples:
             >>> GradScaler(init_scale=8.0, growth_interval=3).state_dict()["scale"]
@@ -252,9 +394,12 @@ class GradScaler:
         """
         if not self._enabled:
             return {}
-        return {"scale": self._scale, "growth_factor": self._growth_factor,
+        tracker = self._growth_tracker
+        if self._device is not None:
+            tracker = int(self._device.tracker.to_host()[0])
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self._growth_tracker}
+                "_growth_tracker": tracker}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (a no-op when disabled).
@@ -282,27 +427,29 @@ class GradScaler:
                              f"[0, growth_interval={interval}), got {tracker}")
         self._scale, self._growth_factor, self._backoff_factor = scale, growth, backoff
         self._growth_interval, self._growth_tracker = interval, tracker
+        if self._device is not None:
+            copy_from_host(self._device.flat, np.array([scale], np.float32))
+            copy_from_host(self._device.tracker, np.array([tracker], np.int32))
 
     def __repr__(self) -> str:
         if not self._enabled:
             return "GradScaler(enabled=False)"
-        return (f"GradScaler(scale={self._scale}, growth_factor={self._growth_factor}, "
+        return (f"GradScaler(scale={self.get_scale()}, growth_factor={self._growth_factor}, "
                 f"backoff_factor={self._backoff_factor}, "
                 f"growth_interval={self._growth_interval})")
 
     # -- device work ---------------------------------------------------------------------
 
-    def _unscale_grads(self, params: list[Tensor], flag: Tensor) -> None:
+    def _unscale_grads(self, params: list[Tensor], scale: Tensor, flag: Tensor) -> None:
         """``p.grad *= 1/scale`` in place for every parameter; ``flag`` set to 1 on inf/NaN."""
-        inv_scale = 1.0 / self._scale
+        inv_scale = None if scale.array is None else np.float32(1.0) / scale.array
         for p in params:
             g: Any = p.grad
             if g.array is None:
                 if g.size:
                     kernel = _kernel(g.context, "amp_unscale", g.dtype)
                     gsize, lsize = _TUNER.launch_1d(g.size)
-                    launch(g.queue, kernel, gsize, lsize, g, np.int32(g.size),
-                           np.float32(inv_scale), flag)
+                    launch(g.queue, kernel, gsize, lsize, g, np.int32(g.size), scale, flag)
                 continue
             with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
                 if g.array.flags.writeable:
@@ -353,8 +500,6 @@ def _cleared_flag(flag: Tensor | None, queue: Any) -> Tensor:
     return flag
 
 
-def _read_flag(state: _PerOptimizer) -> bool:
-    """Whether the optimizer saw inf/NaN gradients (reads its flag once)."""
-    if state.found_inf is None:
-        state.found_inf = state.flag is not None and bool(state.flag.to_host()[0])
-    return state.found_inf
+def _persistent(t: Tensor) -> Tensor:
+    t.persistent = True
+    return t
