@@ -3,7 +3,8 @@
 ``capture(step)`` traces an eagerly written step (forward, backward, optimizer update) and
 replays its kernel launches with every argument pre-set (:mod:`._capture`, :mod:`._graph`);
 ``profile()`` times each kernel (:mod:`._profile`). Both sit on netcl-core's recording hook
-(:mod:`netcl.core.recording`).
+(:mod:`netcl.core.recording`). ``Prefetcher`` uploads the next batches on a second command
+queue while the device computes (:mod:`._prefetch`).
 """
 
 from .__about__ import __version__ as __version__
@@ -12,6 +13,7 @@ from ._capture import CaptureFallbackWarning as CaptureFallbackWarning
 from ._capture import Param as Param
 from ._capture import capture as capture
 from ._graph import Graph as Graph
+from ._prefetch import Prefetcher as Prefetcher
 from ._profile import KernelStats as KernelStats
 from ._profile import Profile as Profile
 from ._profile import profile as profile
@@ -35,6 +37,7 @@ __all__ = [
     "InputMismatchError",
     "KernelStats",
     "Param",
+    "Prefetcher",
     "Profile",
     "UnstableStepError",
     "__version__",
