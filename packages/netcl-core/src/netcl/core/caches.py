@@ -62,7 +62,7 @@ class _Kind:
 
     name: str
     what: str
-    suffixes: tuple[str, ...]  # entry file suffixes; empty: every file is an entry
+    suffixes: tuple[str, ...]  # the suffixes of its entry files
     guarded: bool  # read by a driver that trusts it: cleared only under the exclusive lock
 
 
@@ -71,7 +71,8 @@ _KINDS = (
           False),
     _Kind("autotune", "autotune winners, one file per device and driver", (".winners",), False),
     _Kind("devices", "device probe verdicts, one per device and driver", (".json",), False),
-    _Kind("pocl", "PoCL's own kernel cache (LLVM bitcode, compiled kernels)", (), True),
+    _Kind("pocl", "PoCL's own kernel cache (LLVM bitcode, compiled kernels)", (".bc", ".so"),
+          True),
     _Kind("pocl-checked", "PoCL cache files netcl has checked already", (".entry",), False),
     _Kind("icd", "OpenCL vendors folders naming pip-installed runtimes", (".icd",), True),
     _Kind("failed", "sources of OpenCL programs that failed to build", (".cl",), False),
@@ -86,7 +87,8 @@ class CacheInfo:
     Attributes:
         name: the cache's name (one of :data:`CACHE_NAMES`).
         path: its folder (may not exist yet).
-        entries: how many entries it holds (device verdicts for ``devices``, files otherwise).
+        entries: how many entries it holds: device verdicts for ``devices``, ``.bc`` and ``.so``
+            files for ``pocl``, entry files otherwise (a writer's temporary file is none).
         bytes: the size of every file in it.
         description: what it holds, in one line.
         note: anything else worth knowing (a folder of yours, a cache turned off), or ``""``.
@@ -185,7 +187,7 @@ def _files(folder: str) -> Iterator[_File]:
 
 
 def _is_entry(kind: _Kind, f: _File) -> bool:
-    return not f.temporary and (not kind.suffixes or f.path.endswith(kind.suffixes))
+    return not f.temporary and f.path.endswith(kind.suffixes)
 
 
 def _verdicts(folder: Path) -> int:

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from .._cl import cl
-from .._paths import CacheEntryError, cache_dir, discard_entry, read_entry, write_entry
+from .._paths import (
+    CacheEntryError,
+    atomic_write,
+    cache_dir,
+    discard_entry,
+    read_entry,
+    write_entry,
+)
 from ..env import env_flag
 
 __all__ = [
@@ -193,7 +200,7 @@ def _build_from_source(context: Any, source: str, options: str, name: str) -> An
         dev = context.devices[0]
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         path = cache_dir("failed") / f"{name}-{digest}.cl"
-        path.write_text(source)
+        atomic_write(path, source.encode())  # processes failing the same build at once
         try:
             log = program.get_build_info(dev, cl().program_build_info.LOG)
         except Exception:
