@@ -7,6 +7,7 @@ execution leaves them."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,8 +15,9 @@ import numpy as np
 import pytest
 
 import netcl.autograd as ag
+import netcl.ops as ops
 from netcl.core import Tensor
-from netcl.core.device import DeviceHandle
+from netcl.core.device import DeviceHandle, manager
 from netcl.nn import Dropout, Linear, Module, ReLU, Sequential, manual_seed
 from netcl.ops import default_generator
 from netcl.optim import SGD
@@ -91,8 +93,12 @@ def test_replay_equals_eager_bitwise_with_fresh_masks(cl_dev: DeviceHandle) -> N
     assert step.graph.params["rng1.offset"] == 1
     _assert_same(eager, replayed)
     assert states == eager_states == (5, STEPS * 704, STEPS * 248)  # 19*37 -> 704, 19*13 -> 248
-    masks = [hidden != 0 for hidden in replayed[1:2 * STEPS:2]]
-    assert all((a != b).any() for a, b in zip(masks, masks[1:]))  # a new mask every step
+    # step i drops where the default generator's words at offset 704 * i say (NumPy reference)
+    ones = Tensor.from_host(manager.default("cpu").queue, np.ones((BATCH, HIDDEN), np.float32))
+    masks = [ops.dropout(ones, 0.3, seed=5, offset=704 * i)[1].to_host() for i in range(STEPS)]
+    for mask, hidden in zip(masks, replayed[1:2 * STEPS:2], strict=True):
+        assert not hidden[mask == 0].any()
+    assert all((a != b).any() for a, b in itertools.pairwise(masks))
 
 
 def test_eager_and_replayed_calls_interleave(cl_dev: DeviceHandle) -> None:

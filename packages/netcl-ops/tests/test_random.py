@@ -1,6 +1,6 @@
 """Philox streams: known answers; words, masks, uniform and normal values bit-identical on every
-backend; normal's accuracy against libm; Generator offsets, the default generator,
-distributions, errors."""
+backend; normal's accuracy against libm; Generator offsets, the default generator, what a
+recorder learns of draws, distributions, errors."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle, manager
+from netcl.core.recording import recording
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _random
@@ -218,6 +219,30 @@ def test_default_generator(dev: DeviceHandle) -> None:
         ops.manual_seed(-1)
     with pytest.raises(TypeError, match="manual_seed: seed must be an int"):
         ops.manual_seed(1.5)  # type: ignore[arg-type]
+
+
+class _Streams:
+    """A recorder that only wants to know of random draws."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, int, int]] = []
+
+    def random_stream(self, stream: Any) -> None:
+        self.seen.append((stream, stream.seed, stream.offset))
+
+
+def test_generator_tells_the_recorder_before_each_draw() -> None:
+    """A graph capture learns each draw and reseed, with the state before it (NOTE [ Random
+    streams under a recorder ]); a recorder without the hook (a profiler) changes nothing."""
+    g = ops.Generator(7, offset=3)
+    with recording(_Streams()) as rec:
+        assert g.take(5) == 3
+        g.manual_seed(9)
+        assert g.take(1) == 0
+    assert rec.seen == [(g, 7, 3), (g, 7, 11), (g, 9, 0)]
+    with recording(object()):
+        assert g.take(2) == 4
+    assert g.offset == 8
 
 
 def test_default_generator_is_thread_safe() -> None:

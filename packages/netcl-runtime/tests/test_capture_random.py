@@ -102,7 +102,7 @@ def _run(model: Model, step: Callable[[], Any], eager_at: tuple[int, ...] = ()) 
         outs = (model.step if call in eager_at else step)()
         seen.append([o.to_host().copy() for o in outs])
         seen.append([(s.seed, s.offset) for s in model.streams])
-    return seen + [[a.to_host().copy() for a in model.acc]]
+    return [*seen, [a.to_host().copy() for a in model.acc]]
 
 
 def _assert_same(a: list[Any], b: list[Any]) -> None:
@@ -164,7 +164,7 @@ def test_a_state_set_inside_the_step_raises(cl_dev: DeviceHandle) -> None:
         model.streams[0].offset += 100
         return model.draw(model.streams[0], 0)
 
-    with pytest.raises(UnstableStepError, match="rng0 .* had its seed or offset set inside"):
+    with pytest.raises(UnstableStepError, match=r"rng0 .* had its seed or offset set inside"):
         capture(step, warmup=0)()
 
 
@@ -176,7 +176,7 @@ def test_a_scalar_derived_from_the_offset_raises(cl_dev: DeviceHandle) -> None:
         QUARTER.run(model.q, (1,), None, out, np.uint64(model.streams[0].take(4) // 4))
         return out
 
-    with pytest.raises(UnstableStepError, match="kernel quarter.*derive no other scalar"):
+    with pytest.raises(UnstableStepError, match=r"kernel quarter.*derive no other scalar"):
         capture(step, warmup=0)()
 
 

@@ -233,7 +233,8 @@ class Dropout(Module):
     advances: successive calls, and different Dropout layers, draw different masks, and
     ``manual_seed(s)`` replays a whole run. With ``seed`` the layer keeps a Philox stream of
     its own instead (the same masks whatever else draws random numbers). Either way the masks
-    are the same on every backend.
+    are the same on every backend, and a step captured with :func:`netcl.runtime.capture`
+    draws, replay after replay, the masks eager calls would draw.
 
     Examples:
         >>> import numpy as np

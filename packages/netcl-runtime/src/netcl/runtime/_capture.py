@@ -383,7 +383,10 @@ def capture(fn: Callable[..., Any] | None = None, *, params: Mapping[str, Param]
     Tensor arguments are the step's inputs: each call must pass the same shapes and dtypes
     (NumPy arrays too, after the capture), and equal non-Tensor arguments. State the step
     updates (parameters, optimizer state, BatchNorm statistics) is reached through the
-    function's closure, not passed in.
+    function's closure, not passed in. Random draws (dropout masks, ``netcl.ops.uniform``)
+    need no parameter: each replay draws what an eager call would draw from the same
+    generators, and advances them alike, so eager and captured calls may take turns (NOTE
+    [ Random streams in a graph ] in ``netcl.runtime._streams``).
 
     Args:
         fn: the step, written eagerly.
