@@ -325,7 +325,8 @@ class GradScaler:
                 scale *= np.float32(self._backoff_factor)  # type: ignore[operator]
                 tracker[0] = 0  # type: ignore[index]
             elif tracker[0] + 1 >= self._growth_interval:  # type: ignore[index]
-                grown = scale * np.float32(self._growth_factor)  # type: ignore[operator]
+                with np.errstate(over="ignore"):  # inf: the scale is kept (PyTorch)
+                    grown = scale * np.float32(self._growth_factor)  # type: ignore[operator]
                 scale[...] = grown if np.isfinite(grown) else scale  # type: ignore[index]
                 tracker[0] = 0  # type: ignore[index]
             else:
