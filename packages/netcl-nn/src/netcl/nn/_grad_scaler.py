@@ -318,19 +318,7 @@ class GradScaler:
         """One ``amp_update`` launch (and an ``amp_found`` per extra optimizer)."""
         device = self._on(flags[0].queue, "update")
         if device.scale.array is not None:
-            found = int(any(bool(f.array[0]) for f in flags))  # type: ignore[index]
-            device.found_inf.array[0] = found  # type: ignore[index]
-            scale, tracker = device.scale.array, device.tracker.array
-            if found:
-                scale *= np.float32(self._backoff_factor)  # type: ignore[operator]
-                tracker[0] = 0  # type: ignore[index]
-            elif tracker[0] + 1 >= self._growth_interval:  # type: ignore[index]
-                with np.errstate(over="ignore"):  # inf: the scale is kept (PyTorch)
-                    grown = scale * np.float32(self._growth_factor)  # type: ignore[operator]
-                scale[...] = grown if np.isfinite(grown) else scale  # type: ignore[index]
-                tracker[0] = 0  # type: ignore[index]
-            else:
-                tracker[0] += 1  # type: ignore[index]
+            self._update_on_host(device, flags)
             return
         for i, flag in enumerate(flags[:-1]):
             launch(device.queue, _kernel(device.queue.context, "amp_found", "float32"), (1,),
@@ -339,6 +327,23 @@ class GradScaler:
                device.scale, device.tracker, device.found_inf, flags[-1],
                np.int32(len(flags) > 1), np.float32(self._growth_factor),
                np.float32(self._backoff_factor), np.int32(self._growth_interval))
+
+    def _update_on_host(self, device: _Device, flags: list[Tensor]) -> None:
+        """``amp_update`` on the NumPy backend, in float32 as on the device."""
+        found = int(any(bool(_host(f)[0]) for f in flags))
+        scale, tracker = _host(device.scale), _host(device.tracker)
+        _host(device.found_inf)[0] = found
+        if found:
+            scale *= np.float32(self._backoff_factor)
+            tracker[0] = 0
+        elif tracker[0] + 1 >= self._growth_interval:
+            with np.errstate(over="ignore"):  # inf: the scale is kept (PyTorch)
+                grown = scale * np.float32(self._growth_factor)
+            if np.isfinite(grown):
+                scale[...] = grown
+            tracker[0] = 0
+        else:
+            tracker[0] += 1
 
     def _set_scale(self, new_scale: float | Tensor, flags: list[Tensor]) -> None:
         if isinstance(new_scale, Tensor):
@@ -350,7 +355,7 @@ class GradScaler:
                                  f"shape {new_scale.shape}")
             device = self._on(new_scale.queue, "update")
             if new_scale.array is not None:
-                device.scale.array[...] = new_scale.array.reshape(())  # type: ignore[index]
+                _host(device.scale)[...] = new_scale.array.reshape(())
             else:
                 launch(device.queue, _kernel(device.queue.context, "amp_set_scale", "float32"),
                        (1,), (1,), device.scale, new_scale)
@@ -367,7 +372,7 @@ class GradScaler:
             if not flags:
                 copy_from_host(found, np.zeros(1, np.int32))
             elif found.array is not None:
-                found.array[0] = int(any(bool(f.array[0]) for f in flags))  # type: ignore[index]
+                _host(found)[0] = int(any(bool(_host(f)[0]) for f in flags))
             else:
                 for i, flag in enumerate(flags):
                     launch(found.queue, _kernel(found.context, "amp_found", "float32"), (1,),
@@ -458,7 +463,7 @@ class GradScaler:
                 else:  # NumPy elementwise results can be read-only views: a grad of its own
                     p.grad = g = Tensor.from_host(g.queue, g.array * inv_scale, dtype=g.dtype)
             if not np.isfinite(g.array).all():
-                flag.array[0] = 1  # type: ignore[index]
+                _host(flag)[0] = 1
 
 
 def _check_config(scale: float, growth: float, backoff: float, interval: int) -> None:
@@ -499,6 +504,11 @@ def _cleared_flag(flag: Tensor | None, queue: Any) -> Tensor:
     else:
         launch(queue, _kernel(flag.context, "amp_clear_flag", "float32"), (1,), (1,), flag)
     return flag
+
+
+def _host(t: Tensor) -> Any:
+    """A NumPy-backend tensor's array (updated in place)."""
+    return t.array
 
 
 def _persistent(t: Tensor) -> Tensor:
