@@ -194,6 +194,34 @@ def test_clear_leaves_driver_folders_alone_while_a_netcl_process_uses_them(
     assert _entries_left(root, "pocl") == _entries_left(root, "icd") == []
 
 
+_DATA_HOLDER = """
+import sys
+from netcl.data._cl_devices import register_pip_runtimes
+register_pip_runtimes()
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_netcl_data_process_holds_the_same_lock(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # netcl-data imports no other netcl layer: its own copy of the lock must be the same lock
+    _fill(root)
+    holder = subprocess.Popen([sys.executable, "-c", _DATA_HOLDER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        assert main(["cache", "clear", "icd"]) == 1
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert capsys.readouterr().out.startswith("left icd: in use by a running netcl process")
+    # (the holder may have added its own vendors folder beside the test's)
+    assert {"0f0f/netcl-intel-cpu.icd", "0f0f/pocl.icd"} <= set(_entries_left(root, "icd"))
+
+
 def test_cache_help_names_the_subcommands_and_caches(
     capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,11 +23,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_root", "register_pip_runtimes", "stored_verdicts", "verdict_key"]
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, no in-use lock
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "cache_root",
+    "hold_in_use_lock",
+    "register_pip_runtimes",
+    "stored_verdicts",
+    "verdict_key",
+]
 
 PROBE_FORMAT = 1
 _PIP_RUNTIMES = {"netcl-intel-cpu.icd": "libintelocl.so"}
 _SYSTEM_VENDORS = "/etc/OpenCL/vendors"
+_IN_USE_LOCK = "in-use.lock"
+_held: dict[str, int] = {}  # cache root -> the descriptor holding this process's shared lock
 
 
 def cache_root() -> Path:
@@ -65,11 +78,31 @@ def device_key(dev: Any) -> str:
     return verdict_key(platform.name, dev.name, dev.driver_version, platform.version)
 
 
+def hold_in_use_lock() -> None:
+    """Hold a shared lock on ``<cache_root()>/in-use.lock`` until this process exits, as
+    ``netcl.core._paths.mark_in_use`` does; never raises."""
+    root = cache_root()
+    if fcntl is None or str(root) in _held:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / _IN_USE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        return
+    _held[str(root)] = fd
+
+
 def register_pip_runtimes() -> str | None:
     """Point ``OCL_ICD_VENDORS`` at netcl's vendors folder when a pip OpenCL runtime is present.
 
     The same folder, by the same rules, as ``netcl.core.icd.register_pip_runtimes``.
     """
+    hold_in_use_lock()
     if not sys.platform.startswith("linux") or os.environ.get("NETCL_ICD_REGISTER") == "0":
         return None
     prefixes = [sys.prefix, site.getuserbase()]
@@ -84,11 +117,14 @@ def register_pip_runtimes() -> str | None:
     folder = cache_root() / "icd" / hashlib.sha256(sys.prefix.encode()).hexdigest()[:16]
     folder.mkdir(parents=True, exist_ok=True)
     current = os.environ.get("OCL_ICD_VENDORS", "")
-    if current and Path(current).resolve() == folder.resolve():
+    ours = bool(current) and Path(current).resolve() == folder.resolve()
+    if ours and all((folder / name).is_file() for name in runtimes):
         return str(folder)
-    if current and not os.path.isdir(current):
+    if current and not ours and not os.path.isdir(current):
         return None
-    source = Path(current or os.environ.get("OPENCL_VENDOR_PATH") or _SYSTEM_VENDORS)
+    # a parent's folder emptied by `netcl cache clear` is filled again from the system's
+    source = Path((current if not ours else "") or os.environ.get("OPENCL_VENDOR_PATH")
+                  or _SYSTEM_VENDORS)
     wanted = {p.name: p.read_text() for p in sorted(source.glob("*.icd")) if p.is_file()}
     wanted.update({name: lib + "\n" for name, lib in runtimes.items()})
     for path in folder.glob("*.icd"):
