@@ -18,12 +18,15 @@ import netcl.autograd as ag
 import netcl.ops as ops
 from netcl.core import Tensor
 from netcl.core.device import DeviceHandle, manager
-from netcl.nn import Dropout, Linear, Module, ReLU, Sequential, manual_seed
+from netcl.nn import Dropout, Linear, ReLU, Sequential, manual_seed
 from netcl.ops import default_generator
 from netcl.optim import SGD
 from netcl.runtime import CaptureFallbackWarning, Param, capture
 
 STEPS = 7
+_NUMPY = manager.default("cpu")
+assert _NUMPY is not None
+NUMPY = _NUMPY.queue
 BATCH, FEATURES, HIDDEN, CLASSES = 19, 21, 37, 10
 
 
@@ -34,7 +37,7 @@ def cl_dev(dev: DeviceHandle) -> DeviceHandle:
     return dev
 
 
-def dropout_mlp(q: Any) -> Module:
+def dropout_mlp(q: Any) -> Sequential:
     rng = np.random.default_rng(0)
     return Sequential(Linear(FEATURES, HIDDEN, queue=q, rng=rng), ReLU(), Dropout(0.3),
                       Linear(HIDDEN, 13, queue=q, rng=rng), ReLU(), Dropout(0.5, seed=11),
@@ -53,12 +56,14 @@ def _train(dev: DeviceHandle, captured: bool, eager_at: Sequence[int] = (),
     generators' states; calls in ``eager_at`` run the step function itself."""
     manual_seed(5)
     model = dropout_mlp(dev.queue)
+    head, tail, seeded = model[:3], model[3:], model[5]  # head ends with the first dropout
+    assert isinstance(seeded, Dropout) and seeded.generator is not None
     opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         with ag.Tape() as tape:
-            hidden = model[2](model[1](model[0](x)))  # the first dropout's output
-            loss = ag.cross_entropy(model[6](model[5](model[4](model[3](hidden)))), y)
+            hidden = head(x)
+            loss = ag.cross_entropy(tail(hidden), y)
         tape.backward(loss)
         opt.step()
         opt.zero_grad()
@@ -77,7 +82,7 @@ def _train(dev: DeviceHandle, captured: bool, eager_at: Sequence[int] = (),
         loss, hidden = call(Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y))
         seen += [loss.to_host().copy(), hidden.to_host().copy()]
     seen += [p.to_host().copy() for p in model.parameters()]
-    states = (default_generator.seed, default_generator.offset, model[5].generator.offset)
+    states = (default_generator.seed, default_generator.offset, seeded.generator.offset)
     return seen, (states, run)
 
 
@@ -94,7 +99,7 @@ def test_replay_equals_eager_bitwise_with_fresh_masks(cl_dev: DeviceHandle) -> N
     _assert_same(eager, replayed)
     assert states == eager_states == (5, STEPS * 704, STEPS * 248)  # 19*37 -> 704, 19*13 -> 248
     # step i drops where the default generator's words at offset 704 * i say (NumPy reference)
-    ones = Tensor.from_host(manager.default("cpu").queue, np.ones((BATCH, HIDDEN), np.float32))
+    ones = Tensor.from_host(NUMPY, np.ones((BATCH, HIDDEN), np.float32))
     masks = [ops.dropout(ones, 0.3, seed=5, offset=704 * i)[1].to_host() for i in range(STEPS)]
     for mask, hidden in zip(masks, replayed[1:2 * STEPS:2], strict=True):
         assert not hidden[mask == 0].any()

@@ -45,7 +45,8 @@ def _hash(seed: int, offset: int, n: int) -> np.ndarray[Any, Any]:
     h = (j.astype(np.uint32) * np.uint32(2654435761)) ^ ((j >> np.uint64(32)).astype(np.uint32)
                                                           * np.uint32(40503)) ^ k0
     h = ((h ^ (h >> np.uint32(15))) * np.uint32(2246822519)) ^ k1
-    return h.view(np.int32)
+    out: np.ndarray[Any, Any] = h.view(np.int32)
+    return out
 
 
 class Stream:

@@ -275,7 +275,7 @@ class CapturedStep:
         for name, param in self.params.items():
             graph.set_param(name, param.get())
         for item in self._streams:
-            for name, value in item.values(state_of(item.stream)).items():
+            for name, value in item.current():
                 graph.set_param(name, value)
         graph.replay()
         for item in self._streams:

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,17 @@ class StreamParams:
         seed, offset = state
         lo, hi, off = self.names
         return {lo: seed & _MASK, hi: seed >> 32, off: offset}
+
+    def current(self) -> tuple[tuple[str, int], ...]:
+        """The parameters and their values for the generator as it is now (a replay's hot
+        path: no dict, names made once)."""
+        seed, offset = int(self.stream.seed), int(self.stream.offset)
+        lo, hi, off = self._names
+        return (lo, seed & _MASK), (hi, seed >> 32), (off, offset)
+
+    @functools.cached_property
+    def _names(self) -> tuple[str, str, str]:
+        return self.names
 
     def after_replay(self) -> None:
         """Leave the generator where eager execution of the step would have."""
