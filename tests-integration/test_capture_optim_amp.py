@@ -61,7 +61,7 @@ OPTIMIZERS: dict[str, Callable[[list[Tensor]], Optimizer]] = {
 def _train(dev: DeviceHandle, make_opt: Callable[[list[Tensor]], Optimizer], captured: bool,
            amp: bool = False, overflow_at: int | None = None) -> dict[str, Any]:
     model = mlp(dev.queue)
-    opt = make_opt(model.parameters())
+    opt = make_opt(list(model.parameters()))
     sched = StepLR(opt, step_size=3, gamma=0.5)
     scaler = GradScaler(init_scale=2.0**10, growth_interval=2) if amp else None
 

@@ -412,3 +412,72 @@ def test_two_optimizers_skip_separately_and_back_off_together(dev: DeviceHandle)
             p.grad = _t(dev, np.ones(p.shape))
     assert (opt_clean.steps, opt_broken.steps) == (2, 0)
     assert scaler.get_scale() == 1.0
+
+
+# -- GradScaler on the device: the found-inf flag goes to the optimizer ------------------------
+
+
+class FlagSGD(SGD):
+    """An optimizer that takes the found-inf flag, as ``netcl.optim``'s do (netcl-nn does not
+    depend on netcl-optim): it keeps the flags it was given and skips on the host."""
+
+    supports_found_inf = True
+
+    def __init__(self, params: Any, lr: float) -> None:
+        super().__init__(params, lr)
+        self.flags: list[Tensor | None] = []
+
+    def step(self, found_inf: Tensor | None = None) -> str:
+        self.flags.append(found_inf)
+        if found_inf is not None and found_inf.to_host()[0]:
+            return "skipped"
+        return super().step()
+
+
+def _found_inf(scaler: GradScaler) -> int:
+    flag = scaler.found_inf
+    assert flag is not None
+    return int(flag.to_host()[0])
+
+
+def test_step_hands_the_flag_to_the_optimizer_and_update_writes_found_inf(
+        dev: DeviceHandle) -> None:
+    model = Linear(7, 33, queue=dev.queue, rng=np.random.default_rng(0))
+    opt = FlagSGD(model.parameters(), lr=0.1)
+    scaler = GradScaler(init_scale=4.0, growth_interval=2)
+    assert scaler.found_inf is None and scaler.scale_tensor is None
+    results, skipped, scales = [], [], []
+    for bad in (False, True, False, False):
+        for p in model.parameters():
+            p.grad = _t(dev, np.full(p.shape, np.inf if bad else 1.0))
+        results.append(scaler.step(opt))
+        scaler.update()
+        skipped.append(_found_inf(scaler))
+        scales.append(scaler.get_scale())
+    assert results == ["stepped", "skipped", "stepped", "stepped"]
+    assert skipped == [0, 1, 0, 0] and scales == [4.0, 2.0, 2.0, 4.0]
+    flag = opt.flags[0]
+    assert flag is not None and flag.dtype == "int32" and all(f is flag for f in opt.flags)
+    assert scaler.scale_tensor is not None and scaler.scale_tensor.shape == ()
+    assert scaler.scale(_t(dev, np.array(1.5))).to_host().item() == 6.0
+
+
+def test_update_with_a_new_scale_tensor_and_state_after_device_use(dev: DeviceHandle) -> None:
+    _, opt = _model_with_grads(dev)
+    scaler = GradScaler(init_scale=2.0, growth_interval=3)
+    scaler.step(opt)
+    scaler.update(new_scale=_t(dev, np.array([32.0])))
+    assert scaler.get_scale() == 32.0 and _found_inf(scaler) == 0
+    with pytest.raises(TypeError, match="a new_scale Tensor must be float32, got float64"):
+        scaler.update(new_scale=_t(dev, np.array([2.0]), "float64"))
+    with pytest.raises(ValueError, match=r"new_scale must have one element, got shape \(2,\)"):
+        scaler.update(new_scale=_t(dev, np.array([2.0, 4.0])))
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.state_dict()["_growth_tracker"] == 1
+    scaler.load_state_dict({**scaler.state_dict(), "scale": 8.0, "_growth_tracker": 2})
+    scaler.step(opt)
+    scaler.update()  # the third clean step in a row: grows from the loaded state
+    assert scaler.state_dict() == {"scale": 16.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                   "growth_interval": 3, "_growth_tracker": 0}
+    assert repr(scaler).startswith("GradScaler(scale=16.0,")

@@ -321,3 +321,70 @@ def test_clip_grad_norm_float16_gradients(dev: DeviceHandle) -> None:
         assert p.grad is not None and p.grad.dtype == "float16"
         assert_close(p.grad.to_host(), g.astype(np.float64) * scale, "float16")
     assert_close(clip_grad_norm(ps, max_norm=10.0), 1.0, "float16", scale=0.1)
+
+
+# -- step counts on the device, the found-inf flag ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum_damp", "adamw", "rmsprop_centered_momentum"])
+def test_found_inf_flag_makes_the_step_a_no_op(dev: DeviceHandle, name: str) -> None:
+    """``step(found_inf=flag)``: a set flag leaves parameters, state and step counts alone (on
+    the device: nothing read back); a clear one steps as ``step()`` does."""
+    _, cls, ref, kwargs = next(c for c in CASES if c[0] == name)
+    rng = np.random.default_rng(7)
+    p0 = rng.standard_normal((33, 3)).astype(np.float32)
+    grads = [rng.standard_normal((33, 3)).astype(np.float32) for _ in range(5)]
+    p = Tensor.from_host(dev.queue, p0)
+    opt = cls([p], **kwargs)
+    for i, g in enumerate(grads):
+        p.grad = Tensor.from_host(dev.queue, g)
+        opt.step(found_inf=Tensor.from_host(dev.queue, np.zeros(1, np.int32)))
+        before = [p.to_host().copy(), *(t.to_host().copy() for t in opt.state[0].values())]
+        p.grad = Tensor.from_host(dev.queue, np.full(p0.shape, np.nan, np.float32))
+        opt.step(found_inf=Tensor.from_host(dev.queue, np.ones(1, np.int32)))
+        after = [p.to_host(), *(t.to_host() for t in opt.state[0].values())]
+        for a, b in zip(before, after, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert opt.state[0]["step"] == i + 1
+    expect = ref(p0.astype(np.float64), [g.astype(np.float64) for g in grads], **kwargs)
+    assert_close(p.to_host(), expect, "float32", scale=2.0)
+
+
+def test_found_inf_must_be_one_int32_on_the_device(dev: DeviceHandle) -> None:
+    p = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    p.grad = Tensor.from_host(dev.queue, np.ones(3, np.float32))
+    opt = Adam([p], lr=0.1)
+    with pytest.raises(TypeError, match=r"Adam\.step: found_inf must be an int32 Tensor, got "
+                                        "float32"):
+        opt.step(found_inf=Tensor.from_host(dev.queue, np.zeros(1, np.float32)))
+    with pytest.raises(ValueError, match=r"found_inf must have one element, got shape \(2,\)"):
+        opt.step(found_inf=Tensor.from_host(dev.queue, np.zeros(2, np.int32)))
+    from netcl.core.device import manager
+
+    other = manager.default("cpu").queue if dev.backend == "cl" else None  # type: ignore[union-attr]
+    if other is not None:
+        with pytest.raises(ValueError, match="found_inf is on another device"):
+            opt.step(found_inf=Tensor.from_host(other, np.zeros(1, np.int32)))
+
+
+def test_step_counts_follow_each_parameter(dev: DeviceHandle) -> None:
+    """Counts go up for the parameters with a gradient only (PyTorch's per-parameter
+    ``step``), survive ``add_param_group`` and load from PyTorch's one-element ``step``."""
+    a, b, c = (Tensor.from_host(dev.queue, np.ones(n, np.float32)) for n in (1, 7, 33))
+    opt = SGD([a, b], lr=0.1, momentum=0.9)
+    for i in range(5):
+        a.grad = Tensor.from_host(dev.queue, np.ones(1, np.float32))
+        b.grad = Tensor.from_host(dev.queue, np.ones(7, np.float32)) if i % 2 else None
+        opt.step()
+    opt.add_param_group({"params": [c]})
+    c.grad = Tensor.from_host(dev.queue, np.ones(33, np.float32))
+    opt.step()
+    assert [opt.state[i]["step"] for i in range(3)] == [6, 2, 1]
+    saved = opt.state_dict()
+    assert [s["step"] for s in saved["state"].values()] == [6, 2, 1]
+    assert list(saved["state"][0]) == ["step", "momentum_buffer"]
+    saved["state"][1]["step"] = np.array(9.0, np.float32)  # how torch keeps it
+    opt.load_state_dict(saved)
+    assert [opt.state[i]["step"] for i in range(3)] == [6, 9, 1]
+    with pytest.raises(KeyError, match="exp_avg"):
+        opt.state[0]["exp_avg"]
