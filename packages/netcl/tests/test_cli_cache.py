@@ -154,6 +154,12 @@ def test_users_pocl_cache_dir_is_listed_but_never_cleared(
     assert main(["cache", "clear", "pocl"]) == 0
     assert capsys.readouterr().out.startswith("left pocl: POCL_CACHE_DIR names this folder")
     assert (mine / "kcache" / "program.bc").is_file()
+    monkeypatch.delenv("POCL_CACHE_DIR")
+    monkeypatch.setenv("POCL_KERNEL_CACHE", "0")  # PoCL's own switch: netcl's folder, unused
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert _rows(out)["pocl"] == (0, "0 B", str(root / "pocl"))
+    assert "off (POCL_KERNEL_CACHE=0)" in out
 
 
 # Holds netcl's in-use lock on its NETCL_CACHE_DIR (as a process running OpenCL does) until
