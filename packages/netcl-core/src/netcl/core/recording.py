@@ -120,7 +120,7 @@ class RandomStream(Protocol):
 # advances on the host with every draw, so a replay that repeated the traced scalars would draw
 # the same numbers every step. The generator calls drawing(self) before each draw or reseed;
 # a graph capture uses it to learn which generators a step reads and their state before the
-# step, and then makes their seed and offset graph parameters (netcl.runtime._streams).
+# step, and then makes their seed and offset graph parameters (netcl.runtime._rng).
 
 def drawing(stream: RandomStream) -> None:
     """Tell the active recorder, if it wants to know, that ``stream`` is about to draw or be

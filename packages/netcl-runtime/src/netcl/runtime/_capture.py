@@ -12,7 +12,7 @@
 # instead of being baked in, and how each parameter's slots are found without guessing by value.
 # Python state the step changes advances once per trace (two extra times at capture), except
 # random generators: every trace leaves them as it found them, and each replay advances them as
-# eager execution would (NOTE [ Random streams in a graph ] in ._streams).
+# eager execution would (NOTE [ Random streams in a graph ] in ._rng).
 
 Examples:
     >>> import warnings
@@ -44,7 +44,7 @@ from netcl.core.recording import pyopencl, recording
 
 from ._compare import bind_parameters
 from ._graph import Graph
-from ._streams import State, StreamParams, bind_streams, probe_state, set_state, state_of
+from ._rng import State, StreamParams, bind_streams, probe_state, set_state, state_of
 from ._trace import Trace
 from .errors import (
     CaptureUnsupportedError,
@@ -386,7 +386,7 @@ def capture(fn: Callable[..., Any] | None = None, *, params: Mapping[str, Param]
     function's closure, not passed in. Random draws (dropout masks, ``netcl.ops.uniform``)
     need no parameter: each replay draws what an eager call would draw from the same
     generators, and advances them alike, so eager and captured calls may take turns (NOTE
-    [ Random streams in a graph ] in ``netcl.runtime._streams``).
+    [ Random streams in a graph ] in ``netcl.runtime._rng``).
 
     Args:
         fn: the step, written eagerly.

@@ -6,7 +6,7 @@ value. Everything a replay repeats must be the same in both -- kernels, launch s
 (by token: see :mod:`._trace`), fills, uploaded data -- except scalar arguments that follow a
 parameter exactly (its value in the first trace, its probe in the second): those become the
 parameter's slots. An *affine* parameter (a random generator's offset: NOTE [ Random streams in
-a graph ] in :mod:`._streams`) also takes integer scalars that are its value plus the same
+a graph ] in :mod:`._rng`) also takes integer scalars that are its value plus the same
 ``k >= 0`` in both traces; a replay sets such a slot to the parameter's value plus ``k``. Any
 other difference raises :class:`UnstableStepError` naming the command, the kernel, the argument
 and both values.

@@ -39,7 +39,7 @@ class Graph:
     Built by :func:`netcl.runtime.capture`; ``replay()`` enqueues the step's work again (it
     returns at once; read the outputs to wait). ``params`` maps each graph parameter to the
     scalar slots it sets (a slot of a random generator's offset is the value plus a constant:
-    NOTE [ Random streams in a graph ] in :mod:`._streams`); :meth:`set_param` changes one for
+    NOTE [ Random streams in a graph ] in :mod:`._rng`); :meth:`set_param` changes one for
     the following replays.
 
     Attributes:

@@ -5,7 +5,7 @@ launch sizes, arguments), buffer fills, host uploads and zero-copy constants, an
 pools lease meanwhile, without putting anything on a queue: the capture traces a step, then
 replays the graph built from the trace (NOTE [ Tracing without running ] in :mod:`._capture`).
 A host read raises :class:`HostReadError` at once; a random generator about to draw is noted
-with its state (:mod:`._streams`).
+with its state (:mod:`._rng`).
 
 # NOTE [ Tensors live through the trace ]
 # Every tensor made while a step is traced stays alive until the trace is closed. Host code may
@@ -110,7 +110,7 @@ class Trace:
     _alive: list[Any] = field(default_factory=list)
     _leases: int = 0
     # the random generators the step drew from (or reseeded), in the order it first did, each
-    # with its (seed, offset) before that (NOTE [ Random streams in a graph ] in ._streams)
+    # with its (seed, offset) before that (NOTE [ Random streams in a graph ] in ._rng)
     streams: list[tuple[Any, int, int]] = field(default_factory=list)
     _stream_ids: set[int] = field(default_factory=set)
 

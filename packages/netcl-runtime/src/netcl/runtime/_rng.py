@@ -31,7 +31,8 @@ from typing import Any
 
 from .errors import CaptureError, UnstableStepError
 
-__all__ = ["OFFSET_PROBE", "StreamParams", "bind_streams", "probe_state"]
+__all__ = ["OFFSET_PROBE", "State", "StreamParams", "bind_streams", "probe_state", "set_state",
+           "state_of"]
 
 #: How far the second trace moves each generator's offset (times its index + 1): a multiple of
 #: 4, so every draw keeps its alignment within Philox's 4-word blocks.
