@@ -128,12 +128,14 @@ def _compare_launch(i: int, a: Launch, b: Launch, values: Mapping[str, Any],
             if len(found) != 1:
                 follows = ("follows no graph parameter" if not found else
                            f"follows several graph parameters alike ({sorted(found)})")
+                rng = (" The step draws random numbers: their generators' seeds and offsets "
+                       "are followed by themselves, but no other scalar computed from them"
+                       if affine else "")
                 raise UnstableStepError(
                     f"capture: {where}, scalar argument {j} is {va.item()!r} on one call and "
                     f"{vb.item()!r} on the next, and {follows}; a replay would repeat a stale "
                     "value. Make the value a parameter (capture(..., params=...)), or keep it "
-                    "on the device (a step counter). Random generators (netcl.ops.Generator) "
-                    "are followed by themselves; derive no other scalar from their offset"
+                    f"on the device (a step counter, say).{rng}"
                 )
             name, addend = next(iter(found.items()))
             slots[name].append((i, j, va.dtype, addend))
