@@ -1,7 +1,9 @@
 """``conv2d`` (NCHW, stride, padding, dilation, groups) and its two backward computations.
 
-NumPy: im2col through a strided window view and batched BLAS matmuls (the CPU production
-path), chunked over images to bound the column buffer. OpenCL: the
+NumPy: stride-1 convolutions build "wide" im2col columns from contiguous slices of the
+flattened padded input and run one BLAS GEMM per chunk of images for the forward and each
+gradient (NOTE [ Wide im2col on NumPy ]); other strides take im2col through a strided window
+view and batched matmuls. Both are chunked over images to bound the column buffer. OpenCL: the
 :class:`~netcl.core.kernel_selector.KernelSelector`, by ``_conv_rule``'s rule, picks one of
 
 - ``CONV2D_NAIVE``: one work-item per output, a gather over the window;
@@ -18,6 +20,7 @@ per image into partial sums, and a reduction over the images.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,10 +90,98 @@ def _im2col_np(x: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any]
     return view.reshape(n, g.groups, g.crs, g.pixels)
 
 
+# NOTE [ Wide im2col on NumPy ]
+# A stride-1 convolution reads, for kernel tap (r, s), the padded plane shifted by
+# ``r*dh*Wp + s*dw`` elements (``Wp`` the padded width). Computing the output on the padded
+# width (``OH x Wp``, the last ``Wp - OW`` columns of each row garbage) makes every tap's
+# columns one contiguous slice of the flattened padded plane, so im2col is R*S slice copies
+# with runs of ``OH*Wp`` elements instead of an element-wise strided gather (3x faster for the
+# digits CNN's 16-channel 8x8 3x3 layer: 0.27 ms against 0.78 ms at batch 64). The columns are
+# laid out channel-major, ``(C*R*S, N*OH*Wp)``, so the forward, the weight gradient and the
+# data gradient are each one GEMM over the whole chunk of images (not one per image), and
+# col2im is R*S contiguous slice additions. The garbage columns cost ``Wp/OW`` more GEMM work;
+# the gradients see zeros there (``_grad_wide``), so nothing leaks into the results.
+
+
+@functools.lru_cache(maxsize=64)
+def _wide(g: ConvGeometry) -> tuple[int, int, int, tuple[int, ...]]:
+    """``(Hp, Wp, tail, offsets)`` of the wide path: padded sizes, the slack after each
+    flattened plane that the last tap's slice runs into, and each tap's start, in (r, s)
+    order."""
+    hp, wp = g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]
+    dh, dw = g.dilation
+    offsets = tuple(r * dh * wp + s * dw for r in range(g.r) for s in range(g.s))
+    return hp, wp, (g.s - 1) * dw, offsets
+
+
+def _use_wide(g: ConvGeometry) -> bool:
+    return g.stride == (1, 1) and not g.pointwise
+
+
+def _padded_cmajor(x: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any]:
+    """``(C, m, Hp*Wp + tail)``: images ``x`` zero-padded, flattened, channel-major."""
+    hp, wp, tail, _ = _wide(g)
+    ph, pw = g.padding
+    m = x.shape[0]
+    buf = np.zeros((g.c, m, hp * wp + tail), dtype=x.dtype)
+    planes = buf[:, :, :hp * wp].reshape(g.c, m, hp, wp)
+    planes[:, :, ph:ph + g.h, pw:pw + g.w] = x.transpose(1, 0, 2, 3)
+    return buf
+
+
+def _cols_wide(x: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any]:
+    """``(groups, cg*R*S, m*OH*Wp)`` wide columns of images ``x`` (NOTE [ Wide im2col ])."""
+    _, wp, _, offsets = _wide(g)
+    m, span = x.shape[0], g.oh * wp
+    padded = _padded_cmajor(x, g)
+    cols = np.empty((g.c, g.r * g.s, m, span), dtype=x.dtype)
+    for tap, off in enumerate(offsets):
+        cols[:, tap] = padded[:, :, off:off + span]
+    return cols.reshape(g.groups, g.crs, m * span)
+
+
+def _grad_wide(gy: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any]:
+    """``(groups, kg, m*OH*Wp)``: ``gy`` channel-major on the padded width, zeros in the
+    garbage columns."""
+    _, wp, _, _ = _wide(g)
+    m = gy.shape[0]
+    out = np.empty((g.k, m, g.oh, wp), dtype=gy.dtype)
+    out[..., :g.ow] = gy.transpose(1, 0, 2, 3)
+    out[..., g.ow:] = 0
+    return out.reshape(g.groups, g.kg, m * g.oh * wp)
+
+
+def _gemm(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``a @ b`` over a leading groups axis (a plain 2-D GEMM for one group)."""
+    if a.shape[0] == 1:
+        return np.matmul(a[0], b[0])[None]
+    return np.matmul(a, b)
+
+
 def _conv_np(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: Any,
              g: ConvGeometry) -> np.ndarray[Any, Any]:
     x, w = _compute(x), _compute(w)
     wm = w.reshape(g.groups, g.kg, g.crs)
+    if not _use_wide(g):
+        return _conv_strided_np(x, wm, b, g)
+    _, wp, _, _ = _wide(g)
+    y = np.empty((g.n, g.k, g.oh, g.ow), dtype=x.dtype)
+    step = _chunk(g.n, g.c * g.r * g.s * g.oh * wp)
+    for n0 in range(0, g.n, step):
+        m = min(step, g.n - n0)
+        # out^T = cols^T @ W^T: OpenBLAS runs (m*OH*Wp, crs) @ (crs, kg) faster than the
+        # transposed product (1.4 ms against 1.9 ms at batch 64, 32 <- 16 channels, 8x8)
+        cols = _cols_wide(x[n0:n0 + m], g)
+        wide = _gemm(cols.transpose(0, 2, 1), wm.transpose(0, 2, 1))  # (G, m*OH*Wp, kg)
+        planes = wide.reshape(g.groups, m, g.oh, wp, g.kg)[:, :, :, :g.ow]
+        y[n0:n0 + m].reshape(m, g.groups, g.kg, g.oh, g.ow)[...] = planes.transpose(1, 0, 4, 2, 3)
+    if b is not None:
+        y += _compute(b).reshape(1, g.k, 1, 1)
+    return y
+
+
+def _conv_strided_np(x: np.ndarray[Any, Any], wm: np.ndarray[Any, Any], b: Any,
+                     g: ConvGeometry) -> np.ndarray[Any, Any]:
     out = np.empty((g.n, g.groups, g.kg, g.pixels), dtype=x.dtype)
     step = _chunk(g.n, g.c * g.r * g.s * g.pixels)
     for n0 in range(0, g.n, step):
@@ -106,6 +197,8 @@ def _conv_backward_data_np(gy: np.ndarray[Any, Any], w: np.ndarray[Any, Any],
                            g: ConvGeometry) -> np.ndarray[Any, Any]:
     gy, w = _compute(gy), _compute(w)
     wt = w.reshape(g.groups, g.kg, g.crs).swapaxes(-1, -2)  # (G, crs, kg)
+    if _use_wide(g):
+        return _conv_backward_data_wide(gy, wt, g)
     gm = gy.reshape(g.n, g.groups, g.kg, g.pixels)
     if g.pointwise:
         return np.asarray(np.matmul(wt, gm)).reshape(g.n, g.c, g.h, g.w)
@@ -122,11 +215,39 @@ def _conv_backward_data_np(gy: np.ndarray[Any, Any], w: np.ndarray[Any, Any],
     return dxp[:, :, ph:ph + g.h, pw:pw + g.w]
 
 
+def _conv_backward_data_wide(gy: np.ndarray[Any, Any], wt: np.ndarray[Any, Any],
+                             g: ConvGeometry) -> np.ndarray[Any, Any]:
+    """``W^T @ grad`` on the padded width, then col2im as R*S slice additions."""
+    hp, wp, tail, offsets = _wide(g)
+    ph, pw = g.padding
+    span = g.oh * wp
+    dx = np.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
+    step = _chunk(g.n, g.c * g.r * g.s * span)
+    for n0 in range(0, g.n, step):
+        m = min(step, g.n - n0)
+        dcols = _gemm(wt, _grad_wide(gy[n0:n0 + m], g)).reshape(g.c, g.r * g.s, m, span)
+        dxp = np.zeros((g.c, m, hp * wp + tail), dtype=gy.dtype)
+        for tap, off in enumerate(offsets):
+            dxp[:, :, off:off + span] += dcols[:, tap]
+        planes = dxp[:, :, :hp * wp].reshape(g.c, m, hp, wp)
+        dx[n0:n0 + m].transpose(1, 0, 2, 3)[...] = planes[:, :, ph:ph + g.h, pw:pw + g.w]
+    return dx
+
+
 def _conv_backward_weight_np(x: np.ndarray[Any, Any], gy: np.ndarray[Any, Any],
                              g: ConvGeometry) -> np.ndarray[Any, Any]:
     x, gy = _compute(x), _compute(gy)
-    gm = gy.reshape(g.n, g.groups, g.kg, g.pixels)
     dw = np.zeros((g.groups, g.kg, g.crs), dtype=x.dtype)
+    if _use_wide(g):
+        _, wp, _, _ = _wide(g)
+        step = _chunk(g.n, g.c * g.r * g.s * g.oh * wp)
+        for n0 in range(0, g.n, step):
+            cols = _cols_wide(x[n0:n0 + step], g)  # (G, crs, m*OH*Wp)
+            # dW^T = cols @ grad^T (twice as fast in OpenBLAS as grad @ cols^T here)
+            dw += _gemm(cols, _grad_wide(gy[n0:n0 + step], g).transpose(0, 2, 1)).transpose(
+                0, 2, 1)
+        return dw.reshape(g.k, g.cg, g.r, g.s)
+    gm = gy.reshape(g.n, g.groups, g.kg, g.pixels)
     step = _chunk(g.n, g.c * g.r * g.s * g.pixels)
     for n0 in range(0, g.n, step):
         cols = _im2col_np(x[n0:n0 + step], g)  # (m, G, crs, P)
