@@ -183,7 +183,7 @@ class ScalarTally:
         >>> q = manager.default("cpu").queue
         >>> tally = ScalarTally(4)
         >>> for v in (1.5, 2.5):
-        ...     tally.put(Tensor.from_host(q, v), Tensor.from_host(q, np.int32(3)))
+        ...     tally.put(Tensor.from_host(q, v), Tensor.from_host(q, np.array(3)))
         >>> [c.tolist() for c in tally.read()]
         [[1.5, 2.5], [3, 3]]
         >>> len(tally)
@@ -202,7 +202,8 @@ class ScalarTally:
         """Copy one value of each column (device scalars; copied on their queue).
 
         Raises:
-            ValueError: the tally is full, or the number of columns changed.
+            ValueError: the tally is full, the number of columns changed, or a value is not
+                one element.
         """
         if self._count >= self.capacity:
             raise ValueError(f"ScalarTally.put: all {self.capacity} slots are used; read() "
@@ -213,6 +214,9 @@ class ScalarTally:
             raise ValueError(f"ScalarTally.put: {len(scalars)} values, the tally has "
                              f"{len(self._columns)} columns")
         for column, scalar in zip(self._columns, scalars):
+            if scalar.size != 1:
+                raise ValueError(f"ScalarTally.put: values must have one element, got shape "
+                                 f"{scalar.shape}")
             self._copy(column, scalar)
         self._count += 1
 
@@ -225,7 +229,7 @@ class ScalarTally:
 
     def _copy(self, column: Any, scalar: Tensor) -> None:
         if isinstance(column, np.ndarray):
-            column[self._count] = scalar.to_host()  # NumPy: no device, no transfer
+            column[self._count] = scalar.to_host().reshape(-1)[0]  # NumPy: no device, no transfer
             return
         if scalar.dtype != column.dtype:
             raise ValueError(f"ScalarTally.put: a {scalar.dtype} value for a {column.dtype} "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from netcl.core.device import DeviceHandle, get_active_device
 from netcl.core.tensor import Tensor
 from netcl.io import CheckpointError
 from netcl.nn.amp import GradScaler, autocast
+from netcl.runtime import Prefetcher
 
 from ._checkpoint import (
     read_training_checkpoint,
@@ -66,8 +67,9 @@ class Trainer:
         progress: show a tqdm bar per epoch.
         amp: mixed precision: the forward runs under :func:`netcl.nn.amp.autocast`, the loss
             is computed on float32 logits, and a :class:`netcl.nn.amp.GradScaler` scales it
-            (its state is saved in the checkpoint). Costs one 4-byte host read per step (the
-            inf/NaN flag that decides whether the optimizer steps).
+            (its state is saved in the checkpoint). The scaler decides on the device whether
+            the optimizer steps; its per-step "skipped" flag is tallied on the device with the
+            losses, so AMP steps need no host read and are captured too.
         on_epoch_end: called with each epoch's :class:`EpochMetrics` as soon as the epoch
             (and its checkpoint, when one is due) is done, e.g. to print a line per epoch.
         capture: on an OpenCL device, capture the training step (forward, backward, optimizer
@@ -75,6 +77,8 @@ class Trainer:
             for every batch of that shape (NOTE [ The captured training step ] in
             :mod:`._step`); the results equal eager training bitwise. ``False`` runs every
             step eagerly. A step that cannot be captured warns once and runs eagerly.
+        prefetch: upload the next batch on a second command queue while the current step
+            runs (:class:`netcl.runtime.Prefetcher`; the NumPy backend has nothing to overlap).
 
     Raises:
         ValueError: ``epochs < 1``, or ``resume`` without a ``checkpoint_dir``.
@@ -121,6 +125,7 @@ class Trainer:
         amp: bool = False,
         on_epoch_end: EpochCallback | None = None,
         capture: bool = True,
+        prefetch: bool = True,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
@@ -137,6 +142,8 @@ class Trainer:
         self.history: list[EpochMetrics] = []
         self.start_epoch = 0
         self.step = TrainStep(self._train_step, optimizer, self.scaler, capture=capture)
+        self.prefetcher = Prefetcher(self.device.queue, dtypes=("float32", None)) \
+            if prefetch else None
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             self._resume(self.checkpoint_path)
 
@@ -164,10 +171,15 @@ class Trainer:
         """``checkpoint_dir/last.netcl`` (``None`` without a checkpoint directory)."""
         return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.netcl"
 
-    def _to_device(self, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]
-                   ) -> tuple[Tensor, Tensor]:
+    def _on_device(self, batches: Any) -> Iterator[tuple[Tensor, ...]]:
+        """``(x, y)`` host batches as device tensors (x float32), uploaded one batch ahead
+        on a copy queue when prefetching."""
+        if self.prefetcher is not None:
+            yield from self.prefetcher(batches)
+            return
         q = self.device.queue
-        return Tensor.from_host(q, x, dtype="float32"), Tensor.from_host(q, y)
+        for x, y in batches:
+            yield Tensor.from_host(q, x, dtype="float32"), Tensor.from_host(q, y)
 
     @contextmanager
     def _batches(self, loader: Any, desc: str) -> Iterator[Any]:
@@ -192,9 +204,10 @@ class Trainer:
             logits = ag.ops.cast(logits, "float32")
         return logits, self.loss_fn(logits, yt)
 
-    def _train_step(self, xt: Tensor, yt: Tensor) -> tuple[Tensor, Tensor]:
-        """One complete training step (what :class:`TrainStep` captures): returns the loss
-        and the batch's hit count as device scalars."""
+    def _train_step(self, xt: Tensor, yt: Tensor) -> tuple[Tensor, ...]:
+        """One complete training step (what :class:`TrainStep` captures): returns the loss,
+        the batch's hit count and, under AMP, the scaler's found-inf flag (1: this step was
+        skipped), as device tensors."""
         with ag.Tape() as tape:
             logits, loss = self._forward(xt, yt)
             scaled = self.scaler.scale(loss)
@@ -202,7 +215,10 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad()
-        return loss, hits(logits, yt)
+        found_inf = self.scaler.found_inf
+        if found_inf is None:
+            return loss, hits(logits, yt)
+        return loss, hits(logits, yt), found_inf
 
     def train_epoch(self, epoch: int) -> tuple[float, float]:
         """One pass over ``train_loader``; returns (mean loss, accuracy).
@@ -215,16 +231,13 @@ class Trainer:
             self.train_loader.set_epoch(epoch)  # resume draws the same batches
         tally = _Tally(self, epoch)
         with self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}") as bar:
-            for x, y in bar:
-                xt, yt = self._to_device(x, y)
-                scale = self.scaler.get_scale()
-                loss, hit = self.step(xt, yt)
-                # the scale only shrinks after a step the scaler skipped (inf/NaN gradients)
-                tally.add(loss, hit, len(y), self.scaler.get_scale() < scale)
-                if tally.pending >= CHECK_EVERY:  # read back in groups, not per step
-                    tally.drain()
-                    if hasattr(bar, "set_postfix"):
-                        bar.set_postfix(acc=f"{tally.accuracy:.3f}")
+            with closing(self._on_device(bar)) as batches:
+                for xt, yt in batches:
+                    tally.add(self.step(xt, yt), xt.shape[0])
+                    if tally.pending >= CHECK_EVERY:  # read back in groups, not per step
+                        tally.drain()
+                        if hasattr(bar, "set_postfix"):
+                            bar.set_postfix(acc=f"{tally.accuracy:.3f}")
         tally.drain()
         self.step.sync()
         return tally.mean_loss, tally.accuracy
@@ -235,13 +248,12 @@ class Trainer:
         losses: list[Tensor] = []
         hit: list[Tensor] = []
         seen = 0
-        with ag.no_grad():
-            for x, y in loader:
-                xt, yt = self._to_device(x, y)
+        with ag.no_grad(), closing(self._on_device(loader)) as batches:
+            for xt, yt in batches:
                 logits, loss = self._forward(xt, yt)
                 losses.append(loss)
                 hit.append(hits(logits, yt))
-                seen += len(y)
+                seen += xt.shape[0]
         total_loss = float(_read_back(losses).sum())
         correct = int(_read_back(hit).sum())
         self.model.train()
@@ -294,20 +306,20 @@ class _Tally:
 
     def __init__(self, trainer: Trainer, epoch: int) -> None:
         self.trainer, self.epoch = trainer, epoch
-        self.scalars = ScalarTally(CHECK_EVERY)  # (loss, hits) of the steps not drained yet
-        self.skipped: list[bool] = []  # whether the GradScaler skipped each of those steps
+        # (loss, hits[, found_inf]) of the steps not drained yet
+        self.scalars = ScalarTally(CHECK_EVERY)
         self.step = 0  # steps drained so far
         self.loss_sum, self.counted, self.correct, self.seen = 0.0, 0, 0, 0
 
     @property
     def pending(self) -> int:
         """Steps added since the last :meth:`drain`."""
-        return len(self.skipped)
+        return len(self.scalars)
 
-    def add(self, loss: Tensor, hits: Tensor, rows: int, skipped: bool) -> None:
-        """Queue a step's loss and hit count (copied now: a replay overwrites them)."""
-        self.scalars.put(loss, hits)
-        self.skipped.append(skipped)
+    def add(self, outputs: tuple[Tensor, ...], rows: int) -> None:
+        """Queue a step's loss, hit count and (AMP) found-inf flag: device scalars, copied
+        now (a replay overwrites them)."""
+        self.scalars.put(*outputs)
         self.seen += rows
 
     @property
@@ -322,15 +334,16 @@ class _Tally:
         """Read the queued losses and hits back; raise on a loss that diverged."""
         if not self.pending:
             return
-        loss_column, hit_column = self.scalars.read()
-        losses = loss_column.astype(np.float64)
-        self.correct += int(hit_column.sum())
-        skipped, self.skipped = self.skipped, []
-        first_step, self.step = self.step, self.step + len(skipped)
+        columns = self.scalars.read()
+        losses = columns[0].astype(np.float64)
+        self.correct += int(columns[1].sum())
+        # the GradScaler skipped a step whose gradients held inf/NaN
+        skipped = columns[2] != 0 if len(columns) > 2 else np.zeros(len(losses), bool)
+        first_step, self.step = self.step, self.step + len(losses)
         finite = np.isfinite(losses)
         for i in np.flatnonzero(~finite):
             if not skipped[i] or not finite.any():
-                self._diverged(first_step + int(i), float(losses[i]), skipped[i])
+                self._diverged(first_step + int(i), float(losses[i]), bool(skipped[i]))
         self.loss_sum += float(losses[finite].sum())
         self.counted += int(finite.sum())
 
