@@ -21,7 +21,7 @@ from netcl.core.device import DeviceHandle, manager
 from netcl.nn import Dropout, Linear, ReLU, Sequential, manual_seed
 from netcl.ops import default_generator
 from netcl.optim import SGD
-from netcl.runtime import CaptureFallbackWarning, Param, capture
+from netcl.runtime import CaptureFallbackWarning, HostReadError, Param, capture
 
 STEPS = 7
 _NUMPY = manager.default("cpu")
@@ -132,3 +132,14 @@ def test_numpy_backend_draws_the_same_masks(dev: DeviceHandle) -> None:
         fallback, (states, _) = _train(dev, captured=True)
     _assert_same(eager, fallback)
     assert states == eager_states
+
+
+def test_layers_made_inside_the_step_are_refused(cl_dev: DeviceHandle) -> None:
+    """Weight initialisation draws on the host from the default generator: a replay could not
+    repeat it, so the capture refuses it by name and leaves the generator as it was."""
+    x = Tensor.from_host(cl_dev.queue, np.ones((BATCH, FEATURES), np.float32))
+    step = capture(lambda t: Linear(FEATURES, 3, queue=cl_dev.queue)(t), warmup=0)
+    manual_seed(2)
+    with pytest.raises(HostReadError, match=r"numpy_generator: weight initialisation"):
+        step(x)
+    assert (default_generator.seed, default_generator.offset) == (2, 0)

@@ -225,10 +225,10 @@ class _Streams:
     """A recorder that only wants to know of random draws."""
 
     def __init__(self) -> None:
-        self.seen: list[tuple[Any, int, int]] = []
+        self.seen: list[tuple[Any, int, int, bool]] = []
 
-    def random_stream(self, stream: Any) -> None:
-        self.seen.append((stream, stream.seed, stream.offset))
+    def random_stream(self, stream: Any, host: bool) -> None:
+        self.seen.append((stream, stream.seed, stream.offset, host))
 
 
 def test_generator_tells_the_recorder_before_each_draw() -> None:
@@ -239,10 +239,12 @@ def test_generator_tells_the_recorder_before_each_draw() -> None:
         assert g.take(5) == 3
         g.manual_seed(9)
         assert g.take(1) == 0
-    assert rec.seen == [(g, 7, 3), (g, 7, 11), (g, 9, 0)]
+        g.numpy_generator()
+    assert rec.seen == [(g, 7, 3, False), (g, 7, 11, False), (g, 9, 0, False), (g, 9, 4, True),
+                        (g, 9, 4, False)]  # numpy_generator: a host draw, then its take
     with recording(object()):
-        assert g.take(2) == 4
-    assert g.offset == 8
+        assert g.take(2) == 8
+    assert g.offset == 12
 
 
 def test_default_generator_is_thread_safe() -> None:

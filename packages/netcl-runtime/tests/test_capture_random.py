@@ -3,7 +3,8 @@ generator (netcl.core.recording's RandomStream: a seed, an offset, ``drawing`` b
 and a netcl-core kernel that writes a hash of (seed, stream position): each replay draws what
 eager execution draws, bit for bit, and leaves the generators where eager execution would, so
 eager and replayed calls take turns; a reseed between calls is followed; a generator reseeded or
-made inside the step is followed too; what a replay cannot follow raises UnstableStepError."""
+made inside the step is followed too; what a replay cannot follow raises UnstableStepError, and a
+draw on the host HostReadError."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from netcl.core import Tensor
 from netcl.core.device import DeviceHandle
 from netcl.core.kernels.primitives import KernelSpec
 from netcl.core.recording import drawing
-from netcl.runtime import CaptureError, Param, UnstableStepError, capture
+from netcl.runtime import CaptureError, HostReadError, Param, UnstableStepError, capture
 
 # out[i] = hash(seed words, stream position offset + i), accumulated into a state: a draw at a
 # stale offset or seed changes the result
@@ -64,6 +65,10 @@ class Stream:
     def reseed(self, seed: int) -> None:
         drawing(self)
         self.seed, self.offset = seed, 0
+
+    def host_words(self, n: int) -> np.ndarray[Any, Any]:
+        drawing(self, host=True)
+        return _hash(self.seed, self.take(n), n)
 
 
 @pytest.fixture
@@ -167,6 +172,18 @@ def test_a_state_set_inside_the_step_raises(cl_dev: DeviceHandle) -> None:
 
     with pytest.raises(UnstableStepError, match=r"rng0 .* had its seed or offset set inside"):
         capture(step, warmup=0)()
+
+
+def test_a_host_side_draw_raises(cl_dev: DeviceHandle) -> None:
+    """Numbers drawn on the host feed Python a replay does not run."""
+    model = Model(cl_dev)
+
+    def step() -> Tensor:
+        return Tensor.from_shape(model.q, (int(model.streams[0].host_words(1)[0]) % 5 + 1,))
+
+    with pytest.raises(HostReadError, match="draws random numbers on the host"):
+        capture(step, warmup=0)()
+    assert model.streams[0].offset == 0  # the refused trace left the generator as it was
 
 
 def test_a_scalar_derived_from_the_offset_raises(cl_dev: DeviceHandle) -> None:

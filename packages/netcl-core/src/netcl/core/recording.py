@@ -57,9 +57,9 @@ class Recorder(Protocol):
     - ``check``: a device-side check (:func:`check_flag`): ``fail`` is to be called once the
       int32 at the start of ``buffer`` is read back nonzero.
 
-    A recorder may also define ``random_stream(stream)`` (optional: :func:`drawing` looks it
-    up): a :class:`RandomStream` is about to draw or be reseeded (NOTE [ Random streams under
-    a recorder ]).
+    A recorder may also define ``random_stream(stream, host)`` (optional: :func:`drawing`
+    looks it up): a :class:`RandomStream` is about to draw (on the host if ``host``) or be
+    reseeded (NOTE [ Random streams under a recorder ]).
     """
 
     def launch(self, queue: Any, kernel: Any, global_size: Sequence[int],
@@ -120,17 +120,19 @@ class RandomStream(Protocol):
 # advances on the host with every draw, so a replay that repeated the traced scalars would draw
 # the same numbers every step. The generator calls drawing(self) before each draw or reseed;
 # a graph capture uses it to learn which generators a step reads and their state before the
-# step, and then makes their seed and offset graph parameters (netcl.runtime._rng).
+# step, and then makes their seed and offset graph parameters (netcl.runtime._rng). Words
+# drawn on the host (a NumPy generator seeded from the stream) feed Python decisions a replay
+# cannot repeat, so drawing(self, host=True) lets a capture refuse them.
 
-def drawing(stream: RandomStream) -> None:
-    """Tell the active recorder, if it wants to know, that ``stream`` is about to draw or be
-    reseeded (NOTE [ Random streams under a recorder ]); without a recorder this costs one
-    attribute read."""
+def drawing(stream: RandomStream, host: bool = False) -> None:
+    """Tell the active recorder, if it wants to know, that ``stream`` is about to draw -- words
+    a kernel reads, or with ``host`` words read on the host -- or be reseeded (NOTE [ Random
+    streams under a recorder ]); without a recorder this costs one attribute read."""
     recorder = state.recorder
     if recorder is not None:
         hook = getattr(recorder, "random_stream", None)
         if hook is not None:
-            hook(stream)
+            hook(stream, host)
 
 
 def pyopencl() -> Any:

@@ -487,6 +487,7 @@ class Generator:
             >>> bool((a == Generator(5).numpy_generator().integers(1000, size=3)).all())
             True
         """
+        drawing(self, host=True)  # a captured step cannot repeat host-side draws
         words = _words(self.seed, self.take(4), 4)
         return np.random.default_rng([int(w) for w in words])
 

@@ -190,8 +190,16 @@ class Trace:
         self._check_queue(queue)
         self.commands.append(Check(self.token(buffer), fail))
 
-    def random_stream(self, stream: Any) -> None:
-        """Note a generator about to draw or be reseeded, with its state the first time."""
+    def random_stream(self, stream: Any, host: bool = False) -> None:
+        """Note a generator about to draw or be reseeded, with its state the first time;
+        refuse a draw on the host."""
+        if host:
+            raise HostReadError(
+                f"capture: the step draws random numbers on the host from {stream!r} "
+                "(Generator.numpy_generator: weight initialisation, say); a replay runs no "
+                "Python, so it would repeat the first call's numbers and every decision taken "
+                "on them. Draw them outside the step, or on the device (netcl.ops.uniform)"
+            )
         if id(stream) not in self._stream_ids:
             self._stream_ids.add(id(stream))
             self.streams.append((stream, int(stream.seed), int(stream.offset)))
