@@ -5,6 +5,7 @@ element; the backward kernels gather instead of scattering, so they need no atom
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -270,6 +271,47 @@ def _windows(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int],
         (st[0], st[1], st[2] * s[0], st[3] * s[1], st[2] * d[0], st[3] * d[1]), writeable=False)
 
 
+# NOTE [ Max pooling tiles on NumPy ]
+# Windows that tile the input (stride = kernel, no padding or dilation: the usual 2x2 pool)
+# are a reshape of the input, so the forward is one copy into (..., KH*KW) rows, an argmax and
+# a max, and the flat indices come from a per-geometry table; their backward is a plain scatter
+# (no input is in two windows), where the general path needs ``np.add.at``.
+
+
+def _tiles(k: tuple[int, int], s: tuple[int, int], p: tuple[int, int], d: tuple[int, int],
+           out: tuple[int, int], size: tuple[int, int]) -> bool:
+    return (k == s and p == (0, 0) and d == (1, 1) and out[0] * k[0] <= size[0]
+            and out[1] * k[1] <= size[1])
+
+
+def _disjoint(k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
+              d: tuple[int, int]) -> bool:
+    """No two windows share an input and none holds padding only (no index -1)."""
+    return p == (0, 0) and all(s[i] >= d[i] * (k[i] - 1) + 1 for i in range(2))
+
+
+@functools.lru_cache(maxsize=32)
+def _tile_index(k: tuple[int, int], out: tuple[int, int], w: int
+                ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(each window's first flat index (OH, OW), each tap's offset from it (KH*KW,))."""
+    rows, cols = np.arange(out[0], dtype=np.int64), np.arange(out[1], dtype=np.int64)
+    first = rows[:, None] * k[0] * w + cols[None, :] * k[1]
+    taps = (np.arange(k[0], dtype=np.int64)[:, None] * w + np.arange(k[1])[None, :]).reshape(-1)
+    first.flags.writeable = taps.flags.writeable = False  # shared by every call (cached)
+    return first, taps
+
+
+def _max_pool_tiles(x: np.ndarray[Any, Any], k: tuple[int, int], out: tuple[int, int]
+                    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    n, c, _, w = x.shape
+    (kh, kw), (oh, ow) = k, out
+    tiles = x[:, :, :oh * kh, :ow * kw].reshape(n, c, oh, kh, ow, kw)
+    rows = tiles.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
+    arg = rows.argmax(axis=-1)  # the first maximum (or NaN), as the kernel
+    first, taps = _tile_index(k, out, w)
+    return rows.max(axis=-1), first + taps[arg]
+
+
 def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, dilation: IntPair = 1, return_indices: bool = False,
                ceil_mode: bool = False) -> Any:
@@ -288,6 +330,11 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     k, s, p, d, out = _geometry(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
     shape = (n, c, *out)
+    if x.array is not None and _tiles(k, s, p, d, out, (h, w)):
+        y, idx = _max_pool_tiles(x.array, k, out)
+        if not return_indices:
+            return result(x, y, x.dtype)
+        return result(x, y, x.dtype), result(x, idx, "int64")
     if x.array is not None:
         win = _windows(x.array, k, s, p, d, out, -np.inf)
         flat = win.reshape(*win.shape[:4], k[0] * k[1])  # not -1: an empty batch has no size
@@ -334,6 +381,12 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
     s = k if stride is None else _pair(op, "stride", stride, 1)
     p, d = _pair(op, "padding", padding, 0), _pair(op, "dilation", dilation, 1)
     oh, ow = grad.shape[2:]
+    if grad.array is not None and indices.array is not None and _disjoint(k, s, p, d):
+        # every input is in at most one window and none is padding: a plain scatter
+        dx = np.zeros(n * c * h * w, grad.array.dtype)
+        planes = np.arange(0, n * c * h * w, h * w).reshape(n, c, 1, 1)
+        dx[indices.array + planes] = grad.array
+        return result(grad, dx.reshape(input_shape), grad.dtype)
     if grad.array is not None and indices.array is not None:
         dx = np.zeros((n * c, h * w), grad.array.dtype)
         rows = np.repeat(np.arange(n * c), oh * ow)
