@@ -3,7 +3,10 @@
 ``netcl devices`` lists every usable OpenCL device plus the NumPy backend, which one ``auto``
 picks, and every device that failed its probe with the reason and what to do about it
 (``--probe`` probes every device again instead of trusting the stored verdicts).
-``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends.
+``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends; its
+training step is captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
+``--profile trace.json`` profiles the run (every kernel's launches and device time, sorted, and
+a Chrome trace in ``trace.json``).
 ``netcl cache info`` lists every file cache netcl keeps (its folder, entries and size) and
 ``netcl cache clear [NAME ...]`` empties them, all by default (see :mod:`netcl.core.caches`).
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import traceback
 import warnings
@@ -43,6 +47,7 @@ from netcl.core.caches import (
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.env import env_flag
 from netcl.io import CheckpointError
+from netcl.runtime import profile
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -151,6 +156,8 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     from netcl.trainer._digits import DigitsConfig, train_digits
 
     out = out or sys.stdout
+    if args.profile is not None:  # device times need a profiling queue, made with the device
+        os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")
     dev = select_device(args.device)
     print(f"device: {dev}", file=out, flush=True)
 
@@ -160,10 +167,20 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     cfg = DigitsConfig(device=dev, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, seed=args.seed, workers=args.workers,
                        checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                       progress=not args.no_progress, amp=args.amp, on_epoch_end=report)
-    _, history, _ = train_digits(cfg)
+                       progress=not args.no_progress, amp=args.amp, on_epoch_end=report,
+                       capture=not args.no_capture)
+    if args.profile is None:
+        _, history, _ = train_digits(cfg)
+    else:
+        with profile() as prof:
+            _, history, _ = train_digits(cfg)
     final = history[-1].val_accuracy if history else None
     print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran", file=out)
+    if args.profile is not None:
+        prof.export_chrome_trace(args.profile)
+        print(prof.table(), file=out)
+        print(f"profile: {prof.launches} launches; Chrome trace written to {args.profile} "
+              "(open it in Perfetto or chrome://tracing)", file=out)
     return 0
 
 
@@ -280,6 +297,12 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--no-progress", action="store_true", help="no progress bar")
     tp.add_argument("--amp", action="store_true",
                     help="mixed precision: float16 matmuls/convolutions, dynamic loss scaling")
+    tp.add_argument("--no-capture", action="store_true",
+                    help="run every training step eagerly (default: capture the step once and "
+                    "replay it, on OpenCL devices)")
+    tp.add_argument("--profile", metavar="TRACE.json", default=None,
+                    help="profile the run: print each kernel's launches and device time, "
+                    "sorted, and write a Chrome trace (Perfetto, chrome://tracing) to this file")
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
              "cache too unless POCL_CACHE_DIR names a folder of yours")
     cp = sub.add_parser("cache", help="list or clear netcl's file caches",

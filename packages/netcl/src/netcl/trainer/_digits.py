@@ -64,6 +64,7 @@ class DigitsConfig:
     progress: bool = True
     stop_after: int | None = None  # stop after this many epochs (simulates an interruption)
     amp: bool = False  # mixed precision (autocast + GradScaler)
+    capture: bool = True  # capture the training step on OpenCL devices (Trainer(capture=...))
     # called with each epoch's metrics: the epochs a resumed run restored first, then each new
     # epoch as soon as it ends (``netcl train`` prints its lines with it)
     on_epoch_end: Callable[[EpochMetrics], None] | None = None
@@ -83,7 +84,8 @@ def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], Device
         trainer = Trainer(model, optimizer, cross_entropy, train_loader, test_loader, device=dev,
                           epochs=cfg.epochs, scheduler=scheduler,
                           checkpoint_dir=cfg.checkpoint_dir, resume=cfg.resume,
-                          progress=cfg.progress, amp=cfg.amp, on_epoch_end=cfg.on_epoch_end)
+                          progress=cfg.progress, amp=cfg.amp, on_epoch_end=cfg.on_epoch_end,
+                          capture=cfg.capture)
         if cfg.on_epoch_end is not None:
             for restored in trainer.history:
                 cfg.on_epoch_end(restored)
