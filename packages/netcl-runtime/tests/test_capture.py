@@ -160,8 +160,30 @@ def test_scalar_that_changes_without_being_a_parameter_raises(cl_dev: DeviceHand
         model.lr *= 0.5  # a host-side schedule the graph was not told about
         return model.step(x)
 
-    with pytest.raises(UnstableStepError, match=r"kernel upd\), scalar argument 2"):
+    with pytest.raises(UnstableStepError, match=r"kernel upd\), scalar argument 2 is \S+ on one "
+                       r"call and \S+ on the next, and follows no graph parameter; .*Make the "
+                       r"value a parameter"):
         capture(step, warmup=0)(Tensor.from_host(model.q, np.ones(N, np.float32)))
+
+
+def test_step_counter_advanced_inside_the_step_raises(cl_dev: DeviceHandle) -> None:
+    """A Python counter the step advances: the error says so, with the advance per call (the
+    capture traced three pairs of calls, so the counter went to 18)."""
+    model = Model(cl_dev)
+    counter = {"t": 0}
+
+    def step(x: Tensor) -> Tensor:
+        counter["t"] += 3
+        h = Tensor.from_shape(model.q, (N,), fill=None)
+        FORWARD.run(model.q, (128,), None, x, model.w, h, 1.5, N)
+        UPDATE.run(model.q, (128,), None, model.w, h, 0.1, np.int32(min(N, counter["t"])))
+        return h
+
+    with pytest.raises(UnstableStepError, match=r"kernel upd\), scalar argument 3 is \d+ on one "
+                       r"call and \d+ on the next.*a counter the step advances on the host "
+                       r"\(by 3 a call\)"):
+        capture(step, warmup=0)(Tensor.from_host(model.q, np.ones(N, np.float32)))
+    assert counter["t"] == 18
 
 
 def test_buffer_the_graph_does_not_own_raises(cl_dev: DeviceHandle) -> None:

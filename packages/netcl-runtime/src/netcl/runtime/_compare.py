@@ -126,19 +126,28 @@ def _compare_launch(i: int, a: Launch, b: Launch, values: Mapping[str, Any],
         if kind_a == "scalar" and not _same(va, vb):
             found = _parameters_of(va, vb, values, probes, affine)
             if len(found) != 1:
-                follows = ("follows no graph parameter" if not found else
-                           f"follows several graph parameters alike ({sorted(found)})")
-                rng = (" The step draws random numbers: their generators' seeds and offsets "
-                       "are followed by themselves, but no other scalar computed from them"
-                       if affine else "")
-                raise UnstableStepError(
-                    f"capture: {where}, scalar argument {j} is {va.item()!r} on one call and "
-                    f"{vb.item()!r} on the next, and {follows}; a replay would repeat a stale "
-                    "value. Make the value a parameter (capture(..., params=...)), or keep it "
-                    f"on the device (a step counter, say).{rng}"
-                )
+                raise _unfollowed(f"{where}, scalar argument {j}", va, vb, found, bool(affine))
             name, addend = next(iter(found.items()))
             slots[name].append((i, j, va.dtype, addend))
+
+
+def _unfollowed(what: str, va: np.ndarray[Any, Any], vb: np.ndarray[Any, Any],
+                found: Mapping[str, int], draws: bool) -> UnstableStepError:
+    """The error for a scalar that changes between the traces and follows no one parameter."""
+    follows = ("follows no graph parameter" if not found else
+               f"follows several graph parameters alike ({sorted(found)})")
+    hint = "Make the value a parameter (capture(..., params=...)), or keep it on the device"
+    if va.ndim == 0 and va.dtype.kind in "iu":
+        hint = (f"If it is a counter the step advances on the host (by {int(vb) - int(va)} a "
+                "call), keep it on the device, or advance it outside the step and make it a "
+                "parameter (capture(..., params={'t': Param.attribute(obj, 't')}))")
+    if draws:
+        hint += (". The step draws random numbers: their generators' seeds and offsets are "
+                 "followed by themselves, but no other scalar computed from them")
+    return UnstableStepError(
+        f"capture: {what} is {va.item()!r} on one call and {vb.item()!r} on the next, and "
+        f"{follows}; a replay would repeat a stale value. {hint}"
+    )
 
 
 def _parameters_of(va: np.ndarray[Any, Any], vb: np.ndarray[Any, Any],
