@@ -303,13 +303,25 @@ def _tile_index(k: tuple[int, int], out: tuple[int, int], w: int
 
 def _max_pool_tiles(x: np.ndarray[Any, Any], k: tuple[int, int], out: tuple[int, int]
                     ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Running max and first argmax over the window's taps, elementwise over all windows at
+    once (``argmax`` along a last axis of 4 costs a call per window, 3x slower)."""
     n, c, _, w = x.shape
     (kh, kw), (oh, ow) = k, out
     tiles = x[:, :, :oh * kh, :ow * kw].reshape(n, c, oh, kh, ow, kw)
-    rows = tiles.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
-    arg = rows.argmax(axis=-1)  # the first maximum (or NaN), as the kernel
-    first, taps = _tile_index(k, out, w)
-    return rows.max(axis=-1), first + taps[arg]
+    taps = np.ascontiguousarray(tiles.transpose(3, 5, 0, 1, 2, 4)).reshape(kh * kw, n, c, oh, ow)
+    best = taps[0].copy()
+    arg = np.zeros(best.shape, np.uint8 if kh * kw < 256 else np.int64)
+    take = np.empty(best.shape, bool)
+    for tap in range(1, kh * kw):
+        # taps come in increasing order, so "the latest strictly larger tap" is a maximum
+        np.greater(taps[tap], best, out=take)
+        np.maximum(arg, take * arg.dtype.type(tap), out=arg)
+        np.maximum(best, taps[tap], out=best)  # NaN propagates into best
+    nan = np.isnan(best)
+    if nan.any():  # the first NaN of a window wins, as np.argmax and the kernel
+        arg[nan] = np.argmax(np.isnan(taps[:, nan]), axis=0)
+    first, offsets = _tile_index(k, out, w)
+    return best, first + offsets[arg]
 
 
 def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
