@@ -37,7 +37,8 @@ def _trainer(dev: DeviceHandle, capture: bool, ckpt: Path | None = None, resume:
              loss_fn: Callable[[Tensor, Tensor], Tensor] = ag.cross_entropy) -> Trainer:
     model = digits_cnn(dev.queue, seed=1)
     params = list(model.parameters())
-    groups = [{"params": params[:4]}, {"params": params[4:], "weight_decay": 1e-3}]
+    groups: list[dict[str, Any]] = [{"params": params[:4]},
+                                     {"params": params[4:], "weight_decay": 1e-3}]
     opt = SGD(groups, lr=0.05, momentum=0.9)
     return Trainer(model, opt, loss_fn, _batches(ROWS, 0), _batches(37, 1), device=dev,
                    epochs=2, scheduler=StepLR(opt, step_size=1, gamma=0.5),

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from netcl.core.recording import pyopencl
 __all__ = ["Prefetcher"]
 
 Batch = Sequence[Any]
+Batches = Generator[tuple[Tensor, ...], None, None]
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Prefetcher:
         self._slots: dict[tuple[int, tuple[int, ...], str], list[_Slot]] = {}
         self._turn: dict[tuple[int, tuple[int, ...], str], int] = {}
 
-    def __call__(self, batches: Iterable[Batch]) -> Iterator[tuple[Tensor, ...]]:
+    def __call__(self, batches: Iterable[Batch]) -> Batches:
         if isinstance(self.queue, CPUQueue):
             return self._pass_through(batches)
         return self._prefetch(batches)
@@ -104,13 +105,13 @@ class Prefetcher:
     def _wanted(self, i: int) -> str | None:
         return None if self.dtypes is None or i >= len(self.dtypes) else self.dtypes[i]
 
-    def _pass_through(self, batches: Iterable[Batch]) -> Iterator[tuple[Tensor, ...]]:
+    def _pass_through(self, batches: Iterable[Batch]) -> Batches:
         for batch in batches:
             yield tuple(Tensor.from_host(self.queue, np.asarray(a),
                                          dtype=_dtype_of(np.asarray(a), self._wanted(i)))
                         for i, a in enumerate(batch))
 
-    def _prefetch(self, batches: Iterable[Batch]) -> Iterator[tuple[Tensor, ...]]:
+    def _prefetch(self, batches: Iterable[Batch]) -> Batches:
         cl = pyopencl()
         if self._copy_queue is None:
             self._copy_queue = cl.CommandQueue(self.queue.context, self.queue.device)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -171,7 +171,7 @@ class Trainer:
         """``checkpoint_dir/last.netcl`` (``None`` without a checkpoint directory)."""
         return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.netcl"
 
-    def _on_device(self, batches: Any) -> Iterator[tuple[Tensor, ...]]:
+    def _on_device(self, batches: Any) -> Generator[tuple[Tensor, ...], None, None]:
         """``(x, y)`` host batches as device tensors (x float32), uploaded one batch ahead
         on a copy queue when prefetching."""
         if self.prefetcher is not None:
