@@ -54,6 +54,7 @@ class Optimizer(abc.ABC):
         self.state: dict[int, dict[str, Any]] = {}
         self._counts: dict[int, StepCounts] = {}  # by id(queue)
         self._size = 0  # parameters in all groups
+        self._hyper: tuple[Any, np.ndarray[Any, Any]] = ((), np.zeros(0, np.float32))
         items = list(params)
         if not items:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -169,9 +170,25 @@ class Optimizer(abc.ABC):
             flag: Any = skip.array
             if flag is not None and flag[0]:  # the NumPy backend decides on the host
                 continue
+            if counts.steps.array is None:
+                counts.set_hyper(self._hyper_pairs())
             counts.tick(tuple(item[0] for item in items), skip)
             for i, p, g, group in items:
                 self._update(p, g, self._state_for(i, p), group, StepRef(counts.steps, i, skip))
+
+    def _bias_betas(self, group: Mapping[str, Any]) -> tuple[float, float]:
+        """The ``(1 - b1, 1 - b2)`` whose bias corrections the tick computes for ``group``'s
+        parameters (NOTE [ Step counts on the device ]); none by default."""
+        return (0.0, 0.0)
+
+    def _hyper_pairs(self) -> np.ndarray[Any, Any]:
+        """:meth:`_bias_betas` of every parameter, the same array until a group's change."""
+        key = (self._size, tuple(self._bias_betas(g) for g in self.param_groups))
+        if key != self._hyper[0]:
+            pairs = np.concatenate([np.zeros((0, 2))] + [
+                np.tile(self._bias_betas(g), (len(g["params"]), 1)) for g in self.param_groups])
+            self._hyper = (key, pairs.reshape(-1).astype(np.float32))
+        return self._hyper[1]
 
     def _check_grad(self, p: Tensor, g: Tensor) -> None:
         if g.shape != p.shape:
@@ -345,7 +362,7 @@ class Adam(Optimizer):
         m, v = state["exp_avg"], state["exp_avg_sq"]
         if p.array is None:  # the bias corrections are computed on the device from the count
             run_update("adam", p, [g, m, v], step.steps, step.index, step.skip,
-                       lr, b1, b2, eps, wd, 1.0 - b1, 1.0 - b2, self.decoupled)
+                       lr, b1, b2, eps, wd, self.decoupled)
             return
         t = step.count()
         bc1, bc2 = 1 - b1**t, 1 - b2**t
@@ -360,6 +377,10 @@ class Adam(Optimizer):
         v.array += (1 - b2) * grad * grad
         param -= lr * (m.array / bc1) / (np.sqrt(v.array / bc2) + eps)
         _store(p, param)
+
+    def _bias_betas(self, group: Mapping[str, Any]) -> tuple[float, float]:
+        b1, b2 = group["betas"]
+        return (1.0 - float(b1), 1.0 - float(b2))  # rounded once, from float64
 
 
 class AdamW(Adam):

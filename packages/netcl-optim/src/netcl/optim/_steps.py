@@ -23,34 +23,51 @@ from netcl.core.tensor import Tensor, copy_from_host
 
 from ._kernels import run_tick
 
-__all__ = ["INDEX_CACHE", "ParamState", "StepCounts", "StepRef", "check_found_inf"]
+__all__ = ["INDEX_CACHE", "STRIDE", "ParamState", "StepCounts", "StepRef", "check_found_inf"]
 
 INDEX_CACHE = 8  # index lists kept per device: which parameters have gradients rarely changes
+STRIDE = 3  # floats per parameter in StepCounts.steps: t, 1 - b1**t, 1 - b2**t
 
 
 class StepCounts:
-    """One float32 count per parameter of an optimizer (by its index over all groups) on
-    ``queue``'s device, a zero ``never`` flag (the skip flag of a step nobody skips), and the
-    index lists :meth:`tick` was given, uploaded once each."""
+    """Per parameter of an optimizer (by its index over all groups), on ``queue``'s device:
+    ``steps`` holds ``(t, 1 - b1**t, 1 - b2**t)`` (``STRIDE`` float32 each), ``hyper`` the
+    ``(1 - b1, 1 - b2)`` pair the corrections are computed from; plus a zero ``never`` flag
+    (the skip flag of a step nobody skips) and the index lists :meth:`tick` was given,
+    uploaded once each."""
 
     def __init__(self, queue: Any, size: int) -> None:
         self.queue = queue
-        self.steps = _persistent(Tensor.from_shape(queue, (size,), "float32", fill=0))
+        self.steps = _persistent(Tensor.from_shape(queue, (STRIDE * size,), "float32", fill=0))
+        self.hyper = _persistent(Tensor.from_shape(queue, (2 * size,), "float32", fill=0))
         self.never = _persistent(Tensor.from_shape(queue, (1,), "int32", fill=0))
+        self._hyper_host: np.ndarray[Any, Any] | None = None
         self._indices: dict[tuple[int, ...], Tensor] = {}
 
     @property
     def size(self) -> int:
         """How many parameters have a count here."""
-        return self.steps.size
+        return self.steps.size // STRIDE
+
+    def set_hyper(self, pairs: np.ndarray[Any, Any]) -> None:
+        """Use the ``1 - beta`` ``pairs`` (float32, two per parameter); uploaded only when
+        given another array than last time (the optimizer keeps one until its betas change)."""
+        if pairs is self._hyper_host:
+            return
+        if pairs.size != self.hyper.size:
+            self.hyper = _persistent(
+                Tensor.from_shape(self.queue, (pairs.size,), "float32", fill=0))
+        copy_from_host(self.hyper, pairs)
+        self._hyper_host = pairs
 
     def tick(self, indices: tuple[int, ...], skip: Tensor) -> None:
-        """Add 1 to the counts at ``indices`` unless ``skip[0]`` is set (on the device: one
-        launch, nothing read back)."""
+        """Add 1 to the counts at ``indices`` and compute their bias corrections, unless
+        ``skip[0]`` is set (on the device: one launch, nothing read back; on the NumPy backend
+        the counts only: its updates compute the corrections from them)."""
         if self.steps.array is not None:
             flag: Any = skip.array
             if not flag[0]:
-                self.steps.array[list(indices)] += 1
+                self.steps.array[[STRIDE * i for i in indices]] += 1
             return
         index = self._indices.get(indices)
         if index is None:
@@ -58,19 +75,21 @@ class StepCounts:
                 self._indices.pop(next(iter(self._indices)))
             index = _persistent(Tensor.from_host(self.queue, np.array(indices, np.int32)))
             self._indices[indices] = index
-        run_tick(self.steps, index, skip)
+        run_tick(self.steps, self.hyper, index, skip)
 
     def read(self) -> np.ndarray[Any, Any]:
         """The counts as host ints (one read of the device buffer)."""
-        return self.steps.to_host().astype(np.int64)
+        return self.steps.to_host()[::STRIDE].astype(np.int64)
 
     def write(self, counts: np.ndarray[Any, Any]) -> None:
         """Overwrite every count (``counts`` has one entry per parameter, a larger size grows
-        the buffer)."""
+        the buffer); the corrections follow at each parameter's next tick."""
         if counts.size != self.size:
             self.steps = _persistent(
-                Tensor.from_shape(self.queue, (counts.size,), "float32", fill=0))
-        copy_from_host(self.steps, counts.astype(np.float32))
+                Tensor.from_shape(self.queue, (STRIDE * counts.size,), "float32", fill=0))
+        host = np.zeros(STRIDE * counts.size, np.float32)
+        host[::STRIDE] = counts
+        copy_from_host(self.steps, host)
 
     def grow(self, size: int) -> None:
         """Make room for ``size`` parameters, keeping the counts there are (a host round trip:
@@ -82,8 +101,8 @@ class StepCounts:
 
 @dataclass(frozen=True)
 class StepRef:
-    """Where one update's step count is: ``steps[index]`` (after this step's tick), and the
-    flag that makes the update a no-op."""
+    """Where one update's step count is: ``steps[STRIDE * index]`` (after this step's tick),
+    and the flag that makes the update a no-op."""
 
     steps: Tensor
     index: int
@@ -92,7 +111,7 @@ class StepRef:
     def count(self) -> float:
         """The count, on the NumPy backend (its kernels read it on the device)."""
         array: Any = self.steps.array
-        return float(array[self.index])
+        return float(array[STRIDE * self.index])
 
 
 class ParamState(dict[str, Any]):

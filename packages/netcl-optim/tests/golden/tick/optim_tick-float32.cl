@@ -22,9 +22,15 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void optim_tick(__global float* steps, __global const int* index, const int count,
+__kernel void optim_tick(__global float* steps, __global const float* hyper,
+                         __global const int* index, const int count,
                          __global const int* skip) {
-  // one work item per parameter with a gradient: its step count goes up by one
+  // one work item per parameter with a gradient: (t, 1 - b1^t, 1 - b2^t) for its next update
   int i = get_global_id(0);
-  if (i < count && !skip[0]) steps[index[i]] += 1.0f;
+  if (i >= count || skip[0]) return;
+  const int k = index[i];
+  const float t = steps[3 * k] + 1.0f;
+  steps[3 * k] = t;
+  steps[3 * k + 1] = -expm1(t * log1p(-hyper[2 * k]));
+  steps[3 * k + 2] = -expm1(t * log1p(-hyper[2 * k + 1]));
 }

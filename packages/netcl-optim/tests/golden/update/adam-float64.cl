@@ -26,13 +26,10 @@
 __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
                    __global const float* steps, __global const int* skip, const int n,
                    const int index, const float lr, const float b1, const float b2,
-                   const float eps, const float wd, const float one_minus_b1,
-                   const float one_minus_b2, const int decoupled) {
+                   const float eps, const float wd, const int decoupled) {
   int i = get_global_id(0);
   if (i >= n || skip[0]) return;
-  const CT t = (CT)steps[index];
-  const CT bc1 = -expm1(t * log1p(-(CT)one_minus_b1));  // 1 - b1^t, see the NOTE
-  const CT bc2 = -expm1(t * log1p(-(CT)one_minus_b2));
+  const CT bc1 = (CT)steps[3 * index + 1], bc2 = (CT)steps[3 * index + 2];  // 1 - b^t
   CT param = LD(p, i);
   CT grad = LD(g, i);
   if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;

@@ -28,7 +28,7 @@ __kernel void sgd(__global T* p, __global const T* g, __global S* buf,
                   const float dampening, const float wd, const int nesterov) {
   int i = get_global_id(0);
   if (i >= n || skip[0]) return;
-  const int first = steps[index] == 1.0f;
+  const int first = steps[3 * index] == 1.0f;
   const CT param = LD(p, i);
   CT grad = LD(g, i) + (CT)wd * param;
   if (momentum != 0.0f) {
