@@ -388,3 +388,31 @@ def test_step_counts_follow_each_parameter(dev: DeviceHandle) -> None:
     assert [opt.state[i]["step"] for i in range(3)] == [6, 9, 1]
     with pytest.raises(KeyError, match="exp_avg"):
         opt.state[0]["exp_avg"]
+
+
+def test_adam_groups_keep_their_own_betas(dev: DeviceHandle) -> None:
+    """Each group's bias corrections come from its own betas (computed in the tick from the
+    ``1 - beta`` pairs the optimizer uploads), also after a group's betas change."""
+    rng = np.random.default_rng(11)
+    p0 = [rng.standard_normal(n).astype(np.float32) for n in (7, 33, 1)]
+    grads = [[rng.standard_normal(p.shape).astype(np.float32) for p in p0] for _ in range(8)]
+    ps = [Tensor.from_host(dev.queue, p) for p in p0]
+    betas = [(0.9, 0.999), (0.5, 0.9), (0.8, 0.99)]
+    opt = Adam([{"params": [ps[0]]}, {"params": [ps[1]], "betas": betas[1]},
+                {"params": [ps[2]], "betas": betas[2]}], lr=0.01)
+    for step in grads:
+        for p, g in zip(ps, step):
+            p.grad = Tensor.from_host(dev.queue, g)
+        opt.step()
+    for i, p in enumerate(ps):
+        expect = ref_adam(p0[i].astype(np.float64), [s[i].astype(np.float64) for s in grads],
+                          lr=0.01, betas=betas[i])
+        assert_close(p.to_host(), expect, "float32", scale=2.0)
+    opt.param_groups[1]["betas"] = (0.0, 0.0)  # b = 0: no bias correction, m = g, v = g*g
+    before = ps[1].to_host().astype(np.float64)
+    g = grads[0][1]
+    ps[1].grad = Tensor.from_host(dev.queue, g)
+    ps[0].grad = ps[2].grad = None
+    opt.step()
+    expect = before - 0.01 * g / (np.abs(g.astype(np.float64)) + 1e-8)
+    assert_close(ps[1].to_host(), expect, "float32")
