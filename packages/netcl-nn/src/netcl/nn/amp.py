@@ -5,7 +5,11 @@ Inside ``with autocast():`` linear layers, matmuls and convolutions run on float
 this works on devices without ``cl_khr_fp16``), while softmax, losses, normalization and sums
 run in float32 (NOTE [ Autocast op lists ] in :mod:`netcl.nn.functional`). ``GradScaler``
 multiplies the loss so small float16 gradients do not flush to zero, divides the float32
-gradients back on the device, and skips the optimizer step when one of them is inf or NaN.
+gradients back on the device, and skips the optimizer step when one of them is inf or NaN. The
+scale and that decision stay on the device (a ``netcl.optim`` optimizer takes the found-inf flag
+in ``step(found_inf=...)``), so an AMP training step reads nothing back and can be captured by
+``netcl.runtime.capture``; ``GradScaler.found_inf`` tells, on the device, whether a step was
+skipped.
 
 Examples:
     >>> import numpy as np
