@@ -49,6 +49,12 @@ def _devices(names: str | None) -> list[DeviceHandle]:
                                       for w in wanted)]
 
 
+def _label(dev: DeviceHandle) -> str:
+    if dev.backend == "cpu":
+        return "NumPy"
+    return f"{dev.platform_name.split()[0]} {dev.device_name}"[:28]
+
+
 def _ratio(ours: float, ref: float | None, what: str) -> str:
     return "" if ref is None else f"  {ours / ref:5.2f}x {what}"
 
@@ -75,7 +81,7 @@ def main() -> None:
         best_torch = min(runs, key=lambda r: r["seconds"])
         ref = best_torch["seconds"]
         report["torch_cpu"] = best_torch
-        print(f"{'PyTorch CPU':<44} {ref:7.2f} s  (val acc {best_torch['accuracy']:.3f}, "
+        print(f"{'PyTorch CPU':<38} {ref:7.2f} s  (val acc {best_torch['accuracy']:.3f}, "
               f"{args.threads} threads)")
     for dev in _devices(args.devices):
         best: dict[str, dict[str, Any]] = {}
@@ -84,10 +90,10 @@ def main() -> None:
                 r = netcl_run(dev, capture, args.epochs, args.batch_size)
                 if name not in best or r["seconds"] < best[name]["seconds"]:
                     best[name] = r
-        report[str(dev)] = best
+        report[_label(dev)] = best
         eager_s = best["eager"]["seconds"]
         for name, r in best.items():
-            line = (f"{str(dev)[:30]:<30} {name:<13} {r['seconds']:7.2f} s  "
+            line = (f"{_label(dev):<28} {name:<9} {r['seconds']:7.2f} s  "
                     f"({r['epoch_s']:.2f} s/epoch, val acc {r['accuracy']:.3f}, "
                     f"step {r['mode']})")
             line += _ratio(r["seconds"], ref, "PyTorch CPU")

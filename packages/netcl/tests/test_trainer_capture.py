@@ -1,8 +1,9 @@
 """Trainer with a captured training step: bitwise equal to eager training on every OpenCL device
 (the digits CNN, 2 epochs of an odd number of batches ending in a partial one, an lr scheduler,
-two param groups), also across a checkpoint and resume and a hyperparameter change between
-epochs; a step that cannot be captured warns once and trains eagerly with the same results;
-the NumPy backend trains eagerly without a warning."""
+two param groups), also across a checkpoint and resume, a hyperparameter change between epochs,
+with and without prefetching, and under AMP with a step the GradScaler skips; a step that
+cannot be captured warns once and trains eagerly with the same results; the NumPy backend
+trains eagerly without a warning."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import netcl.autograd as ag
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
-from netcl.nn import Flatten, Linear, ReLU, Sequential
+from netcl.nn import Dropout, Flatten, Linear, ReLU, Sequential, manual_seed
 from netcl.optim import SGD, Adam, StepLR
 from netcl.trainer import Trainer
 from netcl.trainer._digits import digits_cnn
@@ -34,7 +35,8 @@ def _batches(rows: int, seed: int) -> Batches:
 
 
 def _trainer(dev: DeviceHandle, capture: bool, ckpt: Path | None = None, resume: bool = False,
-             loss_fn: Callable[[Tensor, Tensor], Tensor] = ag.cross_entropy) -> Trainer:
+             loss_fn: Callable[[Tensor, Tensor], Tensor] = ag.cross_entropy,
+             prefetch: bool = True) -> Trainer:
     model = digits_cnn(dev.queue, seed=1)
     params = list(model.parameters())
     groups: list[dict[str, Any]] = [{"params": params[:4]},
@@ -42,7 +44,8 @@ def _trainer(dev: DeviceHandle, capture: bool, ckpt: Path | None = None, resume:
     opt = SGD(groups, lr=0.05, momentum=0.9)
     return Trainer(model, opt, loss_fn, _batches(ROWS, 0), _batches(37, 1), device=dev,
                    epochs=2, scheduler=StepLR(opt, step_size=1, gamma=0.5),
-                   checkpoint_dir=ckpt, resume=resume, progress=False, capture=capture)
+                   checkpoint_dir=ckpt, resume=resume, progress=False, capture=capture,
+                   prefetch=prefetch)
 
 
 def _same_run(a: Trainer, b: Trainer) -> None:
@@ -60,10 +63,19 @@ def test_captured_training_equals_eager_bitwise(dev: DeviceHandle) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning, on NumPy either
         captured.fit()
-    assert captured.step.mode == ("graph" if dev.backend == "cl" else "pending")
+    assert captured.step.mode == ("graph" if dev.backend == "cl" else "eager")
     assert eager.step.mode == "eager" and len(captured.history) == 2
     assert captured.history[1].lr == 0.025  # the scheduler's rate reached the graph
     _same_run(eager, captured)
+
+
+def test_training_without_prefetch_is_the_same(dev: DeviceHandle) -> None:
+    plain = _trainer(dev, capture=True, prefetch=False)
+    plain.fit()
+    prefetched = _trainer(dev, capture=True)
+    prefetched.fit()
+    assert plain.prefetcher is None and prefetched.prefetcher is not None
+    _same_run(plain, prefetched)
 
 
 def test_captured_training_resumes_exactly(dev: DeviceHandle, tmp_path: Path) -> None:
@@ -126,8 +138,32 @@ def test_captured_amp_training_equals_eager_bitwise(dev: DeviceHandle) -> None:
     captured = _amp_trainer(dev, capture=True)
     captured.fit()
     assert captured.step.failure is None
-    assert captured.step.mode == ("graph" if dev.backend == "cl" else "pending")
+    assert captured.step.mode == ("graph" if dev.backend == "cl" else "eager")
     # the inf batch's loss is left out of the mean (skipped step), not a divergence
     assert all(np.isfinite(m.train_loss) for m in captured.history)
     assert captured.scaler.get_scale() == eager.scaler.get_scale() < 2.0**16
     _same_run(eager, captured)
+
+
+def _dropout_trainer(dev: DeviceHandle, capture: bool) -> Trainer:
+    rng = np.random.default_rng(4)
+    q = dev.queue
+    model = Sequential(Flatten(), Linear(64, 33, queue=q, rng=rng), ReLU(), Dropout(0.3),
+                       Linear(33, 10, queue=q, rng=rng))
+    opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return Trainer(model, opt, ag.cross_entropy, _batches(ROWS, 5), _batches(37, 6), device=dev,
+                   epochs=2, scheduler=StepLR(opt, step_size=1, gamma=0.5), progress=False,
+                   capture=capture)
+
+
+def test_captured_training_with_dropout_equals_eager_bitwise(dev: DeviceHandle) -> None:
+    """Each replay draws the masks eager steps would (the default generator's state is a
+    graph parameter), the partial batch's eager step included."""
+    runs = []
+    for capture in (False, True):
+        manual_seed(11)
+        trainer = _dropout_trainer(dev, capture)
+        trainer.fit()
+        runs.append(trainer)
+    assert runs[1].step.mode == ("graph" if dev.backend == "cl" else "eager")
+    _same_run(*runs)

@@ -77,7 +77,9 @@ class TrainStep:
         return self.graph_step.mode
 
     def __call__(self, x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
-        if not self.enabled or x.backend != "cl":
+        if x.backend != "cl":
+            self.enabled = False  # the NumPy backend: nothing to capture
+        if not self.enabled:
             return self.fn(x, y)
         inputs = ((x.shape, x.dtype), (y.shape, y.dtype))
         if self._inputs is None:
