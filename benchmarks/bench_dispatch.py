@@ -141,18 +141,23 @@ def device_label(dev: DeviceHandle) -> str:
     return "numpy" if dev.backend == "cpu" else str(dev)
 
 
-def measure(dev: DeviceHandle, sizes: list[int], calls: int, repeat: int) -> list[dict[str, Any]]:
+def measure(dev: DeviceHandle, sizes: list[int], calls: int, repeat: int,
+            references: bool = True, only: tuple[str, ...] | None = None
+            ) -> list[dict[str, Any]]:
     q = dev.queue
     sync = q.finish if dev.backend == "cl" else _nothing
-    ref = torch_cases(sizes)
+    ref = torch_cases(sizes) if references else {}
     rows = []
     for name, fn, np_fn in cases(q, sizes):
+        if only is not None and not name.startswith(only):
+            continue
         n = max(50, calls // 20) if name.startswith(("mlp", "conv", "matmul")) else calls
         us = per_call_us(fn, sync, n, repeat)
         with count_launches() as launches:
             fn()
         sync()
-        np_us = None if np_fn is _nothing else per_call_us(np_fn, _nothing, n, repeat)
+        skip = np_fn is _nothing or not references
+        np_us = None if skip else per_call_us(np_fn, _nothing, n, repeat)
         torch_us = per_call_us(ref[name], _nothing, n, repeat) if name in ref else None
         rows.append({
             "device": device_label(dev), "op": name, "us_per_call": us,
@@ -186,6 +191,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="7,257")
     parser.add_argument("--calls", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="time netcl only (no NumPy or PyTorch rows)")
+    parser.add_argument("--only", default=None, help="comma-separated op prefixes to time")
     parser.add_argument("--out", default=None, help="write every row here as JSON (and the "
                         "table beside it as .txt)")
     args = parser.parse_args()
@@ -199,7 +207,8 @@ def main() -> None:
         devices = available_devices()
     rows: list[dict[str, Any]] = []
     for dev in devices:
-        rows += measure(dev, sizes, args.calls, args.repeat)
+        rows += measure(dev, sizes, args.calls, args.repeat, not args.no_reference,
+                        None if args.only is None else tuple(args.only.split(",")))
         print(table([r for r in rows if r["device"] == device_label(dev)]), flush=True)
     if args.out:
         meta = {"host": platform.node(), "python": platform.python_version(),

@@ -197,22 +197,26 @@ class BufferPool:
         Raises:
             ValueError: ``nbytes`` is negative or not an integer.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-            raise ValueError(f"BufferPool.allocate: nbytes must be an integer >= 0, got {nbytes!r}")
-        capacity = self._bucket_for(int(nbytes))
+        if type(nbytes) is not int or nbytes < 0:  # a Python int >= 0 skips the checks
+            if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) \
+                    or nbytes < 0:
+                raise ValueError(
+                    f"BufferPool.allocate: nbytes must be an integer >= 0, got {nbytes!r}")
+            nbytes = int(nbytes)
+        capacity = self._bucket_for(nbytes)
+        stats = self.stats
         with self._lock:
             free = self._free.get(capacity)
             if free:
                 buffer = free.pop()
-                self.stats.hits += 1
-                self.stats.bytes_cached -= capacity
-                handle = BufferHandle(buffer, int(nbytes), capacity, self)
+                stats.hits += 1
+                stats.bytes_cached -= capacity
             else:
-                handle = None
-                self.stats.misses += 1
-                self.stats.bytes_allocated += capacity
-        if handle is None:
-            handle = BufferHandle(self._new_buffer(capacity), int(nbytes), capacity, self)
+                buffer = None
+                stats.misses += 1
+                stats.bytes_allocated += capacity
+        handle = BufferHandle(self._new_buffer(capacity) if buffer is None else buffer, nbytes,
+                              capacity, self)
         recorder = _recording.recorder
         if recorder is not None:
             recorder.allocated(self, handle)

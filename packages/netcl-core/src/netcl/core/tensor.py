@@ -32,11 +32,19 @@ from .backend.opencl import OpenCLBackend
 from .capabilities import device_profile
 from .device import CPUQueue, get_active_device
 from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
-from .memory import BufferHandle, BufferPool
+from .memory import BufferHandle, BufferPool, get_persistent_pool
 from .process import track_owner
 from .recording import state as recording_state
 
-__all__ = ["CPU_BACKEND", "Tensor", "check_same_device", "check_shape", "copy_from_host", "reshape"]
+__all__ = [
+    "CPU_BACKEND",
+    "Tensor",
+    "check_same_device",
+    "check_shape",
+    "copy_from_host",
+    "output_tensor",
+    "reshape",
+]
 
 #: The one NumPy backend object; ops pass it as ``_backend`` to wrap a NumPy result.
 CPU_BACKEND = CPUBackend()
@@ -335,6 +343,8 @@ class Tensor:
         """Block until the pending upload finished; release its pinned lease. Idempotent."""
         if self.pending_event is not None:
             self.pending_event.wait()
+        elif self.pending_release is None and self.host_ref is None:
+            return  # nothing pending: what every op's read of an op's result finds
         self._clear_pending()
 
     def _clear_pending(self) -> None:
@@ -447,6 +457,65 @@ class Tensor:
             body = np.array2string(self.to_host(), separator=", ")
             return f"{head}, data={body})"
         return head + ")"
+
+
+# NOTE [ Output tensors ]
+# Every op allocates its result with output_tensor. Tensor.from_shape checks the shape, the
+# dtype, the device's float64 support, the backend and the device's size limits, and asks the
+# driver for the queue's context: the same answers every time for one (queue, shape, dtype),
+# which was a third of a small op's host time. So the first call per key goes through
+# from_shape, and later ones reuse its answers and only lease a buffer from the same pool.
+# The table holds its queues (an id could be reused by a later queue) and is cleared when full.
+
+_outputs: dict[tuple[Any, tuple[int, ...], str], tuple[tuple[int, ...], str, Any, Any, Any,
+                                                      int]] = {}
+_MAX_OUTPUTS = 4096
+
+
+def output_tensor(queue: Any, shape: tuple[int, ...], dtype: str) -> Tensor:
+    """An uninitialized ``Tensor.from_shape(queue, shape, dtype, fill=None)``: what ops
+    allocate their results with (pooled on OpenCL, see NOTE [ Output tensors ]).
+
+    ``shape`` is a tuple of ints; its checks, and every error of :meth:`Tensor.from_shape`,
+    happen on the first call for each (queue, shape, dtype).
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> t = output_tensor(manager.default("cpu").queue, (2, 3), "float32")
+        >>> t.shape, t.dtype
+        ((2, 3), 'float32')
+    """
+    key = (queue, shape, dtype)
+    try:
+        spec = _outputs.get(key)
+    except TypeError:  # an unhashable queue (the NumPy backend's) or shape
+        spec = None
+    if spec is None:
+        return _first_output(queue, shape, dtype, key)
+    dims, canonical, context, backend, pool, nbytes = spec
+    tensor = Tensor(shape=dims, dtype=canonical, queue=queue, context=context, _backend=backend)
+    track_owner(tensor)
+    lease = pool.allocate(nbytes)
+    tensor.pool_handle = lease
+    tensor.buffer = lease.buffer
+    return tensor
+
+
+def _first_output(queue: Any, shape: tuple[int, ...], dtype: str,
+                  key: tuple[Any, tuple[int, ...], str]) -> Tensor:
+    tensor = Tensor.from_shape(queue, shape, dtype, fill=None)
+    lease = tensor.pool_handle
+    if lease is None or tensor.array is not None:  # NumPy, or no elements: nothing to keep
+        return tensor
+    try:
+        hash(key)
+    except TypeError:
+        return tensor
+    if len(_outputs) >= _MAX_OUTPUTS:
+        _outputs.clear()
+    _outputs[key] = (tensor.shape, tensor.dtype, tensor.context, tensor._backend,
+                     get_persistent_pool(queue), lease.nbytes)
+    return tensor
 
 
 def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:

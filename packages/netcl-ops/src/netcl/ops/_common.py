@@ -14,7 +14,7 @@ import numpy as np
 from netcl.core.dtypes import canonical_dtype, numpy_dtype
 from netcl.core.kernels.family import grid_1d, local_size_1d
 from netcl.core.kernels.primitives import WorkGroupTuner, launch
-from netcl.core.tensor import Tensor, check_same_device
+from netcl.core.tensor import Tensor, check_same_device, output_tensor
 
 __all__ = [
     "TUNER",
@@ -47,8 +47,10 @@ def same_device(op: str, *tensors: Tensor) -> Any:
 
 
 def empty(queue: Any, shape: Sequence[int], dtype: str) -> Tensor:
-    """An uninitialized output tensor on ``queue`` (pooled on OpenCL)."""
-    return Tensor.from_shape(queue, tuple(int(d) for d in shape), dtype, fill=None)
+    """An uninitialized output tensor on ``queue`` (pooled on OpenCL; its checks done once per
+    queue, shape and dtype: :func:`netcl.core.tensor.output_tensor`)."""
+    dims = shape if type(shape) is tuple else tuple(int(d) for d in shape)
+    return output_tensor(queue, dims, dtype)
 
 
 def from_numpy(queue: Any, array: np.ndarray[Any, Any], dtype: str | None = None) -> Tensor:

@@ -35,10 +35,14 @@ _FLOAT_RANK = {"float16": 0, "float32": 1, "float64": 2}
 _INT_RANK = {"uint8": 0, "int32": 1, "int64": 2}
 
 Scalar = int | float
+_PLAIN_KINDS: dict[type, str] = {float: SCALAR_FLOAT, int: SCALAR_INT}  # the usual operands
 
 
 def scalar_kind(op: str, value: Any) -> str:
     """``SCALAR_INT`` or ``SCALAR_FLOAT`` for a Python/NumPy number; ``TypeError`` otherwise."""
+    kind = _PLAIN_KINDS.get(type(value))
+    if kind is not None:
+        return kind
     if isinstance(value, (bool, np.bool_, int, np.integer)):
         return SCALAR_INT
     if isinstance(value, (float, np.floating)):
@@ -94,7 +98,12 @@ def kernel_scalar(op: str, value: Scalar, dtype: str) -> Any:
                 f"[{info.min}, {info.max}]; cast the tensor to a wider dtype first"
             )
         return numpy_dtype(dtype).type(ivalue)
-    return np_compute(dtype).type(value)
+    ct = _FLOAT_CT.get(dtype)
+    return np_compute(dtype).type(value) if ct is None else ct(value)
+
+
+_FLOAT_CT: dict[str, Any] = {"float16": np.float32, "float32": np.float32,
+                             "float64": np.float64}
 
 
 def op_dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
@@ -104,6 +113,22 @@ def op_dtypes(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
     Raises:
         TypeError: the op has no expression for the promoted dtype (``exp`` of integers).
     """
+    key = (id(op), *kinds)
+    found = _op_dtypes.get(key)
+    if found is None or found[0] is not op:
+        if len(_op_dtypes) >= 4096:
+            _op_dtypes.clear()
+        found = _op_dtypes[key] = (op, *_op_dtypes_of(op, kinds))
+    return found[1], found[2]
+
+
+# (id(op), *kinds) -> (op, op_dtypes' answer): a pure function of the op and kinds, asked on
+# every op call (the op is held, so its id is not reused while the entry lives); only answers
+# are kept (a dtype error is raised again each time)
+_op_dtypes: dict[tuple[Any, ...], tuple[EwOp, str, str]] = {}
+
+
+def _op_dtypes_of(op: EwOp, kinds: Sequence[str]) -> tuple[str, str]:
     promoted = promote(op.name, kinds)
     if op.group == "cmp":
         return promoted, "uint8"

@@ -207,27 +207,40 @@ def run_broadcast(
     Tensor operands must share one OpenCL queue; scalars are NumPy scalars of ``CT``.
     """
     first = next(o for o in operands if isinstance(o, Tensor))
+    key = (op.name, queue_facts(first.queue)[1].epoch("elementwise"), compute, out_dtype,
+           len(params), *[(o.shape, o.dtype, o.offset, o.queue) if isinstance(o, Tensor) else None
+                          for o in operands])
+    entry = _broadcast.get(key)
+    if entry is not None:
+        return _run_entry(entry, first.queue, operands, params)
     out = empty(first.queue, shape, out_dtype)
     views = [Strided.over(o, shape) if isinstance(o, Tensor) else o for o in operands]
     target = Strided(out, contiguous_strides(shape), 0)
     plan = run_strided(op, bundle, shape, target, views, compute, params)
-    if plan is not None and not params and len(views) == len(operands) and all(
-            isinstance(o, Tensor) for o in operands):
-        _remember(op, operands, shape, out_dtype, plan,
-                  _plan_args(plan, target, views, params, math.prod(shape)))
+    if plan is not None:
+        args = _plan_args(plan, target, views, params, math.prod(shape))
+        entry = _entry(plan, first.queue, operands, shape, out_dtype, args, len(params))
+        if len(_broadcast) >= _MAX_PLANS:
+            _broadcast.clear()
+        _broadcast[key] = entry
+        if not params and all(isinstance(o, Tensor) for o in operands):
+            _remember(op, operands, entry)
     return out
 
 
 # NOTE [ Elementwise fast path ]
-# An op on Tensors alone (no scalars, no parameters: add, mul, relu, exp, ...) is keyed on
-# what decides everything but its buffers -- op, selector epoch, and each operand's shape,
-# dtype, offset and queue -- and a repeated call reuses the checked result shape and dtype, the
-# plan and the argument list, filling in only the output's and operands' buffers. The key
-# holds each operand's queue, so tensors on different devices never hit an entry (the slow
+# A repeated call is keyed on what decides everything but its buffers and scalar values --
+# op, selector epoch, compute and result dtypes, each tensor operand's shape, dtype, offset and
+# queue, where the scalars are -- and reuses the checked result shape and dtype, the plan and
+# the argument list, filling in only the output's and operands' buffers and the scalars. The
+# key holds each operand's queue, so tensors on different devices never hit an entry (the slow
 # path raises for them); an entry is only made after the slow path ran the op successfully.
-# It halves a small op's host time, which is what bounds a 16 M-element add on a fast GPU.
-# The key holds the queue object itself (not its id, which a later queue could reuse); the
-# table is bounded by _MAX_PLANS and cleared when full.
+# An op on Tensors alone (add, mul, relu, exp, ...) has its own table, which ``apply`` reads
+# before any of its checks (run_fast); one with scalars or parameters is found in
+# run_broadcast, after apply's dtype and broadcast checks. It halves a small op's host time,
+# which is what bounds a 16 M-element add on a fast GPU. The keys hold the queue objects
+# themselves (not their ids, which a later queue could reuse); the tables are bounded by
+# _MAX_PLANS and cleared when full.
 
 
 @dataclass(frozen=True)
@@ -235,12 +248,31 @@ class _Fast:
     plan: _Plan
     shape: tuple[int, ...]
     out_dtype: str
-    args: tuple[Any, ...]  # float64 scalars already 0-d arrays; buffers at 0 and 2 + 4k
+    args: tuple[Any, ...]  # float64 scalars already 0-d arrays; slots below left None
     grid: tuple[int]
     local: tuple[int]
+    buffers: tuple[tuple[int, int], ...]  # (argument, operand) of each tensor operand
+    scalars: tuple[tuple[int, int], ...]  # (argument, operand) of each scalar operand
+    params_at: int  # the argument of the first parameter
 
 
 _fast: dict[tuple[Any, ...], _Fast] = {}
+_broadcast: dict[tuple[Any, ...], _Fast] = {}
+
+
+def _entry(plan: _Plan, queue: Any, operands: Sequence[Tensor | Any], shape: tuple[int, ...],
+           out_dtype: str, args: list[Any], nparams: int) -> _Fast:
+    """The fast-path entry of a launch of ``plan`` with ``args`` (buffers at 0 and 2 + 4k,
+    a scalar operand k at 4 + 4k, parameters after the operands)."""
+    buffers = tuple((2 + 4 * k, k) for k, o in enumerate(operands) if isinstance(o, Tensor))
+    scalars = tuple((4 + 4 * k, k) for k, o in enumerate(operands) if not isinstance(o, Tensor))
+    params_at = 2 + 4 * len(operands)
+    for i in (0, *(i for i, _ in buffers + scalars), *range(params_at, params_at + nparams)):
+        args[i] = None
+    frozen = tuple(np.array(a) if isinstance(a, np.float64) else a for a in args)
+    local = queue_facts(queue)[2]
+    return _Fast(plan, shape, out_dtype, frozen, (-(-plan.items // local) * local,), (local,),
+                 buffers, scalars, params_at)
 
 
 def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
@@ -249,17 +281,30 @@ def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
             *[(t.shape, t.dtype, t.offset, t.queue) for t in operands])
 
 
-def _remember(op: EwOp, operands: Sequence[Tensor], shape: tuple[int, ...], out_dtype: str,
-              plan: _Plan, args: list[Any]) -> None:
+def _remember(op: EwOp, operands: Sequence[Tensor], entry: _Fast) -> None:
     if len(_fast) >= _MAX_PLANS:
         _fast.clear()
-    args[0] = None
-    for k in range(len(operands)):
-        args[2 + 4 * k] = None
-    frozen = tuple(np.array(a) if isinstance(a, np.float64) else a for a in args)
-    local = queue_facts(operands[0].queue)[2]
-    _fast[_fast_key(op, operands)] = _Fast(plan, shape, out_dtype, frozen,
-                                           (-(-plan.items // local) * local,), (local,))
+    _fast[_fast_key(op, operands)] = entry
+
+
+def _value(v: Any) -> Any:
+    """A scalar in kernel form: float64 as a 0-d array (PyOpenCL passes its 8 bytes)."""
+    return np.array(v) if type(v) is np.float64 else v
+
+
+def _run_entry(entry: _Fast, queue: Any, operands: Sequence[Tensor | Any],
+               params: Sequence[Any]) -> Tensor:
+    out = empty(queue, entry.shape, entry.out_dtype)
+    args = list(entry.args)
+    args[0] = device_buffer(out)
+    for i, k in entry.buffers:
+        args[i] = device_buffer(operands[k])
+    for i, k in entry.scalars:
+        args[i] = _value(operands[k])
+    for j, p in enumerate(params, entry.params_at):
+        args[j] = _value(p)
+    launch_values(queue, entry.plan.kernel, entry.grid, entry.local, args)
+    return out
 
 
 def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
@@ -271,7 +316,7 @@ def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
     out = empty(queue, entry.shape, entry.out_dtype)
     args = list(entry.args)
     args[0] = device_buffer(out)
-    for k, t in enumerate(operands):
-        args[2 + 4 * k] = device_buffer(t)
+    for i, k in entry.buffers:
+        args[i] = device_buffer(operands[k])
     launch_values(queue, entry.plan.kernel, entry.grid, entry.local, args)
     return out

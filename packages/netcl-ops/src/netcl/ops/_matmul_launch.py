@@ -18,7 +18,7 @@ import numpy as np
 
 from netcl.core.kernel_selector import KernelConfig
 from netcl.core.kernels.cache import ContextCache
-from netcl.core.kernels.primitives import launch
+from netcl.core.kernels.primitives import launch, launch_values
 from netcl.core.tensor import Tensor
 
 from . import _matmul_kernels as mk
@@ -97,6 +97,17 @@ def run_gemm(
     pointer advances ``sbias`` elements per second-level batch index. ``b_loader`` (C macros
     defining ``B_AT(k, n)``) with ``extra_params``/``extra_args`` replaces the matrix B.
     """
+    remember = None
+    if not extra_args and not isinstance(bias, Tensor):  # NOTE [ Remembered GEMM launches ]
+        remember = (queue, id(config), dtype, trans_a, trans_b, b_loader, extra_params, a.offset,
+               a.ld, a.s1, a.s2, b.offset, b.ld, b.s1, b.s2, c.offset, c.ld, c.s1, c.s2, M, N,
+               K, batch, bias is None, bias_mode, sbias)
+        known = _launches.get(remember)
+        if known is not None and known[0] is config:
+            values = list(known[4])
+            values[0], values[5], values[10] = a.buffer, b.buffer, c.buffer
+            values[19] = a.buffer if bias is None else bias
+            return launch_values(queue, known[1], known[2], known[3], values)
     split = _split_k(config, dtype, M, N, K, batch, b_loader)
     if split:
         return _run_split_k(queue, config, dtype, a, b, c, M, N, K, split, trans_a, trans_b,
@@ -124,19 +135,35 @@ def run_gemm(
                          f"entries is not supported, got {nb2}")
     event = None
     # Some drivers cap the grid's third dimension at 65535: split larger batches.
-    for i1, n1, i2, n2 in _batch_blocks(nb1, nb2, _MAX_GRID_Z):
+    blocks = _batch_blocks(nb1, nb2, _MAX_GRID_Z)
+    for i1, n1, i2, n2 in blocks:
         gsize, lsize = grid(M, N, n1 * n2)
         offsets = [o.offset + i1 * o.s1 + i2 * o.s2 for o in (a, b, c)]
-        event = launch(
-            queue, kernel, gsize, lsize,
+        values = [
             a.buffer, np.int32(offsets[0]), np.int32(a.ld), np.int32(a.s1), np.int32(a.s2),
             b.buffer, np.int32(offsets[1]), np.int32(b.ld), np.int32(b.s1), np.int32(b.s2),
             c.buffer, np.int32(offsets[2]), np.int32(c.ld), np.int32(c.s1), np.int32(c.s2),
             np.int32(M), np.int32(N), np.int32(K), np.int32(n2),
             a.buffer if bias is None else bias, np.int32(bias_mode), np.int32(sbias),
-            *extra_args,
-        )
+        ]
+        event = launch(queue, kernel, gsize, lsize, *values, *extra_args)
+        if remember is not None and len(blocks) == 1:
+            if len(_launches) >= _MAX_PREPARED:
+                _launches.clear()
+            values[0] = values[5] = values[10] = values[19] = None
+            _launches[remember] = (config, kernel, tuple(gsize), tuple(lsize), tuple(values))
     return event
+
+
+# NOTE [ Remembered GEMM launches ]
+# A one-launch GEMM without extra arguments is a pure function of its queue, config, dtype,
+# transposes, B loader, operand offsets, leading dimensions and strides, sizes, batch and bias
+# mode: the first launch remembers its kernel, sizes and scalar arguments (NumPy int32s), and
+# a repeated one fills in the four buffers and launches, skipping the key derivation above
+# and the 18 scalar conversions. The entry holds its config (identity-checked, as
+# _prepared's); cleared past _MAX_PREPARED entries.
+_launches: dict[tuple[Any, ...], tuple[KernelConfig, Any, tuple[int, ...], tuple[int, ...],
+                                       tuple[Any, ...]]] = {}
 
 
 _MAX_GRID_Z = 65535

@@ -30,12 +30,20 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.primitives import launch_values
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
 from ._dtype_policy import np_compute, require_float
 from ._elementwise_dispatch import host, wrap
-from ._launch import device_buffer, index_defs, launch_items, launch_nd, local_size
+from ._launch import (
+    device_buffer,
+    index_defs,
+    launch_items,
+    launch_nd,
+    local_size,
+    queue_facts,
+)
 from ._movement import permute
 from ._reduce_kernels import KINDS, Prog, kernel
 
@@ -71,8 +79,13 @@ def _acc_dtype(kind: str, dtype: str) -> str:
     return "int64"
 
 
-def _run(job: _Job) -> Tensor:
-    """The result of ``job`` as a flat (outer * inner,) tensor: values, or argmax indices."""
+def _run(job: _Job, shape: tuple[int, ...] | None = None,
+         key: tuple[Any, ...] | None = None) -> Tensor:
+    """The result of ``job`` as a flat (outer * inner,) tensor: values, or argmax indices.
+
+    With ``shape`` a one-stage sum, max or min writes a tensor of that shape (outer * inner
+    elements) instead, and with ``key`` its launch is remembered (NOTE [ Reduction launches ]).
+    """
     queue = job.x.queue
     kind = job.kind
     argmax = kind == "argmax"
@@ -89,8 +102,10 @@ def _run(job: _Job) -> Tensor:
         chunks = builtins.min(-(-job.R // (lr * _CHUNK_PER_LANE)), budget)
     staged = chunks > 1
     partial = n_out * chunks
+    direct = shape is not None and not staged and not argmax
     # a final argmax stage writes indices only
-    values = empty(queue, (0 if argmax and not staged else partial,),
+    values = empty(queue, shape if direct and shape is not None else
+                   (0 if argmax and not staged else partial,),
                    acc if staged or argmax else job.out_dtype)
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
@@ -108,10 +123,16 @@ def _run(job: _Job) -> Tensor:
         pass
     elif variant is KernelVariant.REDUCTION_SEQUENTIAL:
         launch_items(queue, kernel(queue.context, prog, "red_seq"), n_out, *args)
+        if direct and key is not None:
+            _remember(key, kernel(queue.context, prog, "red_seq"),
+                      (-(-n_out // local) * local,), (local,), args, values)
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
-        launch_nd(queue, kernel(queue.context, prog, "red_grp"),
-                  (tiles * lj, job.outer * chunks * lr), (lj, lr), *args, idx(chunks), idx(chunk))
+        grid, lsize = (tiles * lj, job.outer * chunks * lr), (lj, lr)
+        args += [idx(chunks), idx(chunk)]
+        launch_nd(queue, kernel(queue.context, prog, "red_grp"), grid, lsize, *args)
+        if direct and key is not None:
+            _remember(key, kernel(queue.context, prog, "red_grp"), grid, lsize, args, values)
     if staged:
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
                          job.scale, None, indices))
@@ -120,6 +141,52 @@ def _run(job: _Job) -> Tensor:
 
 def _buffer(t: Tensor | None) -> Any:
     return None if t is None or t.size == 0 else device_buffer(t)
+
+
+# NOTE [ Reduction launches ]
+# A one-stage reduction of a tensor whose reduced axes are adjacent (no permuting copy) is one
+# launch whose kernel, sizes and arguments depend only on the op, the input's shape, dtype and
+# offset, the axes, keepdims, the scale and the selector's epoch; the first call remembers
+# them, and a repeated call allocates the result and launches with only the input and output
+# buffers filled in, skipping the planning and the kernel selection. Bounded, cleared when full.
+
+
+@dataclass(frozen=True)
+class _Launch:
+    kernel: Any
+    grid: tuple[int, ...]
+    local: tuple[int, ...]
+    args: tuple[Any, ...]  # kernel form; the input (0) and output (2) buffers left None
+    shape: tuple[int, ...]
+    dtype: str
+
+
+_launches: dict[tuple[Any, ...], _Launch] = {}
+_MAX_LAUNCHES = 4096
+
+
+def _remember(key: tuple[Any, ...], kern: Any, grid: tuple[int, ...], lsize: tuple[int, ...],
+              args: list[Any], values: Tensor) -> None:
+    frozen = [np.array(a) if isinstance(a, np.float64) else a for a in args]
+    frozen[0] = frozen[2] = None
+    if len(_launches) >= _MAX_LAUNCHES:
+        _launches.clear()
+    _launches[key] = _Launch(kern, grid, lsize, tuple(frozen), values.shape, values.dtype)
+
+
+def _launch_key(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
+                scale: float) -> tuple[Any, ...]:
+    epoch = queue_facts(x.queue)[1].epoch("reduction")
+    return (kind, x.shape, x.dtype, x.offset, x.queue, axes, keepdims, out_dtype, scale, epoch)
+
+
+def _run_remembered(entry: _Launch, x: Tensor) -> Tensor:
+    out = empty(x.queue, entry.shape, entry.dtype)
+    args = list(entry.args)
+    args[0] = _buffer(x)
+    args[2] = device_buffer(out)
+    launch_values(x.queue, entry.kernel, entry.grid, entry.local, args)
+    return out
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -157,9 +224,17 @@ def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
 
 def _reduce_cl(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
                scale: float = 1.0, aux: Tensor | None = None) -> Tensor:
+    key = None
+    if aux is None:
+        key = _launch_key(kind, x, axes, keepdims, out_dtype, scale)
+        entry = _launches.get(key)
+        if entry is not None:
+            return _run_remembered(entry, x)
     src, outer, R, inner = _plan(kind, x, axes)
-    flat = _run(_Job(kind, src, src.offset, outer, R, inner, out_dtype, scale, aux))
-    return reshape(flat, _out_shape(x, axes, keepdims))
+    shape = _out_shape(x, axes, keepdims)
+    flat = _run(_Job(kind, src, src.offset, outer, R, inner, out_dtype, scale, aux), shape,
+                key if src is x else None)
+    return flat if flat.shape == shape else reshape(flat, shape)
 
 
 def _scale(count: int) -> float:

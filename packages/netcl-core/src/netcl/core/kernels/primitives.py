@@ -44,6 +44,7 @@ __all__ = [
     "WorkGroupTuner",
     "build_elementwise_kernel",
     "count_launches",
+    "forget_arguments",
     "launch",
     "launch_count",
 ]
@@ -116,8 +117,15 @@ def _type_scalars(kernel: Any, values: Sequence[Any]) -> None:
     # kernel's; buffers, NULL (``None``) and local memory are untyped (``None``).
     """
     dtypes = [v.dtype if isinstance(v, (np.generic, np.ndarray)) else None for v in values]
+    _declare(kernel, dtypes)
+
+
+def _declare(kernel: Any, dtypes: Sequence[Any]) -> None:
+    """``set_scalar_arg_dtypes(dtypes)``, and remember each scalar's NumPy type for
+    :func:`_set_changed`; a stand-in kernel object (no such method) stays untyped."""
     try:
         kernel.set_scalar_arg_dtypes(dtypes)
+        kernel._netcl_types = tuple(None if d is None else np.dtype(d).type for d in dtypes)
         kernel._netcl_typed = True
     except (AttributeError, TypeError):  # a stand-in kernel object: keep the untyped path
         pass
@@ -149,10 +157,82 @@ def launch_values(
     of the parameters' widths (0-d arrays for doubles). The hot path of callers that keep
     an op's argument list between calls; counted like :func:`launch`.
     """
-    if not getattr(kernel, "_netcl_typed", False):
+    if getattr(kernel, "_netcl_typed", False):
+        _set_changed(kernel, values)
+    else:
         _type_scalars(kernel, values)
-    kernel.set_args(*values)
+        kernel.set_args(*values)
     return _enqueue(queue, kernel, global_size, local_size, values)
+
+
+# NOTE [ Arguments set once ]
+# OpenCL keeps a kernel's arguments between launches, and a repeated small op launches the
+# same kernel object with the same arguments but a buffer or two (its output, leased from the
+# pool, often the very buffer of two calls ago): setting all of them again costs about 1 us an
+# argument on PoCL (a 13-argument elementwise kernel: most of a small add's host time there).
+# So a typed kernel remembers the values it was last launched with (``_netcl_args``), and a
+# launch sets only those that changed, each with ``set_arg``: buffers, and NumPy scalars of
+# exactly the declared type (``set_arg`` passes a scalar's own bytes; an integer or nonzero
+# float equal to the last one is no change). Past a few changes one ``set_args`` is cheaper,
+# and anything else that changed (a scalar of another width, a NULL, which some PyOpenCL
+# builds refuse in ``set_arg``) sets them all through the typed ``set_args``, which packs
+# scalars to the declared widths. Every netcl path that sets a kernel's arguments goes
+# through here or forgets the record (``BuiltKernel.run``, whose local-size autotuning sets
+# scratch buffers); a graph replay sets its own clones' arguments. The record holds the
+# values, so an object it compares by identity cannot die and be replaced by a new one at the
+# same address.
+
+
+def _set_changed(kernel: Any, values: Sequence[Any]) -> None:
+    """Set the arguments of typed ``kernel`` that differ from its last launch's."""
+    last = getattr(kernel, "_netcl_args", None)
+    types = kernel._netcl_types
+    if last is not None and len(last) == len(values) == len(types):
+        buffer = _buffer_types[0] if _buffer_types else _buffer_type()
+        changed = []
+        for i, v in enumerate(values):
+            w = last[i]
+            if v is w:
+                continue
+            kind = type(v)
+            if kind is not buffer:
+                if kind is not types[i]:
+                    break
+                if kind is type(w) and v == w and (kind in _EXACT or v != 0):
+                    continue  # an equal integer or nonzero float: the same bytes
+            changed.append(i)
+        else:
+            if len(changed) <= _MAX_SINGLE:
+                for i in changed:
+                    kernel.set_arg(i, values[i])
+                kernel._netcl_args = tuple(values)
+                return
+    kernel.set_args(*values)
+    kernel._netcl_args = tuple(values)
+
+
+# == of two scalars of one of these types means equal bytes; of floats only when nonzero
+# (-0.0 == 0.0), and NaN is never equal
+_EXACT = frozenset({np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+                    np.uint64})
+_MAX_SINGLE = 4  # more changes than this: one set_args call is cheaper
+
+
+def forget_arguments(kernel: Any) -> None:
+    """Make the next launch of ``kernel`` set every argument (see NOTE [ Arguments set once ]):
+    for code that sets its arguments by other means."""
+    with contextlib.suppress(AttributeError):
+        kernel._netcl_args = None
+
+
+_buffer_types: list[Any] = []
+
+
+def _buffer_type() -> Any:
+    """``pyopencl.Buffer``, imported on first use (``netcl.core`` imports without pyopencl)."""
+    if not _buffer_types:
+        _buffer_types.append(cl().Buffer)
+    return _buffer_types[0]
 
 
 def _enqueue(
@@ -472,6 +552,7 @@ class BuiltKernel:
         else:
             local = pick if isinstance(pick, tuple) else None
         self.kernel.set_args(*values)
+        forget_arguments(self.kernel)
         return _enqueue(queue, self.kernel, gsize, local, values)
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
@@ -489,12 +570,7 @@ def _declare_scalars(kernel: Any, params: Sequence[KernelParam]) -> None:
     """Give PyOpenCL the declared scalar types (see NOTE [ Typed kernel arguments ]): read from
     the source, never from a first call, so no call's arguments can leave the kernel typed
     wrongly for the calls after it."""
-    dtypes = [p.dtype if p.kind == "scalar" else None for p in params]
-    try:
-        kernel.set_scalar_arg_dtypes(dtypes)
-        kernel._netcl_typed = True
-    except (AttributeError, TypeError):  # a stand-in kernel object: keep the untyped path
-        pass
+    _declare(kernel, [p.dtype if p.kind == "scalar" else None for p in params])
 
 
 # -- elementwise builders -------------------------------------------------------------------
