@@ -34,14 +34,23 @@ def _batches(rows: int, seed: int) -> Batches:
     return [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, rows, BATCH)]
 
 
+class _HostReadingSGD(SGD):
+    """SGD that reads a weight back after its update: the capture fails after the update was
+    traced (the step's state must be put back as it was)."""
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        super().step(*args, **kwargs)
+        self.param_groups[0]["params"][0].to_host()
+
+
 def _trainer(dev: DeviceHandle, capture: bool, ckpt: Path | None = None, resume: bool = False,
              loss_fn: Callable[[Tensor, Tensor], Tensor] = ag.cross_entropy,
-             prefetch: bool = True) -> Trainer:
+             prefetch: bool = True, optimizer: type[SGD] = SGD) -> Trainer:
     model = digits_cnn(dev.queue, seed=1)
     params = list(model.parameters())
     groups: list[dict[str, Any]] = [{"params": params[:4]},
                                      {"params": params[4:], "weight_decay": 1e-3}]
-    opt = SGD(groups, lr=0.05, momentum=0.9)
+    opt = optimizer(groups, lr=0.05, momentum=0.9)
     return Trainer(model, opt, loss_fn, _batches(ROWS, 0), _batches(37, 1), device=dev,
                    epochs=2, scheduler=StepLR(opt, step_size=1, gamma=0.5),
                    checkpoint_dir=ckpt, resume=resume, progress=False, capture=capture,
@@ -105,12 +114,16 @@ def _host_reading_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return loss
 
 
-def test_step_that_cannot_be_captured_warns_once_and_trains_eagerly(dev: DeviceHandle) -> None:
+@pytest.mark.parametrize("where", ["loss", "optimizer"])
+def test_step_that_cannot_be_captured_warns_once_and_trains_eagerly(dev: DeviceHandle,
+                                                                    where: str) -> None:
     if dev.backend != "cl":
         pytest.skip("graph capture runs on OpenCL devices")
-    eager = _trainer(dev, capture=False, loss_fn=_host_reading_loss)
+    kwargs: dict[str, Any] = ({"loss_fn": _host_reading_loss} if where == "loss"
+                              else {"optimizer": _HostReadingSGD})
+    eager = _trainer(dev, capture=False, **kwargs)
     eager.fit()
-    captured = _trainer(dev, capture=True, loss_fn=_host_reading_loss)
+    captured = _trainer(dev, capture=True, **kwargs)
     with pytest.warns(RuntimeWarning, match="cannot be captured.*Tensor.to_host") as seen:
         captured.fit()
     assert len([w for w in seen if "cannot be captured" in str(w.message)]) == 1
