@@ -32,7 +32,7 @@ from netcl.core.tensor import Tensor, reshape
 from netcl.ops import sum as reduce_sum
 
 from ._fusion import materialize_args
-from ._lazy import Lazy, has_lazy
+from ._lazy import Lazy
 from ._tape import Backward, no_grad, record
 
 __all__ = [
@@ -77,6 +77,22 @@ def tensor_inputs(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Tensor]:
     return out
 
 
+def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
+    """:func:`tensor_inputs` and whether any is :class:`Lazy`, in one pass (every op call)."""
+    out: list[Tensor] = []
+    lazy = False
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, Tensor):  # Lazy is a Tensor
+            out.append(value)
+            lazy = lazy or isinstance(value, Lazy)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                if isinstance(v, Tensor):
+                    out.append(v)
+                lazy = lazy or isinstance(v, Lazy)
+    return out, lazy
+
+
 def differentiable(
     name: str, primitive: str | Callable[..., Tensor] | None = None
 ) -> Callable[[Callable[P, tuple[Tensor, Backward]]], Callable[P, Tensor]]:
@@ -114,13 +130,14 @@ def differentiable(
 
         @functools.wraps(fn)
         def op(*args: P.args, **kwargs: P.kwargs) -> Tensor:
-            if has_lazy(args, kwargs):
+            inputs, lazy = _scan(args, kwargs)
+            if lazy:
                 if isinstance(primitive, str) and not kwargs:
                     return Lazy.apply(primitive, args, {})
                 if callable(primitive):
                     return primitive(*args, **kwargs)
                 args, kwargs = materialize_args(args, kwargs)  # type: ignore[assignment]
-            inputs = tensor_inputs(args, kwargs)
+                inputs = tensor_inputs(args, kwargs)
             with no_grad():
                 out, backward = fn(*args, **kwargs)
             return record(name, inputs, out, backward)

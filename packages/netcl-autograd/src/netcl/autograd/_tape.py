@@ -98,8 +98,22 @@ def is_recording() -> bool:
     return bool(_state.tapes) and _state.disabled == 0
 
 
-@contextlib.contextmanager
-def no_grad() -> Iterator[None]:
+class _NoGrad(contextlib.ContextDecorator):
+    """What :func:`no_grad` returns: a context manager (and decorator) that disables recording
+    while active. A class, not a generator: autograd enters it once per recorded op and once
+    per backward node, where ``contextlib.contextmanager``'s generator cost shows."""
+
+    def __enter__(self) -> None:
+        _state.disabled += 1
+
+    def __exit__(self, *exc: object) -> None:
+        _state.disabled -= 1
+
+
+_NO_GRAD = _NoGrad()  # stateless (the count lives in _state): one instance serves every use
+
+
+def no_grad() -> _NoGrad:
     """Run the block without recording, even inside a :class:`Tape` (nests; thread-local).
 
     Examples:
@@ -113,11 +127,7 @@ def no_grad() -> Iterator[None]:
         >>> y.requires_grad, y.grad_fn is None
         (False, True)
     """
-    _state.disabled += 1
-    try:
-        yield
-    finally:
-        _state.disabled -= 1
+    return _NO_GRAD
 
 
 @contextlib.contextmanager
@@ -175,14 +185,16 @@ class Node:
     ) -> None:
         self.name = name
         self._backward: Backward | None = backward
-        self.needs = tuple(bool(t.requires_grad) for t in inputs)
-        self.parents: tuple[Node | None, ...] = tuple(
-            t.grad_fn if isinstance(t.grad_fn, Node) and t.requires_grad else None
-            for t in inputs
-        )
-        self.leaves: tuple[Tensor | None, ...] = tuple(
-            t if t.requires_grad and p is None else None for t, p in zip(inputs, self.parents)
-        )
+        needs, parents, leaves = [], [], []
+        for t in inputs:  # one pass: this runs for every recorded op
+            need = bool(t.requires_grad)
+            fn = t.grad_fn if need and isinstance(t.grad_fn, Node) else None
+            needs.append(need)
+            parents.append(fn)
+            leaves.append(t if need and fn is None else None)
+        self.needs = tuple(needs)
+        self.parents: tuple[Node | None, ...] = tuple(parents)
+        self.leaves: tuple[Tensor | None, ...] = tuple(leaves)
         self.in_shapes = tuple(t.shape for t in inputs)
         self.in_dtypes = tuple(t.dtype for t in inputs)
         self.out_shape = out.shape
@@ -237,9 +249,9 @@ def record(name: str, inputs: Sequence[Tensor], out: Tensor, backward: Backward)
     back. Otherwise a view of ``out`` with ``requires_grad`` and ``grad_fn`` set (see NOTE
     [ No reference cycles ]); ``backward`` may capture ``out``.
     """
-    if not is_recording() or not any(t.requires_grad for t in inputs):
-        return out
     tapes = _state.tapes
+    if not tapes or _state.disabled or not any(t.requires_grad for t in inputs):
+        return out
     node = Node(name, inputs, backward, out, tuple(t.id for t in tapes))
     for tape in tapes:
         tape._nodes.append(node)

@@ -292,6 +292,8 @@ class Module:
         raise TypeError(f"{type(self).__name__} defines no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._forward_pre_hooks and not self._forward_hooks:  # the usual case
+            return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             changed = hook(self, args)
             if changed is not None:
