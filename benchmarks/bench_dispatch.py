@@ -17,7 +17,9 @@ Rows, per device (NumPy and every OpenCL device found, or ``--device``):
   8 -> 16 -> 3, ReLU, sum as loss); the row also gives the time per launched kernel.
 
 References in the same run: NumPy's own call on the same arrays (``np.add(a, b)``, ...) and
-PyTorch CPU (when ``torch`` imports); ``ratio`` is netcl's time over NumPy's.
+PyTorch CPU (when ``torch`` imports); ``ratio`` is netcl's time over NumPy's. ``cpu us`` is
+the calling thread's CPU time per call in the same batches: steadier than the wall time on a
+shared machine.
 
     python benchmarks/bench_dispatch.py                        # every device
     python benchmarks/bench_dispatch.py --device pthread --out bench_dispatch.json
@@ -56,19 +58,23 @@ except ImportError:
 
 
 def per_call_us(fn: Callable[[], Any], sync: Callable[[], None], calls: int,
-                repeat: int) -> float:
-    """Best over ``repeat`` batches of microseconds per call: ``calls`` calls, one sync."""
+                repeat: int) -> tuple[float, float]:
+    """Best over ``repeat`` batches of microseconds per call (``calls`` calls, one sync): the
+    wall time, and the calling thread's CPU time (what other processes on a shared machine
+    disturb least; it leaves out the device's worker threads and the final wait)."""
     for _ in range(min(calls, 200)):  # warm-up: builds, plans, pool buckets
         fn()
     sync()
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         for _ in range(calls):
             fn()
+        cpu = time.thread_time() - start_cpu
         sync()
         best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+        best_cpu = min(best_cpu, cpu / calls)
+    return best * 1e6, best_cpu * 1e6
 
 
 def _nothing() -> None:
@@ -152,15 +158,15 @@ def measure(dev: DeviceHandle, sizes: list[int], calls: int, repeat: int,
         if only is not None and not name.startswith(only):
             continue
         n = max(50, calls // 20) if name.startswith(("mlp", "conv", "matmul")) else calls
-        us = per_call_us(fn, sync, n, repeat)
+        us, cpu_us = per_call_us(fn, sync, n, repeat)
         with count_launches() as launches:
             fn()
         sync()
         skip = np_fn is _nothing or not references
-        np_us = None if skip else per_call_us(np_fn, _nothing, n, repeat)
-        torch_us = per_call_us(ref[name], _nothing, n, repeat) if name in ref else None
+        np_us = None if skip else per_call_us(np_fn, _nothing, n, repeat)[0]
+        torch_us = per_call_us(ref[name], _nothing, n, repeat)[0] if name in ref else None
         rows.append({
-            "device": device_label(dev), "op": name, "us_per_call": us,
+            "device": device_label(dev), "op": name, "us_per_call": us, "cpu_us_per_call": cpu_us,
             "launches": launches[0],
             "us_per_launch": us / launches[0] if launches[0] else None,
             "numpy_us": np_us, "torch_cpu_us": torch_us,
@@ -174,12 +180,13 @@ def _fmt(v: float | None, spec: str = ".1f") -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'device':<40} {'op':<26} {'us/call':>8} {'launch':>6} {'us/launch':>9} "
-            f"{'numpy us':>8} {'torch us':>8} {'x numpy':>7}")
+    head = (f"{'device':<40} {'op':<26} {'us/call':>8} {'cpu us':>7} {'launch':>6} "
+            f"{'us/launch':>9} {'numpy us':>8} {'torch us':>8} {'x numpy':>7}")
     lines = [head]
     for r in rows:
         lines.append(f"{r['device'][:40]:<40} {r['op']:<26} {r['us_per_call']:>8.1f} "
-                     f"{r['launches']:>6} {_fmt(r['us_per_launch']):>9} {_fmt(r['numpy_us']):>8} "
+                     f"{r['cpu_us_per_call']:>7.1f} {r['launches']:>6} "
+                     f"{_fmt(r['us_per_launch']):>9} {_fmt(r['numpy_us']):>8} "
                      f"{_fmt(r['torch_cpu_us']):>8} {_fmt(r['ratio_to_numpy']):>7}")
     return "\n".join(lines)
 

@@ -57,9 +57,9 @@ def test_scalar_operands_change_between_calls(dev: DeviceHandle, dtype: str) -> 
             _close(ops.sub(s, x), s - host)
     if dtype != "int32":
         for _ in range(2):  # the sign of a zero scalar reaches the kernel
-            for s in (0.0, -0.0, 0.0):
-                got = ops.mul(Tensor.from_host(dev.queue, np.ones(3, dtype)), s).to_host()
-                assert np.array_equal(np.signbit(got), np.signbit(np.ones(3, dtype) * s))
+            for z in (0.0, -0.0, 0.0):
+                got = ops.mul(Tensor.from_host(dev.queue, np.ones(3, dtype)), z).to_host()
+                assert np.array_equal(np.signbit(got), np.signbit(np.ones(3, dtype) * z))
         for q in (0.1, 0.2, 0.1):
             _close(ops.leaky_relu(x, q), np.where(host > 0, host, host * q))
             _close(ops.clamp(x, -q, q), np.clip(host, -q, q).astype(dtype))

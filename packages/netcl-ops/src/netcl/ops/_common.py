@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import canonical_dtype, numpy_dtype
-from netcl.core.kernels.family import grid_1d, local_size_1d
+from netcl.core.kernels.family import grid_1d
 from netcl.core.kernels.primitives import WorkGroupTuner, launch
 from netcl.core.tensor import Tensor, check_same_device, output_tensor
+
+from ._launch import queue_facts
 
 __all__ = [
     "TUNER",
@@ -102,5 +104,5 @@ def launch_1d(queue: Any, kernel: Any, n: int, *args: Any) -> Any:
     work-groups of the device's :func:`~netcl.core.kernels.family.local_size_1d`."""
     if n <= 0:
         return None
-    gsize, lsize = grid_1d(n, local_size_1d(queue.device))
+    gsize, lsize = grid_1d(n, queue_facts(queue)[2])  # local_size_1d, no driver query
     return launch(queue, kernel, gsize, lsize, *args)
