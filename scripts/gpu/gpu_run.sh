@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the NVIDIA GPU machine (see ../shared/GPU.md): set up pyopencl from .whl, then run the
 # test suites on the GPU and every benchmark, writing logs and JSON under $OUT.
-#   bash scripts/gpu/gpu_run.sh [tests] [bench] [selector] [train]
+#   bash scripts/gpu/gpu_run.sh [tests] [bench] [selector] [capture] [train]
 set -u
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$(ls -d packages/*/src | tr '\n' ':')
@@ -34,6 +34,15 @@ for step in $what; do
       for name in bench_selector bench_ops_elementwise; do
         timeout 300 python3 "benchmarks/$name.py" --device cl --out "$OUT/$name.json" 2>&1 \
           | tail -60 | tee "$OUT/$name.txt"
+      done ;;
+    capture)
+      NETCL_PROFILE_EVENTS=1 timeout 300 python3 benchmarks/bench_capture_resnet.py --device cl \
+        --both --kernels --json "$OUT/bench_capture_resnet.json" 2>&1 | tail -80 \
+        | tee "$OUT/bench_capture_resnet.txt"
+      for name in bench_runtime bench_dispatch; do
+        [ -f "benchmarks/$name.py" ] || continue
+        timeout 200 python3 "benchmarks/$name.py" --json "$OUT/$name.json" 2>&1 | tail -40 \
+          | tee "$OUT/$name.txt"
       done ;;
     train)
       timeout 300 python3 -m netcl.cli train --device cl --no-progress 2>&1 | tail -15 \
