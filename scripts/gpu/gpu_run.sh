@@ -39,11 +39,10 @@ for step in $what; do
       NETCL_PROFILE_EVENTS=1 timeout 300 python3 benchmarks/bench_capture_resnet.py --device cl \
         --both --kernels --json "$OUT/bench_capture_resnet.json" 2>&1 | tail -80 \
         | tee "$OUT/bench_capture_resnet.txt"
-      for name in bench_runtime bench_dispatch; do
-        [ -f "benchmarks/$name.py" ] || continue
-        timeout 200 python3 "benchmarks/$name.py" --json "$OUT/$name.json" 2>&1 | tail -40 \
-          | tee "$OUT/$name.txt"
-      done ;;
+      timeout 200 python3 benchmarks/bench_runtime.py --json "$OUT/bench_runtime.json" 2>&1 \
+        | tail -40 | tee "$OUT/bench_runtime.txt"
+      timeout 200 python3 benchmarks/bench_dispatch.py --device cl --calls 3000 \
+        --out "$OUT/bench_dispatch.json" 2>&1 | tail -40 | tee "$OUT/bench_dispatch.log" ;;
     train)
       timeout 300 python3 -m netcl.cli train --device cl --no-progress 2>&1 | tail -15 \
         | tee "$OUT/train_gpu.txt" ;;
