@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 _MIN_BUCKET = 1024
+_MAX_SIZES = 4096  # distinct request sizes a pool remembers the bucket of
 _MAX_BUCKET = 256 * 1024 * 1024
 
 
@@ -173,6 +174,7 @@ class BufferPool:
         self.context = context
         self._flags = flags
         self._free: dict[int, list[Any]] = {}
+        self._capacities: dict[int, int] = {}  # nbytes -> _bucket_for(nbytes), the sizes seen
         # buffers a replay graph holds (id -> count), and those of them given back meanwhile
         self._held: dict[int, int] = {}
         self._parked: dict[int, tuple[Any, int]] = {}
@@ -203,7 +205,11 @@ class BufferPool:
                 raise ValueError(
                     f"BufferPool.allocate: nbytes must be an integer >= 0, got {nbytes!r}")
             nbytes = int(nbytes)
-        capacity = self._bucket_for(nbytes)
+        capacity = self._capacities.get(nbytes)
+        if capacity is None:  # a pure function of nbytes: worked out once per size
+            capacity = self._bucket_for(nbytes)
+            if len(self._capacities) < _MAX_SIZES:
+                self._capacities[nbytes] = capacity
         stats = self.stats
         with self._lock:
             free = self._free.get(capacity)
