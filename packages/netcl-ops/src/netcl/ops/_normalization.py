@@ -355,7 +355,7 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 
 def _rows3(a: np.ndarray[Any, Any], ct: Any) -> np.ndarray[Any, Any]:
     """``(N, C, HW)`` view of ``a`` in the compute type (a copy only when it converts)."""
-    return a.astype(ct, copy=False).reshape(a.shape[0], a.shape[1], -1)
+    return a.astype(ct, copy=False).reshape(a.shape[0], a.shape[1], math.prod(a.shape[2:]))
 
 
 def _per_channel(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -393,7 +393,8 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
     s = k if stride is None else _pair(op, "stride", stride, 1)
     p, d = _pair(op, "padding", padding, 0), _pair(op, "dilation", dilation, 1)
     oh, ow = grad.shape[2:]
-    if grad.array is not None and indices.array is not None and _disjoint(k, s, p, d):
+    if (grad.array is not None and indices.array is not None and _disjoint(k, s, p, d)
+            and (indices.size == 0 or indices.array.min() >= 0)):
         # every input is in at most one window and none is padding: a plain scatter
         dx = np.zeros(n * c * h * w, grad.array.dtype)
         planes = np.arange(0, n * c * h * w, h * w).reshape(n, c, 1, 1)
