@@ -154,8 +154,8 @@ def _grad_wide(gy: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any
 def _gemm(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``a @ b`` over a leading groups axis (a plain 2-D GEMM for one group)."""
     if a.shape[0] == 1:
-        return np.matmul(a[0], b[0])[None]
-    return np.matmul(a, b)
+        return np.asarray(np.matmul(a[0], b[0]))[None]
+    return np.asarray(np.matmul(a, b))
 
 
 def _conv_np(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: Any,

@@ -382,7 +382,7 @@ def _batch_norm_numpy(x: Tensor, running_mean: Tensor | None, running_var: Tenso
         mu = running_mean.array.astype(ct)  # type: ignore[union-attr]
         invstd = ct.type(1) / np.sqrt(running_var.array.astype(ct) + ct.type(eps))  # type: ignore[union-attr]
         xc = xr - _per_channel(mu)
-    scale = invstd if weight is None else invstd * weight.array  # type: ignore[operator]
+    scale = invstd if weight is None else invstd * weight.array
     y = xc  # x - mean is this call's own buffer: normalize in place
     np.multiply(y, _per_channel(scale), out=y)
     if bias is not None:
@@ -433,7 +433,7 @@ def _batch_norm_backward_numpy(grad: Tensor, x: Tensor, mean: Tensor, invstd: Te
     xc = xr - _per_channel(mean.array.astype(ct, copy=False))  # type: ignore[union-attr]
     sum_g = np.einsum("nch->c", gr)
     sum_gxhat = np.einsum("nch,nch->c", gr, xc) * inv
-    scale = inv if weight is None else inv * weight.array  # type: ignore[operator]
+    scale = inv if weight is None else inv * weight.array
     np.multiply(xc, _per_channel(scale * inv * sum_gxhat / m), out=xc)
     dx = gr * _per_channel(scale)
     dx -= xc
