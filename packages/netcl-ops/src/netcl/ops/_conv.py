@@ -145,9 +145,8 @@ def _grad_wide(gy: np.ndarray[Any, Any], g: ConvGeometry) -> np.ndarray[Any, Any
     garbage columns."""
     _, wp, _, _ = _wide(g)
     m = gy.shape[0]
-    out = np.empty((g.k, m, g.oh, wp), dtype=gy.dtype)
+    out = np.zeros((g.k, m, g.oh, wp), dtype=gy.dtype)  # faster than zeroing the slice after
     out[..., :g.ow] = gy.transpose(1, 0, 2, 3)
-    out[..., g.ow:] = 0
     return out.reshape(g.groups, g.kg, m * g.oh * wp)
 
 
