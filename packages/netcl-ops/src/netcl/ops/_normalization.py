@@ -315,12 +315,12 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training and n * hw < 2:
         raise ValueError(f"{op}: training needs more than one value per channel, got input "
                          f"{x.shape}")
-    if x.array is not None:
-        return _batch_norm_numpy(x, running_mean, running_var, weight, bias, training, momentum,
-                                 eps, fuse_relu)
     cfg = get_kernel_selector(x.device).select_batchnorm_kernel(n, c, hw, training, fuse_relu,
                                                                x.dtype)
     fused = fuse_relu and cfg.variant is KernelVariant.BATCHNORM_FUSED
+    if x.array is not None:
+        return _batch_norm_numpy(x, running_mean, running_var, weight, bias, training, momentum,
+                                 eps, fuse_relu)
     q = x.queue
     sdt = stat_dtype(x.dtype)
     mean = empty(q, (c,), sdt)
