@@ -5,6 +5,7 @@ reductions in local memory; normalizing is one elementwise kernel.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -263,6 +264,7 @@ def _check_dtypes(op: str, x: Tensor, *others: Tensor | None) -> None:
                             f"{t.dtype} (cast the input or the parameters first)")
 
 
+@functools.cache  # a hot lookup: batch norm asks for it on every call
 def stat_dtype(dtype: str) -> str:
     """The dtype of the statistics (mean, 1/std, gradient sums) for inputs of ``dtype``: the
     kernels' compute type, float64 for float64 and float32 otherwise (float16 included)."""
