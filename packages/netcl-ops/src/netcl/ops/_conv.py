@@ -172,10 +172,12 @@ def _conv_np(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: Any,
         # transposed product (1.4 ms against 1.9 ms at batch 64, 32 <- 16 channels, 8x8)
         cols = _cols_wide(x[n0:n0 + m], g)
         wide = _gemm(cols.transpose(0, 2, 1), wm.transpose(0, 2, 1))  # (G, m*OH*Wp, kg)
-        planes = wide.reshape(g.groups, m, g.oh, wp, g.kg)[:, :, :, :g.ow]
-        y[n0:n0 + m].reshape(m, g.groups, g.kg, g.oh, g.ow)[...] = planes.transpose(1, 0, 4, 2, 3)
-    if b is not None:
-        y += _compute(b).reshape(1, g.k, 1, 1)
+        planes = wide.reshape(g.groups, m, g.oh, wp, g.kg)[:, :, :, :g.ow].transpose(1, 0, 4, 2, 3)
+        dest = y[n0:n0 + m].reshape(m, g.groups, g.kg, g.oh, g.ow)
+        if b is None:
+            dest[...] = planes
+        else:  # the bias rides on the copy out of the wide layout
+            np.add(planes, _compute(b).reshape(1, g.groups, g.kg, 1, 1), out=dest)
     return y
 
 
