@@ -29,7 +29,7 @@ from netcl.core.shapes import (
     collapse,
     contiguous_strides,
 )
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, output_tensor
 
 from ._common import empty
 from ._dtype_policy import (
@@ -276,9 +276,11 @@ def _entry(plan: _Plan, queue: Any, operands: Sequence[Tensor | Any], shape: tup
 
 
 def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
-    queue = operands[0].queue
-    return (op.name, queue_facts(queue)[1].epoch("elementwise"),
-            *[(t.shape, t.dtype, t.offset, t.queue) for t in operands])
+    first = operands[0]
+    epoch = queue_facts(first.queue)[1].epoch("elementwise")
+    if len(operands) == 1:
+        return (op.name, epoch, (first.shape, first.dtype, first.offset, first.queue))
+    return (op.name, epoch, *[(t.shape, t.dtype, t.offset, t.queue) for t in operands])
 
 
 def _remember(op: EwOp, operands: Sequence[Tensor], entry: _Fast) -> None:
@@ -294,7 +296,7 @@ def _value(v: Any) -> Any:
 
 def _run_entry(entry: _Fast, queue: Any, operands: Sequence[Tensor | Any],
                params: Sequence[Any]) -> Tensor:
-    out = empty(queue, entry.shape, entry.out_dtype)
+    out = output_tensor(queue, entry.shape, entry.out_dtype)
     args = list(entry.args)
     args[0] = device_buffer(out)
     for i, k in entry.buffers:
@@ -313,7 +315,7 @@ def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
     if entry is None:
         return None
     queue = operands[0].queue
-    out = empty(queue, entry.shape, entry.out_dtype)
+    out = output_tensor(queue, entry.shape, entry.out_dtype)
     args = list(entry.args)
     args[0] = device_buffer(out)
     for i, k in entry.buffers:

@@ -31,7 +31,7 @@ import numpy as np
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.primitives import launch_values
-from netcl.core.tensor import Tensor, reshape
+from netcl.core.tensor import Tensor, output_tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
 from ._dtype_policy import np_compute, require_float
@@ -181,7 +181,7 @@ def _launch_key(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out
 
 
 def _run_remembered(entry: _Launch, x: Tensor) -> Tensor:
-    out = empty(x.queue, entry.shape, entry.dtype)
+    out = output_tensor(x.queue, entry.shape, entry.dtype)
     args = list(entry.args)
     args[0] = _buffer(x)
     args[2] = device_buffer(out)
