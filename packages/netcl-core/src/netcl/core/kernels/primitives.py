@@ -142,8 +142,22 @@ def launch(
 
     Every netcl kernel launch goes through here, which is what :func:`launch_count` counts.
     """
+    passing = _PASSING if len(_PASSING) > _PLAIN else _with_buffer()
     return launch_values(queue, kernel, global_size, local_size,
-                         [_kernel_arg(a, kernel) for a in args])
+                         [a if type(a) in passing else _kernel_arg(a, kernel) for a in args])
+
+
+# the types _kernel_arg returns unchanged (None, NumPy scalars, and once pyopencl is loaded,
+# its Buffer), looked up first so a launch's buffers and scalars skip its isinstance chain
+_PASSING: set[type] = {type(None), np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+                       np.uint32, np.int64, np.uint64, np.float16, np.float32, np.float64}
+_PLAIN = len(_PASSING)
+
+
+def _with_buffer() -> set[type]:
+    with contextlib.suppress(ImportError):
+        _PASSING.add(_buffer_type())
+    return _PASSING
 
 
 def launch_values(
