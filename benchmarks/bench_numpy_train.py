@@ -15,6 +15,11 @@ Two figures, each as netcl NumPy / PyTorch CPU (issue #15 asks for at most 1.5x)
 PyTorch runs with as many threads as NumPy's BLAS gets (``--threads``, default the CPUs this
 process may use), set through ``torch.set_num_threads``; without torch the reference is
 skipped and only netcl's figures are printed.
+
+Measured (Intel Xeon host, ``taskset`` to 2 cores, NumPy 2.5 / OpenBLAS, torch 2.11, 2 threads;
+minimum of 3 alternating runs): before the NumPy fast paths 17.6 ms/step and 4.49 s for 10
+epochs, after them 8.3 ms/step and 2.23 s; PyTorch CPU 2.9 ms/step and 0.93 s in the same
+runs (2.8x and 2.4x). At batch 2 (Python overhead) 2.9 -> 2.0 ms/step, PyTorch 1.4.
 """
 
 from __future__ import annotations
