@@ -317,6 +317,12 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training and n * hw < 2:
         raise ValueError(f"{op}: training needs more than one value per channel, got input "
                          f"{x.shape}")
+    # NumPy skips the selector (a per-call cost) where it could refuse nothing: it refuses only
+    # empty sizes and non-bool flags, on every backend alike
+    if (x.array is not None and min(n, c, hw) >= 1 and isinstance(training, bool)
+            and isinstance(fuse_relu, bool)):
+        return _batch_norm_numpy(x, running_mean, running_var, weight, bias, training, momentum,
+                                 eps, fuse_relu)
     cfg = get_kernel_selector(x.device).select_batchnorm_kernel(n, c, hw, training, fuse_relu,
                                                                x.dtype)
     fused = fuse_relu and cfg.variant is KernelVariant.BATCHNORM_FUSED
