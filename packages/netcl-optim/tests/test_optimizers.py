@@ -398,8 +398,9 @@ def test_adam_groups_keep_their_own_betas(dev: DeviceHandle) -> None:
     grads = [[rng.standard_normal(p.shape).astype(np.float32) for p in p0] for _ in range(8)]
     ps = [Tensor.from_host(dev.queue, p) for p in p0]
     betas = [(0.9, 0.999), (0.5, 0.9), (0.8, 0.99)]
-    opt = Adam([{"params": [ps[0]]}, {"params": [ps[1]], "betas": betas[1]},
-                {"params": [ps[2]], "betas": betas[2]}], lr=0.01)
+    groups: list[dict[str, Any]] = [{"params": [ps[0]]}, {"params": [ps[1]], "betas": betas[1]},
+                                    {"params": [ps[2]], "betas": betas[2]}]
+    opt = Adam(groups, lr=0.01)
     for step in grads:
         for p, g in zip(ps, step):
             p.grad = Tensor.from_host(dev.queue, g)
