@@ -5,7 +5,9 @@ registered and usable, whatever the CPU)."""
 
 from __future__ import annotations
 
+import os
 import platform
+import shutil
 import subprocess
 import sys
 import venv
@@ -40,14 +42,25 @@ def test_release_script_rejects_wrong_tag_version() -> None:
     assert out.returncode == 1 and "says version 9.9.9 but netcl-core is at" in out.stderr
 
 
-def test_core_alone_in_fresh_venv(wheels: Path, tmp_path: Path) -> None:
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+def _fresh_env(env_dir: Path, requirements: list[str]) -> tuple[str, str]:
+    """A fresh venv holding only ``requirements``: (its python, what it lists as installed).
+    Made with uv where there is one (hatch's, inside ``hatch run``), else venv + pip."""
     py = str(env_dir / "bin" / "python")
+    uv = os.environ.get("HATCH_UV") or shutil.which("uv")
+    if uv:
+        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env_dir)], check=True)
+        subprocess.run([uv, "pip", "install", "-q", "--python", py, *requirements], check=True)
+        listing = [uv, "pip", "list", "--python", py]
+    else:
+        venv.create(env_dir, with_pip=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", *requirements], check=True)
+        listing = [py, "-m", "pip", "list"]
+    return py, subprocess.run(listing, capture_output=True, text=True, check=True).stdout
+
+
+def test_core_alone_in_fresh_venv(wheels: Path, tmp_path: Path) -> None:
     core = next(wheels.glob("netcl_core-*.whl"))
-    subprocess.run([py, "-m", "pip", "install", "-q", f"{core}[cpu,intel-cpu]", "pytest"],
-                   check=True)
-    listed = subprocess.run([py, "-m", "pip", "list"], capture_output=True, text=True).stdout
+    py, listed = _fresh_env(tmp_path / "venv", [f"{core}[cpu,intel-cpu]", "pytest"])
     assert "netcl-core" in listed and "netcl-ops" not in listed and "netcl " not in listed
     if sys.platform.startswith("linux") and platform.machine() == "x86_64":
         # the [intel-cpu] extra alone, from the wheel, gives a registered, usable OpenCL device
