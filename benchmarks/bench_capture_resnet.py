@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from bench_train import torch_resnet_setup
 
 import netcl.autograd as ag
 from netcl.core import Tensor
@@ -93,33 +94,10 @@ def time_mode(dev: DeviceHandle, batch: int, amp: bool, captured: bool,
 
 
 def torch_step(batch: int, amp: bool, steps: int) -> dict[str, Any] | None:
-    try:
-        import torch
-        from torchvision.models import resnet18 as tv_resnet18
-    except ImportError:
+    found = torch_resnet_setup(batch, amp)
+    if found is None:
         return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    net = tv_resnet18(num_classes=10)
-    net.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-    net.maxpool = torch.nn.Identity()
-    net = net.cuda()
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, 3, 32, 32, device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(net(x), y)
-        opt.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-
+    step, torch = found
     for _ in range(3):
         step()
     host = 0.0

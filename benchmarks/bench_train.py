@@ -106,10 +106,12 @@ def netcl_resnet_step(device: str, batch: int, steps: int, amp: bool = False) ->
     return {"device": str(dev), "ms_per_step": 1000 * (time.perf_counter() - start) / steps}
 
 
-def torch_resnet_step(batch: int, steps: int, amp: bool = False) -> dict[str, Any] | None:
+def torch_resnet_setup(batch: int, amp: bool = False) -> tuple[Any, Any] | None:
+    """(step, torch) for torchvision's ResNet-18 with the CIFAR stem on CUDA (cuDNN, TF32 off),
+    SGD with momentum, cross-entropy, float32 or AMP; None without torch, torchvision or CUDA."""
     try:
         import torch
-        import torchvision  # noqa: F401
+        from torchvision.models import resnet18
     except ImportError:
         return None
     if not torch.cuda.is_available():
@@ -117,8 +119,6 @@ def torch_resnet_step(batch: int, steps: int, amp: bool = False) -> dict[str, An
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    from torchvision.models import resnet18
-
     net = resnet18(num_classes=10)
     net.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
     net.maxpool = torch.nn.Identity()
@@ -136,6 +136,14 @@ def torch_resnet_step(batch: int, steps: int, amp: bool = False) -> dict[str, An
         scaler.step(opt)
         scaler.update()
 
+    return step, torch
+
+
+def torch_resnet_step(batch: int, steps: int, amp: bool = False) -> dict[str, Any] | None:
+    found = torch_resnet_setup(batch, amp)
+    if found is None:
+        return None
+    step, torch = found
     for _ in range(3):
         step()
     torch.cuda.synchronize()
