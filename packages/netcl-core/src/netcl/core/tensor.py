@@ -42,6 +42,7 @@ __all__ = [
     "check_same_device",
     "check_shape",
     "copy_from_host",
+    "host_default_dtype",
     "output_tensor",
     "reshape",
 ]
@@ -89,6 +90,23 @@ def check_shape(shape: Any, op: str) -> tuple[int, ...]:
             raise ValueError(f"{op}: shape entries must be >= 0, got {shape!r}")
         out.append(int(d))
     return tuple(out)
+
+
+def host_default_dtype(data: Any) -> str:
+    """The dtype :meth:`Tensor.from_host` gives ``data`` without ``dtype=``: float32, except
+    that int32/int64/uint8 NumPy arrays keep theirs and booleans become uint8.
+
+    Examples:
+        >>> host_default_dtype(np.arange(3)), host_default_dtype([1, 2]), host_default_dtype(
+        ...     np.array([True]))
+        ('int64', 'float32', 'uint8')
+    """
+    src = data if isinstance(data, np.ndarray) else np.asarray(data)
+    if src.dtype == np.bool_:
+        return "uint8"
+    name = src.dtype.name
+    keep = isinstance(data, np.ndarray) and name in ("int32", "int64", "uint8")
+    return name if keep else "float32"
 
 
 def _check_dtype_on_device(dtype: str, queue: Any, op: str) -> None:
@@ -226,11 +244,8 @@ class Tensor:
             queue = get_active_device().queue
         src = np.asarray(data)
         check_host_dtype(src.dtype, "Tensor.from_host")
-        if dtype is None:
-            name = src.dtype.name
-            keep = isinstance(data, np.ndarray) and name in ("int32", "int64", "uint8")
-            dtype = "uint8" if src.dtype == np.bool_ else name if keep else "float32"
-        dtype = canonical_dtype(dtype, "Tensor.from_host")
+        dtype = canonical_dtype(host_default_dtype(data) if dtype is None else dtype,
+                                "Tensor.from_host")
         _check_dtype_on_device(dtype, queue, "Tensor.from_host")
         # np.asarray keeps 0-d data 0-d (ascontiguousarray would make it 1-d)
         host = np.asarray(src, dtype=numpy_dtype(dtype), order="C")

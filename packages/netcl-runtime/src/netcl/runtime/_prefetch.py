@@ -32,6 +32,7 @@ from netcl.core import Tensor
 from netcl.core.device import CPUQueue, get_active_device
 from netcl.core.dtypes import canonical_dtype, numpy_dtype
 from netcl.core.recording import pyopencl
+from netcl.core.tensor import host_default_dtype
 
 __all__ = ["Prefetcher"]
 
@@ -47,13 +48,10 @@ class _Slot:
 
 
 def _dtype_of(array: np.ndarray[Any, Any], wanted: str | None) -> str:
-    """``wanted``, else the rule of ``Tensor.from_host``: int32/int64/uint8 stay, booleans are
-    uint8, anything else float32."""
+    """``wanted``, else the rule of ``Tensor.from_host`` (:func:`host_default_dtype`)."""
     if wanted is not None:
         return canonical_dtype(wanted, "Prefetcher")
-    if array.dtype == np.bool_:
-        return "uint8"
-    return array.dtype.name if array.dtype.name in ("int32", "int64", "uint8") else "float32"
+    return host_default_dtype(array)
 
 
 class Prefetcher:
