@@ -19,7 +19,7 @@ import netcl.autograd as ag
 import netcl.autograd.ops as agops
 from netcl.core import Tensor
 from netcl.core.device import DeviceHandle
-from netcl.nn import Dropout, GradScaler, Module, Sequential, autocast, manual_seed, resnet18
+from netcl.nn import Dropout, GradScaler, Sequential, autocast, manual_seed, resnet18
 from netcl.nn import functional as F
 from netcl.ops import default_generator
 from netcl.optim import SGD, Adam, LRScheduler, Optimizer, StepLR, WarmupCosine
