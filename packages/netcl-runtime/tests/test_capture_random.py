@@ -2,7 +2,8 @@
 generator (netcl.core.recording's RandomStream: a seed, an offset, ``drawing`` before each draw)
 and a netcl-core kernel that writes a hash of (seed, stream position): each replay draws what
 eager execution draws, bit for bit, and leaves the generators where eager execution would, so
-eager and replayed calls take turns; a reseed between calls is followed; a generator reseeded or
+eager and replayed calls take turns, and a Graph replayed directly draws and advances alike; a
+reseed between calls is followed; a generator reseeded or
 made inside the step is followed too; what a replay cannot follow raises UnstableStepError, and a
 draw on the host HostReadError."""
 
@@ -138,6 +139,25 @@ def test_eager_and_replayed_calls_take_turns(cl_dev: DeviceHandle) -> None:
     step = capture(mixed_model.step)
     _assert_same(eager, _run(mixed_model, step, eager_at=(3, 5)))
     assert step.calls == 5 and step.mode == "graph"
+
+
+def test_a_direct_graph_replay_draws_and_advances_like_a_call(cl_dev: DeviceHandle) -> None:
+    """Graph.replay() without the CapturedStep around it: the graph owns its generators."""
+    eager_model, graph_model = Model(cl_dev), Model(cl_dev)
+    eager = _run(eager_model, eager_model.step)
+    step = capture(graph_model.step)
+    last: list[Any] = []
+
+    def direct() -> Any:
+        if step.graph is None:  # the warm-up and the capturing call
+            last[:] = [step()]
+        else:
+            step.graph.replay()
+        return last[0]
+
+    _assert_same(eager, _run(graph_model, direct, eager_at=(4,)))
+    assert step.calls == 2 and step.graph is not None
+    assert [item.name for item in step.graph.streams] == ["rng0", "rng1"]
 
 
 def test_a_step_that_reseeds_is_followed(cl_dev: DeviceHandle) -> None:

@@ -9,6 +9,11 @@
 # it PoCL's own enqueue, against 50-100 us per eager op). A parameter's slots are rewritten
 # with set_arg only when its value changed since the last replay.
 
+A graph also owns the random generators its step draws from (:class:`._rng.StreamParams`):
+every :meth:`Graph.replay`, called by a :class:`CapturedStep` or directly, sets their current
+seed and offset into the launches and advances them as an eager call would (NOTE [ Random
+streams in a graph ] in :mod:`._rng`).
+
 The graph holds every buffer its commands use in their pools (:meth:`BufferPool.hold`): a
 buffer given back meanwhile (a dead intermediate, a tensor the caller dropped) waits aside
 instead of being leased to someone else, until :meth:`Graph.release`.
@@ -17,7 +22,7 @@ instead of being leased to someone else, until :meth:`Graph.release`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +32,7 @@ from netcl.core.recording import pyopencl, state
 
 from ._checks import DeviceChecks
 from ._compare import Slot
+from ._rng import StreamParams
 from ._trace import Check, Constant, Fill, Launch, Trace, Upload
 from .errors import GraphReleasedError
 
@@ -40,7 +46,8 @@ class Graph:
     returns at once; read the outputs to wait). ``params`` maps each graph parameter to the
     scalar slots it sets (a slot of a random generator's offset is the value plus a constant:
     NOTE [ Random streams in a graph ] in :mod:`._rng`); :meth:`set_param` changes one for
-    the following replays.
+    the following replays. ``streams`` are the random generators the step draws from: each
+    replay reads their state into their parameters and advances them.
 
     Attributes:
         queue: the command queue the step ran on.
@@ -49,8 +56,9 @@ class Graph:
     """
 
     def __init__(self, trace: Trace, slots: Mapping[str, list[Slot]],
-                 values: Mapping[str, Any]) -> None:
+                 values: Mapping[str, Any], streams: Sequence[StreamParams] = ()) -> None:
         cl = pyopencl()
+        self.streams: tuple[StreamParams, ...] = tuple(streams)
         self.queue = trace.queue
         self._kernels: list[Any] = []  # one clone per launch, by command index
         by_command: dict[int, Any] = {}
@@ -119,7 +127,9 @@ class Graph:
         self._values[name] = value
 
     def replay(self) -> None:
-        """Enqueue the step's commands again, with the parameters' current values.
+        """Enqueue the step's commands again, with the parameters' current values and the
+        random generators' current states; then advance the generators past what the step
+        drew, as an eager call would.
 
         Raises:
             GraphReleasedError: after :meth:`release`.
@@ -128,6 +138,9 @@ class Graph:
             raise GraphReleasedError("Graph.replay: the graph was released; capture the step "
                                      "again")
         self._checks.poll(block=False)
+        for item in self.streams:
+            for name, value in item.current():
+                self.set_param(name, value)
         recorder = state.recorder
         if recorder is not None:  # a profiler (or a trace) sees the launches one by one
             self._replay_recorded(recorder)
@@ -135,6 +148,8 @@ class Graph:
             for enqueue, args in self._steps:
                 enqueue(*args)
         self._checks.end_replay()
+        for item in self.streams:
+            item.after_replay()
 
     def check(self, block: bool = True) -> None:
         """Raise the first failed device-side check (``check_flag``) of the replays so far;
@@ -162,6 +177,7 @@ class Graph:
             pool.unhold(buffer)
         self._steps = []
         self._kernels = []
+        self.streams = ()
 
     def __del__(self) -> None:
         try:

@@ -19,8 +19,9 @@
 # that state. A generator made inside the step must start alike on both traces (its draws are
 # then constants of the step, as eagerly); any other change raises UnstableStepError.
 # The random kernels launch one 4-word block more than an aligned draw needs, so their launch
-# size does not follow the offset either (netcl.ops._random). CapturedStep sets and advances
-# the generators; Graph.replay() alone repeats the values it was last given.
+# size does not follow the offset either (netcl.ops._random). The graph owns its generators
+# (Graph.streams): every Graph.replay() sets and advances them, whether a CapturedStep calls it
+# or user code does, so a direct replay draws fresh masks too.
 # The alternative, an offset counter in a device buffer the kernels read and bump, would change
 # every random kernel and its eager launch, and the host generator would still have to follow.
 """
