@@ -1,0 +1,420 @@
+"""Probe and benchmark tensor-core (``mma.sync``) GEMM kernels on NVIDIA's OpenCL driver.
+
+Issue #16: NVIDIA's OpenCL compiler accepts inline PTX, so float16-storage GEMMs can run on
+the tensor cores. This script checks, on the GPU machine (see ../shared/GPU.md):
+
+1. one ``m16n8k16`` f16 tile and one ``m16n8k8`` tf32 tile against NumPy, then one tile
+   whose fragments come through local memory with ``ldmatrix`` (filled by plain stores and
+   by ``cp.async``), printing the build log on failure;
+2. the tiled GEMM of ``netcl.ops._matmul_mma_source`` for several tile configurations:
+   correctness on edge shapes against a float32 NumPy reference and TFLOP/s at 2048^3 and
+   4096^3 (median kernel time from profiling events);
+3. the best configuration at 256..8192 cubed beside ``torch.matmul`` in float16 on CUDA.
+
+Every kernel runs in a child process, so a crash (an illegal address) cannot take the rest of
+the run down. Build logs (with ``-cl-nv-verbose``: registers and spills) and the PTX of the
+best kernel go to ``$OUT/probe_mma_detail.txt`` and ``$OUT/probe_mma_best.ptx``.
+
+Run from the repository root:  bash scripts/gpu/gpu_run.sh benchmarks/probe_mma.py
+(or ``python3 benchmarks/probe_mma.py`` where pyopencl sees an NVIDIA GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "packages/netcl-ops/src/netcl/ops/_matmul_mma_source.py"
+OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
+DETAIL = OUT / "probe_mma_detail.txt"
+# PROBE_MMA_DRY=1: any OpenCL device, PTX stubbed out (checks this script's flow, not results).
+DRY = bool(os.environ.get("PROBE_MMA_DRY"))
+BUILD_OPTIONS = [] if DRY else ["-cl-nv-verbose"]
+
+CONFIGS: list[dict[str, Any]] = [
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=2),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3),
+    dict(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=2),
+    dict(bm=256, bn=128, bk=32, warps_m=4, warps_n=2, stages=2),
+    dict(bm=128, bn=256, bk=16, warps_m=2, warps_n=4, stages=4),
+    dict(bm=256, bn=128, bk=16, warps_m=4, warps_n=2, stages=4),
+    dict(bm=128, bn=128, bk=16, warps_m=2, warps_n=2, stages=4),
+    dict(bm=64, bn=128, bk=32, warps_m=2, warps_n=2, stages=4),
+    dict(bm=128, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
+    dict(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, group_m=1),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=2, async_copy=False),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, ldmatrix=False),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, out_f16=True),
+    dict(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=2, out_f16=True),
+]
+# (batch, M, N, K): edges in every dimension, a batch, and one shape without edges.
+CHECK_SHAPES = [(1, 1000, 1000, 1000), (3, 77, 136, 72), (1, 8, 8, 8), (1, 2048, 2048, 2048)]
+SWEEP_SIZES = [2048, 4096]
+FULL_SIZES = [256, 512, 1024, 2048, 4096, 8192]
+
+
+def detail(text: str) -> None:
+    """Append ``text`` to the detail log (not to stdout: gpu_run.sh keeps 120 lines)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    with DETAIL.open("a") as f:
+        f.write(text.rstrip() + "\n")
+
+
+def load_source() -> ModuleType:
+    """``netcl.ops._matmul_mma_source`` by path (no netcl import needed)."""
+    spec = importlib.util.spec_from_file_location("mma_source", SOURCE)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {SOURCE}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mma_source"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def nvidia() -> tuple[Any, Any, Any]:
+    """(device, context, profiling queue) of the first NVIDIA OpenCL GPU."""
+    import pyopencl as cl
+
+    for platform in cl.get_platforms():
+        if "NVIDIA" in platform.name or DRY:
+            dev = platform.get_devices()[0]
+            ctx = cl.Context([dev])
+            props = cl.command_queue_properties.PROFILING_ENABLE
+            return dev, ctx, cl.CommandQueue(ctx, dev, properties=props)
+    raise RuntimeError("no NVIDIA OpenCL platform: " + str([p.name for p in cl.get_platforms()]))
+
+
+def build(ctx: Any, dev: Any, source: str, tag: str) -> tuple[Any, str]:
+    """Build ``source``; return (program or None, build log), logging both to the detail file."""
+    import pyopencl as cl
+
+    prg = cl.Program(ctx, source)
+    try:
+        prg.build(options=BUILD_OPTIONS)
+        ok = True
+    except cl.RuntimeError as e:  # the log is in the message
+        ok = False
+        log = str(e)
+    if ok:
+        log = prg.get_build_info(dev, cl.program_build_info.LOG) or ""
+    detail(f"=== build {tag}: {'ok' if ok else 'FAILED'}\n{log}")
+    if not ok:
+        detail(f"--- source {tag}\n{source}")
+    return (prg if ok else None), log
+
+
+def ptxas_summary(log: str) -> str:
+    """'regs=R spill=S/L smem=B' from the ptxas lines of a -cl-nv-verbose log."""
+    regs = re.findall(r"Used (\d+) registers", log)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    smem = re.findall(r"(\d+) bytes smem", log)
+    out = f"regs={regs[-1] if regs else '?'}"
+    if spills:
+        out += f" spill={spills[-1][0]}/{spills[-1][1]}"
+    if smem:
+        out += f" smem={smem[-1]}"
+    return out
+
+
+def f16_bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x.astype(np.float16)).view(np.uint16)
+
+
+LDSM_TILE = """\
+__kernel __attribute__((reqd_work_group_size(32, 1, 1)))
+void ldsm_tile(__global const ushort* A, __global const ushort* B, __global float* C,
+               __global uint* info, const int use_async)
+{
+    __local uint4 sA[32];   /* A 16 x 16: row r = chunks 2r, 2r + 1 */
+    __local uint4 sB[16];   /* B 16 x 8: row k = chunk k */
+    const int l = (int)get_local_id(0), g = l >> 2, t = l & 3;
+    const uint sa = (uint)(size_t)sA, sb = (uint)(size_t)sB;
+    if (use_async) {
+        __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;"
+                     :: "r"(sa + (uint)l * 16u), "l"((ulong)(A + l * 8)) : "memory");
+        if (l < 16) {
+            __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;"
+                         :: "r"(sb + (uint)l * 16u), "l"((ulong)(B + l * 8)) : "memory");
+        }
+        __asm__ volatile("cp.async.commit_group;" ::: "memory");
+        __asm__ volatile("cp.async.wait_group 0;" ::: "memory");
+    } else {
+        sA[l] = ((__global const uint4*)A)[l];
+        if (l < 16) {
+            sB[l] = ((__global const uint4*)B)[l];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint a0, a1, a2, a3, b0, b1;
+    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                 : "r"(sa + (uint)(((l & 15) * 2 + (l >> 4)) * 16)) : "memory");
+    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(b0), "=r"(b1) : "r"(sb + (uint)((l & 15) * 16)) : "memory");
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+    __asm__ volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    C[g * 8 + 2 * t] = c0;
+    C[g * 8 + 2 * t + 1] = c1;
+    C[(g + 8) * 8 + 2 * t] = c2;
+    C[(g + 8) * 8 + 2 * t + 1] = c3;
+    if (l == 0) {
+        info[0] = sa;
+        info[1] = sb;
+    }
+}
+"""
+
+
+def child_tile(kind: str) -> dict[str, Any]:
+    """Run one tile test (f16, tf32, ldsm, ldsm_async); compare with NumPy."""
+    import pyopencl as cl
+
+    src = load_source()
+    dev, ctx, queue = nvidia()
+    rng = np.random.default_rng(0)
+    mf = cl.mem_flags
+    if kind == "tf32":
+        a = rng.uniform(-1, 1, (16, 8)).astype(np.float32)
+        b = rng.uniform(-1, 1, (8, 8)).astype(np.float32)
+        source, name, ha, hb = src.TILE_TF32_SOURCE, "mma_tile_tf32", a, b
+    else:
+        a = rng.uniform(-1, 1, (16, 16)).astype(np.float16).astype(np.float32)
+        b = rng.uniform(-1, 1, (16, 8)).astype(np.float16).astype(np.float32)
+        ha, hb = f16_bits(a), f16_bits(b)
+        source, name = (
+            (src.TILE_F16_SOURCE, "mma_tile_f16") if kind == "f16" else (LDSM_TILE, "ldsm_tile")
+        )
+    prg, log = build(ctx, dev, source, f"tile {kind}")
+    if prg is None:
+        return {"ok": False, "error": "build failed", "log": log[-1500:]}
+    da = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=ha)
+    db = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=hb)
+    c = np.zeros((16, 8), np.float32)
+    dc = cl.Buffer(ctx, mf.WRITE_ONLY, c.nbytes)
+    knl = getattr(prg, name)
+    info = np.zeros(2, np.uint32)
+    if kind.startswith("ldsm"):
+        dinfo = cl.Buffer(ctx, mf.WRITE_ONLY, info.nbytes)
+        knl(queue, (32,), (32,), da, db, dc, dinfo, np.int32(kind == "ldsm_async"))
+        cl.enqueue_copy(queue, info, dinfo)
+    else:
+        knl(queue, (32,), (32,), da, db, dc)
+    cl.enqueue_copy(queue, c, dc)
+    queue.finish()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = float(np.abs(c - ref).max())
+    tol = 5e-3 if kind == "tf32" else 1e-4
+    out = {"ok": err < tol, "max_err": err, "ptxas": ptxas_summary(log)}
+    if kind.startswith("ldsm"):
+        out["local_addresses"] = [int(info[0]), int(info[1])]
+    if not out["ok"]:
+        detail(f"tile {kind} result\n{c}\nreference\n{ref}")
+        out["c_row0"] = [round(float(v), 4) for v in c[0]]
+        out["ref_row0"] = [round(float(v), 4) for v in ref[0]]
+    return out
+
+
+def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[str, Any]:
+    """Build one GEMM config, check it on CHECK_SHAPES, time it at ``sizes`` cubed."""
+    import pyopencl as cl
+
+    src = load_source()
+    config = src.MmaConfig(**{**cfg, "stub": DRY})
+    dev, ctx, queue = nvidia()
+    source = src.hgemm_source(config)
+    prg, log = build(ctx, dev, source, config.label())
+    if prg is None:
+        return {"ok": False, "error": "build failed", "log": log[-1500:]}
+    if save_ptx:
+        binary = prg.get_info(cl.program_info.BINARIES)[0]
+        (OUT / "probe_mma_best.ptx").write_bytes(binary)
+        (OUT / "probe_mma_best.cl").write_text(source)
+    knl = getattr(prg, src.hgemm_kernel_name(config))
+    out_dtype = np.float16 if config.out_f16 else np.float32
+    rng = np.random.default_rng(1)
+    mf = cl.mem_flags
+
+    def launch(da: Any, db: Any, dc: Any, batch: int, m: int, n: int, k: int) -> Any:
+        tiles = -(-m // config.bm) * -(-n // config.bn)
+        return knl(
+            queue,
+            (tiles * config.threads, batch),
+            (config.threads, 1),
+            da,
+            db,
+            dc,
+            np.int32(m),
+            np.int32(n),
+            np.int32(k),
+            np.int64(m * k),
+            np.int64(k * n),
+            np.int64(m * n),
+        )
+
+    result: dict[str, Any] = {"ptxas": ptxas_summary(log), "errors": {}, "tflops": {}}
+    ok = True
+    for batch, m, n, k in CHECK_SHAPES:
+        a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float16)
+        b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float16)
+        da = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.view(np.uint16))
+        db = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b.view(np.uint16))
+        c = np.full((batch, m, n), np.nan, out_dtype)
+        dc = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=c)
+        launch(da, db, dc, batch, m, n, k)
+        cl.enqueue_copy(queue, c, dc)
+        queue.finish()
+        ref = np.matmul(a.astype(np.float32), b.astype(np.float32))
+        scale = float(np.abs(ref).max())
+        rel = float(np.nanmax(np.abs(c.astype(np.float32) - ref)) / scale)
+        if np.isnan(c).any():
+            rel = float("nan")
+        tol = 2e-3 if config.out_f16 else 1e-4
+        good = rel < tol
+        ok = ok and good
+        result["errors"][f"{batch}x{m}x{n}x{k}"] = rel
+        if not good:
+            bad = np.argwhere(~(np.abs(c.astype(np.float32) - ref) <= tol * scale))
+            detail(
+                f"{config.label()} {batch}x{m}x{n}x{k}: {len(bad)} bad, first {bad[:8].tolist()}"
+            )
+    result["ok"] = ok
+    for s in sizes:
+        a = rng.uniform(-1, 1, (s, s)).astype(np.float16)
+        da = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.view(np.uint16))
+        db = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.view(np.uint16))
+        dc = cl.Buffer(ctx, mf.READ_WRITE, s * s * np.dtype(out_dtype).itemsize)
+        for _ in range(3):
+            launch(da, db, dc, 1, s, s, s)
+        queue.finish()
+        reps = 30 if s <= 4096 else 10
+        t0 = time.perf_counter()
+        events = [launch(da, db, dc, 1, s, s, s) for _ in range(reps)]
+        queue.finish()
+        wall = (time.perf_counter() - t0) / reps
+        kernel = float(np.median([(e.profile.end - e.profile.start) * 1e-9 for e in events]))
+        result["tflops"][s] = 2 * s**3 / kernel / 1e12
+        result.setdefault("wall_tflops", {})[s] = 2 * s**3 / wall / 1e12
+    return result
+
+
+def run_child(args: list[str], timeout: float = 90) -> dict[str, Any]:
+    """Run this script as a child; return its RESULT json or the failure's tail."""
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timeout {timeout}s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])  # type: ignore[no-any-return]
+    tail = (proc.stdout + proc.stderr)[-1200:]
+    detail(f"child {args} rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return {"ok": False, "error": f"rc={proc.returncode}", "tail": tail}
+
+
+def torch_times(sizes: list[int]) -> dict[int, float]:
+    """TFLOP/s of torch.matmul float16 on CUDA (median of CUDA-event timings)."""
+    import torch
+
+    out = {}
+    for s in sizes:
+        a = torch.rand(s, s, device="cuda", dtype=torch.float16) * 2 - 1
+        b = torch.rand(s, s, device="cuda", dtype=torch.float16) * 2 - 1
+        for _ in range(3):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(30 if s <= 4096 else 10):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        out[s] = 2 * s**3 / float(np.median(times)) / 1e12
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tile", help="child: run one tile test")
+    parser.add_argument("--gemm", help="child: one GEMM config (json)")
+    parser.add_argument("--sizes", default="", help="child: timing sizes")
+    parser.add_argument("--save-ptx", action="store_true")
+    parser.add_argument("--configs", default="", help="only these config indices (0,3,...)")
+    args = parser.parse_args()
+    if args.tile:
+        print("RESULT " + json.dumps(child_tile(args.tile)))
+        return
+    if args.gemm:
+        sizes = [int(s) for s in args.sizes.split(",") if s]
+        print("RESULT " + json.dumps(child_gemm(json.loads(args.gemm), sizes, args.save_ptx)))
+        return
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    DETAIL.write_text("")
+    dev, _, _ = nvidia()
+    print(
+        f"device: {dev.name} | driver {dev.driver_version} | {dev.version} | "
+        f"{dev.opencl_c_version} | local {dev.local_mem_size} | CUs {dev.max_compute_units}"
+    )
+    print("== tiles (max abs error vs NumPy float64)")
+    for kind in ["f16", "tf32", "ldsm", "ldsm_async"]:
+        r = run_child(["--tile", kind])
+        print(f"tile {kind:10s} {json.dumps(r)[:600]}")
+    print("== GEMM configs (rel err = max|C - ref| / max|ref|; TFLOP/s from kernel events)")
+    chosen = [int(i) for i in args.configs.split(",") if i] or list(range(len(CONFIGS)))
+    results = []
+    for i in chosen:
+        cfg = CONFIGS[i]
+        r = run_child(["--gemm", json.dumps(cfg), "--sizes", ",".join(map(str, SWEEP_SIZES))])
+        results.append((cfg, r))
+        label = load_source().MmaConfig(**cfg).label()
+        if "tflops" in r:
+            errs = " ".join(f"{v:.1e}" for v in r["errors"].values())
+            tf = " ".join(f"{s}:{v:6.1f}" for s, v in r["tflops"].items())
+            print(f"[{i:2d}] {label:34s} ok={r['ok']} {r['ptxas']} err {errs} | TF/s {tf}")
+        else:
+            print(f"[{i:2d}] {label:34s} FAILED {json.dumps(r)[:700]}")
+    good = [(cfg, r) for cfg, r in results if r.get("ok") and r.get("tflops")]
+    if not good:
+        print("no correct GEMM config; see probe_mma_detail.txt")
+        return
+    best_cfg, _ = max(good, key=lambda cr: cr[1]["tflops"]["4096"])
+    print(f"== best {json.dumps(best_cfg)} vs torch.matmul float16 (CUDA)")
+    full = run_child(
+        ["--gemm", json.dumps(best_cfg), "--sizes", ",".join(map(str, FULL_SIZES)), "--save-ptx"],
+        timeout=180,
+    )
+    try:
+        ref = torch_times(FULL_SIZES)
+    except Exception as e:  # report, do not lose the OpenCL figures
+        print(f"torch failed: {e!r}")
+        ref = {}
+    print(f"{'size':>6s} {'mma TF/s':>9s} {'wall':>7s} {'torch':>7s} {'ratio':>6s}")
+    for s in FULL_SIZES:
+        ours = full.get("tflops", {}).get(str(s), float("nan"))
+        wall = full.get("wall_tflops", {}).get(str(s), float("nan"))
+        theirs = ref.get(s, float("nan"))
+        print(f"{s:6d} {ours:9.1f} {wall:7.1f} {theirs:7.1f} {ours / theirs:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
