@@ -42,6 +42,8 @@ DETAIL = OUT / "probe_mma_detail.txt"
 # PROBE_MMA_DRY=1: any OpenCL device, PTX stubbed out (checks this script's flow, not results).
 DRY = bool(os.environ.get("PROBE_MMA_DRY"))
 BUILD_OPTIONS = [] if DRY else ["-cl-nv-verbose"]
+# The inline-assembly keyword: "__asm__" (as netcl renders it) or "asm" (PROBE_MMA_ASM=asm).
+ASM = os.environ.get("PROBE_MMA_ASM", "__asm__")
 
 CONFIGS: list[dict[str, Any]] = [
     dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3),
@@ -201,6 +203,7 @@ def child_tile(kind: str) -> dict[str, Any]:
         source, name = (
             (src.TILE_F16_SOURCE, "mma_tile_f16") if kind == "f16" else (LDSM_TILE, "ldsm_tile")
         )
+    source = source.replace("__asm__", ASM)
     prg, log = build(ctx, dev, source, f"tile {kind}")
     if prg is None:
         return {"ok": False, "error": "build failed", "log": log[-1500:]}
@@ -238,7 +241,7 @@ def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[st
     src = load_source()
     config = src.MmaConfig(**{**cfg, "stub": DRY})
     dev, ctx, queue = nvidia()
-    source = src.hgemm_source(config)
+    source = src.hgemm_source(config).replace("__asm__", ASM)
     prg, log = build(ctx, dev, source, config.label())
     if prg is None:
         return {"ok": False, "error": "build failed", "log": log[-1500:]}
@@ -379,6 +382,12 @@ def main() -> None:
     for kind in ["f16", "tf32", "ldsm", "ldsm_async"]:
         r = run_child(["--tile", kind])
         print(f"tile {kind:10s} {json.dumps(r)[:600]}")
+        if kind == "f16" and not r.get("ok") and ASM == "__asm__":
+            os.environ["PROBE_MMA_ASM"] = "asm"  # children inherit it
+            r = run_child(["--tile", kind])
+            print(f"tile {kind} with 'asm': {json.dumps(r)[:600]}")
+            if not r.get("ok"):
+                os.environ["PROBE_MMA_ASM"] = "__asm__"
     print("== GEMM configs (rel err = max|C - ref| / max|ref|; TFLOP/s from kernel events)")
     chosen = [int(i) for i in args.configs.split(",") if i] or list(range(len(CONFIGS)))
     results = []
