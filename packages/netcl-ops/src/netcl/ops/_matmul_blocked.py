@@ -19,6 +19,11 @@
 # ``warp_n`` > 0 maps the 32 work-items of a warp onto a warp_n x (32 / warp_n) block of
 # work-items (warp tiling): a warp then reads 32/warp_n distinct A vectors and warp_n
 # distinct B vectors per k step instead of 2 and 16 (fewer local-memory wavefronts).
+#
+# ``swizzle`` = S > 0 renumbers the work-groups (Triton's grouped order): consecutive groups
+# walk down a column of S tile rows before moving one tile column right, so the groups
+# running at the same time share S rows of A and few columns of B in L2 instead of one row
+# of A and every column of B. The last band of rows may be shorter; the map stays one to one.
 """
 
 from __future__ import annotations
@@ -172,6 +177,18 @@ def _thread_map(p: GemmParams) -> str:
     return "const int tx = get_local_id(0), ty = get_local_id(1);"
 
 
+def _tile_origin(p: GemmParams) -> str:
+    """``m0``/``n0``: the first row and column of the work-group's tile (NOTE: swizzle)."""
+    if p.swizzle <= 0:
+        return "const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;"
+    return (f"const int gx = get_num_groups(0), gy = get_num_groups(1);\n"
+            f"    const int pid = get_group_id(1) * gx + get_group_id(0);\n"
+            f"    const int band = pid / ({p.swizzle} * gx), r0 = band * {p.swizzle};\n"
+            f"    const int rows = min(gy - r0, {p.swizzle}), rest = pid - band * "
+            f"({p.swizzle} * gx);\n"
+            f"    const int m0 = (r0 + rest % rows) * BM, n0 = (rest / rows) * BN;")
+
+
 def register_tiled_source(p: GemmParams, signature: str) -> str:
     """The register-tiled kernel's body after its ``#define``s; ``signature`` opens it."""
     # both tiles get the same padding: 0 when both are stored as they are loaded (A^T and B
@@ -189,7 +206,7 @@ def register_tiled_source(p: GemmParams, signature: str) -> str:
     __local CTV Bs4[2 * BK * LDB_S / 4];
     const int tid = get_local_id(1) * RN + get_local_id(0);
     {_thread_map(p)}
-    const int m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
+    {_tile_origin(p)}
     CT acc[TM][TN];
     {UNROLL}
     for (int i = 0; i < TM; ++i)

@@ -189,8 +189,9 @@ def gemm_params(
         warp_n = int(config.extra.get("warp_n", 0))
         if not warp_layout_ok(bn // tn, bm // tm, warp_n):
             warp_n = 0
+        swizzle = max(0, int(config.extra.get("swizzle", 0)))
         return dataclasses.replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, lx=bn // tn,
-                                   ly=bm // tm, warp_n=warp_n)
+                                   ly=bm // tm, warp_n=warp_n, swizzle=swizzle)
     # vectorized: work-group local_size_2d; micro-tiles of work_per_thread x extra["micro_n"]
     lx, ly = config.local_size_2d
     tm = max(1, config.work_per_thread)

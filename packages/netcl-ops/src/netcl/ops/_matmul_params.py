@@ -20,7 +20,8 @@ class GemmParams:
     ``fma`` multiplies-adds with ``fma()`` (GPUs); otherwise with ``a * b + c``, which the
     compiler contracts (CPU devices: see the note in :mod:`._matmul_kernels`). ``warp_n`` > 0
     lays the register-tiled kernel's warps out as ``warp_n`` x ``32 / warp_n`` work-items
-    (see the note in :mod:`._matmul_blocked`).
+    (see the note in :mod:`._matmul_blocked`); ``swizzle`` > 0 walks the register-tiled
+    kernel's work-groups down columns of ``swizzle`` tile rows (L2 reuse, NOTE there).
     """
 
     variant: str
@@ -42,3 +43,4 @@ class GemmParams:
     extra_params: str = ""
     fma: bool = True
     warp_n: int = 0
+    swizzle: int = 0

@@ -1,0 +1,364 @@
+"""One GPU run sweeping register-tiled GEMM configurations over the shapes of issue #16.
+
+For each shape class (large squares, mid squares and a batched product, tall-skinny with a
+split K, a classifier's small products) it times every candidate configuration (tiles,
+work-item block, K depth, warp layout, work-group swizzle, split K) in the four transpose
+layouts by kernel time (profiling events, back-to-back launches), with ``torch.mm``/``bmm``
+on CUDA (TF32 off) as the reference where PyTorch sees a GPU, and prints, per shape and
+layout, the fastest configuration and its ratio to cuBLAS beside the selector's current
+pick; then, per configuration, the geometric mean of its ratio over each class, with the
+registers per work-item the NVIDIA compiler reports. Every row goes to ``$OUT/sweep_gemm.json``.
+A time budget (``--budget`` seconds) stops the sweep early and still prints the summary.
+
+    bash scripts/gpu/gpu_run.sh benchmarks/sweep_gemm.py      # on the GPU machine
+    python benchmarks/sweep_gemm.py --device cl --quick       # any OpenCL device, small
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import netcl.ops  # noqa: F401
+except ImportError:  # running from a checkout without the packages installed
+    root = Path(__file__).resolve().parents[1] / "packages"
+    sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
+
+import pyopencl as cl
+
+from netcl.core.device import manager
+from netcl.core.kernel_selector import KernelConfig, KernelVariant, get_kernel_selector
+from netcl.core.kernels.header import kernel_header
+from netcl.ops import _matmul_family as fam
+from netcl.ops import _matmul_kernels as mk
+from netcl.ops import _matmul_launch as ml
+
+RT = KernelVariant.MATMUL_REGISTER_TILED
+LAYOUTS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
+Shape = tuple[int, int, int, int]  # (batch, M, N, K)
+
+# (bm, bn, bk, tm, tn, warp_n, swizzle, split_k)
+BIG_CONFIGS = [
+    (128, 128, 8, 8, 8, 8, 0, 0),  # the current NVIDIA rule
+    (128, 128, 8, 8, 8, 8, 8, 0),
+    (128, 128, 16, 8, 8, 8, 0, 0),
+    (128, 128, 8, 16, 8, 8, 0, 0),  # 128 work-items, 128 outputs each
+    (128, 128, 8, 8, 16, 8, 0, 0),
+    (128, 128, 16, 16, 8, 8, 0, 0),
+    (128, 128, 16, 8, 16, 8, 0, 0),
+    (128, 128, 8, 16, 8, 8, 8, 0),
+    (256, 128, 8, 16, 8, 8, 0, 0),  # 256 work-items, 128 outputs each
+    (128, 256, 8, 8, 16, 8, 0, 0),
+    (256, 128, 8, 16, 8, 8, 8, 0),
+    (128, 128, 8, 8, 8, 4, 0, 0),
+    (128, 128, 8, 8, 8, 16, 0, 0),
+    (128, 64, 8, 8, 8, 8, 0, 0),
+]
+MID_CONFIGS = [
+    (64, 64, 16, 4, 4, 8, 0, 0),  # the current NVIDIA rule below 132 128x128 tiles
+    (64, 64, 8, 4, 4, 8, 0, 0),
+    (64, 64, 16, 8, 4, 8, 0, 0),
+    (64, 64, 16, 4, 8, 8, 0, 0),
+    (64, 64, 16, 8, 8, 8, 0, 0),
+    (64, 64, 8, 8, 8, 8, 0, 0),
+    (128, 64, 16, 8, 4, 8, 0, 0),
+    (64, 128, 16, 4, 8, 8, 0, 0),
+    (128, 64, 8, 8, 8, 8, 0, 0),
+    (32, 64, 16, 4, 4, 8, 0, 0),
+    (128, 128, 8, 8, 8, 8, 0, 0),
+    (128, 128, 8, 8, 8, 8, 0, 2),  # split K: more work-groups from the efficient tile
+    (128, 128, 8, 8, 8, 8, 0, 4),
+    (64, 64, 16, 4, 4, 8, 0, 2),
+    (128, 64, 16, 8, 4, 8, 0, 2),
+]
+SKINNY_CONFIGS = [
+    (128, 64, 16, 8, 4, 8, 0, 4),  # the current NVIDIA split rule
+    (128, 64, 16, 8, 4, 8, 0, 8),
+    (128, 64, 8, 8, 8, 8, 0, 8),
+    (128, 128, 8, 8, 8, 8, 0, 4),
+    (128, 128, 8, 8, 8, 8, 0, 8),
+    (128, 128, 8, 8, 8, 8, 0, 16),
+    (64, 64, 16, 4, 4, 8, 0, 4),
+    (64, 64, 16, 4, 4, 8, 0, 8),
+    (64, 64, 16, 8, 8, 8, 0, 8),
+    (64, 64, 16, 8, 8, 8, 0, 16),
+    (64, 128, 16, 4, 8, 8, 0, 8),
+    (128, 128, 16, 8, 8, 8, 0, 8),
+    (128, 64, 16, 8, 4, 8, 0, 0),
+    (64, 64, 16, 4, 4, 8, 0, 0),
+]
+CLASSES: dict[str, tuple[list[Shape], list[tuple[int, ...]]]] = {
+    "big": ([(1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 8192, 8192, 8192),
+             (1, 4095, 4095, 4095)], BIG_CONFIGS),
+    "mid": ([(1, 1024, 1024, 1024), (1, 1000, 1000, 1000), (32, 512, 512, 512)], MID_CONFIGS),
+    "skinny": ([(1, 128, 4096, 4096), (1, 4096, 128, 4096)], SKINNY_CONFIGS),
+    # a classifier: ResNet's 512 -> 1000 layer at batch 256 (nt) and its weight gradient
+    "small": ([(1, 256, 1000, 512), (1, 1000, 512, 256)], MID_CONFIGS),
+}
+# each class's share of the budget (a class that ends early leaves its time to the next)
+SHARE = {"big": 0.5, "mid": 0.2, "skinny": 0.15, "small": 0.15}
+# shapes only the best few configurations of the class (by the earlier shapes) run
+LATE = {(1, 8192, 8192, 8192): 6, (1, 4095, 4095, 4095): 5}
+
+
+def make_config(c: tuple[int, ...]) -> KernelConfig:
+    bm, bn, bk, tm, tn, warp_n, swizzle, split = c
+    extra: dict[str, Any] = {"micro_n": tn, "warp_n": warp_n, "swizzle": swizzle,
+                             "split_k": split}
+    return KernelConfig(RT, tile_m=bm, tile_n=bn, tile_k=bk, work_per_thread=tm, extra=extra)
+
+
+def label(c: KernelConfig) -> str:
+    if c.variant is not RT:
+        return f"{c.variant.name.removeprefix('MATMUL_').lower()} {c.tile_m}x{c.tile_n}"
+    e = c.extra
+    s = f"{c.tile_m}x{c.tile_n}x{c.tile_k}/{c.work_per_thread}x{e.get('micro_n', '?')}"
+    s += f" w{e.get('warp_n', 0)}"
+    s += f" s{e['swizzle']}" if e.get("swizzle") else ""
+    return s + (f" k{e['split_k']}" if e.get("split_k") else "")
+
+
+def registers(ctx: Any, dev: Any, p: mk.GemmParams) -> str:
+    """Registers per work-item (and spill bytes) from NVIDIA's verbose build log."""
+    if "NVIDIA" not in dev.platform.name:
+        return "-"
+    src = kernel_header(ctx, p.dtype) + mk.gemm_source(p)
+    try:
+        prg = cl.Program(ctx, src).build(options="-cl-nv-verbose")
+    except cl.Error:
+        return "err"
+    log = prg.get_build_info(dev, cl.program_build_info.LOG)
+    found = re.findall(r"Used (\d+) registers", log)
+    spill = re.findall(r"(\d+) bytes spill stores", log)
+    return (found[-1] if found else "?") + (f"s{spill[-1]}" if spill and spill[-1] != "0" else "")
+
+
+class Runner:
+    """Times GEMM launches on one profiling queue over shared buffers."""
+
+    def __init__(self, ctx: Any, dev: Any, elements: int) -> None:
+        self.q = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        host = np.random.default_rng(0).standard_normal(elements, dtype=np.float32)
+        mf = cl.mem_flags
+        self.bufs = {k: cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host)
+                     for k in "abc"}
+        self.first_s = 0.0  # time in first calls (kernel builds, mostly)
+
+    def launch(self, cfg: KernelConfig, shape: Shape, layout: str) -> Any:
+        nb, M, N, K = shape
+        ta, tb = LAYOUTS[layout]
+        a = ml.Operand(self.bufs["a"], 0, M if ta else K, 0, M * K if nb > 1 else 0)
+        b = ml.Operand(self.bufs["b"], 0, K if tb else N, 0, K * N if nb > 1 else 0)
+        c = ml.Operand(self.bufs["c"], 0, N, 0, M * N if nb > 1 else 0)
+        return ml.run_gemm(self.q, cfg, "float32", a, b, c, M, N, K, trans_a=ta, trans_b=tb,
+                           batch=(1, nb))
+
+    def time(self, cfg: KernelConfig, shape: Shape, layout: str, target_s: float) -> float:
+        """Seconds per call: from the first call's last kernel's start to the last call's
+        end over ``reps + 1`` calls, divided by ``reps`` (a split K's three kernels per call:
+        the first call's sum kernel is counted once more)."""
+        t0 = time.perf_counter()
+        self.launch(cfg, shape, layout)
+        self.q.finish()
+        self.first_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.launch(cfg, shape, layout)
+        self.q.finish()
+        guess = max(time.perf_counter() - t0, 1e-6)
+        reps = int(min(50, max(3, target_s / guess)))
+        events = [self.launch(cfg, shape, layout) for _ in range(reps + 1)]
+        self.q.finish()
+        first = events[0][0] if isinstance(events[0], list) else events[0]
+        return float(events[-1].profile.end - first.profile.start) * 1e-9 / reps
+
+
+def check(runner: Runner, cfg: KernelConfig) -> list[str]:
+    """Layouts where ``cfg`` is wrong against NumPy on a 260 x 196 x 72 product (4-aligned,
+    no whole tiles: the vector kernels the timings run, with clamped edges)."""
+    M, N, K = 260, 196, 72
+    rng = np.random.default_rng(1)
+    q = runner.q
+    bad = []
+    for layout, (ta, tb) in LAYOUTS.items():
+        x = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+        y = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+        want = (x.T if ta else x) @ (y.T if tb else y)
+        cl.enqueue_copy(q, runner.bufs["a"], x)
+        cl.enqueue_copy(q, runner.bufs["b"], y)
+        runner.launch(cfg, (1, M, N, K), layout)
+        got = np.empty((M, N), np.float32)
+        cl.enqueue_copy(q, got, runner.bufs["c"])
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        if not err < 1e-5:
+            bad.append(f"{layout} err {err:.1e}")
+    return bad
+
+
+def torch_time(shape: Shape, layout: str, target_s: float) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    nb, M, N, K = shape
+    ta, tb = LAYOUTS[layout]
+    x = torch.randn((nb, K, M) if ta else (nb, M, K), device="cuda")
+    y = torch.randn((nb, N, K) if tb else (nb, K, N), device="cuda")
+    x = x.transpose(1, 2) if ta else x
+    y = y.transpose(1, 2) if tb else y
+    if nb == 1:
+        x, y = x[0], y[0]
+    fn = torch.mm if nb == 1 else torch.bmm
+    fn(x, y)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn(x, y)
+    torch.cuda.synchronize()
+    reps = int(min(100, max(5, target_s / max(time.perf_counter() - t0, 1e-6))))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn(x, y)
+    end.record()
+    torch.cuda.synchronize()
+    return float(start.elapsed_time(end)) * 1e-3 / reps
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--device", default="cl")
+    parser.add_argument("--budget", type=float, default=290.0, help="seconds for the sweep")
+    parser.add_argument("--target", type=float, default=0.03, help="seconds timed per point")
+    parser.add_argument("--classes", default=",".join(CLASSES))
+    parser.add_argument("--quick", action="store_true",
+                        help="small shapes and two configs per class (CPU OpenCL devices)")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
+                                                      "sweep_gemm.json"))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    handle = manager.default(args.device)
+    if handle is None or handle.backend != "cl":
+        print(f"no OpenCL device for {args.device!r}")
+        return 1
+    ctx, dev = handle.queue.context, handle.queue.device
+    classes = {k: CLASSES[k] for k in args.classes.split(",")}
+    if args.quick:
+        classes = {k: ([(nb, max(M // 16, 33), max(N // 16, 33), max(K // 16, 40))
+                        for nb, M, N, K in shapes[:2]], cfgs[:2])
+                   for k, (shapes, cfgs) in classes.items()}
+    elements = max(nb * max(M * K, K * N, M * N) for shapes, _ in classes.values()
+                   for nb, M, N, K in shapes)
+    runner = Runner(ctx, dev, elements)
+    sel = get_kernel_selector(dev)
+    print(f"device: {dev.name} ({dev.platform.name}), CUs {dev.max_compute_units}")
+    rows: list[dict[str, Any]] = []
+    ref: dict[tuple[Shape, str], float | None] = {}
+    regs: dict[str, str] = {}
+    best: dict[tuple[Shape, str], tuple[float, str]] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
+    skipped = 0
+    share = 0.0
+    for cname, (shapes, cfg_rows) in classes.items():
+        share += SHARE.get(cname, 0.1)
+        deadline = args.budget * min(1.0, share)
+        configs = [make_config(c) for c in cfg_rows]
+        score: dict[str, list[float]] = {}
+        for shape in shapes:
+            for layout in LAYOUTS:
+                ref[(shape, layout)] = torch_time(shape, layout, args.target)
+            run = configs
+            if shape in LATE and not args.quick:  # the best few by the shapes before
+                ranked = sorted(configs, key=lambda c: geomean(score.get(label(c), [1e9])))
+                run = ranked[:LATE[shape]]
+            for cfg in run:
+                name = label(cfg)
+                if time.perf_counter() - start > deadline:
+                    skipped += 1
+                    continue
+                if name not in regs:
+                    p = dataclasses.replace(fam.gemm_params(cfg, "float32", False, False),
+                                            vec_a=True, vec_b=True, vec_c=True)
+                    regs[name] = registers(ctx, dev, p)
+                    for problem in check(runner, cfg):
+                        print(f"WRONG {name}: {problem}")
+                for layout in LAYOUTS:
+                    try:
+                        t = runner.time(cfg, shape, layout, args.target)
+                    except cl.Error as e:  # a config the device cannot run
+                        print(f"error {name} {shape} {layout}: {str(e)[:80]}")
+                        continue
+                    r = ref[(shape, layout)]
+                    x = r / t if r else None
+                    score.setdefault(name, []).append(t / (r or 1.0))
+                    if x is not None:
+                        ratios.setdefault((name, cname), []).append(x)
+                    key = (shape, layout)
+                    if key not in best or t < best[key][0]:
+                        best[key] = (t, name)
+                    rows.append({"class": cname, "config": name, "shape": shape,
+                                 "layout": layout, "ms": t * 1e3, "ref_ms":
+                                 None if r is None else r * 1e3, "regs": regs[name]})
+        print(f"[{cname} done at {time.perf_counter() - start:.0f} s]", flush=True)
+    print("== per shape (batch, M, N, K) and layout: the fastest config | the selector's pick")
+    for cname, (shapes, _) in classes.items():
+        for shape in shapes:
+            nb, M, N, K = shape
+            for layout in LAYOUTS:
+                if (shape, layout) not in best:
+                    continue
+                t, name = best[(shape, layout)]
+                r = ref[(shape, layout)]
+                chosen = sel.select_matmul_kernel(M, N, K)
+                ts = runner.time(chosen, shape, layout, args.target)
+                tf = 2 * nb * M * N * K / t / 1e12
+                rx = f"{r / t:4.2f}x" if r else "  -  "
+                sx = f"{r / ts:4.2f}x" if r else f"{ts * 1e3:.3f}ms"
+                rows.append({"class": cname, "config": "selected " + label(chosen),
+                             "shape": shape, "layout": layout, "ms": ts * 1e3,
+                             "ref_ms": None if r is None else r * 1e3})
+                shp = f"{nb}x{M}x{N}x{K}" if nb > 1 else f"{M}x{N}x{K}"
+                print(f"{shp:<17}{layout} {name:<26}{t * 1e3:8.3f}ms {tf:5.1f}TF {rx}"
+                      f" cuBLAS {(r or 0) * 1e3:7.3f}ms | sel {label(chosen)} {sx}")
+    if not ratios:  # no reference: ratios to the fastest config instead
+        for row in rows:
+            key = (tuple(row["shape"]), row["layout"])
+            if not row["config"].startswith("selected") and key in best:
+                ratios.setdefault((row["config"], row["class"]), []).append(
+                    best[key][0] * 1e3 / row["ms"])
+        print("(no cuBLAS: the table below is x the fastest config)")
+    print("== per config: geometric mean x cuBLAS over each class (layouts pooled), registers")
+    names = sorted({n for n, _ in ratios}, key=lambda n: -max(
+        geomean(ratios.get((n, c), [])) if (n, c) in ratios else 0 for c in classes))
+    print(f"{'config':<26}" + "".join(f"{c:>8}" for c in classes) + "  regs")
+    for n in names:
+        cells = "".join(f"{geomean(ratios[(n, c)]):8.2f}" if (n, c) in ratios else "       -"
+                        for c in classes)
+        print(f"{n:<26}{cells}  {regs.get(n, '')}")
+    if skipped:
+        print(f"budget: {skipped} (config, shape) points skipped")
+    print(f"total {time.perf_counter() - start:.0f} s, first calls (builds) "
+          f"{runner.first_s:.0f} s")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
