@@ -42,6 +42,7 @@ __all__ = [
     "KernelSpec",
     "PrimitiveBuilder",
     "WorkGroupTuner",
+    "buffer_token",
     "build_elementwise_kernel",
     "count_launches",
     "forget_arguments",
@@ -127,6 +128,7 @@ def _declare(kernel: Any, dtypes: Sequence[Any]) -> None:
         kernel.set_scalar_arg_dtypes(dtypes)
         kernel._netcl_types = tuple(None if d is None else np.dtype(d).type for d in dtypes)
         kernel._netcl_typed = True
+        kernel._netcl_args = None
     except (AttributeError, TypeError):  # a stand-in kernel object: keep the untyped path
         pass
 
@@ -184,22 +186,44 @@ def launch_values(
 # same kernel object with the same arguments but a buffer or two (its output, leased from the
 # pool, often the very buffer of two calls ago): setting all of them again costs about 1 us an
 # argument on PoCL (a 13-argument elementwise kernel: most of a small add's host time there).
-# So a typed kernel remembers the values it was last launched with (``_netcl_args``), and a
-# launch sets only those that changed, each with ``set_arg``: buffers, and NumPy scalars of
+# So a typed kernel remembers what it was last launched with (``_netcl_args``), and a launch
+# sets only the arguments that changed, each with ``set_arg``: buffers, and NumPy scalars of
 # exactly the declared type (``set_arg`` passes a scalar's own bytes; an integer or nonzero
 # float equal to the last one is no change). Past a few changes one ``set_args`` is cheaper,
 # and anything else that changed (a scalar of another width, a NULL, which some PyOpenCL
 # builds refuse in ``set_arg``) sets them all through the typed ``set_args``, which packs
 # scalars to the declared widths. Every netcl path that sets a kernel's arguments goes
 # through here or forgets the record (``BuiltKernel.run``, whose local-size autotuning sets
-# scratch buffers); a graph replay sets its own clones' arguments. The record holds the
-# values, so an object it compares by identity cannot die and be replaced by a new one at the
-# same address.
+# scratch buffers); a graph replay sets its own clones' arguments.
+# The record does not hold a buffer, only its *token* (:func:`buffer_token`, an object made
+# once per buffer and kept on it): a record holding the buffers kept the last buffers of every
+# kernel alive, so memory a pool freed (a buffer over its cache limit, ``clear()`` when the
+# device ran out) or a tensor outside the pools stayed allocated. A token is compared by
+# identity, and the record keeps it alive, so a dead buffer's token is never mistaken for a
+# new buffer's (a new buffer gets a new token; an id() or a handle address could be reused).
+# Other objects (NULL, NumPy scalars, LocalMemory) are held as they are.
+
+
+def buffer_token(buffer: Any) -> object:
+    """The identity token of a ``pyopencl.Buffer`` (see NOTE [ Arguments set once ]): the
+    same object for the buffer's whole life, made on first use.
+
+    Examples:
+        >>> class Stand:  # any object that takes attributes, as pyopencl.Buffer does
+        ...     pass
+        >>> a, b = Stand(), Stand()
+        >>> buffer_token(a) is buffer_token(a), buffer_token(a) is buffer_token(b)
+        (True, False)
+    """
+    token = getattr(buffer, "_netcl_token", None)
+    if token is None:
+        token = buffer._netcl_token = object()
+    return token
 
 
 def _set_changed(kernel: Any, values: Sequence[Any]) -> None:
     """Set the arguments of typed ``kernel`` that differ from its last launch's."""
-    last = getattr(kernel, "_netcl_args", None)
+    last = kernel._netcl_args
     types = kernel._netcl_types
     if last is not None and len(last) == len(values) == len(types):
         buffer = _buffer_types[0] if _buffer_types else _buffer_type()
@@ -209,20 +233,31 @@ def _set_changed(kernel: Any, values: Sequence[Any]) -> None:
             if v is w:
                 continue
             kind = type(v)
-            if kind is not buffer:
-                if kind is not types[i]:
-                    break
-                if kind is type(w) and v == w and (kind in _EXACT or v != 0):
-                    continue  # an equal integer or nonzero float: the same bytes
+            if kind is buffer:
+                token = getattr(v, "_netcl_token", None) or buffer_token(v)
+                if token is not w:
+                    changed.append(i)
+                continue
+            if kind is not types[i]:
+                break
+            if kind is type(w) and v == w and (kind in _EXACT or v != 0):
+                continue  # an equal integer or nonzero float: the same bytes
             changed.append(i)
         else:
             if len(changed) <= _MAX_SINGLE:
                 for i in changed:
-                    kernel.set_arg(i, values[i])
-                kernel._netcl_args = tuple(values)
+                    v = values[i]
+                    kernel.set_arg(i, v)
+                    last[i] = buffer_token(v) if type(v) is buffer else v
                 return
     kernel.set_args(*values)
-    kernel._netcl_args = tuple(values)
+    kernel._netcl_args = _record(values)
+
+
+def _record(values: Sequence[Any]) -> list[Any]:
+    """The record of a launch with ``values``: buffers by their tokens."""
+    buffer = _buffer_types[0] if _buffer_types else _buffer_type()
+    return [buffer_token(v) if type(v) is buffer else v for v in values]
 
 
 # == of two scalars of one of these types means equal bytes; of floats only when nonzero
