@@ -38,7 +38,7 @@ import numpy as np
 from ._cl import cl
 
 __all__ = ["Recorder", "RecorderState", "RandomStream", "check_flag", "drawing", "is_buffer",
-           "pyopencl", "recording", "state"]
+           "numpy_call", "numpy_update", "pyopencl", "quiet", "recording", "state"]
 
 
 class Recorder(Protocol):
@@ -59,7 +59,9 @@ class Recorder(Protocol):
 
     A recorder may also define ``random_stream(stream, host)`` (optional: :func:`drawing`
     looks it up): a :class:`RandomStream` is about to draw (on the host if ``host``) or be
-    reseeded (NOTE [ Random streams under a recorder ]).
+    reseeded (NOTE [ Random streams under a recorder ]); and, to record NumPy-backend work,
+    ``numpy_call(fn, args, update)`` (:func:`numpy_call`, :func:`numpy_update`) and
+    ``numpy_check(flag, fail)`` (:func:`check_flag` on a NumPy tensor).
     """
 
     def launch(self, queue: Any, kernel: Any, global_size: Sequence[int],
@@ -135,6 +137,83 @@ def drawing(stream: RandomStream, host: bool = False) -> None:
             hook(stream, host)
 
 
+# NOTE [ NumPy work under a recorder ]
+# The NumPy backend computes with plain NumPy calls, which no queue sees. Every NumPy compute
+# site of a step's ops goes through numpy_call (a pure function of its arguments returning new
+# arrays) or numpy_update (a function that writes into arrays it is given: optimizer updates,
+# fills, running statistics). With no recorder active they call fn at once (one attribute read
+# more than calling it directly). A NumPy capture (netcl.runtime._numpy_trace) records fn, its
+# arguments and its result instead, and replays the list later writing into the same result
+# arrays, so every array the step made (and every view of one) stays valid across replays.
+# fn must read nothing but its arguments: a value it took from elsewhere (a closure, a global
+# counter) would be frozen at its traced value. Its warnings are silenced (NOTE [ Quiet NumPy
+# calls ]), and by a replay once around the whole list.
+
+# NOTE [ Quiet NumPy calls ]
+# netcl's NumPy paths silence NumPy's floating-point warnings (an overflow to inf is a result,
+# as on OpenCL). np.errstate costs about 3 us per entry (it builds its state object each time),
+# more than the small ops it wraps; numpy_call sets NumPy's own context variable to a state
+# built once instead (about 0.3 us). Where NumPy lacks those names, np.errstate serves.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    _QUIET: Any = _make_extobj(all="ignore")
+except ImportError:  # pragma: no cover - another NumPy layout
+    _extobj_contextvar = None
+    _QUIET = None
+
+
+def quiet(fn: Callable[..., _R], *args: Any) -> _R:
+    """``fn(*args)`` with NumPy's floating-point warnings silenced (NOTE [ Quiet NumPy calls ]).
+
+    Examples:
+        >>> import numpy as np
+        >>> quiet(np.divide, np.ones(1), 0.0).tolist()
+        [inf]
+    """
+    if _extobj_contextvar is None:  # pragma: no cover
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    token = _extobj_contextvar.set(_QUIET)
+    try:
+        return fn(*args)
+    finally:
+        _extobj_contextvar.reset(token)
+
+
+def numpy_call(fn: Callable[..., _R], *args: Any) -> _R:
+    """``fn(*args)``, quietly (:func:`quiet`): NumPy work that returns new arrays (NOTE [ NumPy
+    work under a recorder ]).
+
+    Examples:
+        >>> import numpy as np
+        >>> numpy_call(np.add, np.ones(2), 1.0).tolist()
+        [2.0, 2.0]
+    """
+    recorder = state.recorder
+    hook = None if recorder is None else getattr(recorder, "numpy_call", None)
+    if hook is None:
+        return quiet(fn, *args)
+    return quiet(hook, fn, args, False)  # type: ignore[no-any-return]
+
+
+def numpy_update(fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)``, quietly: NumPy work that writes into arrays among ``args`` (an optimizer
+    update, a fill) and returns nothing (NOTE [ NumPy work under a recorder ]).
+
+    Examples:
+        >>> import numpy as np
+        >>> a = np.zeros(2)
+        >>> numpy_update(np.copyto, a, 3.0); a.tolist()
+        [3.0, 3.0]
+    """
+    recorder = state.recorder
+    hook = None if recorder is None else getattr(recorder, "numpy_call", None)
+    if hook is None:
+        quiet(fn, *args)
+    else:
+        hook(fn, args, True)
+
+
 def pyopencl() -> Any:
     """The ``pyopencl`` module (imported on first use, as netcl core imports it), for code
     that enqueues recorded commands itself; ``ImportError`` says how to install it."""
@@ -168,8 +247,13 @@ def check_flag(flag: Any, fail: Callable[[], None]) -> None:
         ValueError: a label is out of range
     """
     recorder = state.recorder
-    if recorder is not None and flag.array is None:
-        recorder.check(flag.queue, flag.buffer, fail)
-        return
+    if recorder is not None:
+        if flag.array is None:
+            recorder.check(flag.queue, flag.buffer, fail)
+            return
+        hook = getattr(recorder, "numpy_check", None)
+        if hook is not None:  # a NumPy capture reads the flag after each replay
+            hook(flag.array, fail)
+            return
     if flag.to_host().reshape(-1)[0]:
         fail()

@@ -4,13 +4,15 @@ or the OpenCL kernel family (:mod:`._elementwise_base`): what every elementwise 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, default_config
+from netcl.core.recording import numpy_call
 from netcl.core.shapes import broadcast_shapes
 from netcl.core.tensor import CPU_BACKEND, Tensor
 
@@ -20,7 +22,7 @@ from ._elementwise_base import Strided, run_broadcast, run_fast, run_strided
 from ._elementwise_source import EwOp, _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 
-__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "wrap"]
+__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "np_result", "wrap"]
 
 _BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
 for _op in OPS.values():
@@ -50,6 +52,143 @@ def wrap(queue: Any, array: Any, dtype: str) -> Tensor:
     return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=CPU_BACKEND)
 
 
+# NOTE [ NumPy elementwise plans ]
+# On the NumPy backend an elementwise op used to cost ~40 us of which NumPy took ~1 us: dtype
+# promotion, device and shape checks, np.errstate, may_share_memory and wrap on every call.
+# Everything but the scalar values is decided by (op, operand dtypes and shapes, scalar types,
+# kinds, number of params), so the first call of a signature makes a _NpPlan and later calls
+# only look it up, convert their scalars and make the result Tensor. The NumPy work itself is
+# one numpy_call (netcl.core.recording) of _np_run: quiet, and recordable by a NumPy capture,
+# whose replay repeats _np_run alone. Checks that depend on values (an int scalar out of range)
+# still run per call (kernel_scalar). Operands on several devices, unknown scalar types and
+# other errors take the checked path, which raises as before.
+
+@dataclass(frozen=True, eq=False)
+class _NpPlan:
+    """What one NumPy elementwise signature does: per operand, its compute-dtype cast (or
+    ``None``) or scalar conversion; the result's dtype, shape and whether it may alias."""
+
+    op: EwOp
+    casts: tuple[Any, ...]  # np dtype to cast a tensor to, or None
+    scalar_at: tuple[tuple[int, Callable[[Any], Any]], ...]  # (operand index, converter)
+    params: tuple[Callable[[Any], Any], ...]
+    out_np: np.dtype[Any]
+    out_dtype: str
+    shape: tuple[int, ...]
+    owned: bool  # the first result had the broadcast shape and aliased no input
+
+
+_NP_PLANS: dict[tuple[Any, ...], _NpPlan] = {}
+
+
+def _np_run(plan: _NpPlan, *values: Any) -> np.ndarray[Any, Any]:
+    """The NumPy work of one elementwise call: ``values`` are the operands (arrays in their
+    shapes, converted scalars) then the params; a new array of the plan's shape and dtype."""
+    n = len(plan.casts)
+    arrays = [v if c is None else v.astype(c, copy=False)
+              for v, c in zip(values[:n], plan.casts)]
+    res = np.asarray(plan.op.numpy(*arrays, *values[n:]))
+    if res.dtype != plan.out_np:
+        res = res.astype(plan.out_np)
+    if plan.owned and res.shape == plan.shape:
+        return res
+    # np.broadcast_to is a read-only view even at the same shape, and in-place users
+    # (zero_grad, clipping) need a writable result that aliases no input
+    if res.shape == plan.shape and not any(
+            isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays):
+        return np.ascontiguousarray(res)
+    return np.broadcast_to(res, plan.shape).copy()
+
+
+def _np_plan(name: str, op: EwOp, operands: Sequence[Any], params: Sequence[Any],
+             kinds: Sequence[str] | None) -> _NpPlan:
+    """Check a NumPy signature as the general path does and make its plan."""
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    if kinds is None:
+        kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
+    else:
+        for o in operands:
+            if not isinstance(o, Tensor):
+                scalar_kind(name, o)
+    compute, out_dtype = op_dtypes(op, kinds)
+    same_device(name, *tensors)
+    shape = tuple(broadcast_shapes(name, *(t.shape for t in tensors)))
+    ct = np_compute(compute)
+
+    def convert(value: Any) -> Any:
+        return kernel_scalar(name, value, compute)
+
+    casts = tuple(None if not isinstance(o, Tensor) or numpy_dtype(o.dtype) == ct else ct
+                  for o in operands)
+    scalar_at = tuple((i, convert) for i, o in enumerate(operands) if not isinstance(o, Tensor))
+    values = [host(o) if isinstance(o, Tensor) else convert(o) for o in operands]
+    values += [convert(p) for p in params]
+    with np.errstate(all="ignore"):
+        arrays = [v if c is None else v.astype(c, copy=False) for v, c in zip(values, casts)]
+        res = np.asarray(op.numpy(*arrays, *values[len(operands):]))
+    owned = res.shape == shape and not any(
+        isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays)
+    return _NpPlan(op, casts, scalar_at, tuple(convert for _ in params), numpy_dtype(out_dtype),
+                   out_dtype, shape, owned)
+
+
+def _np_apply(name: str, operands: Sequence[Any], params: Sequence[Any],
+              kinds: Sequence[str] | None) -> Tensor | None:
+    """The NumPy path through a cached plan (NOTE [ NumPy elementwise plans ]); ``None`` when
+    an operand is an OpenCL tensor (the checked path names the mix)."""
+    key: list[Any] = [name, len(params), kinds if kinds is None else tuple(kinds)]
+    values: list[Any] = []
+    queue = None
+    for o in operands:
+        if isinstance(o, Tensor):
+            arr = o.array
+            if arr is None:
+                return None
+            shape = o.shape
+            key += (o.dtype, shape)
+            values.append(arr if arr.shape == shape else arr.reshape(shape))
+            queue = o.queue
+        else:
+            key.append(type(o))
+            values.append(o)
+    plan = _NP_PLANS.get(tuple(key))
+    if plan is None:
+        plan = _np_plan(name, OPS[name], operands, params, kinds)
+        if len(_NP_PLANS) >= 4096:
+            _NP_PLANS.clear()
+        _NP_PLANS[tuple(key)] = plan
+    for i, convert in plan.scalar_at:
+        values[i] = convert(values[i])
+    for convert, p in zip(plan.params, params):
+        values.append(convert(p))
+    res = numpy_call(_np_run, plan, *values)
+    return Tensor(shape=plan.shape, dtype=plan.out_dtype, queue=queue, array=res,
+                  _backend=CPU_BACKEND)
+
+
+def _call_as(fn: Callable[..., Any], dtype: np.dtype[Any], *args: Any) -> Any:
+    out = np.asarray(fn(*args))
+    if out.dtype != dtype:
+        out = out.astype(dtype)
+    return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+
+
+def np_result(like: Tensor, dtype: str, fn: Callable[..., Any], *args: Any) -> Tensor:
+    """A NumPy-backend tensor on ``like``'s queue holding ``fn(*args)`` as ``dtype`` (C order):
+    the NumPy work of an op in one :func:`netcl.core.recording.numpy_call` (quiet, and
+    recordable by a NumPy capture). ``fn`` must compute from its arguments only.
+
+    Examples:
+        >>> from netcl.core import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([1.0, 4.0]))
+        >>> np_result(x, "float32", np.sqrt, host(x)).to_host().tolist()
+        [1.0, 2.0]
+    """
+    arr = numpy_call(_call_as, fn, numpy_dtype(dtype), *args)
+    return Tensor(shape=arr.shape, dtype=dtype, queue=like.queue, array=arr,
+                  _backend=CPU_BACKEND)
+
+
 def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
           kinds: Sequence[str] | None = None) -> Tensor:
     """Run table op ``name`` on Tensors and Python numbers, broadcasting them.
@@ -62,6 +201,13 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
         fast = run_fast(op, operands)  # NOTE [ Elementwise fast path ]
         if fast is not None:
             return fast
+    for o in operands:
+        if isinstance(o, Tensor):
+            if o.array is not None:
+                planned = _np_apply(name, operands, params, kinds)
+                if planned is not None:
+                    return planned
+            break
     tensors = [check_tensor(name, o, "operand") for o in operands if isinstance(o, Tensor)]
     if kinds is None:
         kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
