@@ -4,17 +4,35 @@ depthwise, 1x1, non-square kernels, every float dtype, empty batches, and errors
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.kernel_selector import KernelVariant, force_variant
+from netcl.core.device_profile import extended_profile
+from netcl.core.kernel_selector import KernelConfig, KernelSelector, KernelVariant, force_variant
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
-from netcl.core.testing import supports_dtype
+from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops._conv import conv2d, conv2d_backward_data, conv2d_backward_weight
+from netcl.ops._conv_geometry import conv_geometry
+from netcl.ops._conv_igemm import (
+    igemm_backward_data,
+    igemm_backward_weight,
+    igemm_forward,
+    tiles_of,
+    weight_splits,
+)
+from netcl.ops._conv_igemm_kernels import (
+    DEFAULT_TILES,
+    FALLBACK_TILES,
+    TILINGS,
+    IgemmTiles,
+    igemm_source,
+)
+from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
 from netcl.ops.testing import OpInfo, check_error, check_op
 
 RNG = np.random.default_rng(0)
@@ -130,9 +148,9 @@ CONV2D = OpInfo(
     scale=10.0,
 )
 
-VARIANTS = [None, KernelVariant.CONV2D_NAIVE, KernelVariant.CONV2D_IM2COL,
-            KernelVariant.CONV2D_IMPLICIT_GEMM, KernelVariant.CONV2D_TILED_LOCAL,
-            KernelVariant.CONV2D_WINOGRAD]
+VARIANTS: list[Any] = [None, KernelVariant.CONV2D_NAIVE, KernelVariant.CONV2D_IM2COL,
+                       KernelVariant.CONV2D_IMPLICIT_GEMM, KernelVariant.CONV2D_TILED_LOCAL,
+                       KernelVariant.CONV2D_WINOGRAD, IMPLICIT_TILED]
 
 
 def _vid(v: Any) -> str:
@@ -260,3 +278,167 @@ def test_pointwise_conv_is_one_gemm(dev: DeviceHandle) -> None:
     with force_variant(KernelVariant.CONV2D_IM2COL), count_launches() as n:
         conv2d(x, w).to_host()
     assert n[0] == 1
+
+
+# --- the register-tiled implicit GEMM (CONV2D_IMPLICIT_TILED): forward and both gradients ---
+
+# Odd sizes beside GEOMETRIES: 33 channels (over a 32-row tile), 65 output channels (two
+# 64-row tiles), 1x1 planes, 33x33 planes, 1x1 stride 2, 5x5 padding 2, grouped and dilated
+# with stride 2, and a weight gradient whose reduction is split over work-groups.
+IGEMM_GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], Any, Any, Any, int]] = [
+    ((3, 33, 9, 7), (7, 33, 3, 3), 1, 1, 1, 1),
+    ((1, 7, 33, 33), (33, 7, 3, 3), 2, 1, 1, 1),
+    ((3, 3, 5, 5), (65, 3, 1, 1), 2, 0, 1, 1),
+    ((3, 1, 1, 1), (3, 1, 1, 1), 1, 0, 1, 1),
+    ((1, 3, 7, 9), (5, 3, 5, 5), 1, 2, 1, 1),
+    ((3, 7, 33, 33), (7, 7, 3, 3), 1, 1, 1, 1),
+    ((3, 33, 7, 7), (33, 11, 3, 3), 2, 2, 2, 3),
+    ((1, 3, 1, 1), (2, 3, 3, 3), 1, 1, 1, 1),
+]
+
+
+def _all_three(dev: DeviceHandle, xs: tuple[int, ...], ws: tuple[int, ...], geo: dict[str, Any],
+               dtype: str = "float32") -> None:
+    """conv2d (with a bias), its data gradient and its weight gradient against the
+    references."""
+    st, pad, dil, groups = geo["stride"], geo["padding"], geo["dilation"], geo["groups"]
+    x, w, b = arr(*xs), arr(*ws), arr(ws[0])
+    gy = arr(*ref_conv(x, w, None, st, pad, dil, groups).shape)
+    check_op(dev, lambda xt, wt, bt: conv2d(xt, wt, bt, **geo),
+             lambda xa, wa, ba: ref_conv(xa, wa, ba, **geo), (x, w, b), dtype=dtype,
+             scale=CONV2D.scale)
+    check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, **geo),
+             lambda g, wa: ref_backward(np.zeros(xs), wa, g, st, pad, dil, groups)[0],
+             (gy, w), dtype=dtype, scale=CONV2D.scale)
+    check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, **geo),
+             lambda xa, g: ref_backward(xa, np.zeros(ws), g, st, pad, dil, groups)[1],
+             (x, gy), dtype=dtype, scale=CONV2D.scale)
+
+
+def _geo(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"stride": row[2], "padding": row[3], "dilation": row[4], "groups": row[5]}
+
+
+@pytest.mark.parametrize("sample", range(len(IGEMM_GEOMETRIES)), ids=lambda i: f"odd{i}")
+def test_implicit_tiled_odd_sizes(dev: DeviceHandle, sample: int) -> None:
+    """Forced (on the NumPy backend: the NumPy path) on the odd geometries."""
+    row = IGEMM_GEOMETRIES[sample]
+    with force_variant(IMPLICIT_TILED):
+        _all_three(dev, row[0], row[1], _geo(row))
+
+
+@pytest.mark.parametrize("sample,dtype", [(i, "float32") for i in range(len(GEOMETRIES))]
+                         + [(i, dt) for i in (1, 3) for dt in ("float16", "float64")],
+                         ids=lambda c: f"geometry{c}" if isinstance(c, int) else c)
+def test_implicit_tiled_gradients(dev: DeviceHandle, sample: int, dtype: str) -> None:
+    """Both gradients forced to the implicit GEMM on every geometry of the forward tests;
+    float16 storage and float64 on a grouped strided and a pointwise one."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    xs, ws, st, pad, dil, groups = GEOMETRIES[sample]
+    x, w = arr(*xs), arr(*ws)
+    gy = arr(*ref_conv(x, w, None, st, pad, dil, groups).shape)
+    geo = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
+    with force_variant(IMPLICIT_TILED):
+        check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, **geo),
+                 lambda g, wa: ref_backward(np.zeros(xs), wa, g, st, pad, dil, groups)[0],
+                 (gy, w), dtype=dtype, scale=CONV2D.scale)
+        check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, **geo),
+                 lambda xa, g: ref_backward(xa, np.zeros(ws), g, st, pad, dil, groups)[1],
+                 (x, gy), dtype=dtype, scale=CONV2D.scale)
+
+
+@pytest.mark.parametrize("tiling", [*TILINGS, "fallback"])
+def test_implicit_tiled_every_tiling(dev: DeviceHandle, tiling: str) -> None:
+    """Each tiling the rule can pick (and the fallback for a device that shrinks the
+    work-group) computes all three passes; the odd geometry with a split weight gradient."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    t = FALLBACK_TILES if tiling == "fallback" else TILINGS[tiling]
+    config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm, local_size_2d=(t.lx, t.ly))
+    xs, ws, st, pad, dil, groups = IGEMM_GEOMETRIES[5]
+    geom = conv_geometry("conv2d", xs, ws, st, pad, dil, groups)
+    x, w, gy = arr(*xs), arr(*ws), arr(xs[0], ws[0], geom.oh, geom.ow)
+    q = dev.queue
+    xt, wt, gt = (Tensor.from_host(q, a, dtype="float32") for a in (x, w, gy))
+    y = Tensor.from_shape(q, (geom.n, geom.k, geom.oh, geom.ow), "float32", fill=None)
+    dx = Tensor.from_shape(q, xs, "float32", fill=None)
+    dw = Tensor.from_shape(q, ws, "float32", fill=None)
+    igemm_forward(xt, wt, None, geom, y, config)
+    igemm_backward_data(gt, wt, geom, dx, config)
+    igemm_backward_weight(xt, gt, geom, dw, config, 2)
+    want_dx, want_dw = ref_backward(x, w, gy, st, pad, dil, groups)
+    for got, want in ((y, ref_conv(x, w, None, st, pad, dil, groups)), (dx, want_dx),
+                      (dw, want_dw)):
+        assert_close(got.to_host(), want, "float32", scale=CONV2D.scale)
+
+
+def test_implicit_tiled_weight_gradient_is_reproducible(dev: DeviceHandle) -> None:
+    """A reduction split over work-groups, summed in a fixed order: bitwise equal reruns."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    xs, ws, st, pad, dil, groups = IGEMM_GEOMETRIES[5]
+    geom = conv_geometry("conv2d", xs, ws, st, pad, dil, groups)
+    assert weight_splits(geom, DEFAULT_TILES, 2)[0] > 1
+    x = Tensor.from_host(dev.queue, arr(*xs), dtype="float32")
+    gy = Tensor.from_host(dev.queue, arr(xs[0], ws[0], geom.oh, geom.ow), dtype="float32")
+    with force_variant(IMPLICIT_TILED), count_launches() as n:
+        first = conv2d_backward_weight(x, gy, ws, st, pad, dil, groups).to_host()
+    assert n[0] == 2  # the split reduction and its sum: no im2col, no per-image GEMMs
+    with force_variant(IMPLICIT_TILED):
+        again = conv2d_backward_weight(x, gy, ws, st, pad, dil, groups).to_host()
+    assert first.tobytes() == again.tobytes()
+
+
+def _gpu_profile() -> Any:
+    return dataclasses.replace(extended_profile(None), name="GPU", device_type="gpu",
+                               vendor_family="nvidia", compute_units=132,
+                               local_mem_size=49152, max_work_group_size=1024)
+
+
+@pytest.mark.parametrize("direction", ["data", "weight"])
+def test_gradient_rule(direction: str) -> None:
+    """Gradients: the implicit GEMM on a GPU, the column path on CPU devices; the forward-only
+    variants never apply to them (forced, they give way), the implicit GEMM's tiles follow
+    the GEMM's rows."""
+    gpu, numpy_profile = KernelSelector(_gpu_profile()), KernelSelector(extended_profile(None))
+    g = conv_geometry("conv2d", (128, 64, 32, 32), (64, 64, 3, 3), 1, 1)
+    query = ConvQuery(g, "float32", direction)
+    cfg = gpu.select(CONV2D_FAMILY, query)
+    assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
+    assert numpy_profile.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
+    for forward_only in (KernelVariant.CONV2D_WINOGRAD, KernelVariant.CONV2D_TILED_LOCAL,
+                         KernelVariant.CONV2D_NAIVE, KernelVariant.CONV2D_IMPLICIT_GEMM):
+        with force_variant(forward_only):
+            assert gpu.select(CONV2D_FAMILY, query).variant is IMPLICIT_TILED
+    with force_variant(KernelVariant.CONV2D_IM2COL):
+        assert gpu.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
+    wide = ConvQuery(conv_geometry("conv2d", (128, 256, 8, 8), (256, 256, 3, 3), 1, 1),
+                     "float32", direction)
+    # the weight gradient's split reduction fills the GPU with 128x128 tiles; the data
+    # gradient's 2 x 64 of them would not (it takes 64x64)
+    big = "128x128x16/8x8" if direction == "weight" else "64x64x16/4x4"
+    assert gpu.select(CONV2D_FAMILY, wide).extra["tiles"] == big
+    first = ConvQuery(conv_geometry("conv2d", (128, 3, 32, 32), (64, 3, 3, 3), 1, 1), "float32",
+                      direction)
+    want = "32x64x16/4x4" if direction == "data" else "64x64x16/4x4"  # 3 rows: data
+    assert gpu.select(CONV2D_FAMILY, first).extra["tiles"] == want
+    assert query.key()[-1] == direction and ConvQuery(g).key()[-1] == "float32"
+
+
+def test_conv_query_and_source_errors() -> None:
+    g = conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3))
+    with pytest.raises(ValueError, match="ConvQuery: direction must be one of forward, data, "
+                                         "weight, got 'backward'"):
+        ConvQuery(g, "float32", "backward")
+    window = (3, 3, 1, 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="unknown direction 'sideways'"):
+        igemm_source("sideways", window, DEFAULT_TILES)
+    with pytest.raises(ValueError, match=r"a window is \(r, s, sh, sw, ph, pw, dh, dw\)"):
+        igemm_source("forward", window[:6], DEFAULT_TILES)
+    with pytest.raises(ValueError, match="does not cover its tiles"):
+        igemm_source("forward", window, IgemmTiles(64, 64, 16, 16, 3))
+    bad = KernelConfig(IMPLICIT_TILED, 64, 64, 16, local_size_2d=(16, 3))  # 64 rows over 3
+    assert tiles_of(bad) == FALLBACK_TILES

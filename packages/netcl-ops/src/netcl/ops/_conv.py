@@ -11,11 +11,16 @@ view and batched matmuls. Both are chunked over images to bound the column buffe
 - ``CONV2D_IMPLICIT_GEMM``: the GEMM family reading its B operand straight from the input;
 - ``CONV2D_TILED_LOCAL``: direct convolution over input patches staged in local memory;
 - ``CONV2D_WINOGRAD``: F(2x2, 3x3) (3x3, stride 1, dilation 1, one group; forced onto any
-  other geometry it gives way to the rule's choice).
+  other geometry it gives way to the rule's choice);
+- ``CONV2D_IMPLICIT_TILED``: a register-tiled implicit GEMM of its own (``_conv_igemm``).
 
-``conv2d_backward_data`` (a transposed convolution) is ``W^T @ grad_out`` through the GEMM
-family, then a col2im *gather* (no atomics); ``conv2d_backward_weight`` is im2col, one GEMM
-per image into partial sums, and a reduction over the images.
+The gradients are chosen by the same selector (a query of direction ``"data"`` or
+``"weight"``) from two variants. ``CONV2D_IM2COL``, the column path: ``conv2d_backward_data``
+(a transposed convolution) is ``W^T @ grad_out`` through the GEMM family, then a col2im
+*gather* (no atomics); ``conv2d_backward_weight`` is im2col, one GEMM per image into partial
+sums, and a reduction over the images. ``CONV2D_IMPLICIT_TILED``: one implicit-GEMM kernel
+each, gathering the operands from the tensors (the weight gradient's reduction split over
+work-groups, its partial sums added in a fixed order).
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ from . import _conv_kernels as ck
 from ._common import check_tensor, empty, result, same_device
 from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_of
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
-from ._conv_rule import CONV2D_FAMILY, ConvQuery
+from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
+from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
 from ._conv_winograd import conv2d_winograd
 from ._matmul_launch import Operand, operand, run_gemm
 from ._movement import contiguous
 
-__all__ = ["RUNNERS", "conv2d", "conv2d_backward_data", "conv2d_backward_weight"]
+__all__ = ["DATA_RUNNERS", "RUNNERS", "WEIGHT_RUNNERS", "conv2d", "conv2d_backward_data",
+           "conv2d_backward_weight"]
 
 # Column buffers (im2col, Winograd transforms) are filled a chunk of images at a time so the
 # scratch stays below this many elements (and every kernel index below 2**31).
@@ -368,6 +375,8 @@ RUNNERS: dict[AnyVariant, ConvRunner] = {
         lambda x, w, b, g, out, cfg: conv2d_winograd(x, _whole(w), _whole(b), g, out),
     KernelVariant.CONV2D_IM2COL: lambda x, w, b, g, out, cfg: _conv_gemm(x, w, b, g, out, None),
     KernelVariant.CONV2D_IMPLICIT_GEMM: _conv_gemm,
+    IMPLICIT_TILED:
+        lambda x, w, b, g, out, cfg: igemm_forward(_whole(x), _whole(w), _whole(b), g, out, cfg),
 }
 
 
@@ -466,6 +475,15 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
         return result(grad_out, host, grad_out.dtype)
     queue, dtype = grad_out.queue, grad_out.dtype
     dx = empty(queue, (g.n, g.c, g.h, g.w), dtype)
+    config = get_kernel_selector(queue.device).select(CONV2D_FAMILY, ConvQuery(g, dtype, "data"))
+    DATA_RUNNERS.get(config.variant, _data_columns)(grad_out, weight, g, dx, config)
+    return dx
+
+
+def _data_columns(grad_out: Tensor, weight: Tensor, g: ConvGeometry, dx: Tensor,
+                  _: KernelConfig) -> None:
+    """The column path: ``W^T @ grad_out`` through the GEMM family, then col2im."""
+    queue, dtype = grad_out.queue, grad_out.dtype
     config = get_kernel_selector(queue.device).select_matmul_kernel(g.crs, g.pixels, g.kg, dtype)
     a = operand(weight, g.crs, 0, g.kg * g.crs)  # W^T through trans_a
     per_image = g.c * g.r * g.s * g.pixels
@@ -487,7 +505,6 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
             launch(queue, col2im.kernel, gsize, None, dcols, dx.buffer,
                    np.int32(dx.offset + n0 * g.c * g.h * g.w), np.int32(row0),
                    np.int32(g.c), *(np.int32(v) for v in g.scalars()))
-    return dx
 
 
 def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[int],
@@ -525,6 +542,16 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
         return result(x, _conv_backward_weight_np(x.array, grad_out.to_host(), g), x.dtype)
     queue, dtype = x.queue, x.dtype
     dw = empty(queue, (g.k, g.cg, g.r, g.s), dtype)
+    config = get_kernel_selector(queue.device).select(CONV2D_FAMILY,
+                                                      ConvQuery(g, dtype, "weight"))
+    WEIGHT_RUNNERS.get(config.variant, _weight_columns)(x, grad_out, g, dw, config)
+    return dw
+
+
+def _weight_columns(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Tensor,
+                    _: KernelConfig) -> None:
+    """The column path: im2col, one GEMM per image into partial sums, their sum."""
+    queue, dtype = x.queue, x.dtype
     config = get_kernel_selector(queue.device).select_matmul_kernel(
         g.kg, g.crs, g.pixels, dtype)
     per_image = g.c * g.r * g.s * g.pixels
@@ -542,7 +569,29 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
                  batch=(m, g.groups))
         size = g.k * g.crs
         reduce.launch(queue, size, parts, dw, np.int32(size), np.int32(m), np.int32(n0 > 0))
-    return dw
+
+
+def _weight_igemm(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Tensor,
+                  config: KernelConfig) -> None:
+    units = get_kernel_selector(x.queue.device).profile.compute_units
+    igemm_backward_weight(_whole(x), _whole(grad_out), g, dw, config, units)
+
+
+GradRunner = Callable[[Tensor, Tensor, ConvGeometry, Tensor, KernelConfig], None]
+
+# How each variant computes a gradient (the selector names one that applies to the direction):
+# DATA_RUNNERS[v](grad_out, weight, g, dx, config), WEIGHT_RUNNERS[v](x, grad_out, g, dw, config).
+# A variant registered elsewhere that claims to apply to gradients but has no runner here (a
+# forward-only kernel whose ``applies`` ignores the direction) gets the column path.
+DATA_RUNNERS: dict[AnyVariant, GradRunner] = {
+    KernelVariant.CONV2D_IM2COL: _data_columns,
+    IMPLICIT_TILED: lambda gy, w, g, dx, cfg: igemm_backward_data(_whole(gy), _whole(w), g, dx,
+                                                                  cfg),
+}
+WEIGHT_RUNNERS: dict[AnyVariant, GradRunner] = {
+    KernelVariant.CONV2D_IM2COL: _weight_columns,
+    IMPLICIT_TILED: _weight_igemm,
+}
 
 
 def _check_grad_shape(op: str, grad_out: Tensor, g: ConvGeometry) -> None:

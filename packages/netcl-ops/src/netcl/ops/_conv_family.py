@@ -9,7 +9,10 @@ Kinds (sources in ``_conv_kernels``):
 - ``sum_batch``: the weight gradient's sum over images (1-D);
 - ``winograd``: F(2x2, 3x3)'s weight (1-D), input and output (planes) transforms;
 - ``tiled_local``: direct convolution through local memory, the ``window``
-  ``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` baked in (:class:`TileGeometry`).
+  ``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` baked in (:class:`TileGeometry`);
+- ``igemm_forward`` / ``igemm_data`` / ``igemm_weight``: the register-tiled implicit GEMM's
+  three computations (``_conv_igemm``), the ``window`` ``(r, s, stride_h, stride_w, pad_h,
+  pad_w, dilation_h, dilation_w)`` and the ``tiles`` baked in (launched by ``_conv_igemm``).
 
 The implicit GEMM is a GEMM-family program (``_matmul_family``, with ``_conv_kernels``' B
 loader): ``run_gemm`` builds it, and the GEMM family's golden matrix holds its form.
@@ -33,12 +36,17 @@ from netcl.core.kernels.family import BuiltFamily, Geometry, KernelSource, kerne
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry
+from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles, igemm_source
 
 __all__ = ["KINDS", "PlaneGeometry", "TileGeometry", "Window", "conv2d_family", "geometry_of"]
 
 Window = tuple[int, ...]
-"""``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` of a ``tiled_local`` program;
+"""``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` of a ``tiled_local`` program,
+``(r, s, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w)`` of an ``igemm_*`` one;
 ``()`` for the other kinds."""
+
+IGEMM = "igemm_"
+IGEMM_KINDS = tuple(IGEMM + d for d in DIRECTIONS)
 
 G = TypeVar("G", bound=Geometry)
 
@@ -88,7 +96,8 @@ KINDS: dict[str, tuple[str, tuple[str, ...], Geometry]] = {
 """The fixed programs: kind -> (source, kernels, geometry)."""
 
 
-def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Window]]]:
+def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Window]
+                                      | tuple[str, str, Window, IgemmTiles]]]:
     for dt in FLOAT_DTYPES:
         yield f"conv2d/naive-{dt}", ("naive", dt)
         yield f"conv2d/winograd-{dt}", ("winograd", dt)
@@ -96,15 +105,31 @@ def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Wind
         yield f"conv2d/{kind}-float32", (kind, "float32")
     yield "conv2d/tiled_local-float32-3x3", ("tiled_local", "float32", (3, 3, 1, 1, 1, 1))
     yield "conv2d/tiled_local-float16-5x5-s2-d2", ("tiled_local", "float16", (5, 5, 2, 2, 2, 2))
+    three = (3, 3, 1, 1, 1, 1, 1, 1)
+    for direction in DIRECTIONS:
+        yield f"conv2d/igemm_{direction}-float32-3x3", (f"{IGEMM}{direction}", "float32", three,
+                                                       DEFAULT_TILES)
+    yield "conv2d/igemm_forward-float16-1x1-s2", ("igemm_forward", "float16",
+                                                  (1, 1, 2, 2, 0, 0, 1, 1), DEFAULT_TILES)
+    yield "conv2d/igemm_data-float64-3x3-s2", ("igemm_data", "float64",
+                                               (3, 3, 2, 2, 1, 1, 1, 1), DEFAULT_TILES)
+    yield "conv2d/igemm_weight-float32-5x5-d2-128x128", (
+        "igemm_weight", "float32", (5, 5, 1, 1, 2, 2, 2, 2), TILINGS["128x128"])
 
 
 @kernel_family("ops.conv2d", golden=_conv_golden)
-def conv2d_family(kind: str, dtype: str, window: Window = ()) -> KernelSource:
-    """The conv2d program of ``kind`` for ``dtype`` (``window`` for ``tiled_local`` only).
+def conv2d_family(kind: str, dtype: str, window: Window = (),
+                  tiles: IgemmTiles = DEFAULT_TILES) -> KernelSource:
+    """The conv2d program of ``kind`` for ``dtype`` (``window`` for ``tiled_local`` and the
+    ``igemm_*`` kinds, ``tiles`` for the latter only).
 
     Raises:
-        ValueError: an unknown kind; a ``tiled_local`` window that is not six ints.
+        ValueError: an unknown kind; a ``tiled_local`` window that is not six ints; an
+            ``igemm_*`` window that is not eight ints or tiles its loaders cannot cover.
     """
+    if kind.startswith(IGEMM):
+        direction = kind[len(IGEMM):]
+        return KernelSource(igemm_source(direction, window, tiles), (f"conv2d_{kind}",), dtype)
     if kind == "tiled_local":
         if len(window) != 6:
             raise ValueError(f"conv2d_family: tiled_local needs a window (r, s, sh, sw, dh, "
@@ -115,7 +140,7 @@ def conv2d_family(kind: str, dtype: str, window: Window = ()) -> KernelSource:
         source, kernels, geometry = KINDS[kind]
     except KeyError:
         raise ValueError(f"conv2d_family: unknown kind {kind!r}; one of "
-                         f"{', '.join([*KINDS, 'tiled_local'])}") from None
+                         f"{', '.join([*KINDS, 'tiled_local', *IGEMM_KINDS])}") from None
     return KernelSource(source, kernels, dtype, geometry)
 
 

@@ -9,6 +9,13 @@ rule, a forced variant nor an autotuned winner runs them elsewhere:
 - :func:`winograd_applies`: F(2x2, 3x3) needs 3x3, stride 1, dilation 1, one group;
 - :func:`tiled_local_fits`: the tiled-local kernel stages its input patch and weights in
   local memory, at most half of the device's.
+
+A query's ``direction`` says which of the convolution's three computations it chooses for:
+``"forward"``, or the gradients ``"data"`` and ``"weight"``. The gradients have two variants:
+``CONV2D_IM2COL`` (im2col/GEMM/col2im and a batch sum: the column path) and
+``CONV2D_IMPLICIT_TILED`` (:data:`IMPLICIT_TILED`, registered here: one register-tiled
+implicit-GEMM kernel per computation, ``_conv_igemm``), which also computes the forward;
+the other variants are forward-only.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from netcl.core.kernel_selector import KernelConfig, KernelVariant, default_conf
 from netcl.core.selection import (
     AnyVariant,
     SelectionFamily,
+    Variant,
     float_dtype_arg,
     int_arg,
     register_family,
@@ -30,6 +38,7 @@ from netcl.core.selection import (
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
+from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles
 from ._matmul_rule import (
     NO_LOCAL_PARAMS,
     SCALAR_PARAMS,
@@ -41,15 +50,20 @@ from ._matmul_rule import (
 
 __all__ = [
     "CONV2D_FAMILY",
+    "IMPLICIT_TILED",
     "ConvQuery",
+    "implicit_tiles",
     "conv2d_config",
     "conv2d_rule",
+    "gemm_rows_columns",
     "parse_conv2d",
     "tiled_local_fits",
     "winograd_applies",
 ]
 
 V = KernelVariant
+IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
+"""The register-tiled implicit GEMM (``_conv_igemm``): forward and both gradients."""
 
 # NOTE [ Conv2d rules ]: each threshold is where bench_selector measured the fastest variant
 # change (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
@@ -67,6 +81,10 @@ DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
     V.CONV2D_TILED_LOCAL: {"tile_m": ck.TILED_LOCAL_TX, "tile_n": ck.TILED_LOCAL_TX,
                            "work_per_thread": 1, **SCALAR_PARAMS},
     V.CONV2D_WINOGRAD: {"work_per_thread": 1, "extra": {"winograd": "F(2x2,3x3)"}},
+    IMPLICIT_TILED: {"tile_m": DEFAULT_TILES.bm, "tile_n": DEFAULT_TILES.bn,
+                     "tile_k": DEFAULT_TILES.bk,
+                     "local_size_2d": (DEFAULT_TILES.lx, DEFAULT_TILES.ly),
+                     "work_per_thread": DEFAULT_TILES.tm, "use_vectorization": False},
 }
 
 
@@ -76,12 +94,20 @@ class ConvQuery:
 
     geometry: ConvGeometry
     dtype: str = "float32"
+    direction: str = "forward"
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"ConvQuery: direction must be one of {', '.join(DIRECTIONS)}, "
+                             f"got {self.direction!r}")
 
     def key(self) -> tuple[Any, ...]:
-        """The tuned key: ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)``."""
+        """The tuned key: ``(N, C, H, W, K, R, S, stride, padding, dilation, groups, dtype)``,
+        and the direction after it when it is a gradient's."""
         g = self.geometry
-        return (g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding, g.dilation, g.groups,
-                self.dtype)
+        key = (g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding, g.dilation, g.groups,
+               self.dtype)
+        return key if self.direction == "forward" else (*key, self.direction)
 
 
 def parse_conv2d(
@@ -137,16 +163,17 @@ def tiled_local_fits(profile: ExtendedDeviceProfile, g: ConvGeometry, dtype: str
     return need <= profile.local_mem_size // 2
 
 
-def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> KernelVariant:
+def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """The conv2d kernel for ``q`` on this device; never one that does not apply.
 
-    Rules, first match wins (each measured fastest for its class by
-    ``benchmarks/bench_selector.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
-    with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
-    ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col; 1x1 ->
-    implicit GEMM; an output plane of at most 32x32 and at most 128 input and output channels
-    per group, and channels x pixels at most 64 Ki -> tiled-local; a Winograd geometry ->
-    Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit GEMM.
+    A gradient (``q.direction`` ``"data"`` or ``"weight"``): the column path (im2col) on CPU
+    devices, the register-tiled implicit GEMM on GPUs. The forward: rules, first match wins
+    (each measured fastest for its class by ``benchmarks/bench_selector.py``): an OpenCL CPU
+    device (PoCL) and a Winograd geometry with an output plane of at least 16x16 -> Winograd
+    F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) ->
+    im2col; 1x1 -> implicit GEMM; an output plane of at most 32x32 and at most 128 input and
+    output channels per group, and channels x pixels at most 64 Ki -> tiled-local; a Winograd
+    geometry -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit GEMM.
     ``NETCL_CONV_TILED_LOCAL=1`` makes every non-1x1 convolution with an output plane of at
     most 32x32 tiled-local; ``=0`` never picks it (the spec page's routing; unset, the measured
     rule above applies). Where tiled-local would be picked but its window does not fit in
@@ -158,6 +185,8 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> KernelVariant:
         'CONV2D_IM2COL'
     """
     g = q.geometry
+    if q.direction != "forward":
+        return _gradient_rule(profile, q)
     winograd = env_flag("NETCL_CONV_WINOGRAD", True) and winograd_applies(g)
     tiled_local = env_flag("NETCL_CONV_TILED_LOCAL", None)  # unset: the measured rule
     if profile.opencl_cpu:
@@ -185,6 +214,53 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> KernelVariant:
     return V.CONV2D_IMPLICIT_GEMM
 
 
+def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
+    """A gradient's variant: the column path on CPU devices (PoCL, Intel's CPU runtime, the
+    NumPy backend), the register-tiled implicit GEMM on GPUs (one kernel, no column buffer;
+    the column path's im2col, col2im and batch sum were 29 of the 78 ms of a ResNet-18 step
+    on the H100)."""
+    if profile.device_type == "cpu":
+        return V.CONV2D_IM2COL
+    return IMPLICIT_TILED
+
+
+def gemm_rows_columns(q: ConvQuery) -> tuple[int, int, int]:
+    """``(M, N, KD)`` of the implicit GEMM a query computes per group (``_conv_igemm``).
+
+    Examples:
+        >>> gemm_rows_columns(ConvQuery(parse_conv2d(2, 3, 8, 8, 4, 3, 3).geometry,
+        ...                             direction="data"))
+        (3, 128, 36)
+    """
+    g = q.geometry
+    if q.direction == "data":
+        return g.cg, g.n * g.h * g.w, g.kg * g.r * g.s
+    if q.direction == "weight":
+        return g.kg, g.crs, g.n * g.pixels
+    return g.kg, g.n * g.pixels, g.crs
+
+
+def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
+    """The implicit GEMM's tiling for ``q``: 32 x 64 for at most 32 rows of C; 128 x 128
+    where there are at least 128 rows and enough such tiles to give every compute unit two
+    (or always for a weight gradient, whose split reduction fills the device); else 64 x 64.
+
+    Examples:
+        >>> from netcl.core.device_profile import extended_profile
+        >>> q = ConvQuery(parse_conv2d(128, 256, 8, 8, 256, 3, 3, padding=1).geometry)
+        >>> implicit_tiles(extended_profile(None), q).label()
+        '128x128x16/8x8'
+    """
+    rows, columns, _ = gemm_rows_columns(q)
+    if rows <= 32:
+        return TILINGS["32x64"]
+    big = TILINGS["128x128"]
+    tiles = -(-rows // big.bm) * -(-columns // big.bn) * q.geometry.groups
+    if rows >= 128 and (q.direction == "weight" or tiles >= 2 * profile.compute_units):
+        return big
+    return TILINGS["64x64"]
+
+
 def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
                   q: ConvQuery) -> KernelConfig:
     """``variant``'s config for ``q``: the implicit GEMM takes the tiles the matmul family
@@ -199,8 +275,13 @@ def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
         (1, 4, 6, 6)
     """
     g = q.geometry
-    gemm = (g.n * g.pixels, g.kg, g.crs)
+    gemm = (g.n * g.pixels, g.kg, g.crs) if q.direction == "forward" else gemm_rows_columns(q)
     cfg = default_config(variant)
+    if variant is IMPLICIT_TILED:
+        t = implicit_tiles(profile, q)
+        cfg = dataclasses.replace(cfg, tile_m=t.bm, tile_n=t.bn, tile_k=t.bk,
+                                  local_size_2d=(t.lx, t.ly), work_per_thread=t.tm,
+                                  extra={**cfg.extra, "tiles": t.label()})
     if variant is V.CONV2D_IMPLICIT_GEMM:
         mq = MatmulQuery(*gemm, dtype=q.dtype)
         mm = matmul_config(profile, matmul_rule(profile, mq), mq)
@@ -213,11 +294,15 @@ def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
 
 def _tiled_local_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
-    return tiled_local_fits(profile, q.geometry, q.dtype)
+    return q.direction == "forward" and tiled_local_fits(profile, q.geometry, q.dtype)
 
 
 def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
-    return winograd_applies(q.geometry)
+    return q.direction == "forward" and winograd_applies(q.geometry)
+
+
+def _forward_only(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
+    return q.direction == "forward"
 
 
 CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
@@ -226,5 +311,6 @@ CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
                     switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
                                       env_flag("NETCL_CONV_TILED_LOCAL", None))),
     DEFAULTS,
-    applies={V.CONV2D_WINOGRAD: _winograd_applies, V.CONV2D_TILED_LOCAL: _tiled_local_applies},
+    applies={V.CONV2D_WINOGRAD: _winograd_applies, V.CONV2D_TILED_LOCAL: _tiled_local_applies,
+             V.CONV2D_NAIVE: _forward_only, V.CONV2D_IMPLICIT_GEMM: _forward_only},
 )

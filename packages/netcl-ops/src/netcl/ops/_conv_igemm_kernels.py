@@ -1,0 +1,316 @@
+"""OpenCL C sources of the register-tiled implicit-GEMM convolutions (``_conv_igemm``).
+
+All three computations of a convolution are one GEMM ``C[M x N] = A[M x KD] @ B[KD x N]``
+whose operands are gathered straight from the tensors (no im2col or col2im buffer):
+
+========  ==================  ===================  ======================  ===================
+pass      M (rows)            N (columns)          KD (reduced)            gathered operand
+========  ==================  ===================  ======================  ===================
+forward   out channel ``kg``  ``n*OH*OW`` pixels   ``cg*R*S`` taps         B from ``x``
+data      in channel ``cg``   ``n*H*W`` pixels     ``kg*R*S`` taps         B from ``grad``
+weight    out channel ``kg``  ``cg*R*S`` taps      ``n*OH*OW`` (split-K)   B from ``x``
+========  ==================  ===================  ======================  ===================
+
+The grid's third dimension is the group (times the split of the reduction for the weight
+gradient, whose partial sums a deterministic ``sum_batch`` pass adds in a fixed order, so
+results are reproducible run to run). A work-group of ``LX x LY`` work-items computes a
+``BM x BN`` tile of C; each work-item ``TM x TN`` outputs, rows ``ty + i*LY`` and columns
+``tx + j*LX`` (interleaved: conflict-free local reads, coalesced stores), stepping ``BK``
+along the reduction with both operand tiles staged in local memory. Each work-item loads the
+same tile column (or row) of the gathered operand on every step, so the division of its
+pixel index into (image, row, column) happens once per kernel, and the window (kernel size,
+stride, padding, dilation) is compile-time, so the tap index divides by constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_TILES", "DIRECTIONS", "FALLBACK_TILES", "TILINGS", "IgemmTiles",
+           "igemm_source"]
+
+DIRECTIONS = ("forward", "data", "weight")
+
+
+@dataclass(frozen=True)
+class IgemmTiles:
+    """One tiling: a ``bm x bn`` tile of C per work-group of ``lx x ly`` work-items, stepping
+    ``bk`` along the reduction.
+
+    Examples:
+        >>> t = IgemmTiles(64, 64, 16, 16, 16)
+        >>> t.tm, t.tn, t.threads, t.valid()
+        (4, 4, 256, True)
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    lx: int
+    ly: int
+
+    @property
+    def tm(self) -> int:
+        """Rows of C per work-item."""
+        return self.bm // self.ly
+
+    @property
+    def tn(self) -> int:
+        """Columns of C per work-item."""
+        return self.bn // self.lx
+
+    @property
+    def threads(self) -> int:
+        """Work-items per work-group."""
+        return self.lx * self.ly
+
+    def valid(self) -> bool:
+        """Whether the loaders' fixed thread-to-element mapping covers the tiles exactly:
+        every work-item keeps one column of a ``bk x bn`` tile (and one reduction index of a
+        ``bm x bk`` / ``bk x bn`` tile) on every step."""
+        t = self.threads
+        return (min(self.bm, self.bn, self.bk, self.lx, self.ly) > 0
+                and self.bm % self.ly == 0 and self.bn % self.lx == 0
+                and t % self.bn == 0 and self.bk % (t // self.bn) == 0
+                and t % self.bk == 0 and self.bm % (t // self.bk) == 0
+                and self.bn % (t // self.bk) == 0)
+
+    def label(self) -> str:
+        """``BMxBNxBK/TMxTN``, for benchmark tables and golden file names."""
+        return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
+
+
+DEFAULT_TILES = IgemmTiles(64, 64, 16, 16, 16)  # 4x4 per work-item
+FALLBACK_TILES = IgemmTiles(32, 32, 8, 8, 8)  # 64 work-items: fits any device's work-groups
+TILINGS = {
+    "64x64": DEFAULT_TILES,
+    "128x128": IgemmTiles(128, 128, 16, 16, 16),  # 8x8 per work-item
+    "128x64": IgemmTiles(128, 64, 16, 16, 16),  # 8x4
+    "32x64": IgemmTiles(32, 64, 16, 16, 8),  # 4x4 in 128 work-items: few rows of C
+}
+"""The tilings the rule picks from (``_conv_rule.implicit_tiles``) and the benchmark compares."""
+
+
+def _defines(window: tuple[int, ...], t: IgemmTiles) -> str:
+    r, s, sh, sw, ph, pw, dh, dw = window
+    names = {"R": r, "S": s, "SH": sh, "SW": sw, "PH": ph, "PW": pw, "DH": dh, "DW": dw,
+             "BM": t.bm, "BN": t.bn, "BK": t.bk, "LX": t.lx, "LY": t.ly, "TM": t.tm,
+             "TN": t.tn}
+    lines = [f"#define {k} {v}" for k, v in names.items()]
+    lines += ["#define RS (R * S)", "#define NT (LX * LY)"]
+    return "\n".join(lines) + "\n"
+
+
+# The shared inner product over one staged step: every work-item's TM x TN block.
+_MULTIPLY = """
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            CT a[TM], b[TN];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+        }
+"""
+
+_PROLOGUE = """
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
+    const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+    const int kg = K / G, cg = C / G;
+    __local CT As[BK][BM + 1];
+    __local CT Bs[BK][BN + 1];
+    CT acc[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i)
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
+"""
+
+# y[n][g*kg + m][p] = sum over k = (c, r, s) of w[g*kg + m][k] * x[n][g*cg + c][window(p, r, s)]
+_FORWARD = """
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_forward(__global const T* x, __global const T* w, __global const T* bias,
+                          __global T* y, const int C, const int H, const int W, const int K,
+                          const int OH, const int OW, const int G, const int NPIX,
+                          const int has_bias) {
+""" + _PROLOGUE + """
+    const int g = get_group_id(2), KD = cg * RS, P = OH * OW;
+    // this work-item's column of every B tile: one output pixel
+    const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
+    const int img = colok ? col / P : 0, pix = col - img * P;
+    const int oh = pix / OW, ow = pix - oh * OW;
+    const int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
+    const __global T* xb = x + ((long)img * C + g * cg) * H * W;
+    // this work-item's reduction index of every A tile
+    const int ak = tid % BK;
+    const __global T* wb = w + (long)(g * kg + m0) * KD;
+    for (int k0 = 0; k0 < KD; k0 += BK) {
+        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
+            const int k = k0 + kk, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+            const int ih = ih0 + r * DH, iw = iw0 + s * DW;
+            Bs[kk][bn] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
+        }
+        for (int m = tid / BK; m < BM; m += NT / BK) {
+            const int k = k0 + ak;
+            As[ak][m] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+""" + _MULTIPLY + """
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int cj = n0 + tx + j * LX;
+        if (cj >= NPIX) continue;
+        const int nj = cj / P, pj = cj - nj * P;
+        __global T* yp = y + ((long)nj * K + g * kg) * P + pj;
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int m = m0 + ty + i * LY;
+            if (m < kg)
+                ST(yp, (long)m * P, acc[i][j] + (has_bias ? LD(bias, g * kg + m) : (CT)0));
+        }
+    }
+}
+"""
+
+# dx[n][g*cg + c][q] = sum over k = (m, r, s) of w[g*kg + m][c][r][s] * gy[n][g*kg + m][o]
+# where the output pixel o = ((ih + PH - r*DH) / SH, (iw + PW - s*DW) / SW) when both divide
+_DATA = """
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx,
+                       const int C, const int H, const int W, const int K, const int OH,
+                       const int OW, const int G, const int NPIX) {
+""" + _PROLOGUE + """
+    const int g = get_group_id(2), KD = kg * RS, Q = H * W;
+    // this work-item's column of every B tile: one input pixel
+    const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
+    const int img = colok ? col / Q : 0, q = col - img * Q;
+    const int ih = q / W, iw = q - ih * W;
+    const int th0 = ih + PH, tw0 = iw + PW;
+    const __global T* gb = gy + ((long)img * K + g * kg) * OH * OW;
+    // this work-item's reduction index of every A tile
+    const int ak = tid % BK;
+    const __global T* wb = w + (long)g * kg * cg * RS;
+    for (int k0 = 0; k0 < KD; k0 += BK) {
+        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
+            const int k = k0 + kk, m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
+            const int th = th0 - r * DH, tw = tw0 - s * DW;
+            const int oh = th / SH, ow = tw / SW;
+            const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
+                && ow * SW == tw && oh < OH && ow < OW;
+            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+        }
+        {
+            const int k = k0 + ak, m = k / RS, rs = k - m * RS;
+            const __global T* wk = wb + (long)m * cg * RS + rs;
+            for (int c = tid / BK; c < BM; c += NT / BK)
+                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+""" + _MULTIPLY + """
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int cj = n0 + tx + j * LX;
+        if (cj >= NPIX) continue;
+        const int nj = cj / Q, qj = cj - nj * Q;
+        __global T* dp = dx + ((long)nj * C + g * cg) * Q + qj;
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int c = m0 + ty + i * LY;
+            if (c < cg) ST(dp, (long)c * Q, acc[i][j]);
+        }
+    }
+}
+"""
+
+# part[split][g*kg + m][t] = sum over pixels j = (n, oh, ow) of the split's range of
+# gy[n][g*kg + m][oh, ow] * x[n][g*cg + c][oh*SH - PH + r*DH, ow*SW - PW + s*DW], t = (c, r, s)
+_WEIGHT = """
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* part,
+                         const int C, const int H, const int W, const int K, const int OH,
+                         const int OW, const int G, const int NPIX, const int splits,
+                         const int chunk) {
+""" + _PROLOGUE + """
+    const int z = get_group_id(2), g = z / splits, split = z - g * splits;
+    const int KD = cg * RS, P = OH * OW;
+    const int jbeg = split * chunk, jend = min(NPIX, jbeg + chunk);
+    // this work-item's reduction index (pixel) of every tile, and its columns (taps) of B
+    const int bk = tid % BK;
+    int xoff[BN / (NT / BK)], roff[BN / (NT / BK)], soff[BN / (NT / BK)];
+    #pragma unroll
+    for (int l = 0; l < BN / (NT / BK); ++l) {
+        const int t = n0 + tid / BK + l * (NT / BK);
+        const int c = t / RS, rs = t - c * RS, r = rs / S;
+        xoff[l] = t < KD ? (g * cg + c) * H * W : -1;
+        roff[l] = r * DH - PH;
+        soff[l] = (rs - r * S) * DW - PW;
+    }
+    const __global T* gb = gy + (long)(g * kg + m0) * P;
+    for (int j0 = jbeg; j0 < jend; j0 += BK) {
+        const int j = j0 + bk, jok = j < jend;
+        const int img = jok ? j / P : 0, p = j - img * P;
+        const int oh = p / OW, ow = p - oh * OW;
+        const __global T* xb = x + (long)img * C * H * W;
+        #pragma unroll
+        for (int l = 0; l < BN / (NT / BK); ++l) {
+            const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
+            Bs[bk][tid / BK + l * (NT / BK)] =
+                (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
+        }
+        const __global T* gj = gb + (long)img * K * P + p;
+        for (int m = tid / BK; m < BM; m += NT / BK)
+            As[bk][m] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+""" + _MULTIPLY + """
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global T* pp = part + ((long)split * K + g * kg) * KD;
+    #pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + ty + i * LY;
+        if (m >= kg) continue;
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int t = n0 + tx + j * LX;
+            if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
+        }
+    }
+}
+"""
+
+_SOURCES = {"forward": _FORWARD, "data": _DATA, "weight": _WEIGHT}
+
+
+def igemm_source(direction: str, window: tuple[int, ...], tiles: IgemmTiles) -> str:
+    """The program (after the dtype header) of one pass for a window ``(r, s, sh, sw, ph, pw,
+    dh, dw)`` and tiling; its one kernel is ``conv2d_igemm_<direction>``.
+
+    Raises:
+        ValueError: an unknown direction, a window that is not eight ints, a tiling the
+            loaders cannot cover (:meth:`IgemmTiles.valid`).
+
+    Examples:
+        >>> src = igemm_source("data", (3, 3, 2, 2, 1, 1, 1, 1), IgemmTiles(64, 64, 16, 16, 16))
+        >>> "void conv2d_igemm_data" in src, "#define SH 2" in src
+        (True, True)
+    """
+    if direction not in _SOURCES:
+        raise ValueError(f"conv2d implicit GEMM: unknown direction {direction!r}; one of "
+                         f"{', '.join(DIRECTIONS)}")
+    if len(window) != 8:
+        raise ValueError(f"conv2d implicit GEMM: a window is (r, s, sh, sw, ph, pw, dh, dw), "
+                         f"got {window!r}")
+    if not tiles.valid():
+        raise ValueError(f"conv2d implicit GEMM: tiling {tiles} does not cover its tiles "
+                         f"(see IgemmTiles.valid)")
+    return _defines(window, tiles) + _SOURCES[direction]

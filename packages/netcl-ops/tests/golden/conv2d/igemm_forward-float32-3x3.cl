@@ -1,0 +1,108 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define NETCL_LOAD(p, i) ((p)[(i)])
+#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
+#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
+#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define NETCL_ADD(a, b) ((a) + (b))
+#define NETCL_SUB(a, b) ((a) - (b))
+#define NETCL_MUL(a, b) ((a) * (b))
+#define NETCL_DIV(a, b) ((a) / (b))
+#define NETCL_NEG(a) (-(a))
+#define NETCL_SQR(a) ((a) * (a))
+#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
+#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T float
+#define CT float
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define R 3
+#define S 3
+#define SH 1
+#define SW 1
+#define PH 1
+#define PW 1
+#define DH 1
+#define DW 1
+#define BM 64
+#define BN 64
+#define BK 16
+#define LX 16
+#define LY 16
+#define TM 4
+#define TN 4
+#define RS (R * S)
+#define NT (LX * LY)
+
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_forward(__global const T* x, __global const T* w, __global const T* bias,
+                          __global T* y, const int C, const int H, const int W, const int K,
+                          const int OH, const int OW, const int G, const int NPIX,
+                          const int has_bias) {
+
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
+    const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+    const int kg = K / G, cg = C / G;
+    __local CT As[BK][BM + 1];
+    __local CT Bs[BK][BN + 1];
+    CT acc[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i)
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
+
+    const int g = get_group_id(2), KD = cg * RS, P = OH * OW;
+    // this work-item's column of every B tile: one output pixel
+    const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
+    const int img = colok ? col / P : 0, pix = col - img * P;
+    const int oh = pix / OW, ow = pix - oh * OW;
+    const int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
+    const __global T* xb = x + ((long)img * C + g * cg) * H * W;
+    // this work-item's reduction index of every A tile
+    const int ak = tid % BK;
+    const __global T* wb = w + (long)(g * kg + m0) * KD;
+    for (int k0 = 0; k0 < KD; k0 += BK) {
+        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
+            const int k = k0 + kk, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+            const int ih = ih0 + r * DH, iw = iw0 + s * DW;
+            Bs[kk][bn] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
+        }
+        for (int m = tid / BK; m < BM; m += NT / BK) {
+            const int k = k0 + ak;
+            As[ak][m] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            CT a[TM], b[TN];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+        }
+
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int cj = n0 + tx + j * LX;
+        if (cj >= NPIX) continue;
+        const int nj = cj / P, pj = cj - nj * P;
+        __global T* yp = y + ((long)nj * K + g * kg) * P + pj;
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int m = m0 + ty + i * LY;
+            if (m < kg)
+                ST(yp, (long)m * P, acc[i][j] + (has_bias ? LD(bias, g * kg + m) : (CT)0));
+        }
+    }
+}

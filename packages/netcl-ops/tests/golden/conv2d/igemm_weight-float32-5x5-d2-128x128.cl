@@ -1,0 +1,115 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define NETCL_LOAD(p, i) ((p)[(i)])
+#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
+#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
+#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define NETCL_ADD(a, b) ((a) + (b))
+#define NETCL_SUB(a, b) ((a) - (b))
+#define NETCL_MUL(a, b) ((a) * (b))
+#define NETCL_DIV(a, b) ((a) / (b))
+#define NETCL_NEG(a) (-(a))
+#define NETCL_SQR(a) ((a) * (a))
+#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
+#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T float
+#define CT float
+#define LD(p, i) ((CT)(p)[(i)])
+#define ST(p, i, v) ((p)[(i)] = (T)(v))
+#define R 5
+#define S 5
+#define SH 1
+#define SW 1
+#define PH 2
+#define PW 2
+#define DH 2
+#define DW 2
+#define BM 128
+#define BN 128
+#define BK 16
+#define LX 16
+#define LY 16
+#define TM 8
+#define TN 8
+#define RS (R * S)
+#define NT (LX * LY)
+
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* part,
+                         const int C, const int H, const int W, const int K, const int OH,
+                         const int OW, const int G, const int NPIX, const int splits,
+                         const int chunk) {
+
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
+    const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+    const int kg = K / G, cg = C / G;
+    __local CT As[BK][BM + 1];
+    __local CT Bs[BK][BN + 1];
+    CT acc[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i)
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
+
+    const int z = get_group_id(2), g = z / splits, split = z - g * splits;
+    const int KD = cg * RS, P = OH * OW;
+    const int jbeg = split * chunk, jend = min(NPIX, jbeg + chunk);
+    // this work-item's reduction index (pixel) of every tile, and its columns (taps) of B
+    const int bk = tid % BK;
+    int xoff[BN / (NT / BK)], roff[BN / (NT / BK)], soff[BN / (NT / BK)];
+    #pragma unroll
+    for (int l = 0; l < BN / (NT / BK); ++l) {
+        const int t = n0 + tid / BK + l * (NT / BK);
+        const int c = t / RS, rs = t - c * RS, r = rs / S;
+        xoff[l] = t < KD ? (g * cg + c) * H * W : -1;
+        roff[l] = r * DH - PH;
+        soff[l] = (rs - r * S) * DW - PW;
+    }
+    const __global T* gb = gy + (long)(g * kg + m0) * P;
+    for (int j0 = jbeg; j0 < jend; j0 += BK) {
+        const int j = j0 + bk, jok = j < jend;
+        const int img = jok ? j / P : 0, p = j - img * P;
+        const int oh = p / OW, ow = p - oh * OW;
+        const __global T* xb = x + (long)img * C * H * W;
+        #pragma unroll
+        for (int l = 0; l < BN / (NT / BK); ++l) {
+            const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
+            Bs[bk][tid / BK + l * (NT / BK)] =
+                (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
+        }
+        const __global T* gj = gb + (long)img * K * P + p;
+        for (int m = tid / BK; m < BM; m += NT / BK)
+            As[bk][m] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            CT a[TM], b[TN];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+        }
+
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global T* pp = part + ((long)split * K + g * kg) * KD;
+    #pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + ty + i * LY;
+        if (m >= kg) continue;
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int t = n0 + tx + j * LX;
+            if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
+        }
+    }
+}
