@@ -201,10 +201,14 @@ def run_broadcast(
     compute: str,
     out_dtype: str,
     params: Sequence[Any] = (),
+    given: Sequence[Tensor | Any] | None = None,
 ) -> Tensor:
     """A new ``out_dtype`` tensor of ``shape`` = ``op`` of the operands broadcast to ``shape``.
 
     Tensor operands must share one OpenCL queue; scalars are NumPy scalars of ``CT``.
+    ``given`` are the operands as the caller got them (Python numbers where ``operands`` has
+    their ``CT`` scalars), for :func:`run_fast` to find this launch by; without it only an op on
+    Tensors alone is remembered there.
     """
     first = next(o for o in operands if isinstance(o, Tensor))
     key = (op.name, queue_facts(first.queue)[1].epoch("elementwise"), compute, out_dtype,
@@ -212,6 +216,8 @@ def run_broadcast(
                           for o in operands])
     entry = _broadcast.get(key)
     if entry is not None:
+        if not params and given is not None:  # its fast entry was dropped (table full)
+            _remember(op, given, entry)
         return _run_entry(entry, first.queue, operands, params)
     out = empty(first.queue, shape, out_dtype)
     views = [Strided.over(o, shape) if isinstance(o, Tensor) else o for o in operands]
@@ -219,11 +225,13 @@ def run_broadcast(
     plan = run_strided(op, bundle, shape, target, views, compute, params)
     if plan is not None:
         args = _plan_args(plan, target, views, params, math.prod(shape))
-        entry = _entry(plan, first.queue, operands, shape, out_dtype, args, len(params))
+        entry = _entry(plan, first.queue, operands, shape, out_dtype, args, len(params), compute)
         if len(_broadcast) >= _MAX_PLANS:
             _broadcast.clear()
         _broadcast[key] = entry
-        if not params and all(isinstance(o, Tensor) for o in operands):
+        if not params and given is not None:
+            _remember(op, given, entry)
+        elif not params and all(isinstance(o, Tensor) for o in operands):
             _remember(op, operands, entry)
     return out
 
@@ -235,9 +243,12 @@ def run_broadcast(
 # the argument list, filling in only the output's and operands' buffers and the scalars. The
 # key holds each operand's queue, so tensors on different devices never hit an entry (the slow
 # path raises for them); an entry is only made after the slow path ran the op successfully.
-# An op on Tensors alone (add, mul, relu, exp, ...) has its own table, which ``apply`` reads
-# before any of its checks (run_fast); one with scalars or parameters is found in
-# run_broadcast, after apply's dtype and broadcast checks. It halves a small op's host time,
+# An op on Tensors and Python numbers (add, relu, ``x * 2.0``, ...) has its own table, which
+# ``apply`` reads before any of its checks (run_fast): a number is keyed by its type, which is
+# all its dtype kind depends on (netcl.ops._dtype_policy.scalar_kind), and converted with the
+# same range-checked kernel_scalar as the slow path, on every call (``x * 2.0`` cost 1.8x an
+# add before, all of it apply's checks). One with parameters is found in run_broadcast, after
+# apply's dtype and broadcast checks. It halves a small op's host time,
 # which is what bounds a 16 M-element add on a fast GPU. The keys hold the queue objects
 # themselves (not their ids, which a later queue could reuse); the tables are bounded by
 # _MAX_PLANS and cleared when full.
@@ -254,6 +265,7 @@ class _Fast:
     buffers: tuple[tuple[int, int], ...]  # (argument, operand) of each tensor operand
     scalars: tuple[tuple[int, int], ...]  # (argument, operand) of each scalar operand
     params_at: int  # the argument of the first parameter
+    compute: str  # the dtype scalar operands are converted to (kernel_scalar)
 
 
 _fast: dict[tuple[Any, ...], _Fast] = {}
@@ -261,7 +273,7 @@ _broadcast: dict[tuple[Any, ...], _Fast] = {}
 
 
 def _entry(plan: _Plan, queue: Any, operands: Sequence[Tensor | Any], shape: tuple[int, ...],
-           out_dtype: str, args: list[Any], nparams: int) -> _Fast:
+           out_dtype: str, args: list[Any], nparams: int, compute: str) -> _Fast:
     """The fast-path entry of a launch of ``plan`` with ``args`` (buffers at 0 and 2 + 4k,
     a scalar operand k at 4 + 4k, parameters after the operands)."""
     buffers = tuple((2 + 4 * k, k) for k, o in enumerate(operands) if isinstance(o, Tensor))
@@ -272,21 +284,43 @@ def _entry(plan: _Plan, queue: Any, operands: Sequence[Tensor | Any], shape: tup
     frozen = tuple(np.array(a) if isinstance(a, np.float64) else a for a in args)
     local = queue_facts(queue)[2]
     return _Fast(plan, shape, out_dtype, frozen, (-(-plan.items // local) * local,), (local,),
-                 buffers, scalars, params_at)
+                 buffers, scalars, params_at, compute)
 
 
-def _fast_key(op: EwOp, operands: Sequence[Tensor]) -> tuple[Any, ...]:
+def _fast_key(op: EwOp, operands: Sequence[Tensor | Any]) -> tuple[Any, ...] | None:
+    """The fast-path key of ``op`` on ``operands`` (NOTE [ Elementwise fast path ]); ``None``
+    when one of them is a NumPy-backend Tensor, or none is a Tensor."""
     first = operands[0]
-    epoch = queue_facts(first.queue)[1].epoch("elementwise")
-    if len(operands) == 1:
-        return (op.name, epoch, (first.shape, first.dtype, first.offset, first.queue))
-    return (op.name, epoch, *[(t.shape, t.dtype, t.offset, t.queue) for t in operands])
+    if isinstance(first, Tensor):
+        if first.array is not None:
+            return None
+        epoch = queue_facts(first.queue)[1].epoch("elementwise")
+        head = (first.shape, first.dtype, first.offset, first.queue)
+        if len(operands) == 1:
+            return (op.name, epoch, head)
+        second = operands[1]
+        if len(operands) == 2 and not isinstance(second, Tensor):
+            return (op.name, epoch, head, type(second))
+    key: list[Any] = [op.name, None]
+    for o in operands:
+        if isinstance(o, Tensor):
+            if o.array is not None:
+                return None
+            if key[1] is None:
+                key[1] = queue_facts(o.queue)[1].epoch("elementwise")
+            key.append((o.shape, o.dtype, o.offset, o.queue))
+        else:
+            key.append(type(o))
+    return None if key[1] is None else tuple(key)
 
 
-def _remember(op: EwOp, operands: Sequence[Tensor], entry: _Fast) -> None:
+def _remember(op: EwOp, operands: Sequence[Tensor | Any], entry: _Fast) -> None:
+    key = _fast_key(op, operands)
+    if key is None:
+        return
     if len(_fast) >= _MAX_PLANS:
         _fast.clear()
-    _fast[_fast_key(op, operands)] = entry
+    _fast[key] = entry
 
 
 def _value(v: Any) -> Any:
@@ -309,16 +343,20 @@ def _run_entry(entry: _Fast, queue: Any, operands: Sequence[Tensor | Any],
     return out
 
 
-def run_fast(op: EwOp, operands: Sequence[Tensor]) -> Tensor | None:
-    """``op`` of OpenCL ``operands`` through a remembered launch, or None if there is none."""
-    entry = _fast.get(_fast_key(op, operands))
+def run_fast(op: EwOp, operands: Sequence[Tensor | Any]) -> Tensor | None:
+    """``op`` of OpenCL Tensors and Python numbers through a remembered launch, or None if
+    there is none (NOTE [ Elementwise fast path ])."""
+    key = _fast_key(op, operands)
+    entry = _fast.get(key) if key is not None else None
     if entry is None:
         return None
-    queue = operands[0].queue
+    queue = operands[entry.buffers[0][1]].queue
     out = output_tensor(queue, entry.shape, entry.out_dtype)
     args = list(entry.args)
     args[0] = device_buffer(out)
     for i, k in entry.buffers:
         args[i] = device_buffer(operands[k])
+    for i, k in entry.scalars:  # range-checked on every call, as on the slow path
+        args[i] = _value(kernel_scalar(op.name, operands[k], entry.compute))
     launch_values(queue, entry.plan.kernel, entry.grid, entry.local, args)
     return out

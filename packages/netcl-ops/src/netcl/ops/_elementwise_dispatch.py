@@ -196,8 +196,7 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
     ``kinds`` overrides the dtypes that decide the result (``where`` leaves its condition out).
     """
     op = OPS[name]
-    if not params and kinds is None and all(
-            isinstance(o, Tensor) and o.array is None for o in operands):
+    if not params and kinds is None:  # OpenCL Tensors and numbers, remembered
         fast = run_fast(op, operands)  # NOTE [ Elementwise fast path ]
         if fast is not None:
             return fast
@@ -209,6 +208,7 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
                     return planned
             break
     tensors = [check_tensor(name, o, "operand") for o in operands if isinstance(o, Tensor)]
+    kinds_given = kinds is not None
     if kinds is None:
         kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
     else:
@@ -230,7 +230,8 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
         own = res.shape == tuple(shape) and not any(
             isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays)
         return wrap(queue, res if own else np.broadcast_to(res, shape).copy(), out_dtype)
-    return run_broadcast(op, bundle(op), values, shape, compute, out_dtype, qs)
+    return run_broadcast(op, bundle(op), values, shape, compute, out_dtype, qs,
+                         None if kinds_given else operands)
 
 
 def cast_compute(src: str, dst: str) -> str:
