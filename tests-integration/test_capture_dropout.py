@@ -21,7 +21,7 @@ from netcl.core.device import DeviceHandle, manager
 from netcl.nn import Dropout, Linear, ReLU, Sequential, manual_seed
 from netcl.ops import default_generator
 from netcl.optim import SGD
-from netcl.runtime import CaptureFallbackWarning, HostReadError, Param, capture
+from netcl.runtime import HostReadError, Param, capture
 
 STEPS = 7
 _NUMPY = manager.default("cpu")
@@ -124,14 +124,19 @@ def test_manual_seed_replays_a_captured_run(cl_dev: DeviceHandle) -> None:
 
 
 def test_numpy_backend_draws_the_same_masks(dev: DeviceHandle) -> None:
-    """The NumPy backend runs the step eagerly: the same numbers as without capture."""
+    """The NumPy backend captures the step too: the same numbers as without capture, the
+    generators left where eager steps leave them."""
     if dev.backend != "cpu":
-        pytest.skip("the NumPy backend's fallback")
+        pytest.skip("the NumPy backend's capture")
     eager, (eager_states, _) = _train(dev, captured=False)
-    with pytest.warns(CaptureFallbackWarning):
-        fallback, (states, _) = _train(dev, captured=True)
-    _assert_same(eager, fallback)
-    assert states == eager_states
+    mixed, (states, step) = _train(dev, captured=True, eager_at=(3,), reseed_at=4)
+    again, (again_states, _) = _train(dev, captured=True)
+    assert step.mode == "graph"
+    _assert_same(eager, again)
+    assert again_states == eager_states
+    reseeded, (reseeded_states, _) = _train(dev, captured=False, reseed_at=4)
+    _assert_same(reseeded, mixed)
+    assert states == reseeded_states
 
 
 def test_layers_made_inside_the_step_are_refused(cl_dev: DeviceHandle) -> None:

@@ -7,6 +7,7 @@ test_capture_optim_amp.py and test_capture_dropout.py."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -120,12 +121,15 @@ def test_out_of_range_label_raises_at_sync(cl_dev: DeviceHandle) -> None:
     step.sync()
 
 
-def test_numpy_backend_runs_the_step_eagerly(dev: DeviceHandle) -> None:
+def test_numpy_backend_captures_the_step(dev: DeviceHandle) -> None:
+    """The NumPy backend captures too (tests-integration/test_capture_numpy.py compares it with
+    eager steps), with no fallback warning."""
     if dev.backend != "cpu":
-        pytest.skip("the NumPy backend's fallback")
+        pytest.skip("the NumPy backend's capture")
     model = mlp(dev.queue)
     step = capture(training_step(model, SGD(model.parameters(), lr=0.01)), warmup=0)
     x, y = _batches((32, 20))[0]
-    with pytest.warns(CaptureFallbackWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureFallbackWarning)
         loss = step(Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y))
-    assert step.mode == "eager" and np.isfinite(loss.to_host())
+    assert step.mode == "graph" and np.isfinite(loss.to_host())

@@ -1,10 +1,11 @@
 """capture on every OpenCL device, with steps made of netcl-core kernels only (KernelSpec): the
 replay equals eager execution bitwise over several steps and a parameter change, each thing
 that would make a replay wrong raises its typed error, the graph keeps its buffers from the
-pool, and the NumPy backend runs the step eagerly (or refuses with strict=True)."""
+pool, and the NumPy backend captures too."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,6 @@ from netcl.core.recording import check_flag
 from netcl.core.tensor import copy_from_host
 from netcl.runtime import (
     CaptureFallbackWarning,
-    CaptureUnsupportedError,
     DeviceCheckError,
     GraphReleasedError,
     HostReadError,
@@ -29,6 +29,7 @@ from netcl.runtime import (
     capture,
 )
 from netcl.runtime._checks import MAX_PENDING
+from netcl.runtime._numpy_graph import NumpyGraph
 
 # h = x * k + w;  w -= lr * h;  out = h (a "forward" and an "update" of the state w)
 FORWARD = KernelSpec("fwd", src="""
@@ -290,13 +291,14 @@ def test_released_graph_cannot_replay(cl_dev: DeviceHandle) -> None:
         graph.replay()
 
 
-def test_numpy_backend_runs_eagerly_with_a_warning(dev: DeviceHandle) -> None:
+def test_numpy_backend_captures_without_a_warning(dev: DeviceHandle) -> None:
     if dev.backend != "cpu":
-        pytest.skip("the NumPy backend's fallback")
+        pytest.skip("the NumPy backend's capture")
     x = Tensor.from_host(dev.queue, np.ones(3, np.float32))
-    step = capture(lambda t: t, warmup=0)
-    with pytest.warns(CaptureFallbackWarning, match="runs eagerly"):
-        assert step(x) is x
-    assert step.mode == "eager" and step(x) is x
-    with pytest.raises(CaptureUnsupportedError, match="NumPy backend"):
-        capture(lambda t: t, warmup=0, strict=True)(x)
+    step = capture(lambda t: t, warmup=0, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureFallbackWarning)
+        out = step(x)
+    assert step.mode == "graph" and isinstance(step.graph, NumpyGraph)
+    given = Tensor.from_host(dev.queue, np.arange(3, dtype=np.float32))
+    assert step(given) is out and out.to_host().tolist() == [0.0, 1.0, 2.0]

@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any
 
 from netcl.core.tensor import Tensor, reshape
-from netcl.ops import add, cast
+from netcl.ops import add, cast, full
 
 __all__ = [
     "Backward",
@@ -394,7 +394,7 @@ class Tape:
                     f"Tape.backward: loss has shape {loss.shape} ({loss.size} elements); a "
                     "non-scalar loss needs grad= of the same shape (or reduce it, e.g. sum)"
                 )
-            return Tensor.from_shape(loss.queue, loss.shape, loss.dtype, fill=1)
+            return full(loss.queue, loss.shape, 1, loss.dtype)
         if not isinstance(grad, Tensor):
             raise TypeError(
                 f"Tape.backward: grad must be a netcl Tensor, got {type(grad).__name__}"

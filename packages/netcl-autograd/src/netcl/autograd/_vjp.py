@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.recording import numpy_call
 from netcl.core.tensor import Tensor
 from netcl.ops import broadcast_to, cast
 
@@ -176,17 +177,12 @@ def row_backward(name: str, operands: Sequence[Any], out: Tensor | None = None) 
 
 def _numpy(comp: _Compiled, operands: Sequence[Any], slots: Sequence[int],
            wanted: Sequence[bool], g: Tensor, out: Tensor | None) -> list[Tensor | None]:
-    ct = np.float64 if g.dtype == "float64" else np.float32
-    gh = g.to_host()
-    env: dict[str, Any] = {"__ct__": ct, _GRAD: gh.astype(ct, copy=False)}
-    for i, o in enumerate(operands):
-        env[f"x{i}"] = o.to_host().astype(ct, copy=False) if isinstance(o, Tensor) else ct(o)
-    if comp.uses_out:
-        env["out"] = (np.asarray(comp.forward(env)) if out is None
-                      else out.to_host()).astype(ct, copy=False)
     computed = tuple(k for k, need in zip(slots, wanted) if need and not comp.identity[k])
-    values = dict(zip(computed, comp.backward(computed)(env))) if computed else {}
-    taken = [v for v in env.values() if isinstance(v, np.ndarray)]  # what no result may alias
+    if computed:  # one recordable NumPy call (NOTE [ NumPy work under a recorder ])
+        values = tuple(_host(o) if isinstance(o, Tensor) else o for o in operands)
+        shapes = tuple(operands[k].shape for k in computed)
+        arrays = iter(numpy_call(_numpy_grads, comp, computed, shapes, np.dtype(g.dtype),
+                                 _host(g), values, None if out is None else _host(out)))
     grads: list[Tensor | None] = []
     for k, need in zip(slots, wanted):
         t = operands[k]
@@ -195,11 +191,40 @@ def _numpy(comp: _Compiled, operands: Sequence[Any], slots: Sequence[int],
         elif comp.identity[k]:
             grads.append(unbroadcast(g, t.shape))
         else:
-            value = np.asarray(values[k])
-            if value.shape != gh.shape:
-                value = np.broadcast_to(value, gh.shape)
-            grads.append(_wrap(g, _sum_to(value.astype(ct, copy=False), t.shape), taken))
+            arr = next(arrays)
+            grads.append(Tensor(shape=arr.shape, dtype=g.dtype, queue=g.queue, array=arr,
+                                _backend=g._backend))
     return grads
+
+
+def _host(t: Tensor) -> Any:
+    """A NumPy-backend tensor's array in its shape (no copy, no host-read hook: the array is
+    the data)."""
+    a: Any = t.array
+    return a if a.shape == t.shape else a.reshape(t.shape)
+
+
+def _numpy_grads(comp: _Compiled, computed: tuple[int, ...], shapes: tuple[tuple[int, ...], ...],
+                 dtype: np.dtype[Any], gh: Any, operands: tuple[Any, ...], out: Any
+                 ) -> tuple[Any, ...]:
+    """The gradients of the operands ``computed`` (of ``shapes``, as ``dtype``) from the
+    upstream gradient ``gh``, the operands' arrays (or numbers) and the forward's ``out``."""
+    ct = np.float64 if dtype == np.float64 else np.float32
+    env: dict[str, Any] = {"__ct__": ct, _GRAD: gh.astype(ct, copy=False)}
+    for i, o in enumerate(operands):
+        env[f"x{i}"] = o.astype(ct, copy=False) if isinstance(o, np.ndarray) else ct(o)
+    if comp.uses_out:
+        env["out"] = (np.asarray(comp.forward(env)) if out is None else out).astype(ct,
+                                                                                 copy=False)
+    values = dict(zip(computed, comp.backward(computed)(env)))
+    taken = [v for v in env.values() if isinstance(v, np.ndarray)]  # what no result may alias
+    results = []
+    for k, shape in zip(computed, shapes):
+        value = np.asarray(values[k])
+        if value.shape != gh.shape:
+            value = np.broadcast_to(value, gh.shape)
+        results.append(_own(_sum_to(value.astype(ct, copy=False), shape), dtype, taken))
+    return tuple(results)
 
 
 def _sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
@@ -212,18 +237,16 @@ def _sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
     return arr.sum(axis=axes).reshape(shape)
 
 
-def _wrap(like: Tensor, array: Any, taken: list[np.ndarray[Any, Any]]) -> Tensor:
-    """A tensor like ``like`` holding ``array``, copied if it aliases an array of ``taken`` (an
-    expression may return an input unchanged, two arguments may get one value); ``array`` is
+def _own(array: Any, dtype: np.dtype[Any], taken: list[np.ndarray[Any, Any]]) -> Any:
+    """``array`` as ``dtype`` (C order, writable), copied if it aliases an array of ``taken``
+    (an expression may return an input unchanged, two arguments may get one value); it is then
     added to ``taken``."""
-    with np.errstate(over="ignore"):  # float16 overflows to inf, as on OpenCL
-        # np.require keeps a 0-d result 0-d (ascontiguousarray made it 1-d)
-        arr = np.require(array, dtype=np.dtype(like.dtype), requirements=("C", "W"))
+    # np.require keeps a 0-d result 0-d (ascontiguousarray made it 1-d)
+    arr = np.require(array, dtype=dtype, requirements=("C", "W"))
     if any(np.may_share_memory(arr, v) for v in taken):
         arr = arr.copy()
     taken.append(arr)
-    return Tensor(shape=arr.shape, dtype=like.dtype, queue=like.queue, array=arr,
-                  _backend=like._backend)
+    return arr
 
 
 # -- OpenCL ---------------------------------------------------------------------------------

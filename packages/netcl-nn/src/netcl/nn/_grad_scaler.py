@@ -33,6 +33,7 @@ from netcl.autograd import ops as _ag
 from netcl.core.dtypes import c_type
 from netcl.core.kernels.cache import get_kernel
 from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
+from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor, copy_from_host, reshape
 
 __all__ = ["GradScaler"]
@@ -329,21 +330,11 @@ class GradScaler:
                np.float32(self._backoff_factor), np.int32(self._growth_interval))
 
     def _update_on_host(self, device: _Device, flags: list[Tensor]) -> None:
-        """``amp_update`` on the NumPy backend, in float32 as on the device."""
-        found = int(any(bool(_host(f)[0]) for f in flags))
-        scale, tracker = _host(device.scale), _host(device.tracker)
-        _host(device.found_inf)[0] = found
-        if found:
-            scale *= np.float32(self._backoff_factor)
-            tracker[0] = 0
-        elif tracker[0] + 1 >= self._growth_interval:
-            with np.errstate(over="ignore"):  # inf: the scale is kept (PyTorch)
-                grown = scale * np.float32(self._growth_factor)
-            if np.isfinite(grown):
-                scale[...] = grown
-            tracker[0] = 0
-        else:
-            tracker[0] += 1
+        """``amp_update`` on the NumPy backend, in float32 as on the device (one recordable
+        update: NOTE [ NumPy work under a recorder ] in netcl.core.recording)."""
+        numpy_update(_amp_update_np, _host(device.scale), _host(device.tracker),
+                     _host(device.found_inf), [_host(f) for f in flags], self._backoff_factor,
+                     self._growth_factor, self._growth_interval)
 
     def _set_scale(self, new_scale: float | Tensor, flags: list[Tensor]) -> None:
         if isinstance(new_scale, Tensor):
@@ -372,7 +363,7 @@ class GradScaler:
             if not flags:
                 copy_from_host(found, np.zeros(1, np.int32))
             elif found.array is not None:
-                _host(found)[0] = int(any(bool(_host(f)[0]) for f in flags))
+                numpy_update(_any_found_np, _host(found), [_host(f) for f in flags])
             else:
                 for i, flag in enumerate(flags):
                     launch(found.queue, _kernel(found.context, "amp_found", "float32"), (1,),
@@ -448,7 +439,6 @@ class GradScaler:
 
     def _unscale_grads(self, params: list[Tensor], scale: Tensor, flag: Tensor) -> None:
         """``p.grad *= 1/scale`` in place for every parameter; ``flag`` set to 1 on inf/NaN."""
-        inv_scale = None if scale.array is None else np.float32(1.0) / scale.array
         for p in params:
             g: Any = p.grad
             if g.array is None:
@@ -457,13 +447,9 @@ class GradScaler:
                     gsize, lsize = _TUNER.launch_1d(g.size)
                     launch(g.queue, kernel, gsize, lsize, g, np.int32(g.size), scale, flag)
                 continue
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
-                if g.array.flags.writeable:
-                    g.array *= inv_scale
-                else:  # NumPy elementwise results can be read-only views: a grad of its own
-                    p.grad = g = Tensor.from_host(g.queue, g.array * inv_scale, dtype=g.dtype)
-            if not np.isfinite(g.array).all():
-                _host(flag)[0] = 1
+            if not g.array.flags.writeable:  # a read-only view: a grad of its own
+                p.grad = g = Tensor.from_host(g.queue, g.array, dtype=g.dtype)
+            numpy_update(_unscale_np, g.array, _host(scale), _host(flag))
 
 
 def _check_config(scale: float, growth: float, backoff: float, interval: int) -> None:
@@ -500,7 +486,7 @@ def _cleared_flag(flag: Tensor | None, queue: Any) -> Tensor:
         flag = Tensor.from_shape(queue, (1,), "int32", fill=0)
         flag.persistent = True
     elif flag.array is not None:
-        flag.array[0] = 0
+        numpy_update(_clear_np, flag.array)
     else:
         launch(queue, _kernel(flag.context, "amp_clear_flag", "float32"), (1,), (1,), flag)
     return flag
@@ -514,3 +500,36 @@ def _host(t: Tensor) -> Any:
 def _persistent(t: Tensor) -> Tensor:
     t.persistent = True
     return t
+
+
+# -- NumPy backend: in-place updates of the scaler's arrays, each one recordable call that reads
+# its flags itself (NOTE [ NumPy work under a recorder ] in netcl.core.recording) ---------------
+
+def _unscale_np(g: Any, scale: Any, flag: Any) -> None:
+    g *= np.float32(1.0) / scale  # overflow is what we look for (warnings are silenced)
+    if not np.isfinite(g).all():
+        flag[0] = 1
+
+
+def _clear_np(flag: Any) -> None:
+    flag[0] = 0
+
+
+def _any_found_np(found: Any, flags: list[Any]) -> None:
+    found[0] = int(any(bool(f[0]) for f in flags))
+
+
+def _amp_update_np(scale: Any, tracker: Any, found_inf: Any, flags: list[Any], backoff: float,
+                   growth: float, interval: int) -> None:
+    found = int(any(bool(f[0]) for f in flags))
+    found_inf[0] = found
+    if found:
+        scale *= np.float32(backoff)
+        tracker[0] = 0
+    elif tracker[0] + 1 >= interval:
+        grown = scale * np.float32(growth)  # inf: the scale is kept (PyTorch)
+        if np.isfinite(grown):
+            scale[...] = grown
+        tracker[0] = 0
+    else:
+        tracker[0] += 1

@@ -10,7 +10,8 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, empty, launch_1d, normalize_axis, result, same_device
+from ._common import check_tensor, empty, launch_1d, normalize_axis, same_device
+from ._elementwise_dispatch import host, np_result
 
 __all__ = ["bias_add"]
 
@@ -73,7 +74,7 @@ def bias_add(x: Tensor, bias: Tensor, axis: int | None = None) -> Tensor:
     inner = math.prod(x.shape[ax + 1:])
     if x.array is not None:
         view = (channels,) + (1,) * (x.ndim - ax - 1)
-        return result(x, x.array + bias.to_host().reshape(view), x.dtype)
+        return np_result(x, x.dtype, np.add, host(x), host(bias).reshape(view))
     out = empty(x.queue, x.shape, x.dtype)
     kernel = bias_family(x.context, x.dtype).kernel
     x.wait()

@@ -15,11 +15,13 @@ import numpy as np
 from netcl.core.device import get_active_device
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
-from netcl.core.tensor import Tensor, check_shape
+from netcl.core.recording import check_flag, numpy_call, numpy_update
+from netcl.core.recording import state as recording_state
+from netcl.core.tensor import CPU_BACKEND, Tensor, check_shape
 
 from ._common import check_tensor, empty
 from ._dtype_policy import SCALAR_FLOAT, kernel_scalar, np_compute, scalar_kind
-from ._elementwise_dispatch import host, wrap
+from ._elementwise_dispatch import host, np_result
 from ._launch import device_buffer, index_defs, launch_items
 
 __all__ = ["arange", "fill", "full", "one_hot", "ones", "zeros"]
@@ -108,7 +110,7 @@ def fill_for(op: str, x: Tensor, value: float) -> Tensor:
         raise TypeError(f"{op}: float value {value!r} for an integer tensor ({x.dtype})")
     v = kernel_scalar(op, value, x.dtype)
     if x.array is not None:
-        x.array[...] = v
+        numpy_update(_fill_np, x.array, v)
         return x
     n = x.size
     if n:
@@ -136,8 +138,14 @@ def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: 
     kind = scalar_kind(op, value)
     if dtype is None:
         dtype = "float32" if kind == SCALAR_FLOAT else "int64"
-    return fill_for(op, empty(device_queue(queue), shape_arg(shape, op),
-                              canonical_dtype(dtype, op)), value)
+    q, dims, dtype = device_queue(queue), shape_arg(shape, op), canonical_dtype(dtype, op)
+    if getattr(q, "backend", None) == "cpu":  # one recordable NumPy call, no empty + fill
+        if dtype in INT_DTYPES and kind == SCALAR_FLOAT:
+            raise TypeError(f"{op}: float value {value!r} for an integer tensor ({dtype})")
+        arr = numpy_call(np.full, check_shape(dims, op), kernel_scalar(op, value, dtype),
+                         np.dtype(dtype))
+        return Tensor(shape=arr.shape, dtype=dtype, queue=q, array=arr, _backend=CPU_BACKEND)
+    return fill_for(op, empty(q, dims, dtype), value)
 
 
 def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
@@ -197,8 +205,7 @@ def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
     q = device_queue(queue)
     a, d = kernel_scalar("arange", start, dtype), kernel_scalar("arange", step, dtype)
     if getattr(q, "backend", None) == "cpu":
-        ct = np_compute(dtype)
-        return wrap(q, a + np.arange(n).astype(ct) * d, dtype)
+        return np_result(_Like(q), dtype, _arange_np, a, d, n, np_compute(dtype))
     out = empty(q, (n,), dtype)
     if n:
         _, idx = index_defs(n)
@@ -234,12 +241,13 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
     C = int(num_classes)
     shape = (*labels.shape, C)
     if labels.array is not None:
-        y = host(labels)
-        bad = (y < 0) | (y >= C)
-        if bad.any():
-            raise ValueError(f"one_hot: label {int(y[bad][0])} is out of range for "
-                             f"{C} classes")
-        return wrap(labels.queue, np.arange(C) == y[..., None], dtype)
+        if recording_state.recorder is None:
+            _check_one_hot(host(labels), C)
+        else:  # a NumPy capture checks each replay's labels
+            flag = numpy_call(_bad_one_hot, host(labels), C)
+            check_flag(Tensor(shape=(1,), dtype="int32", queue=labels.queue, array=flag,
+                              _backend=CPU_BACKEND), lambda: _check_one_hot(host(labels), C))
+        return np_result(labels, dtype, _one_hot_np, host(labels), C)
     out = empty(labels.queue, shape, dtype)
     n = out.size
     if n:
@@ -249,3 +257,35 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
                      idx(labels.offset), idx(C), idx(n))
     return out
 
+
+
+# -- NumPy backend (NOTE [ NumPy work under a recorder ] in netcl.core.recording) -----------
+
+
+class _Like:
+    """What :func:`np_result` reads of a tensor (its queue), for results made from nothing."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+
+def _fill_np(a: Any, value: Any) -> None:
+    a[...] = value
+
+
+def _arange_np(start: Any, step: Any, n: int, ct: Any) -> Any:
+    return start + np.arange(n).astype(ct) * step
+
+
+def _check_one_hot(y: Any, C: int) -> None:
+    bad = (y < 0) | (y >= C)
+    if bad.any():
+        raise ValueError(f"one_hot: label {int(y[bad][0])} is out of range for {C} classes")
+
+
+def _bad_one_hot(y: Any, C: int) -> Any:
+    return np.array([((y < 0) | (y >= C)).any()], np.int32)
+
+
+def _one_hot_np(y: Any, C: int) -> Any:
+    return np.arange(C) == y[..., None]

@@ -17,7 +17,7 @@ from netcl.core.tensor import Tensor
 from ._common import check_tensor, empty
 from ._dtype_policy import SCALAR_FLOAT, np_compute, scalar_kind
 from ._elementwise_base import Strided
-from ._elementwise_dispatch import apply, cast_compute, copy_strided, host, wrap
+from ._elementwise_dispatch import apply, cast_compute, copy_strided, host, np_result
 
 __all__ = [
     "add",
@@ -269,9 +269,12 @@ def cast(x: Tensor, dtype: Any) -> Tensor:
     target = canonical_dtype(dtype, "cast")
     if x.array is not None:
         ct = np_compute(cast_compute(x.dtype, target))
-        with np.errstate(all="ignore"):
-            return wrap(x.queue, np.array(host(x).astype(ct), dtype=target), target)
+        return np_result(x, target, _cast_np, host(x), ct, np.dtype(target))
     out = empty(x.queue, x.shape, target)
     strides = contiguous_strides(x.shape)
     copy_strided(x.shape, Strided(out, strides, 0), Strided(x, strides, x.offset))
     return out
+
+
+def _cast_np(a: Any, ct: np.dtype[Any], target: np.dtype[Any]) -> Any:
+    return np.array(a.astype(ct), dtype=target)

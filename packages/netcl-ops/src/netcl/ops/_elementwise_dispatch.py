@@ -22,7 +22,8 @@ from ._elementwise_base import Strided, run_broadcast, run_fast, run_strided
 from ._elementwise_source import EwOp, _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 
-__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "np_result", "wrap"]
+__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "np_result", "np_results",
+           "wrap"]
 
 _BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
 for _op in OPS.values():
@@ -187,6 +188,29 @@ def np_result(like: Tensor, dtype: str, fn: Callable[..., Any], *args: Any) -> T
     arr = numpy_call(_call_as, fn, numpy_dtype(dtype), *args)
     return Tensor(shape=arr.shape, dtype=dtype, queue=like.queue, array=arr,
                   _backend=CPU_BACKEND)
+
+
+def _call_as_many(fn: Callable[..., Any], dtypes: tuple[np.dtype[Any], ...], *args: Any
+                  ) -> tuple[Any, ...]:
+    results = fn(*args)
+    return tuple(_call_as(np.asarray, dt, r) for r, dt in zip(results, dtypes))
+
+
+def np_results(like: Tensor, dtypes: Sequence[str], fn: Callable[..., Any],
+               *args: Any) -> tuple[Tensor, ...]:
+    """:func:`np_result` for an ``fn`` that returns a tuple: one tensor per entry of
+    ``dtypes``, holding the result at that index as that dtype.
+
+    Examples:
+        >>> from netcl.core import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([1.0, 4.0]))
+        >>> lo, hi = np_results(x, ("float32", "int32"), np.divmod, host(x), 3.0)
+        >>> lo.to_host().tolist(), hi.to_host().tolist()
+        ([0.0, 1.0], [1, 1])
+    """
+    arrays = numpy_call(_call_as_many, fn, tuple(numpy_dtype(d) for d in dtypes), *args)
+    return tuple(Tensor(shape=a.shape, dtype=d, queue=like.queue, array=a, _backend=CPU_BACKEND)
+                 for a, d in zip(arrays, dtypes))
 
 
 def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),

@@ -26,7 +26,8 @@ from netcl.core.kernel_selector import (
 )
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, empty, result, same_device
+from ._common import check_tensor, empty, same_device
+from ._elementwise_dispatch import np_result
 from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
 from ._matmul_launch import operand, run_gemm
 
@@ -101,7 +102,7 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     a, b, M, N, K = _check_operands(a, b, transpose_a, transpose_b)
     batch = _broadcast_batch("matmul", a, b)
     if a.array is not None:
-        return result(a, _matmul_numpy(a.array, b.array, transpose_a, transpose_b), a.dtype)
+        return np_result(a, a.dtype, _matmul_numpy, a.array, b.array, transpose_a, transpose_b)
     config = get_kernel_selector(a.queue.device).select_matmul_kernel(
         max(M, 1), max(N, 1), max(K, 1), a.dtype
     )
@@ -231,7 +232,8 @@ class MatmulKernel:
             raise TypeError(f"MatmulKernel: built for {self.dtype}, got {a.dtype} tensors")
         batch = _broadcast_batch("matmul", a, b)
         if a.array is not None:
-            return result(a, _matmul_numpy(a.array, b.array, transpose_a, transpose_b), a.dtype)
+            return np_result(a, a.dtype, _matmul_numpy, a.array, b.array, transpose_a,
+                             transpose_b)
         if self.context is not None and a.context is not self.context:
             raise ValueError("MatmulKernel: tensors are not on the context it was built for")
         config = self.config or get_kernel_selector(a.queue.device).select_matmul_kernel(

@@ -16,10 +16,12 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch
+from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, launch_1d, result, same_device
 from ._dtype_policy import kernel_scalar, np_compute
+from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -374,33 +376,57 @@ def _batch_norm_numpy(x: Tensor, running_mean: Tensor | None, running_var: Tenso
                       weight: Tensor | None, bias: Tensor | None, training: bool,
                       momentum: float, eps: float, relu: bool) -> Any:
     sdt = stat_dtype(x.dtype)
-    ct = np.dtype(sdt)
-    xr = _rows3(x.array, ct)  # type: ignore[arg-type]
-    m = xr.shape[0] * xr.shape[2]
-    if training:
-        mu = np.einsum("nch->c", xr) / ct.type(m)
-        xc = xr - _per_channel(mu)
-        var = np.einsum("nch,nch->c", xc, xc) / ct.type(m)
+    w, b = _array(weight), _array(bias)
+    if training:  # NOTE [ NumPy work under a recorder ]: the statistics, then their update
+        y, mu, var, invstd = np_results(x, (x.dtype, sdt, sdt, sdt), _bn_train_np, host(x), w,
+                                        b, np.dtype(sdt), eps, relu)
         if running_mean is not None and running_var is not None:
-            rm, rv = running_mean.array, running_var.array
-            rm[...] = (1 - momentum) * rm + momentum * mu  # type: ignore[index, operator]
-            rv[...] = (1 - momentum) * rv + momentum * var * (m / max(m - 1, 1))  # type: ignore[index, operator]
-        invstd = ct.type(1) / np.sqrt(var + ct.type(eps))
-    else:
-        mu = running_mean.array.astype(ct)  # type: ignore[union-attr]
-        invstd = ct.type(1) / np.sqrt(running_var.array.astype(ct) + ct.type(eps))  # type: ignore[union-attr]
-        xc = xr - _per_channel(mu)
-    scale = invstd if weight is None else invstd * weight.array
+            numpy_update(_bn_running_np, running_mean.array, running_var.array, mu.array,
+                         var.array, momentum, x.size // max(x.shape[1], 1))
+        return y, mu, invstd
+    (y,) = np_results(x, (x.dtype,), _bn_eval_np, host(x), w, b, _array(running_mean),
+                      _array(running_var), np.dtype(sdt), eps, relu)
+    return y
+
+
+def _array(t: Tensor | None) -> Any:
+    return None if t is None else t.array
+
+
+def _bn_train_np(x: Any, w: Any, b: Any, ct: np.dtype[Any], eps: float, relu: bool
+                 ) -> tuple[Any, ...]:
+    xr = _rows3(x, ct)
+    m = xr.shape[0] * xr.shape[2]
+    mu = np.einsum("nch->c", xr) / ct.type(m)
+    xc = xr - _per_channel(mu)
+    var = np.einsum("nch,nch->c", xc, xc) / ct.type(m)
+    invstd = ct.type(1) / np.sqrt(var + ct.type(eps))
+    return _bn_affine(x, xc, invstd, w, b, ct, relu), mu, var, invstd
+
+
+def _bn_eval_np(x: Any, w: Any, b: Any, rm: Any, rv: Any, ct: np.dtype[Any], eps: float,
+                relu: bool) -> tuple[Any]:
+    mu = rm.astype(ct)
+    invstd = ct.type(1) / np.sqrt(rv.astype(ct) + ct.type(eps))
+    xc = _rows3(x, ct) - _per_channel(mu)
+    return (_bn_affine(x, xc, invstd, w, b, ct, relu),)
+
+
+def _bn_affine(x: Any, xc: Any, invstd: Any, w: Any, b: Any, ct: np.dtype[Any], relu: bool
+               ) -> Any:
+    scale = invstd if w is None else invstd * w
     y = xc  # x - mean is this call's own buffer: normalize in place
     np.multiply(y, _per_channel(scale), out=y)
-    if bias is not None:
-        np.add(y, _per_channel(bias.array.astype(ct, copy=False)), out=y)  # type: ignore[union-attr]
+    if b is not None:
+        np.add(y, _per_channel(b.astype(ct, copy=False)), out=y)
     if relu:
         np.maximum(y, 0, out=y)
-    out = result(x, y.reshape(x.shape), x.dtype)
-    if not training:
-        return out
-    return out, result(x, mu, sdt), result(x, invstd, sdt)
+    return y.reshape(x.shape)
+
+
+def _bn_running_np(rm: Any, rv: Any, mu: Any, var: Any, momentum: float, m: int) -> None:
+    rm[...] = (1 - momentum) * rm + momentum * mu
+    rv[...] = (1 - momentum) * rv + momentum * var * (m / max(m - 1, 1))
 
 
 def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
@@ -432,23 +458,29 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
 
 def _batch_norm_backward_numpy(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
                                weight: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    wdt = x.dtype if weight is None else weight.dtype
+    dx, dw, db = np_results(x, (x.dtype, wdt, wdt), _bn_backward_np, host(grad), host(x),
+                            mean.array, invstd.array, _array(weight),
+                            np.dtype(stat_dtype(x.dtype)))
+    return dx, dw, db
+
+
+def _bn_backward_np(g: Any, x: Any, mean: Any, invstd: Any, w: Any, ct: np.dtype[Any]
+                    ) -> tuple[Any, Any, Any]:
     """``dx = scale * (g - mean(g) - xhat * mean(g * xhat))`` per channel, ``scale = w/std``,
     as three per-channel coefficients (NOTE [ Batch norm on NumPy ])."""
-    ct = np.dtype(stat_dtype(x.dtype))
-    gr, xr = _rows3(grad.array, ct), _rows3(x.array, ct)  # type: ignore[arg-type]
+    gr, xr = _rows3(g, ct), _rows3(x, ct)
     m = ct.type(xr.shape[0] * xr.shape[2])
-    inv = invstd.array.astype(ct, copy=False)  # type: ignore[union-attr]
-    xc = xr - _per_channel(mean.array.astype(ct, copy=False))  # type: ignore[union-attr]
+    inv = invstd.astype(ct, copy=False)
+    xc = xr - _per_channel(mean.astype(ct, copy=False))
     sum_g = np.einsum("nch->c", gr)
     sum_gxhat = np.einsum("nch,nch->c", gr, xc) * inv
-    scale = inv if weight is None else inv * weight.array
+    scale = inv if w is None else inv * w
     np.multiply(xc, _per_channel(scale * inv * sum_gxhat / m), out=xc)
     dx = gr * _per_channel(scale)
     dx -= xc
     dx -= _per_channel(scale * sum_g / m)
-    wdt = x.dtype if weight is None else weight.dtype
-    return (result(x, dx.reshape(x.shape), x.dtype), result(x, sum_gxhat, wdt),
-            result(x, sum_g, wdt))
+    return dx.reshape(x.shape), sum_gxhat, sum_g
 
 
 def _ln_rows(op: str, x: Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, int]:

@@ -14,7 +14,8 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, empty, launch_1d, result
+from ._common import check_tensor, empty, launch_1d
+from ._elementwise_dispatch import np_result, np_results
 from ._launch import view_args
 
 __all__ = [
@@ -342,29 +343,14 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     k, s, p, d, out = _geometry(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
     shape = (n, c, *out)
-    if x.array is not None and _tiles(k, s, p, d, out, (h, w)):
-        y, idx = _max_pool_tiles(x.array, k, out)
-        if not return_indices:
-            return result(x, y, x.dtype)
-        return result(x, y, x.dtype), result(x, idx, "int64")
     if x.array is not None:
-        win = _windows(x.array, k, s, p, d, out, -np.inf)
-        flat = win.reshape(*win.shape[:4], k[0] * k[1])  # not -1: an empty batch has no size
-        arg = np.argmax(flat, axis=-1)
-        y = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
-        if not return_indices:
-            return result(x, y, x.dtype)
-        # As the kernel: the first in-range element wins a tie with padding (both -inf), and a
-        # window of padding only gets index -1 (its gradient goes nowhere).
-        inside = _windows(np.ones((1, 1, h, w), np.int8), k, s, p, d, out, 0)
-        valid = inside.reshape(*inside.shape[:4], k[0] * k[1]).astype(bool)
-        chosen = np.take_along_axis(valid, arg[..., None], -1)[..., 0]
-        arg = np.where(chosen, arg, np.argmax(valid, axis=-1))
-        kh, kw = np.divmod(arg, k[1])
-        oh = np.arange(out[0])[:, None] * s[0] - p[0]
-        ow = np.arange(out[1])[None, :] * s[1] - p[1]
-        idx = np.where(valid.any(axis=-1), (oh + kh * d[0]) * w + (ow + kw * d[1]), -1)
-        return result(x, y, x.dtype), result(x, idx.astype(np.int64), "int64")
+        if _tiles(k, s, p, d, out, (h, w)):
+            y, idx = np_results(x, (x.dtype, "int64"), _max_pool_tiles, x.array, k, out)
+        elif not return_indices:
+            return np_result(x, x.dtype, _max_pool_values_np, x.array, k, s, p, d, out)
+        else:
+            y, idx = np_results(x, (x.dtype, "int64"), _max_pool_np, x.array, k, s, p, d, out)
+        return (y, idx) if return_indices else y
     y_t = empty(x.queue, shape, x.dtype)
     idx_t = empty(x.queue, shape, "int64")
     kernel = pooling_family(x.context, "max", x.dtype).kernels["max_pool"]
@@ -388,25 +374,14 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
         [0.0, 0.0, 0.0, 1.0]
     """
     op = "max_pool2d_backward"
-    n, c, h, w = input_shape
+    _, _, h, w = input_shape
     k = _pair(op, "kernel_size", kernel_size, 1)
     s = k if stride is None else _pair(op, "stride", stride, 1)
     p, d = _pair(op, "padding", padding, 0), _pair(op, "dilation", dilation, 1)
     oh, ow = grad.shape[2:]
-    if (grad.array is not None and indices.array is not None and _disjoint(k, s, p, d)
-            and (indices.size == 0 or indices.array.min() >= 0)):
-        # every input is in at most one window and none is padding: a plain scatter
-        dx = np.zeros(n * c * h * w, grad.array.dtype)
-        planes = np.arange(0, n * c * h * w, h * w).reshape(n, c, 1, 1)
-        dx[indices.array + planes] = grad.array
-        return result(grad, dx.reshape(input_shape), grad.dtype)
     if grad.array is not None and indices.array is not None:
-        dx = np.zeros((n * c, h * w), grad.array.dtype)
-        rows = np.repeat(np.arange(n * c), oh * ow)
-        flat = indices.array.reshape(-1)
-        hit = flat >= 0  # -1: a window of padding only, whose gradient goes nowhere
-        np.add.at(dx, (rows[hit], flat[hit]), grad.array.reshape(-1)[hit])
-        return result(grad, dx.reshape(input_shape), grad.dtype)
+        return np_result(grad, grad.dtype, _max_pool_backward_np, grad.array, indices.array,
+                         tuple(input_shape), _disjoint(k, s, p, d))
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = pooling_family(grad.context, "max", grad.dtype).kernels["max_pool_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, indices, dx_t), dx_t.size, h, w,
@@ -435,9 +410,8 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     k, s, p, _, out = _geometry(op, x.shape, kernel_size, stride, padding, 1, ceil_mode)
     n, c, h, w = x.shape
     if x.array is not None:
-        win = _windows(x.array, k, s, p, (1, 1), out, 0.0)
-        total = win.sum(axis=(-1, -2), dtype=np.float64)
-        return result(x, total / _divisor(h, w, k, s, p, out, count_include_pad), x.dtype)
+        return np_result(x, x.dtype, _avg_pool_np, x.array, k, s, p, out,
+                         bool(count_include_pad))
     y_t = empty(x.queue, (n, c, *out), x.dtype)
     kernel = pooling_family(x.context, "avg", x.dtype).kernels["avg_pool"]
     launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
@@ -479,12 +453,8 @@ def avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...], kernel_size:
                          f"{tuple(input_shape)} with ceil_mode={ceil_mode}), got {grad.shape}")
     oh, ow = out
     if grad.array is not None:
-        dx = np.zeros((n, c, h + 2 * p[0] + k[0], w + 2 * p[1] + k[1]), np.float64)
-        gs = grad.array.astype(np.float64) / _divisor(h, w, k, s, p, out, count_include_pad)
-        for kh in range(k[0]):
-            for kw in range(k[1]):
-                dx[:, :, kh:kh + oh * s[0]:s[0], kw:kw + ow * s[1]:s[1]] += gs
-        return result(grad, dx[:, :, p[0]:p[0] + h, p[1]:p[1] + w], grad.dtype)
+        return np_result(grad, grad.dtype, _avg_pool_backward_np, grad.array,
+                         tuple(input_shape), k, s, p, out, bool(count_include_pad))
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = pooling_family(grad.context, "avg", grad.dtype).kernels["avg_pool_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
@@ -513,10 +483,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
     oh, ow = _pair(op, "output_size", output_size, 1)
     n, c, h, w = x.shape
     if x.array is not None:
-        xa = x.array.astype(np.float64)
-        rows = np.stack([xa[:, :, a:b].mean(axis=2) for a, b in _adaptive_bounds(h, oh)], 2)
-        y = np.stack([rows[..., a:b].mean(axis=3) for a, b in _adaptive_bounds(w, ow)], 3)
-        return result(x, y, x.dtype)
+        return np_result(x, x.dtype, _adaptive_avg_np, x.array, oh, ow)
     y_t = empty(x.queue, (n, c, oh, ow), x.dtype)
     kernel = pooling_family(x.context, "avg", x.dtype).kernels["adaptive_avg"]
     launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t),
@@ -529,13 +496,8 @@ def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> 
     _, _, h, w = input_shape
     oh, ow = grad.shape[2:]
     if grad.array is not None:
-        dx = np.zeros(input_shape, np.float64)
-        g = grad.array.astype(np.float64)
-        for i, (h0, h1) in enumerate(_adaptive_bounds(h, oh)):
-            for j, (w0, w1) in enumerate(_adaptive_bounds(w, ow)):
-                dx[:, :, h0:h1, w0:w1] += (g[:, :, i, j] / ((h1 - h0) * (w1 - w0)))[..., None,
-                                                                                     None]
-        return result(grad, dx, grad.dtype)
+        return np_result(grad, grad.dtype, _adaptive_avg_backward_np, grad.array,
+                         tuple(input_shape))
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = pooling_family(grad.context, "avg", grad.dtype).kernels["adaptive_avg_backward"]
     launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, dx_t),
@@ -546,3 +508,90 @@ def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> 
 def global_avg_pool2d(x: Tensor) -> Tensor:
     """Mean over H and W, keeping them as size 1: ``(N, C, 1, 1)``."""
     return adaptive_avg_pool2d(x, 1)
+
+
+# -- NumPy backend: each op's work is one function of its arrays (NOTE [ NumPy work under a
+# recorder ] in netcl.core.recording) ---------------------------------------------------------
+
+Pair = tuple[int, int]
+
+
+def _max_pool_values_np(x: Any, k: Pair, s: Pair, p: Pair, d: Pair, out: Pair) -> Any:
+    win = _windows(x, k, s, p, d, out, -np.inf)
+    flat = win.reshape(*win.shape[:4], k[0] * k[1])  # not -1: an empty batch has no size
+    arg = np.argmax(flat, axis=-1)
+    return np.take_along_axis(flat, arg[..., None], -1)[..., 0]
+
+
+def _max_pool_np(x: Any, k: Pair, s: Pair, p: Pair, d: Pair, out: Pair) -> tuple[Any, Any]:
+    h, w = x.shape[2:]
+    win = _windows(x, k, s, p, d, out, -np.inf)
+    flat = win.reshape(*win.shape[:4], k[0] * k[1])
+    arg = np.argmax(flat, axis=-1)
+    y = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
+    # As the kernel: the first in-range element wins a tie with padding (both -inf), and a
+    # window of padding only gets index -1 (its gradient goes nowhere).
+    inside = _windows(np.ones((1, 1, h, w), np.int8), k, s, p, d, out, 0)
+    valid = inside.reshape(*inside.shape[:4], k[0] * k[1]).astype(bool)
+    chosen = np.take_along_axis(valid, arg[..., None], -1)[..., 0]
+    arg = np.where(chosen, arg, np.argmax(valid, axis=-1))
+    kh, kw = np.divmod(arg, k[1])
+    oh = np.arange(out[0])[:, None] * s[0] - p[0]
+    ow = np.arange(out[1])[None, :] * s[1] - p[1]
+    idx = np.where(valid.any(axis=-1), (oh + kh * d[0]) * w + (ow + kw * d[1]), -1)
+    return y, idx
+
+
+def _max_pool_backward_np(g: Any, indices: Any, input_shape: tuple[int, ...],
+                          disjoint: bool) -> Any:
+    n, c, h, w = input_shape
+    oh, ow = g.shape[2:]
+    if disjoint and (indices.size == 0 or indices.min() >= 0):
+        # every input is in at most one window and none is padding: a plain scatter
+        dx = np.zeros(n * c * h * w, g.dtype)
+        planes = np.arange(0, n * c * h * w, h * w).reshape(n, c, 1, 1)
+        dx[indices + planes] = g
+        return dx.reshape(input_shape)
+    dx = np.zeros((n * c, h * w), g.dtype)
+    rows = np.repeat(np.arange(n * c), oh * ow)
+    flat = indices.reshape(-1)
+    hit = flat >= 0  # -1: a window of padding only, whose gradient goes nowhere
+    np.add.at(dx, (rows[hit], flat[hit]), g.reshape(-1)[hit])
+    return dx.reshape(input_shape)
+
+
+def _avg_pool_np(x: Any, k: Pair, s: Pair, p: Pair, out: Pair, include_pad: bool) -> Any:
+    h, w = x.shape[2:]
+    win = _windows(x, k, s, p, (1, 1), out, 0.0)
+    total = win.sum(axis=(-1, -2), dtype=np.float64)
+    return total / _divisor(h, w, k, s, p, out, include_pad)
+
+
+def _avg_pool_backward_np(g: Any, input_shape: tuple[int, ...], k: Pair, s: Pair, p: Pair,
+                          out: Pair, include_pad: bool) -> Any:
+    n, c, h, w = input_shape
+    oh, ow = out
+    dx = np.zeros((n, c, h + 2 * p[0] + k[0], w + 2 * p[1] + k[1]), np.float64)
+    gs = g.astype(np.float64) / _divisor(h, w, k, s, p, out, include_pad)
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            dx[:, :, kh:kh + oh * s[0]:s[0], kw:kw + ow * s[1]:s[1]] += gs
+    return dx[:, :, p[0]:p[0] + h, p[1]:p[1] + w]
+
+
+def _adaptive_avg_np(x: Any, oh: int, ow: int) -> Any:
+    h, w = x.shape[2:]
+    xa = x.astype(np.float64)
+    rows = np.stack([xa[:, :, a:b].mean(axis=2) for a, b in _adaptive_bounds(h, oh)], 2)
+    return np.stack([rows[..., a:b].mean(axis=3) for a, b in _adaptive_bounds(w, ow)], 3)
+
+
+def _adaptive_avg_backward_np(g: Any, input_shape: tuple[int, ...]) -> Any:
+    _, _, h, w = input_shape
+    oh, ow = g.shape[2:]
+    dx = np.zeros(input_shape, np.float64)
+    ga = g.astype(np.float64)
+    for i, (h0, h1) in enumerate(_adaptive_bounds(h, oh)):
+        for j, (w0, w1) in enumerate(_adaptive_bounds(w, ow)):
+            dx[:, :, h0:h1, w0:w1] += (ga[:, :, i, j] / ((h1 - h0) * (w1 - w0)))[..., None, None]
+    return dx

@@ -40,7 +40,7 @@ from netcl.core.tensor import Tensor
 from ._common import check_tensor, empty
 from ._creation import device_queue, shape_arg
 from ._dtype_policy import np_compute, require_float
-from ._elementwise_dispatch import host, wrap
+from ._elementwise_dispatch import host, np_results, wrap
 from ._launch import device_buffer, index_defs, launch_items
 from ._random_normal import box_muller_source, np_box_muller
 
@@ -184,6 +184,12 @@ def _words(seed: int, offset: int, n: int) -> np.ndarray[Any, Any]:
     words = philox4x32_10(counters, (seed & _MASK, seed >> 32)).reshape(-1)
     start = offset - 4 * first
     return words[start:start + n]
+
+
+def _dropout_np(x: np.ndarray[Any, Any], seed: int, offset: int, threshold: int, scale: Any
+                ) -> tuple[Any, Any]:
+    keep = ((_words(seed, offset, x.size) >> 8) >= threshold).reshape(x.shape)
+    return np.where(keep, x.astype(type(scale), copy=False) * scale, type(scale)(0)), keep
 
 
 def _np_normal(seed: int, offset: int, n: int, dtype: str) -> np.ndarray[Any, Any]:
@@ -418,10 +424,10 @@ def dropout(x: Tensor, p: float, seed: int | None = None, offset: int | None = N
     seed, offset = _stream("dropout", seed, offset, x.size)
     ct = np_compute(x.dtype).type
     scale = ct(0.0 if p >= 1.0 else 1.0 / (1.0 - p))
-    if x.array is not None:
-        keep = ((_words(seed, offset, x.size) >> 8) >= threshold).reshape(x.shape)
-        y = np.where(keep, host(x).astype(ct, copy=False) * scale, ct(0))
-        return wrap(x.queue, y, x.dtype), wrap(x.queue, keep, "uint8")
+    if x.array is not None:  # seed and offset are scalars a NumPy capture makes slots of
+        y, mask = np_results(x, (x.dtype, "uint8"), _dropout_np, host(x), seed, offset,
+                             threshold, scale)
+        return y, mask
     out = empty(x.queue, x.shape, x.dtype)
     mask = empty(x.queue, x.shape, "uint8")
     _launch("dropout", out, seed, offset, (np.uint32(threshold), scale), mask, x)

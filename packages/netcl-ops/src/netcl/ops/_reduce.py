@@ -35,7 +35,7 @@ from netcl.core.tensor import Tensor, output_tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
 from ._dtype_policy import np_compute, require_float
-from ._elementwise_dispatch import host, wrap
+from ._elementwise_dispatch import host, np_result, wrap
 from ._launch import (
     device_buffer,
     index_defs,
@@ -253,11 +253,26 @@ def _axes(op: str, axis: Axis, ndim: int) -> tuple[int, ...]:
 
 def _np_reduce(fn: Any, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
                **kwargs: Any) -> Tensor:
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+    # only np.var (ddof past the count) and empty axes warn through the warnings module; the
+    # rest of the warnings are floating-point ones, which numpy_call silences more cheaply
+    loud = fn is np.var or builtins.any(x.shape[a] == 0 for a in axes)
+    return np_result(x, out_dtype, _np_reduce_run, fn, host(x), np_compute(x.dtype), axes,
+                     keepdims, tuple(kwargs.items()), loud)
+
+
+def _np_reduce_run(fn: Any, a: Any, ct: Any, axes: tuple[int, ...], keepdims: bool,
+                   kwargs: tuple[tuple[str, Any], ...], loud: bool) -> Any:
+    if ct is not None:
+        a = a.astype(ct, copy=False)
+    if not loud:
+        return fn(a, axis=axes, keepdims=keepdims, **dict(kwargs))
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        res = fn(host(x).astype(np_compute(x.dtype), copy=False), axis=axes, keepdims=keepdims,
-                 **kwargs)
-    return wrap(x.queue, np.asarray(res).astype(numpy_dtype(out_dtype)), out_dtype)
+        return fn(a, axis=axes, keepdims=keepdims, **dict(kwargs))
+
+
+def _np_argmax(a: Any, axis: int | None, shape: tuple[int, ...]) -> Any:
+    return np.reshape(np.argmax(a) if axis is None else np.argmax(a, axis=axis), shape)
 
 
 def _np_empty(x: Tensor, axes: tuple[int, ...], keepdims: bool, dtype: str) -> Tensor:
@@ -356,8 +371,8 @@ def _maxmin(op: str, fn: Any, x: Tensor, axis: Axis, keepdims: bool) -> Tensor:
     if x.array is not None:
         if x.size == 0:  # an empty result (else _check_nonempty raised); NumPy refuses it
             return _np_empty(x, axes, keepdims, x.dtype)
-        with np.errstate(all="ignore"):
-            return wrap(x.queue, fn(host(x), axis=axes, keepdims=keepdims), x.dtype)
+        return np_result(x, x.dtype, _np_reduce_run, fn, host(x), None, axes, keepdims, (),
+                         False)
     return _reduce_cl(op, x, axes, keepdims, x.dtype)
 
 
@@ -387,9 +402,8 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     if x.array is not None:
         if x.size == 0:
             return _np_empty(x, axes, keepdims, "int64")
-        a = host(x)
-        res = np.argmax(a, axis=axes[0]) if axis is not None else np.argmax(a)
-        return wrap(x.queue, np.reshape(res, _out_shape(x, axes, keepdims)), "int64")
+        return np_result(x, "int64", _np_argmax, host(x), None if axis is None else axes[0],
+                         tuple(_out_shape(x, axes, keepdims)))
     if axis is None:
         flat = _run(_Job("argmax", x, x.offset, 1, x.size, 1, "int64"))
         return reshape(flat, _out_shape(x, axes, keepdims))

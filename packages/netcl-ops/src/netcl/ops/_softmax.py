@@ -21,12 +21,13 @@ from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
-from netcl.core.recording import check_flag
+from netcl.core.recording import check_flag, numpy_call
+from netcl.core.recording import state as recording_state
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._dtype_policy import np_compute, require_float
-from ._elementwise_dispatch import host, wrap
+from ._elementwise_dispatch import host, np_result
 from ._launch import device_buffer, index_defs, launch_items, launch_nd, local_size
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
@@ -158,13 +159,8 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     require_float(op, x)
     ax = normalize_axis(op, axis, x.ndim)
     if x.array is not None:
-        a = host(x).astype(np_compute(x.dtype), copy=False)
-        with np.errstate(all="ignore"):
-            m = np.max(a, axis=ax, keepdims=True) if a.size else a
-            z = a - m
-            s = np.sum(np.exp(z), axis=ax, keepdims=True)
-            res = z - np.log(s) if op == "log_softmax" else np.exp(z) / s
-        return wrap(x.queue, res, x.dtype)
+        return np_result(x, x.dtype, _softmax_np, host(x), np_compute(x.dtype), ax,
+                         op == "log_softmax")
     out = empty(x.queue, x.shape, x.dtype)
     if x.size == 0:
         return out
@@ -247,12 +243,14 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     same_device("nll_gather", logp, labels)
     N, C = logp.shape
     if logp.array is not None:
-        y = host(labels).astype(np.int64)
-        keep = y != ignore_index
-        _check_labels(y, C, ignore_index)
-        # with C = 0 every row is ignored (else _check_labels raised): nothing to gather
-        rows = host(logp)[np.arange(N), np.where(keep, y, 0)] if C else np.zeros(N)
-        return wrap(logp.queue, np.where(keep, -rows, 0), logp.dtype)
+        if recording_state.recorder is None:
+            _check_labels(host(labels).astype(np.int64), C, ignore_index)
+        else:  # a NumPy capture checks the labels of each replay (NOTE [ Out-of-range labels ])
+            flag = numpy_call(_bad_labels, host(labels), C, ignore_index)
+            check_flag(Tensor(shape=(1,), dtype="int32", queue=logp.queue, array=flag,
+                              _backend=logp._backend),
+                       lambda: _check_labels(host(labels).astype(np.int64), C, ignore_index))
+        return np_result(logp, logp.dtype, _nll_np, host(logp), host(labels), ignore_index)
     out = empty(logp.queue, (N,), logp.dtype)
     if N == 0:
         return out
@@ -266,6 +264,32 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     # NOTE [ Out-of-range labels ]
     check_flag(bad, lambda: _check_labels(labels.to_host().astype(np.int64), C, ignore_index))
     return out
+
+
+def _softmax_np(x: np.ndarray[Any, Any], ct: np.dtype[Any], ax: int, log: bool
+                ) -> np.ndarray[Any, Any]:
+    a = x.astype(ct, copy=False)
+    m = np.max(a, axis=ax, keepdims=True) if a.size else a
+    z = a - m
+    s = np.sum(np.exp(z), axis=ax, keepdims=True)
+    return np.asarray(z - np.log(s) if log else np.exp(z) / s)
+
+
+def _nll_np(logp: np.ndarray[Any, Any], labels: np.ndarray[Any, Any], ignore_index: int
+            ) -> np.ndarray[Any, Any]:
+    N, C = logp.shape
+    y = labels.astype(np.int64)
+    keep = y != ignore_index
+    # with C = 0 every row is ignored (else the labels check raised): nothing to gather; a
+    # label out of range gathers row 0 (a replay's check raises after it, NOTE [ Out-of-range
+    # labels ])
+    rows = logp[np.arange(N), np.where(keep & (y >= 0) & (y < C), y, 0)] if C else np.zeros(N)
+    return np.asarray(np.where(keep, -rows, 0))
+
+
+def _bad_labels(labels: np.ndarray[Any, Any], C: int, ignore_index: int) -> np.ndarray[Any, Any]:
+    y = labels.astype(np.int64)
+    return np.array([((y != ignore_index) & ((y < 0) | (y >= C))).any()], np.int32)
 
 
 def _check_labels(y: np.ndarray[Any, Any], C: int, ignore_index: int) -> None:

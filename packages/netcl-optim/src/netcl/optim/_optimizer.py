@@ -21,10 +21,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from netcl.core.recording import numpy_update
+from netcl.core.recording import state as recording_state
 from netcl.core.tensor import Tensor, copy_from_host
 
 from ._kernels import run_update, state_dtype
-from ._steps import ParamState, StepCounts, StepRef, check_found_inf
+from ._steps import STRIDE, ParamState, StepCounts, StepRef, check_found_inf
 
 __all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp"]
 
@@ -168,7 +170,9 @@ class Optimizer(abc.ABC):
                 check_found_inf(f"{type(self).__name__}.step", found_inf, counts.queue)
                 skip = found_inf
             flag: Any = skip.array
-            if flag is not None and flag[0]:  # the NumPy backend decides on the host
+            # the NumPy backend decides on the host; under a NumPy capture each update reads
+            # the flag itself (NOTE [ NumPy work under a recorder ] in netcl.core.recording)
+            if flag is not None and recording_state.recorder is None and flag[0]:
                 continue
             if counts.steps.array is None:
                 counts.set_hyper(self._hyper_pairs())
@@ -315,18 +319,8 @@ class SGD(Optimizer):
             run_update("sgd", p, [g, buf], step.steps, step.index, step.skip,
                        lr, mom, damp, wd, bool(nesterov))
             return
-        param, grad = _compute(p), _compute(g)
-        if wd:
-            grad = grad + wd * param
-        if mom:
-            if step.count() == 1:
-                buf.array[...] = grad
-            else:
-                buf.array *= mom
-                buf.array += (1 - damp) * grad
-            grad = grad + mom * buf.array if nesterov else buf.array
-        param -= lr * grad
-        _store(p, param)
+        numpy_update(_sgd_np, p.array, g.array, buf.array, step.steps.array,
+                     STRIDE * step.index, step.skip.array, lr, mom, damp, wd, bool(nesterov))
 
 
 class Momentum(SGD):
@@ -364,19 +358,8 @@ class Adam(Optimizer):
             run_update("adam", p, [g, m, v], step.steps, step.index, step.skip,
                        lr, b1, b2, eps, wd, self.decoupled)
             return
-        t = step.count()
-        bc1, bc2 = 1 - b1**t, 1 - b2**t
-        param, grad = _compute(p), _compute(g)
-        if self.decoupled:
-            param *= 1 - lr * wd
-        elif wd:
-            grad = grad + wd * param
-        m.array *= b1
-        m.array += (1 - b1) * grad
-        v.array *= b2
-        v.array += (1 - b2) * grad * grad
-        param -= lr * (m.array / bc1) / (np.sqrt(v.array / bc2) + eps)
-        _store(p, param)
+        numpy_update(_adam_np, p.array, g.array, m.array, v.array, step.steps.array,
+                     STRIDE * step.index, step.skip.array, lr, b1, b2, eps, wd, self.decoupled)
 
     def _bias_betas(self, group: Mapping[str, Any]) -> tuple[float, float]:
         b1, b2 = group["betas"]
@@ -418,38 +401,85 @@ class RMSProp(Optimizer):
             run_update("rmsprop", p, [g, sq, buf, gavg], step.steps, step.index, step.skip,
                        lr, alpha, eps, wd, mom, bool(centered))
             return
-        param, grad = _compute(p), _compute(g)
-        if wd:
-            grad = grad + wd * param
-        sq.array *= alpha
-        sq.array += (1 - alpha) * grad * grad
-        denom = sq.array
-        if centered:
-            gavg.array *= alpha
-            gavg.array += (1 - alpha) * grad
-            denom = sq.array - gavg.array * gavg.array
-        step = grad / (np.sqrt(denom) + eps)
-        if mom > 0:
-            buf.array *= mom
-            buf.array += step
-            step = buf.array
-        param -= lr * step
-        _store(p, param)
+        numpy_update(_rmsprop_np, p.array, g.array, sq.array, buf.array, gavg.array,
+                     step.skip.array, lr, alpha, eps, wd, mom, bool(centered))
 
 
 # -- NumPy backend ----------------------------------------------------------------------------
 
 
-def _compute(t: Tensor) -> Any:
-    """``t``'s array in the dtype updates are computed in: the array itself (updated in place),
-    or a float32 copy of a float16 one (as the device kernels compute; see :func:`_store`)."""
-    a: Any = t.array  # a NumPy-backend tensor: never None
+# Each update is one function of the arrays it reads and writes, called through numpy_update
+# (NOTE [ NumPy work under a recorder ] in netcl.core.recording): it reads the step count and
+# the skip flag (GradScaler's found-inf) from their arrays, so a replayed step follows both.
+
+def _compute(a: Any) -> Any:
+    """``a`` in the dtype updates are computed in: the array itself (updated in place), or a
+    float32 copy of a float16 one (as the device kernels compute; see :func:`_store`)."""
     return a.astype(np.float32) if a.dtype == np.float16 else a
 
 
-def _store(p: Tensor, param: Any) -> None:
-    """Write the updated ``param`` back into ``p`` where :func:`_compute` copied it (float16:
+def _store(a: Any, param: Any) -> None:
+    """Write the updated ``param`` back into ``a`` where :func:`_compute` copied it (float16:
     rounded once, to nearest even, like ``vstore_half``)."""
-    a: Any = p.array
     if param is not a:
         a[...] = param
+
+
+def _sgd_np(p: Any, g: Any, buf: Any, steps: Any, at: int, skip: Any, lr: float, mom: float,
+            damp: float, wd: float, nesterov: bool) -> None:
+    if skip[0]:
+        return
+    param, grad = _compute(p), _compute(g)
+    if wd:
+        grad = grad + wd * param
+    if mom:
+        if float(steps[at]) == 1:
+            buf[...] = grad
+        else:
+            buf *= mom
+            buf += (1 - damp) * grad
+        grad = grad + mom * buf if nesterov else buf
+    param -= lr * grad
+    _store(p, param)
+
+
+def _adam_np(p: Any, g: Any, m: Any, v: Any, steps: Any, at: int, skip: Any, lr: float,
+             b1: float, b2: float, eps: float, wd: float, decoupled: bool) -> None:
+    if skip[0]:
+        return
+    t = float(steps[at])
+    bc1, bc2 = 1 - b1**t, 1 - b2**t
+    param, grad = _compute(p), _compute(g)
+    if decoupled:
+        param *= 1 - lr * wd
+    elif wd:
+        grad = grad + wd * param
+    m *= b1
+    m += (1 - b1) * grad
+    v *= b2
+    v += (1 - b2) * grad * grad
+    param -= lr * (m / bc1) / (np.sqrt(v / bc2) + eps)
+    _store(p, param)
+
+
+def _rmsprop_np(p: Any, g: Any, sq: Any, buf: Any, gavg: Any, skip: Any, lr: float,
+                alpha: float, eps: float, wd: float, mom: float, centered: bool) -> None:
+    if skip[0]:
+        return
+    param, grad = _compute(p), _compute(g)
+    if wd:
+        grad = grad + wd * param
+    sq *= alpha
+    sq += (1 - alpha) * grad * grad
+    denom = sq
+    if centered:
+        gavg *= alpha
+        gavg += (1 - alpha) * grad
+        denom = sq - gavg * gavg
+    step = grad / (np.sqrt(denom) + eps)
+    if mom > 0:
+        buf *= mom
+        buf += step
+        step = buf
+    param -= lr * step
+    _store(p, param)

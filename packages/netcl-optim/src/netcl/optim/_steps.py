@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor, copy_from_host
 
 from ._kernels import run_tick
@@ -65,9 +66,7 @@ class StepCounts:
         ``skip[0]`` is set (on the device: one launch, nothing read back; on the NumPy backend
         the counts only: its updates compute the corrections from them)."""
         if self.steps.array is not None:
-            flag: Any = skip.array
-            if not flag[0]:
-                self.steps.array[[STRIDE * i for i in indices]] += 1
+            numpy_update(_tick_np, self.steps.array, [STRIDE * i for i in indices], skip.array)
             return
         index = self._indices.get(indices)
         if index is None:
@@ -154,3 +153,9 @@ def check_found_inf(op: str, found_inf: Tensor, queue: Any) -> None:
 def _persistent(t: Tensor) -> Tensor:
     t.persistent = True
     return t
+
+
+def _tick_np(steps: Any, at: list[int], skip: Any) -> None:
+    """The NumPy tick: add 1 to the counts at ``at`` unless ``skip[0]`` is set."""
+    if not skip[0]:
+        steps[at] += 1

@@ -14,23 +14,25 @@
 # random generators: every trace leaves them as it found them, and each replay advances them as
 # eager execution would (NOTE [ Random streams in a graph ] in ._rng).
 
+On the NumPy backend the trace records the NumPy calls of the step's ops instead of kernel
+launches, and a replay repeats them into the same arrays (NOTE [ Replaying NumPy calls ] in
+:mod:`._numpy_graph`).
+
 Examples:
-    >>> import warnings
+    >>> import netcl.ops as ops
     >>> from netcl.core import Tensor, manager
-    >>> x = Tensor.from_host(manager.default("cpu").queue, [1.0, 2.0])
-    >>> step = capture(lambda t: t, warmup=0)
+    >>> q = manager.default("cpu").queue
+    >>> step = capture(lambda t: ops.mul(t, 2.0), warmup=0)
     >>> step.mode
     'pending'
-    >>> with warnings.catch_warnings(record=True):  # NumPy: no capture, the step runs eagerly
-    ...     step(x) is x
-    True
-    >>> step.mode
-    'eager'
+    >>> step(Tensor.from_host(q, [1.0, 2.0])).to_host().tolist()
+    [2.0, 4.0]
+    >>> step.mode, step(Tensor.from_host(q, [3.0, 5.0])).to_host().tolist()
+    ('graph', [6.0, 10.0])
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +46,11 @@ from netcl.core.recording import pyopencl, recording
 
 from ._compare import bind_parameters
 from ._graph import Graph
-from ._rng import State, StreamParams, bind_streams, probe_state, set_state, state_of
+from ._numpy_capture import capture_numpy, copy_in_numpy
+from ._numpy_graph import NumpyGraph
+from ._rng import State, bind_streams, probe_state, set_state, state_of
 from ._trace import Trace
 from .errors import (
-    CaptureUnsupportedError,
     GraphReleasedError,
     InputMismatchError,
     UnstableStepError,
@@ -69,7 +72,8 @@ TRACE_PAIRS = 3
 
 
 class CaptureFallbackWarning(UserWarning):
-    """A captured step runs eagerly (the NumPy backend has no capture this release)."""
+    """A captured step runs eagerly (kept for code that filters it: since the NumPy backend
+    captures too, ``capture`` itself no longer warns)."""
 
 
 @dataclass(frozen=True)
@@ -133,9 +137,9 @@ def _unflatten(structure: Any, leaves: list[Any]) -> Any:
 class CapturedStep:
     """A step function that replays a captured graph after its warm-up calls.
 
-    Made by :func:`capture`. ``mode`` is ``"pending"`` (warming up), ``"graph"`` (replaying)
-    or ``"eager"`` (the NumPy backend: every call runs the function). ``graph`` is the
-    :class:`Graph` once captured; ``inputs`` the graph's own input tensors, which each call
+    Made by :func:`capture`. ``mode`` is ``"pending"`` (warming up) or ``"graph"``
+    (replaying). ``graph`` is the :class:`Graph` (:class:`NumpyGraph` on the NumPy backend)
+    once captured; ``inputs`` the graph's own input tensors, which each call
     fills from the Tensors (or NumPy arrays) it is given.
     """
 
@@ -148,14 +152,13 @@ class CapturedStep:
         self.warmup = warmup
         self.strict = strict
         self.mode = "pending"
-        self.graph: Graph | None = None
+        self.graph: Graph | NumpyGraph | None = None
         self.inputs: tuple[Tensor, ...] = ()
         self.calls = 0
         self._structure: Any = None
         self._leaves: list[Any] = []  # captured leaves: own input tensors and constants
         self._outputs: Any = None
         self._pending: list[Any] = []  # events of the last call's input copies
-        self._streams: list[StreamParams] = []  # the random generators the step draws from
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", "step")
 
@@ -169,28 +172,14 @@ class CapturedStep:
             return self._outputs
         if self.mode == "eager" or self.calls <= self.warmup:
             return self.fn(*args, **kwargs)
-        if not self._on_opencl(args, kwargs):
-            return self.fn(*args, **kwargs)
         return self._capture(args, kwargs)
 
     # -- capture -------------------------------------------------------------------------------
 
-    def _on_opencl(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        leaves: list[Any] = []
-        _flatten((args, kwargs), leaves)
+    def _on_numpy(self, leaves: list[Any]) -> bool:
         tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor)]
         backend = tensors[0].backend if tensors else get_active_device().backend
-        if backend == "cl":
-            return True
-        if self.strict:
-            raise CaptureUnsupportedError(
-                f"capture({self.__name__}): the NumPy backend cannot capture a step this "
-                "release; run on an OpenCL device, or drop strict=True to run it eagerly"
-            )
-        warnings.warn(f"capture({self.__name__}): the NumPy backend has no graph capture this "
-                      "release; the step runs eagerly", CaptureFallbackWarning, stacklevel=3)
-        self.mode = "eager"
-        return False
+        return bool(backend != "cl")
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         leaves: list[Any] = []
@@ -214,6 +203,15 @@ class CapturedStep:
         own_args, own_kwargs = _unflatten(self._structure, list(own))
         values = {name: param.get() for name, param in self.params.items()}
         probes = {name: _probe(value) for name, value in values.items()}
+        if self._on_numpy(leaves):
+            for i, (given, mine) in enumerate(zip(leaves, own)):
+                if isinstance(mine, Tensor):
+                    copy_in_numpy(self.__name__, i, given, mine)
+            self.graph, self._outputs = capture_numpy(self, own_args, own_kwargs, values,
+                                                      probes, TRACE_PAIRS)
+            self.mode = "graph"
+            self._replay(self.graph)
+            return self._outputs
         for attempt in range(1, TRACE_PAIRS + 1):
             first, _, first_ends = self._trace(own_args, own_kwargs, values)
             first.close()  # its buffers may serve the second trace: only its tokens are compared
@@ -232,9 +230,8 @@ class CapturedStep:
                     raise
         if second.queue is None:
             second.queue = self.inputs[0].queue if self.inputs else get_active_device().queue
-        self.graph = Graph(second, slots, {**values, **rng_values})
+        self.graph = Graph(second, slots, {**values, **rng_values}, streams)
         second.close()
-        self._streams = streams
         self._outputs = outputs
         self.mode = "graph"
         self._feed(args, kwargs)
@@ -242,18 +239,19 @@ class CapturedStep:
         return outputs
 
     def _trace(self, args: Any, kwargs: Any, values: Mapping[str, Any],
-               probe: Sequence[tuple[Any, int, int]] = ()) -> tuple[Trace, Any, list[State]]:
+               probe: Sequence[tuple[Any, int, int]] = (), recorder: Any = None
+               ) -> tuple[Any, Any, list[State]]:
         """Trace one call with the parameters at ``values`` and the generators in ``probe``
-        (a trace's ``streams``) at their probe states; returns the trace, the outputs and the
-        states the traced call left its generators in. Every parameter and generator is set
-        back afterwards."""
+        (a trace's ``streams``) at their probe states, into ``recorder`` (an OpenCL
+        :class:`Trace` by default); returns the trace, the outputs and the states the traced
+        call left its generators in. Every parameter and generator is set back afterwards."""
         saved = {name: param.get() for name, param in self.params.items()}
         for name, param in self.params.items():
             param.set(values[name])
         saved_streams = [(stream, state_of(stream)) for stream, _, _ in probe]
         for i, (stream, seed, offset) in enumerate(probe):
             set_state(stream, probe_state(i, seed, offset))
-        trace = Trace()
+        trace = Trace() if recorder is None else recorder
         try:
             with recording(trace):
                 outputs = self.fn(*args, **kwargs)
@@ -269,17 +267,12 @@ class CapturedStep:
 
     # -- replay --------------------------------------------------------------------------------
 
-    def _replay(self, graph: Graph) -> None:
-        """Set the parameters and the generators' states into ``graph``, replay it, and advance
-        the generators as the step would have (NOTE [ Random streams in a graph ])."""
+    def _replay(self, graph: Graph | NumpyGraph) -> None:
+        """Set the parameters into ``graph`` and replay it; the graph sets and advances the
+        generators (NOTE [ Random streams in a graph ])."""
         for name, param in self.params.items():
             graph.set_param(name, param.get())
-        for item in self._streams:
-            for name, value in item.current():
-                graph.set_param(name, value)
         graph.replay()
-        for item in self._streams:
-            item.after_replay()
 
     def _feed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         leaves: list[Any] = []
@@ -308,6 +301,9 @@ class CapturedStep:
             return None
         if self.graph is None:
             raise GraphReleasedError(f"{self.__name__}: the graph was released")
+        if mine.array is not None:
+            copy_in_numpy(self.__name__, i, given, mine)
+            return None
         if isinstance(given, Tensor):
             if given.shape != mine.shape or given.dtype != mine.dtype:
                 raise InputMismatchError(
@@ -341,7 +337,7 @@ class CapturedStep:
     def sync(self) -> None:
         """Wait for the replays so far and raise a failed device-side check (a replay is
         asynchronous: a check raises at a later call, or here)."""
-        if self.graph is not None:
+        if isinstance(self.graph, Graph):
             self.graph.queue.finish()
             self.graph.check()
 
@@ -356,7 +352,6 @@ class CapturedStep:
         self._outputs = None
         self.inputs = ()
         self._leaves = []
-        self._streams = []
 
 
 def _same_constant(given: Any, captured: Any) -> bool:
@@ -393,8 +388,8 @@ def capture(fn: Callable[..., Any] | None = None, *, params: Mapping[str, Param]
         params: graph parameters by name (see :class:`Param`): scalars that may change
             between calls without a new capture, such as the learning rate.
         warmup: eager calls before the capture.
-        strict: on the NumPy backend, raise :class:`CaptureUnsupportedError` instead of
-            running eagerly with a :class:`CaptureFallbackWarning`.
+        strict: kept for compatibility (every backend captures; a step that cannot be
+            captured raises a :class:`CaptureError` either way).
 
     Raises:
         HostReadError: the step reads device data on the host.
