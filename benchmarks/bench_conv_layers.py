@@ -1,0 +1,390 @@
+"""Per-layer convolution device time: forward, data gradient and weight gradient of ResNet-18's
+CIFAR layers (batch 128) and the digits CNN's (batch 64), netcl beside PyTorch in one process.
+
+For each layer and computation:
+
+- ``netcl``: the variant netcl's selector picks (named in the table, with its tiles), timed
+  by OpenCL profiling events: the sum of the device time of every kernel the call launches
+  (``netcl.runtime.profile``; the benchmark sets ``NETCL_PROFILE_EVENTS=1``), best of
+  ``--repeat`` samples of ``inner`` calls each;
+- ``torch``: the same computation in PyTorch on CUDA (cuDNN, TF32 off, ``cudnn.benchmark``
+  on), timed by CUDA events the same way (``torch.ops.aten.convolution_backward`` for the
+  gradients); without CUDA, PyTorch on the CPU by wall clock (``torch-cpu``), or ``-``;
+- ``x torch``: torch's time over netcl's (above 1: netcl is faster);
+- then every variant forced where it applies (each ``CONV2D_*`` for the forward, the column path
+  ``CONV2D_IM2COL`` for the gradients) and the register-tiled implicit GEMM with each tiling
+  (``IGEMM 64x64`` ...), so the fastest per layer can be read off; each checked against the
+  reference (``err``, max abs difference over max abs value; a row above 1e-3 is marked ``!``).
+
+A ``step`` line sums ResNet-18's convolutions over a training step (each layer times its
+count in the network): netcl's selected variants, the best variant per layer, and torch.
+
+    PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_conv_layers.py
+    ... --quick                 # batch / 32, two layers, fewer variants (PoCL, a laptop)
+    ... --json conv.json        # every row, with all samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")  # before the device is first used
+
+try:
+    import netcl.ops  # noqa: F401
+except ImportError:  # running from a checkout without the packages installed
+    root = Path(__file__).resolve().parents[1] / "packages"
+    sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
+
+from netcl.core.device import manager
+from netcl.core.kernel_selector import (
+    KernelConfig,
+    KernelVariant,
+    force_variant,
+    get_kernel_selector,
+)
+from netcl.core.tensor import Tensor
+from netcl.ops._conv import (
+    DATA_RUNNERS,
+    RUNNERS,
+    WEIGHT_RUNNERS,
+    conv2d,
+    conv2d_backward_data,
+    conv2d_backward_weight,
+)
+from netcl.ops._conv_geometry import ConvGeometry, conv_geometry
+from netcl.ops._conv_igemm_kernels import TILINGS
+from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
+from netcl.runtime import profile
+
+V = KernelVariant
+FORWARD_VARIANTS = [V.CONV2D_IM2COL, V.CONV2D_IMPLICIT_GEMM, V.CONV2D_TILED_LOCAL,
+                    V.CONV2D_WINOGRAD, V.CONV2D_NAIVE]
+PASSES = ("fwd", "data", "weight")
+DIRECTION = {"fwd": "forward", "data": "data", "weight": "weight"}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One convolution: ``c -> k`` channels, an ``h x h`` input, ``r x r`` kernel, ``count``
+    times in its network (ResNet-18's step total)."""
+
+    name: str
+    batch: int
+    c: int
+    k: int
+    h: int
+    r: int
+    stride: int
+    padding: int
+    count: int
+    resnet: bool = True
+
+    def geometry(self, batch: int | None = None) -> ConvGeometry:
+        n = self.batch if batch is None else batch
+        return conv_geometry("bench", (n, self.c, self.h, self.h), (self.k, self.c, self.r,
+                                                                     self.r),
+                             self.stride, self.padding)
+
+
+LAYERS = [
+    Layer("r18 conv1 3-64 3x3 32", 128, 3, 64, 32, 3, 1, 1, 1),
+    Layer("r18 64-64 3x3 32", 128, 64, 64, 32, 3, 1, 1, 4),
+    Layer("r18 64-128 3x3 s2 32", 128, 64, 128, 32, 3, 2, 1, 1),
+    Layer("r18 64-128 1x1 s2 32", 128, 64, 128, 32, 1, 2, 0, 1),
+    Layer("r18 128-128 3x3 16", 128, 128, 128, 16, 3, 1, 1, 3),
+    Layer("r18 128-256 3x3 s2 16", 128, 128, 256, 16, 3, 2, 1, 1),
+    Layer("r18 128-256 1x1 s2 16", 128, 128, 256, 16, 1, 2, 0, 1),
+    Layer("r18 256-256 3x3 8", 128, 256, 256, 8, 3, 1, 1, 3),
+    Layer("r18 256-512 3x3 s2 8", 128, 256, 512, 8, 3, 2, 1, 1),
+    Layer("r18 256-512 1x1 s2 8", 128, 256, 512, 8, 1, 2, 0, 1),
+    Layer("r18 512-512 3x3 4", 128, 512, 512, 4, 3, 1, 1, 3),
+    Layer("digits 1-16 3x3 8", 64, 1, 16, 8, 3, 1, 1, 1, resnet=False),
+    Layer("digits 16-32 3x3 8", 64, 16, 32, 8, 3, 1, 1, 1, resnet=False),
+]
+QUICK_LAYERS = [3, 12]
+ERR_LIMIT = 1e-3
+
+
+def _error(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> float:
+    return float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    return torch
+
+
+class TorchConv:
+    """The three computations of one layer in PyTorch (CUDA if present, else CPU)."""
+
+    def __init__(self, torch: Any, g: ConvGeometry, x: Any, w: Any, gy: Any) -> None:
+        self.torch, self.g = torch, g
+        self.cuda = torch.cuda.is_available()
+        dev = "cuda" if self.cuda else "cpu"
+        self.x, self.w, self.gy = (torch.from_numpy(a).to(dev) for a in (x, w, gy))
+
+    def call(self, which: str) -> Any:
+        t, g = self.torch, self.g
+        if which == "fwd":
+            return t.nn.functional.conv2d(self.x, self.w, None, g.stride, g.padding)
+        mask = [which == "data", which == "weight", False]
+        grads = t.ops.aten.convolution_backward(self.gy, self.x, self.w, None, list(g.stride),
+                                                list(g.padding), list(g.dilation), False,
+                                                [0, 0], g.groups, mask)
+        return grads[0] if which == "data" else grads[1]
+
+    def time(self, which: str, repeat: int, inner: int) -> list[float]:
+        """Seconds per call, one per sample."""
+        t = self.torch
+        fn = lambda: self.call(which)  # noqa: E731
+        fn()
+        if not self.cuda:
+            samples = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                for _ in range(inner):
+                    fn()
+                samples.append((time.perf_counter() - start) / inner)
+            return samples
+        t.cuda.synchronize()
+        samples = []
+        for _ in range(repeat):
+            begin, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            samples.append(begin.elapsed_time(end) / 1e3 / inner)
+        return samples
+
+
+def device_time(fn: Callable[[], Any], repeat: int, inner: int) -> list[float]:
+    """Seconds of device time per call of ``fn`` (every kernel it launches, by profiling
+    events), one figure per sample of ``inner`` calls; the first call (builds) is not timed."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        with profile() as prof:
+            for _ in range(inner):
+                fn()
+        if not prof.device_timed:
+            raise RuntimeError("no profiling events: NETCL_PROFILE_EVENTS=1 was not set before "
+                               "the device was first used")
+        total_us = sum(s.device_us or 0.0 for s in prof.summary())
+        samples.append(total_us / 1e6 / inner)
+    return samples
+
+
+class LayerBench:
+    """Every row of one layer on one netcl device."""
+
+    def __init__(self, handle: Any, layer: Layer, batch: int, torch: Any, repeat: int,
+                 inner: int, quick: bool) -> None:
+        self.q, self.layer, self.repeat, self.inner = handle.queue, layer, repeat, inner
+        self.quick = quick
+        self.g = layer.geometry(batch)
+        g = self.g
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((g.n, g.c, g.h, g.w), dtype=np.float32)
+        w = (rng.standard_normal((g.k, g.cg, g.r, g.s)) / np.sqrt(g.crs)).astype(np.float32)
+        gy = rng.standard_normal((g.n, g.k, g.oh, g.ow), dtype=np.float32)
+        self.xt, self.wt, self.gt = (Tensor.from_host(self.q, a) for a in (x, w, gy))
+        self.torch = None if torch is None else TorchConv(torch, g, x, w, gy)
+        self.want = self._reference(x, w, gy)
+        self.selector = get_kernel_selector(handle.cl_device)
+        self.rows: list[dict[str, Any]] = []
+
+    def _reference(self, x: Any, w: Any, gy: Any) -> dict[str, np.ndarray[Any, Any]]:
+        g = self.g
+        if self.torch is not None:
+            return {p: self.torch.call(p).cpu().numpy() for p in PASSES}
+        cpu = manager.default("cpu").queue
+        xs, ws, gs = (Tensor.from_host(cpu, a) for a in (x, w, gy))
+        geo = (g.stride, g.padding)
+        return {"fwd": conv2d(xs, ws, None, *geo).to_host(),
+                "data": conv2d_backward_data(gs, ws, xs.shape, *geo).to_host(),
+                "weight": conv2d_backward_weight(xs, gs, ws.shape, *geo).to_host()}
+
+    def _netcl(self, which: str) -> Callable[[], Tensor]:
+        geo = (self.g.stride, self.g.padding)
+        if which == "fwd":
+            return lambda: conv2d(self.xt, self.wt, None, *geo)
+        if which == "data":
+            return lambda: conv2d_backward_data(self.gt, self.wt, self.xt.shape, *geo)
+        return lambda: conv2d_backward_weight(self.xt, self.gt, self.wt.shape, *geo)
+
+    def _tiled(self, which: str, config: KernelConfig) -> Callable[[], Tensor]:
+        g, q = self.g, self.q
+
+        def call() -> Tensor:
+            if which == "fwd":
+                out = Tensor.from_shape(q, (g.n, g.k, g.oh, g.ow), "float32", fill=None)
+                RUNNERS[IMPLICIT_TILED](self.xt, self.wt, None, g, out, config)
+            elif which == "data":
+                out = Tensor.from_shape(q, (g.n, g.c, g.h, g.w), "float32", fill=None)
+                DATA_RUNNERS[IMPLICIT_TILED](self.gt, self.wt, g, out, config)
+            else:
+                out = Tensor.from_shape(q, (g.k, g.cg, g.r, g.s), "float32", fill=None)
+                WEIGHT_RUNNERS[IMPLICIT_TILED](self.xt, self.gt, g, out, config)
+            return out
+        return call
+
+    def _measure(self, which: str, impl: str, fn: Callable[[], Tensor],
+                 forced: Any = None) -> dict[str, Any]:
+        row: dict[str, Any] = {"layer": self.layer.name, "pass": which, "impl": impl}
+        try:
+            with force_variant(*([forced] if forced is not None else [])):
+                row["err"] = _error(fn().to_host(), self.want[which])
+                samples = device_time(fn, self.repeat, self.inner)
+            row.update(best_ms=min(samples) * 1e3, runs_ms=[s * 1e3 for s in samples])
+        except Exception as exc:  # a kernel that fails to build or run on this device
+            row["error"] = repr(exc)[:300]
+        self.rows.append(row)
+        return row
+
+    def run(self) -> None:
+        for which in PASSES:
+            query = ConvQuery(self.g, "float32", DIRECTION[which])
+            cfg = self.selector.select(CONV2D_FAMILY, query)
+            tiles = cfg.extra.get("tiles")
+            name = cfg.variant.name.replace("CONV2D_", "") + (f" {tiles}" if tiles else "")
+            row = self._measure(which, "selected", self._netcl(which))
+            row["variant"] = name
+            if self.torch is not None:
+                samples = self.torch.time(which, self.repeat, self.inner)
+                kind = "torch-cuda" if self.torch.cuda else "torch-cpu"
+                self.rows.append({"layer": self.layer.name, "pass": which, "impl": kind,
+                                  "best_ms": min(samples) * 1e3,
+                                  "runs_ms": [s * 1e3 for s in samples]})
+            forced = FORWARD_VARIANTS if which == "fwd" else [V.CONV2D_IM2COL]
+            if self.quick:
+                forced = [v for v in forced if v is not V.CONV2D_NAIVE]
+            for variant in forced:
+                with force_variant(variant):  # forced where it does not apply: the rule's
+                    if self.selector.select(CONV2D_FAMILY, query).variant is not variant:
+                        continue
+                self._measure(which, variant.name.replace("CONV2D_", ""), self._netcl(which),
+                              forced=variant)
+            for label, t in TILINGS.items():
+                if self.quick and label != "64x64":
+                    continue
+                config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm,
+                                      local_size_2d=(t.lx, t.ly), extra={"dtype": "float32"})
+                self._measure(which, f"IGEMM {label}", self._tiled(which, config))
+
+
+def _fmt(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.3f}"
+
+
+HEADER = (f"{'layer':<24} {'pass':<6} {'netcl variant':<30} {'netcl ms':>9} {'torch ms':>9} "
+          f"{'x torch':>8} {'best variant':<22} {'best ms':>8}")
+
+
+def table(rows: list[dict[str, Any]], layers: list[Layer]) -> tuple[str, dict[str, float]]:
+    """The layers' lines (the forced variants under each) and their ResNet-18 step totals
+    (``netcl``, ``best``, ``torch``: each layer's time times its count)."""
+    out = []
+    totals = {"netcl": 0.0, "best": 0.0, "torch": 0.0}
+    for layer in layers:
+        for which in PASSES:
+            mine = [r for r in rows if r["layer"] == layer.name and r["pass"] == which]
+            sel = next((r for r in mine if r["impl"] == "selected"), {})
+            ref = next((r for r in mine if r["impl"].startswith("torch")), {})
+            timed = [r for r in mine if "best_ms" in r and r.get("err", 1.0) <= ERR_LIMIT
+                     and r["impl"] != "selected" and not r["impl"].startswith("torch")]
+            best = min(timed, key=lambda r: r["best_ms"], default={})
+            ratio = (f"{ref['best_ms'] / sel['best_ms']:.2f}"
+                     if "best_ms" in ref and sel.get("best_ms") else "-")
+            flag = " !" if sel.get("err", 0.0) > ERR_LIMIT or "error" in sel else ""
+            out.append(f"{layer.name:<24} {which:<6} {sel.get('variant', '?')[:30]:<30} "
+                       f"{_fmt(sel.get('best_ms')):>9} {_fmt(ref.get('best_ms')):>9} "
+                       f"{ratio:>8} {best.get('impl', '-')[:22]:<22} "
+                       f"{_fmt(best.get('best_ms')):>8}{flag}")
+            forced = [f"{r['impl']} {_fmt(r.get('best_ms'))}"
+                      + (" !" if r.get("err", 0.0) > ERR_LIMIT or "error" in r else "")
+                      for r in mine if r["impl"] not in ("selected",)
+                      and not r["impl"].startswith("torch")]
+            out.append("    " + " | ".join(forced))
+            if layer.resnet:
+                for key, r in (("netcl", sel), ("best", best), ("torch", ref)):
+                    totals[key] += layer.count * r.get("best_ms", 0.0)
+    return "\n".join(out), totals
+
+
+def run(device: str, layers: list[Layer], batch_scale: float, repeat: int, inner: int,
+        quick: bool) -> dict[str, Any]:
+    handle = manager.default(device)
+    if handle is None or handle.backend != "cl":
+        raise SystemExit(f"bench_conv_layers: needs an OpenCL device, got {device!r}")
+    torch = _torch()
+    print(f"device: {handle.device_name} ({handle.platform_name}); torch "
+          f"{None if torch is None else torch.__version__}; device ms per call, best of "
+          f"{repeat} samples of {inner} calls; batch x {batch_scale:g}", flush=True)
+    print(HEADER, flush=True)
+    rows: list[dict[str, Any]] = []
+    totals = {"netcl": 0.0, "best": 0.0, "torch": 0.0}
+    for layer in layers:  # each layer's lines as soon as they are measured
+        batch = max(1, int(layer.batch * batch_scale))
+        bench = LayerBench(handle, layer, batch, torch, repeat, inner, quick)
+        bench.run()
+        rows.extend(bench.rows)
+        text, sums = table(bench.rows, [layer])
+        print(text, flush=True)
+        totals = {k: totals[k] + sums[k] for k in totals}
+    if any(layer.resnet for layer in layers):
+        print(f"step (ResNet-18 convs x count): netcl {totals['netcl']:.2f} ms, best variants "
+              f"{totals['best']:.2f} ms, torch {totals['torch']:.2f} ms")
+    return {"device": handle.device_name, "platform": handle.platform_name,
+            "host": platform.node(), "torch": None if torch is None else torch.__version__,
+            "batch_scale": batch_scale, "repeat": repeat, "inner": inner, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--device", default="cl", help="an OpenCL device (NETCL_DEVICE syntax; "
+                                                       "default cl)")
+    parser.add_argument("--quick", action="store_true",
+                        help="batch / 32, two layers, 2 samples of 2 calls, no naive kernel, "
+                             "one tiling")
+    parser.add_argument("--layers", default=None,
+                        help="indices into the layer list (default: all; --quick: "
+                             + ",".join(map(str, QUICK_LAYERS)) + ")")
+    parser.add_argument("--repeat", type=int, default=None, help="samples (default 5; quick 2)")
+    parser.add_argument("--inner", type=int, default=None,
+                        help="calls per sample (default 5; quick 2)")
+    parser.add_argument("--json", default=None, help="write every row here")
+    args = parser.parse_args(argv)
+    indices = ([int(s) for s in args.layers.split(",")] if args.layers
+               else QUICK_LAYERS if args.quick else list(range(len(LAYERS))))
+    layers = [LAYERS[i] for i in indices]
+    result = run(args.device, layers, 1 / 32 if args.quick else 1.0,
+                 args.repeat or (2 if args.quick else 5), args.inner or (2 if args.quick else 5),
+                 args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
