@@ -43,6 +43,7 @@ __all__ = [
     "gemm_kernel",
     "gemm_launch",
     "gemm_params",
+    "layout_config",
     "uses_fma",
 ]
 
@@ -156,6 +157,37 @@ def for_device(p: GemmParams, device: Any) -> GemmParams:
     return dataclasses.replace(p, fma=uses_fma(device))
 
 
+# NOTE [ Per-layout GEMM tiles ]
+# The selector chooses from (M, N, K, dtype) alone, but the fastest register-tiled kernel
+# also depends on the transposes (measured on an H100: 16x8 blocks with BK 8 ran nt and tn
+# 0.80x cuBLAS at 4096^3 but nn and tt 0.67x, where BK 16 ran them 0.69-0.72x). A config's
+# ``extra["by_layout"]`` maps "nn"/"nt"/"tn"/"tt" to overrides of its tile fields (tile_m,
+# tile_n, tile_k, work_per_thread) and extra keys, applied when its kernel is derived.
+_TILE_FIELDS = ("tile_m", "tile_n", "tile_k", "work_per_thread")
+
+
+def layout_config(config: KernelConfig, trans_a: bool, trans_b: bool) -> KernelConfig:
+    """``config`` with its ``extra["by_layout"]`` overrides for these transposes applied.
+
+    Examples:
+        >>> from netcl.core.kernel_selector import KernelVariant, default_config
+        >>> cfg = default_config(KernelVariant.MATMUL_REGISTER_TILED)
+        >>> cfg.extra["by_layout"] = {"nt": {"tile_k": 8, "micro_n": 8}}
+        >>> c = layout_config(cfg, False, True)
+        >>> (c.tile_k, c.extra["micro_n"]), layout_config(cfg, True, True) is cfg
+        ((8, 8), True)
+    """
+    by_layout = config.extra.get("by_layout")
+    if not by_layout:
+        return config
+    override = by_layout.get(("t" if trans_a else "n") + ("t" if trans_b else "n"))
+    if not override:
+        return config
+    fields = {k: int(v) for k, v in override.items() if k in _TILE_FIELDS}
+    extra = {k: v for k, v in override.items() if k not in _TILE_FIELDS}
+    return dataclasses.replace(config, **fields, extra={**config.extra, **extra})
+
+
 def gemm_params(
     config: KernelConfig, dtype: str, trans_a: bool, trans_b: bool, max_wg: int = 1024
 ) -> GemmParams:
@@ -170,6 +202,7 @@ def gemm_params(
         name = VARIANT_NAMES.get(KernelVariant.__members__.get(gemm, KernelVariant.MATMUL_TILED),
                                  mk.TILED)
     base = GemmParams(name, dtype, trans_a=trans_a, trans_b=trans_b)
+    config = layout_config(config, trans_a, trans_b)
     bm, bn, bk = config.tile_m, config.tile_n, max(1, config.tile_k)
     if name == mk.NAIVE:
         return base
@@ -190,8 +223,10 @@ def gemm_params(
         if not warp_layout_ok(bn // tn, bm // tm, warp_n):
             warp_n = 0
         swizzle = max(0, int(config.extra.get("swizzle", 0)))
+        pad = int(config.extra.get("lds_pad", -1))
         return dataclasses.replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, lx=bn // tn,
-                                   ly=bm // tm, warp_n=warp_n, swizzle=swizzle)
+                                   ly=bm // tm, warp_n=warp_n, swizzle=swizzle,
+                                   lds_pad=pad if pad >= 0 and pad % 4 == 0 else -1)
     # vectorized: work-group local_size_2d; micro-tiles of work_per_thread x extra["micro_n"]
     lx, ly = config.local_size_2d
     tm = max(1, config.work_per_thread)

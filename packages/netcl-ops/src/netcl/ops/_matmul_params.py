@@ -21,7 +21,9 @@ class GemmParams:
     compiler contracts (CPU devices: see the note in :mod:`._matmul_kernels`). ``warp_n`` > 0
     lays the register-tiled kernel's warps out as ``warp_n`` x ``32 / warp_n`` work-items
     (see the note in :mod:`._matmul_blocked`); ``swizzle`` > 0 walks the register-tiled
-    kernel's work-groups down columns of ``swizzle`` tile rows (L2 reuse, NOTE there).
+    kernel's work-groups down columns of ``swizzle`` tile rows (L2 reuse, NOTE there);
+    ``lds_pad`` >= 0 (a multiple of 4) pads both of its local tiles' rows by that many
+    elements instead of the automatic choice (-1).
     """
 
     variant: str
@@ -44,3 +46,4 @@ class GemmParams:
     fma: bool = True
     warp_n: int = 0
     swizzle: int = 0
+    lds_pad: int = -1

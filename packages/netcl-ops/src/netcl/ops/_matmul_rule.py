@@ -51,15 +51,21 @@ TILED_TILE = 16  # the portable tiled kernel: 16x16 outputs, one per work-item
 TILE_K = 16
 REGISTER_TILE = 64  # register-tiled and vectorized: 64x64 outputs, 4x4 per work-item
 BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-item
-# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/tune_gemm.py, kernel
-# times): 128x128x8 tiles, 8x8 per work-item, once there is a 128x128 tile per compute unit
-# (4096^3: 0.72-0.81x cuBLAS over the four layouts; 128x128x16 ran nt 1.2x slower); else
-# 64x64x16 tiles, 4x4 per work-item (1024^3: within noise of 128x64x16); a split K with
-# 128x64x16 tiles, 8x4 per work-item. Warps of 8x4 work-items in all of them.
-NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 8,
+# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/sweep_gemm.py, kernel
+# times against cuBLAS, TF32 off; benchmarks/results/h100/sweep_gemm.txt): 128x128 tiles with
+# 16x8 outputs per work-item (128 work-items) once there is a 128x128 tile per compute unit,
+# BK 8 for nt/tn and 16 for nn/tt (4096^3: 0.67-0.80x vs 0.63-0.73x for 8x8 blocks); else
+# 64x64x16 tiles with 8x4 per work-item (1024^3: 0.70-0.81x vs 0.62-0.67x for 4x4); with
+# fewer 64x64 tiles than compute units and no split K, 32x64x16 with 4x4 (a classifier's
+# 256x1000x512: 0.74-0.83x, the 32x32 tiled kernel 0.39-0.43x); a split K with 128x64x16
+# tiles, 8x4 per work-item. Warps of 8x4 work-items in all of them.
+NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 16,
               "micro_n": 8}
-NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 4,
+NVIDIA_BIG_BY_LAYOUT = {"nn": {"tile_k": 16}, "tt": {"tile_k": 16}}
+NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
               "micro_n": 4}
+NVIDIA_SMALL = {"tile_m": 32, "tile_n": 64, "tile_k": 16, "work_per_thread": 4,
+                "micro_n": 4}
 NVIDIA_SPLIT = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
                 "micro_n": 4}
 NVIDIA_WARP_N = 8
@@ -138,10 +144,8 @@ def matmul_rule(profile: ExtendedDeviceProfile, q: MatmulQuery) -> KernelVariant
 
     Rules: ``M*N*K < 32**3`` -> naive; an OpenCL CPU device -> vectorized (packed panels);
     ``M*N*K >= 512**3`` (``256**3`` on NVIDIA Turing/Ampere/Ada/Hopper/Blackwell and AMD
-    RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled (on those NVIDIA GPUs only with at
-    least one 64x64 output tile per compute unit or a split K, see :func:`split_k`; on
-    RDNA2/3 the float4 vectorized kernel when ``N`` and ``K`` are multiples of 4); otherwise
-    tiled.
+    RDNA2/3) with ``min(M, N) >= 64`` -> register-tiled (on RDNA2/3 the float4 vectorized
+    kernel when ``N`` and ``K`` are multiples of 4); otherwise tiled.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -157,11 +161,6 @@ def matmul_rule(profile: ExtendedDeviceProfile, q: MatmulQuery) -> KernelVariant
     vendor = tuned_vendor(profile)
     large = LARGE_WORK_TUNED if vendor else LARGE_WORK
     if work < large or min(M, N) < REGISTER_MIN_DIM:
-        return V.MATMUL_TILED
-    tiles = (M // REGISTER_TILE) * (N // REGISTER_TILE)
-    if vendor == "nvidia" and tiles < profile.compute_units and not split_k(profile, q):
-        # fewer 64x64 register tiles than compute units leaves the GPU part idle: at
-        # 512^3 an H100 (132 units, 64 such tiles) ran the 32x32 tiled kernel faster
         return V.MATMUL_TILED
     if vendor == "rdna" and N % RDNA_VECTOR == 0 and K % RDNA_VECTOR == 0:
         return V.MATMUL_VECTORIZED
@@ -185,6 +184,21 @@ def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
     return max(2, min(SPLIT_MAX, 2 * units // tiles))
 
 
+def _nvidia_tiles(profile: ExtendedDeviceProfile, q: MatmulQuery,
+                  split: int) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """NVIDIA's register-tiled tiles for ``q`` and their per-layout overrides."""
+    units = max(profile.compute_units, 1)
+    if split:
+        return dict(NVIDIA_SPLIT), {}
+    # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100 (132 units)
+    # got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
+    if units <= (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE):
+        return dict(NVIDIA_BIG), {k: dict(v) for k, v in NVIDIA_BIG_BY_LAYOUT.items()}
+    if units <= (q.M // REGISTER_TILE) * (q.N // REGISTER_TILE):
+        return dict(NVIDIA_MID), {}
+    return dict(NVIDIA_SMALL), {}
+
+
 def _cpu_panels(M: int, N: int, dtype: str) -> dict[str, Any]:
     """The OpenCL CPU device's blocking of the vectorized kernel (a CPU GEMM block)."""
     wide = dtype != "float64"
@@ -205,11 +219,12 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
     OpenCL CPU devices: vectorized with panels of up to 96 rows (a multiple of 6) and 128
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
-    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128x8
-    tiles with 8x8 per work-item when there are at least as many 128x128 output tiles as
-    compute units, else 64x64x16 tiles with 4x4 per work-item, in warps of 8x4 work-items
-    (``extra["warp_n"]``); where :func:`split_k` splits K (``extra["split_k"]`` slices),
-    128x64x16 tiles with 8x4 per work-item;
+    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128
+    tiles with 16x8 per work-item when there are at least as many 128x128 output tiles as
+    compute units (BK 8, 16 for the nn and tt layouts: ``extra["by_layout"]``), else
+    64x64x16 tiles with 8x4 per work-item, or 32x64x16 with 4x4 below one 64x64 tile per
+    compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
+    splits K (``extra["split_k"]`` slices), 128x64x16 tiles with 8x4 per work-item;
     RDNA2/3 record ``extra["wave_size"] = 32``.
 
     Examples:
@@ -230,15 +245,13 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
             return dataclasses.replace(
                 cfg, tile_m=NVIDIA_TILED_TILE, tile_n=NVIDIA_TILED_TILE, tile_k=TILE_K,
                 work_per_thread=4, local_size_2d=(NVIDIA_TILED_TILE, 8))
-        big_tiles = (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE)
         if variant is V.MATMUL_REGISTER_TILED:
-            # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100
-            # (132 units) got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
             split = split_k(profile, q)
-            tiles = dict(NVIDIA_SPLIT if split else NVIDIA_BIG
-                         if big_tiles >= max(profile.compute_units, 1) else NVIDIA_MID)
+            tiles, by_layout = _nvidia_tiles(profile, q, split)
             extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
                      "split_k": split}
+            if by_layout:
+                extra["by_layout"] = by_layout
             return dataclasses.replace(cfg, tile_m=tiles["tile_m"], tile_n=tiles["tile_n"],
                                        tile_k=tiles["tile_k"],
                                        work_per_thread=tiles["work_per_thread"], extra=extra)
