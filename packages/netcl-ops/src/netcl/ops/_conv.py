@@ -42,12 +42,13 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from . import _conv_kernels as ck
-from ._common import check_tensor, empty, result, same_device
+from ._common import check_tensor, empty, same_device
 from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_of
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
 from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
 from ._conv_winograd import conv2d_winograd
+from ._elementwise_dispatch import host, np_result
 from ._matmul_launch import Operand, operand, run_gemm
 from ._movement import contiguous
 
@@ -434,8 +435,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPai
     if g.n == 0:  # an empty batch: no kernel launches on a zero-size grid
         return empty(x.queue, (0, g.k, g.oh, g.ow), x.dtype)
     if x.array is not None:
-        b = None if bias is None else bias.to_host()
-        return result(x, _conv_np(x.array, weight.to_host(), b, g), x.dtype)
+        b = None if bias is None else host(bias)
+        return np_result(x, x.dtype, _conv_np, x.array, host(weight), b, g)
     return _conv_cl(x, weight, bias, g)
 
 
@@ -471,8 +472,8 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
     if g.n == 0:
         return empty(grad_out.queue, (0, g.c, g.h, g.w), grad_out.dtype)
     if grad_out.array is not None:
-        host = _conv_backward_data_np(grad_out.array, weight.to_host(), g)
-        return result(grad_out, host, grad_out.dtype)
+        return np_result(grad_out, grad_out.dtype, _conv_backward_data_np, grad_out.array,
+                         host(weight), g)
     queue, dtype = grad_out.queue, grad_out.dtype
     dx = empty(queue, (g.n, g.c, g.h, g.w), dtype)
     config = get_kernel_selector(queue.device).select(CONV2D_FAMILY, ConvQuery(g, dtype, "data"))
@@ -539,7 +540,7 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
     if g.n == 0:  # the sum over no images
         return Tensor.from_shape(x.queue, (g.k, g.cg, g.r, g.s), x.dtype, fill=0)
     if x.array is not None:
-        return result(x, _conv_backward_weight_np(x.array, grad_out.to_host(), g), x.dtype)
+        return np_result(x, x.dtype, _conv_backward_weight_np, x.array, host(grad_out), g)
     queue, dtype = x.queue, x.dtype
     dw = empty(queue, (g.k, g.cg, g.r, g.s), dtype)
     config = get_kernel_selector(queue.device).select(CONV2D_FAMILY,
