@@ -167,6 +167,9 @@ def _np_apply(name: str, operands: Sequence[Any], params: Sequence[Any],
                   _backend=CPU_BACKEND)
 
 
+_NP_DTYPES: dict[str, np.dtype[Any]] = {}  # netcl dtype name -> NumPy dtype, for np_result
+
+
 def _call_as(fn: Callable[..., Any], dtype: np.dtype[Any], *args: Any) -> Any:
     out = np.asarray(fn(*args))
     if out.dtype != dtype:
@@ -185,7 +188,10 @@ def np_result(like: Tensor, dtype: str, fn: Callable[..., Any], *args: Any) -> T
         >>> np_result(x, "float32", np.sqrt, host(x)).to_host().tolist()
         [1.0, 2.0]
     """
-    arr = numpy_call(_call_as, fn, numpy_dtype(dtype), *args)
+    np_dtype = _NP_DTYPES.get(dtype)
+    if np_dtype is None:
+        np_dtype = _NP_DTYPES[dtype] = numpy_dtype(dtype)
+    arr = numpy_call(_call_as, fn, np_dtype, *args)
     return Tensor(shape=arr.shape, dtype=dtype, queue=like.queue, array=arr,
                   _backend=CPU_BACKEND)
 

@@ -63,6 +63,10 @@ def _check_operands(
     return a, b, M, N, Ka
 
 
+#: NumPy matmul signatures (shapes, dtypes, transposes) whose checks passed
+_NP_CHECKED: set[tuple[Any, ...]] = set()
+
+
 def _broadcast_batch(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
@@ -99,9 +103,17 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
         >>> matmul(a, a, transpose_b=True).to_host().tolist()
         [[5.0, 14.0], [14.0, 50.0]]
     """
+    if isinstance(a, Tensor) and a.array is not None and isinstance(b, Tensor) and (
+            b.array is not None
+            and (a.shape, b.shape, a.dtype, b.dtype, transpose_a, transpose_b) in _NP_CHECKED):
+        # a NumPy signature checked before (the NumPy queue is one): no checks again
+        return np_result(a, a.dtype, _matmul_numpy, a.array, b.array, transpose_a, transpose_b)
     a, b, M, N, K = _check_operands(a, b, transpose_a, transpose_b)
     batch = _broadcast_batch("matmul", a, b)
     if a.array is not None:
+        if len(_NP_CHECKED) >= 1024:
+            _NP_CHECKED.clear()
+        _NP_CHECKED.add((a.shape, b.shape, a.dtype, b.dtype, transpose_a, transpose_b))
         return np_result(a, a.dtype, _matmul_numpy, a.array, b.array, transpose_a, transpose_b)
     config = get_kernel_selector(a.queue.device).select_matmul_kernel(
         max(M, 1), max(N, 1), max(K, 1), a.dtype
