@@ -1,9 +1,8 @@
-"""Trainer with a captured training step: bitwise equal to eager training on every OpenCL device
-(the digits CNN, 2 epochs of an odd number of batches ending in a partial one, an lr scheduler,
+"""Trainer with a captured training step: bitwise equal to eager training on every device, the
+NumPy backend included (the digits CNN, 2 epochs of an odd number of batches ending in a partial one, an lr scheduler,
 two param groups), also across a checkpoint and resume, a hyperparameter change between epochs,
 with and without prefetching, and under AMP with a step the GradScaler skips; a step that
-cannot be captured warns once and trains eagerly with the same results; the NumPy backend
-trains eagerly without a warning."""
+cannot be captured warns once and trains eagerly with the same results."""
 
 from __future__ import annotations
 
@@ -72,7 +71,7 @@ def test_captured_training_equals_eager_bitwise(dev: DeviceHandle) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning, on NumPy either
         captured.fit()
-    assert captured.step.mode == ("graph" if dev.backend == "cl" else "eager")
+    assert captured.step.mode == "graph"
     assert eager.step.mode == "eager" and len(captured.history) == 2
     assert captured.history[1].lr == 0.025  # the scheduler's rate reached the graph
     _same_run(eager, captured)
@@ -117,8 +116,6 @@ def _host_reading_loss(logits: Tensor, labels: Tensor) -> Tensor:
 @pytest.mark.parametrize("where", ["loss", "optimizer"])
 def test_step_that_cannot_be_captured_warns_once_and_trains_eagerly(dev: DeviceHandle,
                                                                     where: str) -> None:
-    if dev.backend != "cl":
-        pytest.skip("graph capture runs on OpenCL devices")
     kwargs: dict[str, Any] = ({"loss_fn": _host_reading_loss} if where == "loss"
                               else {"optimizer": _HostReadingSGD})
     eager = _trainer(dev, capture=False, **kwargs)
@@ -151,7 +148,7 @@ def test_captured_amp_training_equals_eager_bitwise(dev: DeviceHandle) -> None:
     captured = _amp_trainer(dev, capture=True)
     captured.fit()
     assert captured.step.failure is None
-    assert captured.step.mode == ("graph" if dev.backend == "cl" else "eager")
+    assert captured.step.mode == "graph"
     # the inf batch's loss is left out of the mean (skipped step), not a divergence
     assert all(np.isfinite(m.train_loss) for m in captured.history)
     assert captured.scaler.get_scale() == eager.scaler.get_scale() < 2.0**16
@@ -178,5 +175,5 @@ def test_captured_training_with_dropout_equals_eager_bitwise(dev: DeviceHandle) 
         trainer = _dropout_trainer(dev, capture)
         trainer.fit()
         runs.append(trainer)
-    assert runs[1].step.mode == ("graph" if dev.backend == "cl" else "eager")
+    assert runs[1].step.mode == "graph"
     _same_run(*runs)

@@ -3,9 +3,9 @@
 
 # NOTE [ The captured training step ]
 # The whole step -- forward, backward, GradScaler, optimizer step, zero_grad, and the batch's
-# hit count -- is one function. On an OpenCL device it is wrapped in ``capture`` (one eager
-# warm-up call, then a trace and replays); on the NumPy backend there is nothing to capture and
-# it always runs eagerly (no CaptureFallbackWarning: the Trainer knows the backend).
+# hit count -- is one function, wrapped in ``capture`` (one eager warm-up call, then a trace and
+# replays) on every backend: on the NumPy backend the replay repeats the step's NumPy calls
+# (NOTE [ Replaying NumPy calls ] in netcl.runtime._numpy_graph).
 #
 # * Inputs. The graph takes the shapes of the first batch it saw; a batch of other shapes (the
 #   last, partial batch of an epoch) runs the same function eagerly. Interleaving is exact: the
@@ -53,7 +53,7 @@ def hits(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 class TrainStep:
-    """``fn(x, y)`` run eagerly, or captured when ``capture`` and the tensors are on OpenCL.
+    """``fn(x, y)`` run eagerly, or captured when ``capture``.
 
     ``fn`` is the complete step and returns device tensors; a replay returns the same tensors
     each call (copy them before the next). ``optimizer`` and ``scaler`` are the state ``fn``
@@ -77,8 +77,6 @@ class TrainStep:
         return self.graph_step.mode
 
     def __call__(self, x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
-        if x.backend != "cl":
-            self.enabled = False  # the NumPy backend: nothing to capture
         if not self.enabled:
             return self.fn(x, y)
         inputs = ((x.shape, x.dtype), (y.shape, y.dtype))
