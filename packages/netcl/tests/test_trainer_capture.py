@@ -1,8 +1,9 @@
 """Trainer with a captured training step: bitwise equal to eager training on every device, the
-NumPy backend included (the digits CNN, 2 epochs of an odd number of batches ending in a partial one, an lr scheduler,
-two param groups), also across a checkpoint and resume, a hyperparameter change between epochs,
-with and without prefetching, and under AMP with a step the GradScaler skips; a step that
-cannot be captured warns once and trains eagerly with the same results."""
+NumPy backend included (the digits CNN, 2 epochs of an odd number of batches ending in a
+partial one, an lr scheduler, two param groups), also across a checkpoint and resume, a
+hyperparameter change between epochs, with and without prefetching, and under AMP with a step
+the GradScaler skips; a step that cannot be captured warns once and trains eagerly with the
+same results."""
 
 from __future__ import annotations
 
