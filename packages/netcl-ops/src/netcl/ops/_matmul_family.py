@@ -6,8 +6,9 @@ variant's defaults); :func:`gemm_family` (a :func:`~netcl.core.kernels.family.ke
 keyed by the frozen, hashable ``GemmParams``) renders and builds it once per context, with a
 :class:`GemmGeometry` saying how it is launched. ``run_gemm`` (``_matmul_launch``) keeps the
 prepared launches in front of it. The family's golden matrix: the four variants' default
-configs per dtype, the register-tiled kernel's vector forms, the vectorized kernel's CPU form
-and the implicit-GEMM form the convolution runs (B gathered by ``_conv_kernels``' loader).
+configs per dtype, the register-tiled kernel's vector forms (NVIDIA's 16 x 8 blocks among
+them) and its swizzled form, the vectorized kernel's CPU form and the implicit-GEMM form the
+convolution runs (B gathered by ``_conv_kernels``' loader).
 
 Examples:
     >>> from netcl.core.kernel_selector import KernelVariant, default_config
@@ -95,6 +96,17 @@ def _matmul_golden() -> Iterator[tuple[str, tuple[GemmParams]]]:
         p = dataclasses.replace(gemm_params(reg, "float32", ta, tb), vec_a=True, vec_b=True,
                                 vec_c=True)
         yield f"matmul/register_tiled-float32-{'tn' if ta else 'nt'}-vec", (p,)
+    # NVIDIA's large-tile form (16 x 8 per work-item, BK 16 in nn: by_layout) and the
+    # swizzled work-group order with explicit padding (on 16 x 8 blocks of a smaller tile)
+    big = dataclasses.replace(default_config(KernelVariant.MATMUL_REGISTER_TILED), tile_m=128,
+                              tile_n=128, tile_k=8, work_per_thread=16,
+                              extra={"micro_n": 8, "warp_n": 8, "by_layout": {"nn": {
+                                  "tile_k": 16}}})
+    yield "matmul/register_tiled-float32-nn-vec-16x8", (dataclasses.replace(
+        gemm_params(big, "float32", False, False), vec_a=True, vec_b=True, vec_c=True),)
+    swz = dataclasses.replace(big, tile_m=64, tile_n=64, extra={
+        "micro_n": 8, "warp_n": 8, "swizzle": 4, "lds_pad": 8})
+    yield "matmul/register_tiled-float32-tt-swizzle", (gemm_params(swz, "float32", True, True),)
     cpu = dataclasses.replace(gemm_params(_cpu_vectorized_config(), "float32", False, False),
                               vec_c=True, fma=False)
     yield "matmul/vectorized-float32-cpu", (cpu,)
