@@ -29,6 +29,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
@@ -154,12 +155,14 @@ def drawing(stream: RandomStream, host: bool = False) -> None:
 # as on OpenCL). np.errstate costs about 3 us per entry (it builds its state object each time),
 # more than the small ops it wraps; numpy_call sets NumPy's own context variable to a state
 # built once instead (about 0.3 us). Where NumPy lacks those names, np.errstate serves.
+_extobj_contextvar: Any = None
+_QUIET: Any = None
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
-    _QUIET: Any = _make_extobj(all="ignore")
-except ImportError:  # pragma: no cover - another NumPy layout
+    _ufunc_config: Any = importlib.import_module("numpy._core._ufunc_config")
+    _extobj_contextvar = _ufunc_config._extobj_contextvar
+    _QUIET = _ufunc_config._make_extobj(all="ignore")
+except (ImportError, AttributeError):  # pragma: no cover - another NumPy layout
     _extobj_contextvar = None
-    _QUIET = None
 
 
 def quiet(fn: Callable[..., _R], *args: Any) -> _R:

@@ -205,7 +205,8 @@ def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
     q = device_queue(queue)
     a, d = kernel_scalar("arange", start, dtype), kernel_scalar("arange", step, dtype)
     if getattr(q, "backend", None) == "cpu":
-        return np_result(_Like(q), dtype, _arange_np, a, d, n, np_compute(dtype))
+        arr = numpy_call(_arange_np, a, d, n, np_compute(dtype), np.dtype(dtype))
+        return Tensor(shape=arr.shape, dtype=dtype, queue=q, array=arr, _backend=CPU_BACKEND)
     out = empty(q, (n,), dtype)
     if n:
         _, idx = index_defs(n)
@@ -262,19 +263,12 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
 # -- NumPy backend (NOTE [ NumPy work under a recorder ] in netcl.core.recording) -----------
 
 
-class _Like:
-    """What :func:`np_result` reads of a tensor (its queue), for results made from nothing."""
-
-    def __init__(self, queue: Any) -> None:
-        self.queue = queue
-
-
 def _fill_np(a: Any, value: Any) -> None:
     a[...] = value
 
 
-def _arange_np(start: Any, step: Any, n: int, ct: Any) -> Any:
-    return start + np.arange(n).astype(ct) * step
+def _arange_np(start: Any, step: Any, n: int, ct: Any, dtype: Any) -> Any:
+    return np.asarray(start + np.arange(n).astype(ct) * step, dtype=dtype)
 
 
 def _check_one_hot(y: Any, C: int) -> None:

@@ -98,7 +98,8 @@ def _np_run(plan: _NpPlan, *values: Any) -> np.ndarray[Any, Any]:
     if res.shape == plan.shape and not any(
             isinstance(a, np.ndarray) and np.may_share_memory(res, a) for a in arrays):
         return np.ascontiguousarray(res)
-    return np.broadcast_to(res, plan.shape).copy()
+    out: np.ndarray[Any, Any] = np.broadcast_to(res, plan.shape).copy()
+    return out
 
 
 def _np_plan(name: str, op: EwOp, operands: Sequence[Any], params: Sequence[Any],
