@@ -284,7 +284,9 @@ def test_pointwise_conv_is_one_gemm(dev: DeviceHandle) -> None:
 
 # Odd sizes beside GEOMETRIES: 33 channels (over a 32-row tile), 65 output channels (two
 # 64-row tiles), 1x1 planes, 33x33 planes, 1x1 stride 2, 5x5 padding 2, grouped and dilated
-# with stride 2, and a weight gradient whose reduction is split over work-groups.
+# with stride 2, and a weight gradient whose reduction is split over work-groups; strided data
+# gradients go by phases (NOTE [ Strided data gradient by phases ]), some with no taps or no
+# pixels.
 IGEMM_GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], Any, Any, Any, int]] = [
     ((3, 33, 9, 7), (7, 33, 3, 3), 1, 1, 1, 1),
     ((1, 7, 33, 33), (33, 7, 3, 3), 2, 1, 1, 1),
@@ -294,6 +296,8 @@ IGEMM_GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], Any, Any, Any, in
     ((3, 7, 33, 33), (7, 7, 3, 3), 1, 1, 1, 1),
     ((3, 33, 7, 7), (33, 11, 3, 3), 2, 2, 2, 3),
     ((1, 3, 1, 1), (2, 3, 3, 3), 1, 1, 1, 1),
+    ((2, 5, 1, 6), (4, 5, 3, 3), 3, 1, 1, 1),  # stride 3 on one row: phases with no pixels
+    ((1, 3, 8, 9), (4, 3, 2, 4), (2, 3), (0, 2), 1, 1),  # an even kernel, unequal strides
 ]
 
 

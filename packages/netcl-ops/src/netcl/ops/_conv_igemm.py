@@ -29,7 +29,7 @@ from netcl.core.tensor import Tensor
 
 from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
-from ._conv_igemm_kernels import FALLBACK_TILES, IgemmTiles
+from ._conv_igemm_kernels import FALLBACK_TILES, IgemmTiles, data_phased
 
 __all__ = [
     "igemm_backward_data",
@@ -94,12 +94,16 @@ def igemm_forward(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometr
 def igemm_backward_data(grad_out: Tensor, weight: Tensor, g: ConvGeometry, dx: Tensor,
                         config: KernelConfig) -> None:
     """Write the data gradient into ``dx`` (tensors at offset 0)."""
-    tiles = tiles_of(config)
-    built = conv2d_family(dx.context, "igemm_data", dx.dtype, window_of(g), tiles)
-    npix = g.n * g.h * g.w
-    gsize, lsize = _grid(tiles, g.cg, npix, g.groups)
+    tiles, window = tiles_of(config), window_of(g)
+    built = conv2d_family(dx.context, "igemm_data", dx.dtype, window, tiles)
+    if data_phased(window):  # one plane per phase; the first phase has the most pixels
+        sh, sw = g.stride
+        npix, planes = g.n * -(-g.h // sh) * -(-g.w // sw), g.groups * sh * sw
+    else:
+        npix, planes = g.n * g.h * g.w, g.groups
+    gsize, lsize = _grid(tiles, g.cg, npix, planes)
     launch(dx.queue, built.kernel, gsize, lsize, grad_out, weight, dx, *_sizes(g),
-           np.int32(npix))
+           np.int32(g.n))
 
 
 def weight_splits(g: ConvGeometry, tiles: IgemmTiles, compute_units: int) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["DEFAULT_TILES", "DIRECTIONS", "FALLBACK_TILES", "TILINGS", "IgemmTiles",
-           "igemm_source"]
+           "data_phased", "igemm_source"]
 
 DIRECTIONS = ("forward", "data", "weight")
 
@@ -185,9 +185,9 @@ _DATA = """
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx,
                        const int C, const int H, const int W, const int K, const int OH,
-                       const int OW, const int G, const int NPIX) {
+                       const int OW, const int G, const int N) {
 """ + _PROLOGUE + """
-    const int g = get_group_id(2), KD = kg * RS, Q = H * W;
+    const int g = get_group_id(2), KD = kg * RS, Q = H * W, NPIX = N * Q;
     // this work-item's column of every B tile: one input pixel
     const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
     const int img = colok ? col / Q : 0, q = col - img * Q;
@@ -226,6 +226,83 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
         for (int i = 0; i < TM; ++i) {
             const int c = m0 + ty + i * LY;
             if (c < cg) ST(dp, (long)c * Q, acc[i][j]);
+        }
+    }
+}
+"""
+
+# NOTE [ Strided data gradient by phases ]
+# With stride (SH, SW) and no dilation, input pixel (ih, iw) receives only the taps r with
+# r = (ih + PH) mod SH (mod SH), likewise s: the plain gather above would multiply zeros for
+# the other (SH*SW - 1) / (SH*SW) of its reduction (3/4 at stride 2). So the input pixels go
+# in SH*SW phases (ih = a mod SH, iw = b mod SW), one per grid plane beside the group; a phase
+# reduces over its own NTH x NTW taps only (3x3 stride 2: 4, 2, 2 and 1 taps instead of 9 each)
+# and a phase with no taps (1x1 stride 2 off the even pixels) writes zeros. Its reduction index
+# k = m * TAPS + t divides by the phase's runtime tap count: through a float reciprocal,
+# corrected by one step (exact for any k below 2**24).
+_DATA_PHASED = """
+int phased_div(const int k, const int d, const float inv) {
+    int q = (int)((float)k * inv);
+    if (q * d > k) --q;
+    else if ((q + 1) * d <= k) ++q;
+    return q;
+}
+
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx,
+                       const int C, const int H, const int W, const int K, const int OH,
+                       const int OW, const int G, const int N) {
+""" + _PROLOGUE + """
+    const int z = get_group_id(2), g = z / (SH * SW), phase = z - g * (SH * SW);
+    const int a = phase / SW, b = phase - a * SW;  // ih = a (mod SH), iw = b (mod SW)
+    const int HP = (H - a + SH - 1) / SH, WP = (W - b + SW - 1) / SW, QP = HP * WP;
+    const int NPIX = N * QP;
+    if (n0 >= NPIX) return;  // the whole work-group: no barrier is skipped by some items only
+    const int rh = (a + PH) % SH, rw = (b + PW) % SW;  // the first tap of this phase
+    const int NTH = max(0, (R - rh + SH - 1) / SH), NTW = max(0, (S - rw + SW - 1) / SW);
+    const int TAPS = NTH * NTW, KD = kg * TAPS;
+    const float inv_taps = 1.0f / max(TAPS, 1), inv_ntw = 1.0f / max(NTW, 1);
+    // this work-item's column of every B tile: one input pixel of the phase
+    const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
+    const int img = colok ? col / QP : 0, qp = col - img * QP;
+    const int ihp = qp / WP, iwp = qp - ihp * WP;
+    const int ih = a + ihp * SH, iw = b + iwp * SW;
+    const int oh0 = (ih + PH - rh) / SH, ow0 = (iw + PW - rw) / SW;  // the output of tap 0
+    const __global T* gb = gy + ((long)img * K + g * kg) * OH * OW;
+    // this work-item's reduction index of every A tile
+    const int ak = tid % BK;
+    const __global T* wb = w + (long)g * kg * cg * RS;
+    for (int k0 = 0; k0 < KD; k0 += BK) {
+        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
+            const int k = k0 + kk, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+            const int oh = oh0 - th, ow = ow0 - tw;
+            const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
+            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+        }
+        {
+            const int k = k0 + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+            const int rs = (rh + th * SH) * S + rw + tw * SW;
+            const __global T* wk = wb + (long)m * cg * RS + rs;
+            for (int c = tid / BK; c < BM; c += NT / BK)
+                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+""" + _MULTIPLY + """
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int cj = n0 + tx + j * LX;
+        if (cj >= NPIX) continue;
+        const int nj = cj / QP, qj = cj - nj * QP, hj = qj / WP;
+        const int pix = (a + hj * SH) * W + b + (qj - hj * WP) * SW;
+        __global T* dp = dx + ((long)nj * C + g * cg) * H * W + pix;
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int c = m0 + ty + i * LY;
+            if (c < cg) ST(dp, (long)c * H * W, acc[i][j]);
         }
     }
 }
@@ -313,4 +390,16 @@ def igemm_source(direction: str, window: tuple[int, ...], tiles: IgemmTiles) -> 
     if not tiles.valid():
         raise ValueError(f"conv2d implicit GEMM: tiling {tiles} does not cover its tiles "
                          f"(see IgemmTiles.valid)")
-    return _defines(window, tiles) + _SOURCES[direction]
+    source = _DATA_PHASED if direction == "data" and data_phased(window) else _SOURCES[direction]
+    return _defines(window, tiles) + source
+
+
+def data_phased(window: tuple[int, ...]) -> bool:
+    """Whether the data gradient of a window ``(r, s, sh, sw, ph, pw, dh, dw)`` goes by
+    phases (NOTE [ Strided data gradient by phases ]): strided, not dilated.
+
+    Examples:
+        >>> data_phased((3, 3, 2, 2, 1, 1, 1, 1)), data_phased((3, 3, 1, 1, 1, 1, 1, 1))
+        (True, False)
+    """
+    return window[2:4] != (1, 1) and window[6:8] == (1, 1)

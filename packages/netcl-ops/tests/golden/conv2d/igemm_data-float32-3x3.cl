@@ -40,7 +40,7 @@
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx,
                        const int C, const int H, const int W, const int K, const int OH,
-                       const int OW, const int G, const int NPIX) {
+                       const int OW, const int G, const int N) {
 
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
     const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
@@ -53,7 +53,7 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
         #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
 
-    const int g = get_group_id(2), KD = kg * RS, Q = H * W;
+    const int g = get_group_id(2), KD = kg * RS, Q = H * W, NPIX = N * Q;
     // this work-item's column of every B tile: one input pixel
     const int bn = tid % BN, col = n0 + bn, colok = col < NPIX;
     const int img = colok ? col / Q : 0, q = col - img * Q;
