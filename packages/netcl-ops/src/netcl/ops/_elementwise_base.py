@@ -357,6 +357,7 @@ def run_fast(op: EwOp, operands: Sequence[Tensor | Any]) -> Tensor | None:
     for i, k in entry.buffers:
         args[i] = device_buffer(operands[k])
     for i, k in entry.scalars:  # range-checked on every call, as on the slow path
-        args[i] = _value(kernel_scalar(op.name, operands[k], entry.compute))
+        number: Any = operands[k]  # a number: the key holds its type
+        args[i] = _value(kernel_scalar(op.name, number, entry.compute))
     launch_values(queue, entry.plan.kernel, entry.grid, entry.local, args)
     return out

@@ -27,16 +27,22 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.env import env_choice
 from netcl.core.memory import get_persistent_pool
 from netcl.core.recording import pyopencl, state
 
 from ._checks import DeviceChecks
 from ._compare import Slot
+from ._overlap import START, place
 from ._rng import StreamParams
-from ._trace import Check, Constant, Fill, Launch, Trace, Upload
+from ._trace import Check, Command, Constant, Fill, Launch, Trace, Upload
 from .errors import GraphReleasedError
 
 __all__ = ["Graph"]
+
+# (enqueue, its arguments, whether it is a launch, the step whose event it waits for, whether
+# a later step waits for its event, the queue to flush first)
+_TwoQueueStep = tuple[Callable[..., Any], tuple[Any, ...], bool, int | None, bool, Any]
 
 
 class Graph:
@@ -66,6 +72,7 @@ class Graph:
         self._buffers: list[tuple[Any, Any]] = []  # (pool, buffer) held until release
         self._keep: list[Any] = []  # host data the replayed uploads read
         self._checks = DeviceChecks()
+        enqueued: list[Command] = []  # the command behind each step
         for i, command in enumerate(trace.commands):
             if isinstance(command, Launch):
                 kernel = _clone(cl, command, trace)
@@ -74,21 +81,30 @@ class Graph:
                 if 0 not in command.global_size:
                     steps.append((cl.enqueue_nd_range_kernel,
                                   (self.queue, kernel, command.global_size, command.local_size)))
+                    enqueued.append(command)
             elif isinstance(command, Fill):
                 steps.append((cl.enqueue_fill_buffer,
                               (self.queue, trace.buffers[command.token], command.pattern,
                                command.offset, command.nbytes)))
+                enqueued.append(command)
             elif isinstance(command, (Upload, Constant)):
                 # a constant is uploaded again too: the step may write to it after making it
                 self._keep.append(command.data)
                 offset = command.offset if isinstance(command, Upload) else 0
                 copy = functools.partial(cl.enqueue_copy, dst_offset=offset, is_blocking=False)
                 steps.append((copy, (self.queue, trace.buffers[command.token], command.data)))
+                enqueued.append(command)
             elif isinstance(command, Check):
                 steps.append((self._checks.read, (self.queue, len(self._checks.fails),
                                                   trace.buffers[command.token])))
                 self._checks.fails.append(command.fail)
+                enqueued.append(command)
         self._steps = steps
+        self._enqueued = enqueued
+        self._two: list[_TwoQueueStep] | None = None  # NOTE [ Two queues in a graph ]
+        self._end: tuple[int | None, bool] = (None, False)
+        self.second_queue: Any = None
+        self.overlap: dict[str, int] = {}
         self.launches = len(self._kernels)
         self.commands = len(steps)
         self._slots = {name: [(by_command[i], j, dtype, addend) for i, j, dtype, addend in found]
@@ -98,6 +114,8 @@ class Graph:
             self.set_param(name, value)
         self._hold(trace)
         self._released = False
+        if env_choice("NETCL_GRAPH_QUEUES", ("1", "2")) == "2":
+            self.use_queues(2)
 
     def _hold(self, trace: Trace) -> None:
         default = get_persistent_pool(self.queue)
@@ -110,6 +128,45 @@ class Graph:
     def params(self) -> dict[str, int]:
         """Each parameter's name and how many scalar arguments it sets."""
         return {name: len(found) for name, found in self._slots.items()}
+
+    @property
+    def queues(self) -> int:
+        """How many in-order queues a replay uses (:meth:`use_queues`)."""
+        return 1 if self._two is None else 2
+
+    def use_queues(self, count: int, second: Any = None) -> None:
+        """Replay on ``count`` in-order queues (1 or 2): with 2, commands that touch other
+        buffers than the commands before them, or only read the same ones, go on a second
+        queue of the device and may overlap (NOTE [ Two queues in a graph ] in
+        :mod:`._overlap`). ``second`` is that queue (default: a new one on the graph's
+        context and device). ``NETCL_GRAPH_QUEUES=2`` makes every new graph use two.
+        ``overlap`` then counts the ``second``-queue launches and the cross-queue ``waits``.
+        A replay under a recorder (the profiler) runs on the first queue alone.
+
+        Raises:
+            ValueError: ``count`` is not 1 or 2.
+        """
+        if count not in (1, 2):
+            raise ValueError(f"Graph.use_queues: count must be 1 or 2, got {count!r}")
+        if count == 1:
+            self._two, self.second_queue, self.overlap = None, None, {}
+            return
+        cl = pyopencl()
+        queue2 = second if second is not None else cl.CommandQueue(self.queue.context,
+                                                                    self.queue.device)
+        plan = place(self._enqueued)
+        queues = (self.queue, queue2)
+        two: list[_TwoQueueStep] = []
+        for (enqueue, args), spot in zip(self._steps, plan.placements):
+            launch = enqueue is cl.enqueue_nd_range_kernel
+            if launch:
+                args = (queues[spot.queue], *args[1:])
+            flush = None if spot.flush is None else queues[spot.flush]
+            two.append((enqueue, args, launch, spot.wait, spot.signals, flush))
+        self._two, self.second_queue = two, queue2
+        self._end = (plan.last_second, plan.flush_at_end)
+        self.overlap = {"second": sum(p.queue for p in plan.placements),
+                        "waits": sum(p.wait is not None for p in plan.placements)}
 
     def set_param(self, name: str, value: Any) -> None:
         """Give parameter ``name`` a new value for the following replays.
@@ -144,6 +201,8 @@ class Graph:
         recorder = state.recorder
         if recorder is not None:  # a profiler (or a trace) sees the launches one by one
             self._replay_recorded(recorder)
+        elif self._two is not None:
+            self._replay_two(self._two)
         else:
             for enqueue, args in self._steps:
                 enqueue(*args)
@@ -157,6 +216,30 @@ class Graph:
         replay does first: NOTE [ Checks one replay late ] in :mod:`._checks`).
         """
         self._checks.poll(block)
+
+    def _replay_two(self, steps: list[_TwoQueueStep]) -> None:
+        """A replay on two queues (NOTE [ Two queues in a graph ] in :mod:`._overlap`)."""
+        cl = pyopencl()
+        events: list[Any] = [None] * (len(steps) + 1)
+        first = self.queue
+        last, flush_at_end = self._end
+        if last is not None:
+            events[START] = cl.enqueue_marker(first)
+        for i, (enqueue, args, launch, wait, signals, flush) in enumerate(steps):
+            if flush is not None:
+                flush.flush()
+            if launch:
+                event = enqueue(*args, wait_for=None if wait is None else (events[wait],))
+            else:
+                if wait is not None:
+                    cl.enqueue_barrier(first, wait_for=(events[wait],))
+                event = enqueue(*args)
+            if signals:
+                events[i] = event
+        if last is not None:
+            if flush_at_end:
+                self.second_queue.flush()
+            cl.enqueue_barrier(first, wait_for=(events[last],))
 
     def _replay_recorded(self, recorder: Any) -> None:
         cl = pyopencl()
@@ -178,6 +261,7 @@ class Graph:
         self._steps = []
         self._kernels = []
         self.streams = ()
+        self._enqueued, self._two, self.second_queue = [], None, None
 
     def __del__(self) -> None:
         try:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KernelParam", "parse_signature", "type_aliases", "work_group_features"]
+__all__ = ["KernelParam", "parse_signature", "read_only", "type_aliases", "work_group_features"]
 
 _SCALARS: dict[str, np.dtype[Any]] = {
     name: np.dtype(dt) for name, dt in (
@@ -270,3 +270,22 @@ def work_group_features(source: str) -> tuple[str, ...]:
         ()
     """
     return tuple(sorted(set(_WORK_GROUP.findall(_clean(source)))))
+
+
+def read_only(param: KernelParam) -> bool:
+    """Whether a buffer parameter's kernel only reads through it: a pointer to ``const`` data
+    or into ``__constant`` memory (``float* const p`` is a constant pointer to writable data).
+
+    Examples:
+        >>> src = ("__kernel void k(__global const float* a, __constant float* b, "
+        ...        "__global float* const c, __global float* d) {}")
+        >>> [read_only(p) for p in parse_signature(src, "k")]
+        [True, True, False, False]
+    """
+    if param.kind != "buffer":
+        return False
+    words = param.declaration.replace("*", " * ").split()
+    if "__constant" in words or "constant" in words:
+        return True
+    star = len(words) - 1 - words[::-1].index("*") if "*" in words else len(words)
+    return "const" in words[:star]

@@ -18,6 +18,7 @@ new ``cl.Kernel`` each time, so hot paths call :func:`get_kernel` instead.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -37,6 +38,7 @@ from .._paths import (
     write_entry,
 )
 from ..env import env_flag
+from ._signature import parse_signature, read_only, type_aliases
 
 __all__ = [
     "ContextCache",
@@ -46,6 +48,8 @@ __all__ = [
     "entry_path",
     "get_kernel",
     "get_program",
+    "kernel_source",
+    "read_only_arguments",
 ]
 
 
@@ -303,4 +307,43 @@ def get_kernel(context: Any, source: str, name: str, options: str = "") -> Any:
             kernel = table.get(key)
             if kernel is None:
                 kernel = table[key] = cl().Kernel(program, name)
+                # what kernel_source answers (a program loaded from the disk cache is a
+                # binary: the driver no longer knows its source)
+                with contextlib.suppress(AttributeError, TypeError):
+                    kernel._netcl_source = source
     return kernel
+
+
+def kernel_source(kernel: Any) -> str | None:
+    """The OpenCL C source ``kernel`` was made from by :func:`get_kernel`; ``None`` for a
+    kernel made otherwise.
+
+    Examples:
+        >>> kernel_source(object()) is None
+        True
+    """
+    source = getattr(kernel, "_netcl_source", None)
+    return source if isinstance(source, str) else None
+
+
+def read_only_arguments(kernel: Any) -> tuple[bool, ...] | None:
+    """Per argument of ``kernel``: whether the kernel only reads through it (a pointer to
+    ``const`` data or ``__constant`` memory, see :func:`._signature.read_only`); ``None`` when
+    its source or parameter list is not known (treat every buffer as written). Read from the
+    source once per kernel object.
+
+    Examples:
+        >>> read_only_arguments(object()) is None
+        True
+    """
+    known: tuple[bool, ...] | bool | None = getattr(kernel, "_netcl_read_only", False)
+    if known is None or isinstance(known, tuple):
+        return known
+    source, name = kernel_source(kernel), getattr(kernel, "function_name", None)
+    flags = None
+    if source is not None and isinstance(name, str):
+        params = parse_signature(source, name, type_aliases(source))
+        flags = None if params is None else tuple(read_only(p) for p in params)
+    with contextlib.suppress(AttributeError, TypeError):
+        kernel._netcl_read_only = flags
+    return flags
