@@ -13,8 +13,9 @@ from netcl.core.kernel_selector import KernelConfig, KernelVariant, force_varian
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
+from netcl.ops import _matmul as impl
 from netcl.ops import bias_add, build_matmul_kernel, matmul
-from netcl.ops.testing import OpInfo, check_error, check_op
+from netcl.ops.testing import OpInfo, check_error, check_op, offset_view
 
 RNG = np.random.default_rng(0)
 
@@ -241,3 +242,33 @@ def test_split_k_launches(dev: DeviceHandle) -> None:
         got = mm(ta, tb).to_host()
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
     assert launches[0] == 2  # 4 slices of 32: one GEMM launch and the sum
+
+
+def test_matmul_remembers_its_plan(dev: DeviceHandle) -> None:
+    """A repeated OpenCL matmul (same shapes, dtypes, offsets, transposes, queue and selector
+    epoch) runs its remembered plan: other tensors give their own product, views at an offset
+    theirs, a forced variant makes a new plan, and a released operand raises every call."""
+    if dev.backend == "cpu":
+        pytest.skip("the plan is OpenCL's")
+    q = dev.queue
+    for _ in range(2):  # batched, broadcast B, transposed A: the second call is the plan's
+        a, b = arr(2, 3, 9, 7), arr(3, 9, 5)
+        got = matmul(Tensor.from_host(q, a, dtype="float32"),
+                     Tensor.from_host(q, b, dtype="float32"), transpose_a=True).to_host()
+        np.testing.assert_allclose(got, ref_matmul(a, b, True), rtol=1e-4, atol=1e-4)
+    plans = len(impl._plans)
+    for _ in range(2):
+        a, b = arr(6, 4), arr(4, 3)
+        got = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
+        np.testing.assert_allclose(got.to_host(), a @ b, rtol=1e-4, atol=1e-4)
+    assert len(impl._plans) == plans + 1
+    with force_variant(KernelVariant.MATMUL_NAIVE), count_launches() as launches:
+        got = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
+    np.testing.assert_allclose(got.to_host(), a @ b, rtol=1e-4, atol=1e-4)
+    assert len(impl._plans) == plans + 2 and launches[0] == 1
+    ta, tb = Tensor.from_host(q, a, dtype="float32"), Tensor.from_host(q, b, dtype="float32")
+    matmul(ta, tb)
+    ta.release()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="tensor was released"):
+            matmul(ta, tb)

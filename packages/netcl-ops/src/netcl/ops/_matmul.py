@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,9 @@ from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, same_device
 from ._elementwise_dispatch import np_result
+from ._launch import device_buffer, queue_facts
 from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
-from ._matmul_launch import operand, run_gemm
+from ._matmul_launch import Operand, run_gemm
 
 __all__ = ["MatmulKernel", "build_matmul_kernel", "matmul"]
 
@@ -103,6 +105,10 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
         >>> matmul(a, a, transpose_b=True).to_host().tolist()
         [[5.0, 14.0], [14.0, 50.0]]
     """
+    if isinstance(a, Tensor) and a.array is None and isinstance(b, Tensor) and b.array is None:
+        known = _plans.get(_plan_key(a, b, transpose_a, transpose_b))
+        if known is not None:  # NOTE [ Remembered matmul plans ]
+            return _run_plan(known, a, b)
     if isinstance(a, Tensor) and a.array is not None and isinstance(b, Tensor) and (
             b.array is not None
             and (a.shape, b.shape, a.dtype, b.dtype, transpose_a, transpose_b) in _NP_CHECKED):
@@ -118,7 +124,12 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     config = get_kernel_selector(a.queue.device).select_matmul_kernel(
         max(M, 1), max(N, 1), max(K, 1), a.dtype
     )
-    return _matmul_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
+    plan = _plan_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
+    out = _run_plan(plan, a, b)
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[_plan_key(a, b, transpose_a, transpose_b)] = plan
+    return out
 
 
 def _matmul_numpy(
@@ -167,35 +178,76 @@ def _collapse(
     return dims, out
 
 
-def _matmul_cl(
+# NOTE [ Remembered matmul plans ]
+# On OpenCL, everything a matmul derives before launching (the checks, the broadcast batch,
+# the kernel selection, the collapsed batch strides and the per-launch operand layouts) is a
+# function of the operands' shapes, dtypes and offsets, the transposes, their queues and the
+# selector's matmul epoch. The first successful call remembers the result as a _Plan; a
+# repeated one allocates the output and runs the plan with the three buffers filled in
+# (device_buffer still raises for a released operand). Bounded, cleared when full.
+
+Layout = tuple[int, int, int, int]  # element offset, leading dimension, batch strides s1, s2
+
+
+@dataclass(frozen=True)
+class _Plan:
+    shape: tuple[int, ...]  # of the output
+    config: KernelConfig
+    M: int
+    N: int
+    K: int
+    trans: tuple[bool, bool]
+    runs: tuple[tuple[Layout, Layout, Layout, tuple[int, int]], ...]  # a, b, out, batch
+
+
+_plans: dict[tuple[Any, ...], _Plan] = {}
+_MAX_PLANS = 1024
+
+
+def _plan_key(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> tuple[Any, ...]:
+    epoch = queue_facts(a.queue)[1].epoch("matmul")
+    return (a.shape, a.dtype, a.offset, b.shape, b.dtype, b.offset, transpose_a, transpose_b,
+            a.queue, b.queue, epoch)
+
+
+def _plan_cl(
     a: Tensor, b: Tensor, M: int, N: int, K: int, batch: tuple[int, ...],
     transpose_a: bool, transpose_b: bool, config: KernelConfig,
-) -> Tensor:
-    out = empty(a.queue, (*batch, M, N), a.dtype)
-    if out.size == 0:
-        return out
+) -> _Plan:
+    shape = (*batch, M, N)
+    if math.prod(shape) == 0:
+        return _Plan(shape, config, M, N, K, (transpose_a, transpose_b), ())
     sa = _batch_strides(a.shape, batch, a.shape[-2] * a.shape[-1])
     sb = _batch_strides(b.shape, batch, b.shape[-2] * b.shape[-1])
-    sc = _batch_strides(out.shape, batch, M * N)
-    dims, (sa, sb, sc) = _collapse(batch, [sa, sb, sc])
-    lda, ldb = a.shape[-1], b.shape[-1]
+    sc = _batch_strides(shape, batch, M * N)
+    dims, strides = _collapse(batch, [sa, sb, sc])
+    lds = (a.shape[-1], b.shape[-1], N)
     outer = dims[:-2]
     inner = dims[-2:]
-    inner_s = [s[-2:] for s in (sa, sb, sc)]
+    inner_s = [s[-2:] for s in strides]
     while len(inner) < 2:
         inner.insert(0, 1)
         for s in inner_s:
             s.insert(0, 0)
+    runs = []
     for index in np.ndindex(*outer):
-        offs = [sum(i * s for i, s in zip(index, st[: len(outer)])) for st in (sa, sb, sc)]
-        run_gemm(
-            a.queue, config, a.dtype,
-            operand(a, lda, inner_s[0][0], inner_s[0][1], offset=offs[0]),
-            operand(b, ldb, inner_s[1][0], inner_s[1][1], offset=offs[1]),
-            operand(out, N, inner_s[2][0], inner_s[2][1], offset=offs[2]),
-            M, N, K, trans_a=transpose_a, trans_b=transpose_b,
-            batch=(inner[0], inner[1]),
-        )
+        offs = [sum(i * s for i, s in zip(index, st[: len(outer)])) for st in strides]
+        la, lb, lc = ((offs[k], lds[k], inner_s[k][0], inner_s[k][1]) for k in range(3))
+        runs.append((la, lb, lc, (inner[0], inner[1])))
+    return _Plan(shape, config, M, N, K, (transpose_a, transpose_b), tuple(runs))
+
+
+def _run_plan(p: _Plan, a: Tensor, b: Tensor) -> Tensor:
+    out = empty(a.queue, p.shape, a.dtype)
+    if not p.runs:
+        return out
+    bufs = (device_buffer(a), device_buffer(b), device_buffer(out))
+    base = (a.offset, b.offset, out.offset)
+    for la, lb, lc, batch in p.runs:
+        a_op, b_op, c_op = (Operand(bufs[k], base[k] + o, ld, s1, s2)
+                            for k, (o, ld, s1, s2) in enumerate((la, lb, lc)))
+        run_gemm(a.queue, p.config, a.dtype, a_op, b_op, c_op, p.M, p.N, p.K,
+                 trans_a=p.trans[0], trans_b=p.trans[1], batch=batch)
     return out
 
 
@@ -251,7 +303,8 @@ class MatmulKernel:
         config = self.config or get_kernel_selector(a.queue.device).select_matmul_kernel(
             max(M, 1), max(N, 1), max(K, 1), a.dtype
         )
-        return _matmul_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
+        plan = _plan_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
+        return _run_plan(plan, a, b)
 
     def __repr__(self) -> str:
         what = "selected per call" if self.config is None else self.config.variant.name
