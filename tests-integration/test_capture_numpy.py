@@ -30,7 +30,7 @@ from netcl.nn import (
     manual_seed,
     resnet18,
 )
-from netcl.optim import SGD, Adam, Optimizer
+from netcl.optim import SGD, Adam, Optimizer, clip_grad_norm_device
 from netcl.runtime import (
     CaptureUnsupportedError,
     HostReadError,
@@ -118,6 +118,44 @@ def test_replay_equals_eager_bitwise(np_dev: DeviceHandle, make: Callable[[Any],
     assert step.mode == "graph" and step.graph.calls > 0
     assert len(eager) == len(replayed)
     for a, b in zip(eager, replayed):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_clipping_replays_and_accumulation_is_refused(np_dev: DeviceHandle,
+                                                      accumulate: bool) -> None:
+    """clip_grad_norm_device inside the step; zero_grad(set_to_none=False) keeps gradient
+    tensors that the next call accumulates into: refused, as a replay would read stale ones."""
+    runs = []
+    for captured in (False, True):
+        manual_seed(3)
+        model = mlp(np_dev.queue)
+        opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x: Tensor, y: Tensor, model: Module = model, opt: Optimizer = opt
+                 ) -> tuple[Tensor, Tensor]:
+            with ag.Tape() as tape:
+                loss = ag.cross_entropy(model(x), y)
+            tape.backward(loss)
+            norm = clip_grad_norm_device(model.parameters(), 0.5)
+            opt.step()
+            opt.zero_grad(set_to_none=not accumulate)
+            return loss, norm
+
+        run: Any = capture(step) if captured else step
+        if captured and accumulate:
+            x, y = (Tensor.from_host(np_dev.queue, a) for a in _batches((17, 21))[0])
+            run(x, y)
+            with pytest.raises(UnstableStepError, match="previous call made"):
+                run(x, y)
+            return
+        seen = []
+        for x, y in _batches((17, 21)):
+            loss, norm = run(Tensor.from_host(np_dev.queue, x), Tensor.from_host(np_dev.queue, y))
+            seen += [loss.to_host().copy(), norm.to_host().copy()]
+        runs.append(seen + [p.to_host().copy() for p in model.parameters()])
+    assert run.mode == "graph"
+    for a, b in zip(*runs, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

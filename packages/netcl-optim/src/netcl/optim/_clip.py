@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.recording import numpy_call, numpy_update
 from netcl.core.tensor import Tensor
 
 from ._kernels import NORM_GROUPS, clip_factor, scale_by_factor, sum_squares_into
@@ -46,13 +47,11 @@ def clip_grad_norm_device(params: Iterable[Tensor], max_norm: float) -> Tensor:
         raise ValueError("clip_grad_norm_device: no parameter has a gradient")
     queue = grads[0].queue
     arrays = [g.array for g in grads if g.array is not None]
-    if arrays:
-        total = float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
-        scale = min(1.0, max_norm / (total + 1e-6))
-        for a in arrays:  # float16 is scaled in float32 and rounded once, as on the device
-            np.multiply(a, scale, out=a, dtype=np.promote_types(a.dtype, np.float32),
-                        casting="same_kind")
-        return Tensor.from_host(queue, np.array([total, scale], np.float32))
+    if arrays:  # the norm, then the scaling: recordable by a NumPy capture
+        exact, factors = numpy_call(_norm_np, arrays, float(max_norm))
+        numpy_update(_scale_np, arrays, exact)
+        return Tensor(shape=(2,), dtype="float32", queue=queue, array=factors,
+                      _backend=grads[0]._backend)
     partial = Tensor.from_shape(queue, (NORM_GROUPS * len(grads),), "float32", fill=None)
     for i, g in enumerate(grads):
         sum_squares_into(g, partial, i * NORM_GROUPS)
@@ -67,3 +66,19 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Like :func:`clip_grad_norm_device`, and return the total norm as a Python float."""
     result: Any = clip_grad_norm_device(params, max_norm).to_host()
     return float(result[0])
+
+
+# -- NumPy backend (NOTE [ NumPy work under a recorder ] in netcl.core.recording) -------------
+
+def _norm_np(arrays: list[Any], max_norm: float) -> tuple[Any, Any]:
+    """``[total_norm, scale]`` in float64 (what scales) and float32 (what is returned)."""
+    total = float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+    exact = np.array([total, min(1.0, max_norm / (total + 1e-6))], np.float64)
+    return exact, exact.astype(np.float32)
+
+
+def _scale_np(arrays: list[Any], exact: np.ndarray[Any, Any]) -> None:
+    scale = float(exact[1])
+    for a in arrays:  # float16 is scaled in float32 and rounded once, as on the device
+        np.multiply(a, scale, out=a, dtype=np.promote_types(a.dtype, np.float32),
+                    casting="same_kind")

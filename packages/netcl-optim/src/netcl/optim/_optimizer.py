@@ -106,6 +106,8 @@ class Optimizer(abc.ABC):
                 continue
             if set_to_none:
                 p.grad = None
+            elif p.grad.array is not None:  # in place, recordable by a NumPy capture
+                numpy_update(_zero_np, p.grad.array)
             else:
                 # NOTE: netcl-optim depends on netcl-core only, so it cannot call netcl.ops.fill;
                 # the core's copy_from_host writes in place on every backend (one upload of
@@ -423,6 +425,10 @@ def _store(a: Any, param: Any) -> None:
     rounded once, to nearest even, like ``vstore_half``)."""
     if param is not a:
         a[...] = param
+
+
+def _zero_np(a: Any) -> None:
+    a[...] = 0
 
 
 def _sgd_np(p: Any, g: Any, buf: Any, steps: Any, at: int, skip: Any, lr: float, mom: float,

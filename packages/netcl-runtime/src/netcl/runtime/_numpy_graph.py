@@ -173,6 +173,12 @@ def _compare(first: NumpyTrace, second: NumpyTrace) -> None:
 def _array_error(first: NumpyTrace, second: NumpyTrace, k: int, j: int, call: Call,
                  value: Any) -> Exception:
     token = second.token(value) if isinstance(value, np.ndarray) else value
+    if isinstance(value, np.ndarray) and token[0] == "ext" and _made_by(first, value):
+        return UnstableStepError(
+            f"capture: argument {j} of NumPy call {k} ({describe(call)}) is an array the "
+            "step's previous call made: the step keeps its results in its state and reads them "
+            "back (a gradient accumulated across calls, say), so each call reads other arrays; "
+            "clear that state inside the step (zero_grad() with set_to_none=True)")
     if isinstance(value, np.ndarray) and token[0] == "ext":
         return CaptureUnsupportedError(
             f"capture: argument {j} of NumPy call {k} ({describe(call)}) is an array that no "
@@ -182,6 +188,15 @@ def _array_error(first: NumpyTrace, second: NumpyTrace, k: int, j: int, call: Ca
     return UnstableStepError(
         f"capture: argument {j} of NumPy call {k} ({describe(call)}) differs between two "
         f"traces of the step ({token!r}); its work changes from call to call")
+
+
+def _made_by(trace: NumpyTrace, value: np.ndarray[Any, Any]) -> bool:
+    """Whether ``value`` views an array one of ``trace``'s calls made."""
+    for call in trace.calls:
+        results = call.out if isinstance(call.out, tuple) else (call.out,)
+        if any(isinstance(r, np.ndarray) and np.may_share_memory(r, value) for r in results):
+            return True
+    return False
 
 
 def _streams(first: NumpyTrace, second: NumpyTrace, ends: Sequence[Sequence[tuple[int, int]]]
