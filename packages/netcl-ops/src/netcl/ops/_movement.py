@@ -14,14 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.dtypes import INT_DTYPES
 from netcl.core.shapes import broadcast_strides, contiguous_strides
 from netcl.core.tensor import Tensor
 from netcl.core.tensor import reshape as _reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._creation import fill_for
+from ._dtype_policy import SCALAR_FLOAT, kernel_scalar, scalar_kind
 from ._elementwise_base import Strided
-from ._elementwise_dispatch import copy_strided, host, wrap
+from ._elementwise_dispatch import copy_strided, host, np_result
 
 __all__ = [
     "broadcast_to",
@@ -161,7 +163,7 @@ def copy(x: Tensor) -> Tensor:
     """
     x = check_tensor("copy", x)
     if x.array is not None:
-        return wrap(x.queue, np.array(host(x), copy=True), x.dtype)
+        return np_result(x, x.dtype, np.array, host(x))
     return _gather_view(x, x.shape, contiguous_strides(x.shape), 0)
 
 
@@ -200,8 +202,7 @@ def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
                          f"{x.ndim} axes of shape {x.shape}")
     shape = tuple(x.shape[d] for d in order)
     if x.array is not None:
-        # a copy in C order: np.ascontiguousarray would make a 0-d array 1-d
-        return wrap(x.queue, np.transpose(host(x), order).copy(), x.dtype)
+        return np_result(x, x.dtype, _permute_np, host(x), tuple(order))
     strides = contiguous_strides(x.shape)
     return _gather_view(x, shape, [strides[d] for d in order], 0)
 
@@ -298,7 +299,7 @@ def _getitem(op: str, x: Tensor, key: Any) -> Tensor:
     """:func:`getitem` on behalf of ``op`` (``slice``): its errors name ``op``."""
     shape, strides, offset = _index_plan(op, x.shape, key)
     if x.array is not None:
-        return wrap(x.queue, np.array(host(x)[key], copy=True).reshape(shape), x.dtype)
+        return np_result(x, x.dtype, _slice_np, host(x), key, tuple(shape))
     return _gather_view(x, shape, strides, offset)
 
 
@@ -374,7 +375,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     shape = list(first.shape)
     shape[ax] = sum(t.shape[ax] for t in ts)
     if first.array is not None:
-        return wrap(first.queue, np.concatenate([host(t) for t in ts], axis=ax), first.dtype)
+        return np_result(first, first.dtype, np.concatenate, [host(t) for t in ts], ax)
     out = empty(first.queue, shape, first.dtype)
     strides = contiguous_strides(shape)
     at = 0
@@ -437,11 +438,13 @@ def pad(x: Tensor, pads: Sequence[int], value: float = 0) -> Tensor:
     for k in range(len(pads) // 2):
         widths[x.ndim - 1 - k] = (int(pads[2 * k]), int(pads[2 * k + 1]))
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths))
-    out = fill_for("pad", empty(x.queue, shape, x.dtype), value)
     if x.array is not None:
         region = tuple(_slice(lo, lo + d) for d, (lo, _) in zip(x.shape, widths))
-        host(out)[region] = host(x)
-        return out
+        if x.dtype in INT_DTYPES and scalar_kind("pad", value) == SCALAR_FLOAT:
+            raise TypeError(f"pad: float value {value!r} for an integer tensor ({x.dtype})")
+        return np_result(x, x.dtype, _pad_np, host(x), shape, region,
+                         kernel_scalar("pad", value, x.dtype))
+    out = fill_for("pad", empty(x.queue, shape, x.dtype), value)
     strides = contiguous_strides(shape)
     at = sum(lo * s for (lo, _), s in zip(widths, strides))
     copy_strided(x.shape, Strided(out, strides, at),
@@ -467,5 +470,26 @@ def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     if len(target) < x.ndim or any(d not in (1, t) for d, t in zip(x.shape, tail)):
         raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {target}")
     if x.array is not None:
-        return wrap(x.queue, np.broadcast_to(host(x), target).copy(), x.dtype)
+        return np_result(x, x.dtype, _broadcast_np, host(x), tuple(target))
     return _gather_view(x, target, broadcast_strides(x.shape, target), 0)
+
+
+# -- NumPy backend (NOTE [ NumPy work under a recorder ] in netcl.core.recording) -------------
+
+def _permute_np(a: Any, order: tuple[int, ...]) -> Any:
+    # a copy in C order: np.ascontiguousarray would make a 0-d array 1-d
+    return np.transpose(a, order).copy()
+
+
+def _slice_np(a: Any, key: Any, shape: tuple[int, ...]) -> Any:
+    return np.array(a[key], copy=True).reshape(shape)
+
+
+def _pad_np(a: Any, shape: tuple[int, ...], region: tuple[Any, ...], value: Any) -> Any:
+    out = np.full(shape, value, dtype=a.dtype)
+    out[region] = a
+    return out
+
+
+def _broadcast_np(a: Any, target: tuple[int, ...]) -> Any:
+    return np.broadcast_to(a, target).copy()
