@@ -3,13 +3,14 @@
 Issue #16: NVIDIA's OpenCL compiler accepts inline PTX, so float16-storage GEMMs can run on
 the tensor cores. This script checks, on the GPU machine (see ../shared/GPU.md):
 
-1. one ``m16n8k16`` f16 tile and one ``m16n8k8`` tf32 tile against NumPy, then one tile
-   whose fragments come through local memory with ``ldmatrix`` (filled by plain stores and
-   by ``cp.async``), printing the build log on failure;
+1. one ``m16n8k16`` f16 tile and one ``m16n8k8`` tf32 tile against NumPy, then netcl's probe
+   kernel (``cp.async`` into local memory, ``ldmatrix`` out, one ``mma``), printing the build
+   log on failure;
 2. the tiled GEMM of ``netcl.ops._matmul_mma_source`` for several tile configurations:
    correctness on edge shapes against a float32 NumPy reference and TFLOP/s at 2048^3 and
    4096^3 (median kernel time from profiling events);
-3. the best configuration at 256..8192 cubed beside ``torch.matmul`` in float16 on CUDA.
+3. the best configuration at 256..8192 cubed, and the best small-tile one up to 2048, beside
+   ``torch.matmul`` in float16 on CUDA.
 
 Every kernel runs in a child process, so a crash (an illegal address) cannot take the rest of
 the run down. Build logs (with ``-cl-nv-verbose``: registers and spills) and the PTX of the
@@ -36,35 +37,45 @@ from typing import Any
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "packages/netcl-ops/src/netcl/ops/_matmul_mma_source.py"
+SOURCE = pathlib.Path(
+    os.environ.get(
+        "PROBE_MMA_SOURCE", ROOT / "packages/netcl-ops/src/netcl/ops/_matmul_mma_source.py"
+    )
+)
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
 DETAIL = OUT / "probe_mma_detail.txt"
-# PROBE_MMA_DRY=1: any OpenCL device, PTX stubbed out (checks this script's flow, not results).
+# PROBE_MMA_DRY=1: any OpenCL device, PTX emulated (checks this script's flow; slow).
 DRY = bool(os.environ.get("PROBE_MMA_DRY"))
 BUILD_OPTIONS = [] if DRY else ["-cl-nv-verbose"]
 # The inline-assembly keyword: "__asm__" (as netcl renders it) or "asm" (PROBE_MMA_ASM=asm).
 ASM = os.environ.get("PROBE_MMA_ASM", "__asm__")
 
+# Iteration 2: pipelined fragments (the default) across tile shapes, the plain loop of
+# iteration 1's best for comparison, float16 output, the three transposed layouts, small tiles.
+BASE: dict[str, Any] = dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3)
 CONFIGS: list[dict[str, Any]] = [
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=2),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3),
+    BASE,
+    {**BASE, "stages": 2},
     dict(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=2),
     dict(bm=256, bn=128, bk=32, warps_m=4, warps_n=2, stages=2),
-    dict(bm=128, bn=256, bk=16, warps_m=2, warps_n=4, stages=4),
-    dict(bm=256, bn=128, bk=16, warps_m=4, warps_n=2, stages=4),
-    dict(bm=128, bn=128, bk=16, warps_m=2, warps_n=2, stages=4),
+    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3),
+    dict(bm=64, bn=128, bk=64, warps_m=1, warps_n=2, stages=2),
+    dict(bm=128, bn=64, bk=64, warps_m=2, warps_n=1, stages=2),
+    dict(bm=64, bn=128, bk=32, warps_m=1, warps_n=2, stages=4),
+    {**BASE, "pipeline": False},
+    {**BASE, "out_f16": True},
+    {**BASE, "trans_b": True},
+    {**BASE, "trans_a": True},
+    {**BASE, "trans_a": True, "trans_b": True},
     dict(bm=64, bn=128, bk=32, warps_m=2, warps_n=2, stages=4),
     dict(bm=128, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
     dict(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, group_m=1),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=2, async_copy=False),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, ldmatrix=False),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3, out_f16=True),
-    dict(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=2, out_f16=True),
+    {**BASE, "l2_prefetch": True},
 ]
 # (batch, M, N, K): edges in every dimension, a batch, and one shape without edges.
 CHECK_SHAPES = [(1, 1000, 1000, 1000), (3, 77, 136, 72), (1, 8, 8, 8), (1, 2048, 2048, 2048)]
+if DRY:  # emulated PTX is slow: small shapes only
+    CHECK_SHAPES = [(1, 40, 48, 40), (2, 16, 8, 24)]
 SWEEP_SIZES = [2048, 4096]
 FULL_SIZES = [256, 512, 1024, 2048, 4096, 8192]
 
@@ -136,56 +147,8 @@ def f16_bits(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.astype(np.float16)).view(np.uint16)
 
 
-LDSM_TILE = """\
-__kernel __attribute__((reqd_work_group_size(32, 1, 1)))
-void ldsm_tile(__global const ushort* A, __global const ushort* B, __global float* C,
-               __global uint* info, const int use_async)
-{
-    __local uint4 sA[32];   /* A 16 x 16: row r = chunks 2r, 2r + 1 */
-    __local uint4 sB[16];   /* B 16 x 8: row k = chunk k */
-    const int l = (int)get_local_id(0), g = l >> 2, t = l & 3;
-    const uint sa = (uint)(size_t)sA, sb = (uint)(size_t)sB;
-    if (use_async) {
-        __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;"
-                     :: "r"(sa + (uint)l * 16u), "l"((ulong)(A + l * 8)) : "memory");
-        if (l < 16) {
-            __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;"
-                         :: "r"(sb + (uint)l * 16u), "l"((ulong)(B + l * 8)) : "memory");
-        }
-        __asm__ volatile("cp.async.commit_group;" ::: "memory");
-        __asm__ volatile("cp.async.wait_group 0;" ::: "memory");
-    } else {
-        sA[l] = ((__global const uint4*)A)[l];
-        if (l < 16) {
-            sB[l] = ((__global const uint4*)B)[l];
-        }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    uint a0, a1, a2, a3, b0, b1;
-    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
-                 : "r"(sa + (uint)(((l & 15) * 2 + (l >> 4)) * 16)) : "memory");
-    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-                 : "=r"(b0), "=r"(b1) : "r"(sb + (uint)((l & 15) * 16)) : "memory");
-    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-    __asm__ volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    C[g * 8 + 2 * t] = c0;
-    C[g * 8 + 2 * t + 1] = c1;
-    C[(g + 8) * 8 + 2 * t] = c2;
-    C[(g + 8) * 8 + 2 * t + 1] = c3;
-    if (l == 0) {
-        info[0] = sa;
-        info[1] = sb;
-    }
-}
-"""
-
-
 def child_tile(kind: str) -> dict[str, Any]:
-    """Run one tile test (f16, tf32, ldsm, ldsm_async); compare with NumPy."""
+    """Run one tile test (f16, tf32, probe: cp.async + ldmatrix + mma); compare with NumPy."""
     import pyopencl as cl
 
     src = load_source()
@@ -201,7 +164,9 @@ def child_tile(kind: str) -> dict[str, Any]:
         b = rng.uniform(-1, 1, (16, 8)).astype(np.float16).astype(np.float32)
         ha, hb = f16_bits(a), f16_bits(b)
         source, name = (
-            (src.TILE_F16_SOURCE, "mma_tile_f16") if kind == "f16" else (LDSM_TILE, "ldsm_tile")
+            (src.TILE_F16_SOURCE, "mma_tile_f16")
+            if kind == "f16"
+            else (src.PROBE_SOURCE, "mma_probe")
         )
     source = source.replace("__asm__", ASM)
     prg, log = build(ctx, dev, source, f"tile {kind}")
@@ -213,9 +178,9 @@ def child_tile(kind: str) -> dict[str, Any]:
     dc = cl.Buffer(ctx, mf.WRITE_ONLY, c.nbytes)
     knl = getattr(prg, name)
     info = np.zeros(2, np.uint32)
-    if kind.startswith("ldsm"):
+    if kind == "probe":
         dinfo = cl.Buffer(ctx, mf.WRITE_ONLY, info.nbytes)
-        knl(queue, (32,), (32,), da, db, dc, dinfo, np.int32(kind == "ldsm_async"))
+        knl(queue, (32,), (32,), da, db, dc, dinfo)
         cl.enqueue_copy(queue, info, dinfo)
     else:
         knl(queue, (32,), (32,), da, db, dc)
@@ -225,7 +190,7 @@ def child_tile(kind: str) -> dict[str, Any]:
     err = float(np.abs(c - ref).max())
     tol = 5e-3 if kind == "tf32" else 1e-4
     out = {"ok": err < tol, "max_err": err, "ptxas": ptxas_summary(log)}
-    if kind.startswith("ldsm"):
+    if kind == "probe":
         out["local_addresses"] = [int(info[0]), int(info[1])]
     if not out["ok"]:
         detail(f"tile {kind} result\n{c}\nreference\n{ref}")
@@ -239,7 +204,7 @@ def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[st
     import pyopencl as cl
 
     src = load_source()
-    config = src.MmaConfig(**{**cfg, "stub": DRY})
+    config = src.MmaConfig(**{**cfg, "emulate": DRY})
     dev, ctx, queue = nvidia()
     source = src.hgemm_source(config).replace("__asm__", ASM)
     prg, log = build(ctx, dev, source, config.label())
@@ -256,26 +221,29 @@ def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[st
 
     def launch(da: Any, db: Any, dc: Any, batch: int, m: int, n: int, k: int) -> Any:
         tiles = -(-m // config.bm) * -(-n // config.bn)
+        lda = m if config.trans_a else k
+        ldb = k if config.trans_b else n
+        i32, i64 = np.int32, np.int64
         return knl(
             queue,
             (tiles * config.threads, batch),
             (config.threads, 1),
-            da,
-            db,
-            dc,
-            np.int32(m),
-            np.int32(n),
-            np.int32(k),
-            np.int64(m * k),
-            np.int64(k * n),
-            np.int64(m * n),
-        )
+            da, i32(0), i32(lda), i64(m * k),
+            db, i32(0), i32(ldb), i64(k * n),
+            dc, i32(0), i32(n), i64(m * n),
+            i32(m), i32(n), i32(k),
+        )  # fmt: skip
+
+    def operands(batch: int, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Random A and B in their stored layouts, and the float32 reference product."""
+        a = rng.uniform(-1, 1, (batch, k, m) if config.trans_a else (batch, m, k))
+        b = rng.uniform(-1, 1, (batch, n, k) if config.trans_b else (batch, k, n))
+        return a.astype(np.float16), b.astype(np.float16)
 
     result: dict[str, Any] = {"ptxas": ptxas_summary(log), "errors": {}, "tflops": {}}
     ok = True
     for batch, m, n, k in CHECK_SHAPES:
-        a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float16)
-        b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float16)
+        a, b = operands(batch, m, n, k)
         da = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.view(np.uint16))
         db = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b.view(np.uint16))
         c = np.full((batch, m, n), np.nan, out_dtype)
@@ -283,7 +251,10 @@ def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[st
         launch(da, db, dc, batch, m, n, k)
         cl.enqueue_copy(queue, c, dc)
         queue.finish()
-        ref = np.matmul(a.astype(np.float32), b.astype(np.float32))
+        fa, fb = a.astype(np.float32), b.astype(np.float32)
+        fa = fa.transpose(0, 2, 1) if config.trans_a else fa
+        fb = fb.transpose(0, 2, 1) if config.trans_b else fb
+        ref = np.matmul(fa, fb)
         scale = float(np.abs(ref).max())
         rel = float(np.nanmax(np.abs(c.astype(np.float32) - ref)) / scale)
         if np.isnan(c).any():
@@ -379,7 +350,7 @@ def main() -> None:
         f"{dev.opencl_c_version} | local {dev.local_mem_size} | CUs {dev.max_compute_units}"
     )
     print("== tiles (max abs error vs NumPy float64)")
-    for kind in ["f16", "tf32", "ldsm", "ldsm_async"]:
+    for kind in ["f16", "tf32", "probe"]:
         r = run_child(["--tile", kind])
         print(f"tile {kind:10s} {json.dumps(r)[:600]}")
         if kind == "f16" and not r.get("ok") and ASM == "__asm__":
@@ -407,22 +378,29 @@ def main() -> None:
         print("no correct GEMM config; see probe_mma_detail.txt")
         return
     best_cfg, _ = max(good, key=lambda cr: cr[1]["tflops"]["4096"])
-    print(f"== best {json.dumps(best_cfg)} vs torch.matmul float16 (CUDA)")
+    small = [(cfg, r) for cfg, r in good if cfg["bm"] * cfg["bn"] <= 64 * 128]
+    small_cfg = max(small, key=lambda cr: cr[1]["tflops"]["2048"])[0] if small else best_cfg
+    print(f"== best {json.dumps(best_cfg)}, small {json.dumps(small_cfg)} vs torch fp16")
     full = run_child(
         ["--gemm", json.dumps(best_cfg), "--sizes", ",".join(map(str, FULL_SIZES)), "--save-ptx"],
         timeout=180,
     )
+    small_sizes = [s for s in FULL_SIZES if s <= 2048]
+    fulls = run_child(["--gemm", json.dumps(small_cfg), "--sizes", ",".join(map(str, small_sizes))])
     try:
         ref = torch_times(FULL_SIZES)
     except Exception as e:  # report, do not lose the OpenCL figures
         print(f"torch failed: {e!r}")
         ref = {}
-    print(f"{'size':>6s} {'mma TF/s':>9s} {'wall':>7s} {'torch':>7s} {'ratio':>6s}")
+    print(f"{'size':>6s} {'best':>7s} {'wall':>7s} {'small':>7s} {'torch':>7s} {'ratio':>6s}")
+    nan = float("nan")
     for s in FULL_SIZES:
-        ours = full.get("tflops", {}).get(str(s), float("nan"))
-        wall = full.get("wall_tflops", {}).get(str(s), float("nan"))
-        theirs = ref.get(s, float("nan"))
-        print(f"{s:6d} {ours:9.1f} {wall:7.1f} {theirs:7.1f} {ours / theirs:6.2f}")
+        ours = full.get("tflops", {}).get(str(s), nan)
+        wall = full.get("wall_tflops", {}).get(str(s), nan)
+        little = fulls.get("tflops", {}).get(str(s), nan)
+        theirs = ref.get(s, nan)
+        ratio = max(ours, little if little == little else 0.0) / theirs
+        print(f"{s:6d} {ours:7.1f} {wall:7.1f} {little:7.1f} {theirs:7.1f} {ratio:6.2f}")
 
 
 if __name__ == "__main__":
