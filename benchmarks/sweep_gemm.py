@@ -48,8 +48,12 @@ RT = KernelVariant.MATMUL_REGISTER_TILED
 LAYOUTS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 Shape = tuple[int, int, int, int]  # (batch, M, N, K)
 
-# (bm, bn, bk, tm, tn, warp_n, swizzle, split_k[, lds_pad])
+# (bm, bn, bk, tm, tn, warp_n, swizzle, split_k[, lds_pad (-1 auto)[, staged as tn: 1 nn/tt,
+# 2 also nt]])
 BIG_CONFIGS = [
+    (128, 128, 8, 16, 8, 8, 0, 0, -1, 2),  # everything as tn (transposed copies)
+    (128, 128, 8, 16, 8, 8, 8, 0, -1, 2),
+    (128, 128, 16, 16, 8, 8, 0, 0, -1, 2),
     (128, 128, 8, 16, 8, 8, 0, 0),  # sweep 1's best at 4096^3 nt and tn
     (128, 128, 16, 16, 8, 8, 0, 0),  # ... and nn, tt
     (128, 128, 8, 16, 8, 8, 8, 0),
@@ -121,7 +125,7 @@ CLASSES: dict[str, tuple[list[Shape], list[Any]]] = {
 # each class's share of the budget (a class that ends early leaves its time to the next)
 SHARE = {"big": 0.5, "mid": 0.2, "skinny": 0.15, "small": 0.15}
 # shapes only the best few configurations of the class (by the earlier shapes) run
-LATE = {(1, 8192, 8192, 8192): 6, (1, 4095, 4095, 4095): 5}
+LATE = {(1, 8192, 8192, 8192): 7, (1, 4095, 4095, 4095): 6}
 
 
 def make_config(c: Any) -> KernelConfig:
@@ -130,8 +134,10 @@ def make_config(c: Any) -> KernelConfig:
     bm, bn, bk, tm, tn, warp_n, swizzle, split = c[:8]
     extra: dict[str, Any] = {"micro_n": tn, "warp_n": warp_n, "swizzle": swizzle,
                              "split_k": split}
-    if len(c) > 8:
+    if len(c) > 8 and c[8] >= 0:
         extra["lds_pad"] = c[8]
+    if len(c) > 9 and c[9]:
+        extra["stage_tn"] = ("nn", "nt", "tt") if c[9] == 2 else ("nn", "tt")
     return KernelConfig(RT, tile_m=bm, tile_n=bn, tile_k=bk, work_per_thread=tm, extra=extra)
 
 
@@ -144,6 +150,7 @@ def label(c: KernelConfig) -> str:
     s += f" s{e['swizzle']}" if e.get("swizzle") else ""
     s += f" p{e['lds_pad']}" if e.get("lds_pad", -1) >= 0 else ""
     s += " L" if e.get("by_layout") else ""
+    s += f" T{len(e['stage_tn'])}" if e.get("stage_tn") else ""
     return s + (f" k{e['split_k']}" if e.get("split_k") else "")
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelConfig, KernelVariant
+from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
 from netcl.ops import build_matmul_kernel
@@ -119,3 +120,36 @@ def test_register_tiled_knobs_float16(dev: DeviceHandle) -> None:
              Tensor.from_host(dev.queue, b, dtype="float16")).to_host()
     want = (a.astype(np.float16).astype(np.float64) @ b.astype(np.float16).astype(np.float64))
     _close(got.astype(np.float64), want, 1e-2, "float16")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
+    """``extra["stage_tn"]``: nn, nt and tt run as tn through transposed scratch copies
+    (batched, a broadcast operand transposed once, odd sizes, a split K behind it)."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
+    cfg = _config((64, 64, 8, 8, 8, 8, 0, 0))
+    cfg.extra["stage_tn"] = ("nn", "nt", "tt")
+    split = _config((64, 64, 8, 8, 8, 8, 0, 3))
+    split.extra["stage_tn"] = ("nn", "nt", "tt")
+    tol = 1e-4 if dtype == "float32" else 1e-2
+    for config in (cfg, split):
+        mm = build_matmul_kernel(dev.queue, config, dtype)
+        for ta, tb in LAYOUTS:
+            for a_shape, b_shape in [((3, 37, 70), (70, 33)), ((2, 68, 36), (2, 36, 132)),
+                                     ((37, 70), (70, 33))]:
+                a = RNG.standard_normal(a_shape[:-2] + a_shape[-2:][::-1] if ta else a_shape)
+                b = RNG.standard_normal(b_shape[:-2] + b_shape[-2:][::-1] if tb else b_shape)
+                if dtype == "float16":
+                    a, b = (v.astype(np.float16).astype(np.float64) for v in (a, b))
+                got = mm(Tensor.from_host(dev.queue, a, dtype=dtype),
+                         Tensor.from_host(dev.queue, b, dtype=dtype), ta, tb).to_host()
+                _close(got.astype(np.float64), _ref(a, b, ta, tb), tol,
+                       f"staged {(ta, tb)} {a_shape} {b_shape}")
+    a, b = RNG.standard_normal((37, 70)), RNG.standard_normal((70, 33))
+    ta, tb = (Tensor.from_host(dev.queue, v, dtype=dtype) for v in (a, b))
+    with count_launches() as launches:
+        build_matmul_kernel(dev.queue, cfg, dtype)(ta, tb)
+    assert launches[0] == 2  # the transpose of A, then the tn GEMM

@@ -7,8 +7,8 @@ keyed by the frozen, hashable ``GemmParams``) renders and builds it once per con
 :class:`GemmGeometry` saying how it is launched. ``run_gemm`` (``_matmul_launch``) keeps the
 prepared launches in front of it. The family's golden matrix: the four variants' default
 configs per dtype, the register-tiled kernel's vector forms (NVIDIA's 16 x 8 blocks among
-them) and its swizzled form, the vectorized kernel's CPU form and the implicit-GEMM form the
-convolution runs (B gathered by ``_conv_kernels``' loader).
+them) and its swizzled form, the staging transpose, the vectorized kernel's CPU form and the
+implicit-GEMM form the convolution runs (B gathered by ``_conv_kernels``' loader).
 
 Examples:
     >>> from netcl.core.kernel_selector import KernelVariant, default_config
@@ -37,6 +37,7 @@ from ._matmul_params import GemmParams
 
 __all__ = [
     "SPLIT_K_SUM",
+    "TRANSPOSE",
     "VARIANT_NAMES",
     "GemmGeometry",
     "for_device",
@@ -57,6 +58,8 @@ VARIANT_NAMES: dict[AnyVariant, str] = {
 
 SPLIT_K_SUM = "split_k_sum"
 """The ``GemmParams.variant`` of split-K's reduction (the sum of the partial products)."""
+TRANSPOSE = "transpose"
+"""The ``GemmParams.variant`` of the staging transpose (NOTE [ Staging for tn ])."""
 
 def _pow2_at_most(n: int, cap: int) -> int:
     return max(1, min(cap, 1 << max(0, (max(1, n) - 1).bit_length())))
@@ -107,6 +110,7 @@ def _matmul_golden() -> Iterator[tuple[str, tuple[GemmParams]]]:
     swz = dataclasses.replace(big, tile_m=64, tile_n=64, extra={
         "micro_n": 8, "warp_n": 8, "swizzle": 4, "lds_pad": 8})
     yield "matmul/register_tiled-float32-tt-swizzle", (gemm_params(swz, "float32", True, True),)
+    yield "matmul/transpose-float32", (GemmParams(TRANSPOSE, "float32"),)
     cpu = dataclasses.replace(gemm_params(_cpu_vectorized_config(), "float32", False, False),
                               vec_c=True, fma=False)
     yield "matmul/vectorized-float32-cpu", (cpu,)
@@ -133,6 +137,9 @@ def gemm_family(p: GemmParams) -> KernelSource:
     rule)."""
     if p.variant == SPLIT_K_SUM:
         return KernelSource(mk.SPLIT_K_SUM, ("gemm_split_k_sum",), p.dtype, Geometry())
+    if p.variant == TRANSPOSE:  # grid(R, C, batch): 32 x 32 tiles of an R x C matrix
+        return KernelSource(mk.TRANSPOSE, ("gemm_transpose",), p.dtype,
+                            GemmGeometry(lx=32, ly=8, bm=32, bn=32))
     geometry = (GemmGeometry() if p.variant == mk.NAIVE
                 else GemmGeometry(lx=p.lx, ly=p.ly, bm=p.bm, bn=p.bn))
     return KernelSource(mk.gemm_source(p), (mk.gemm_kernel_name(p),), p.dtype, geometry)

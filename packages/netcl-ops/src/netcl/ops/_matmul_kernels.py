@@ -73,6 +73,34 @@ __kernel void gemm_split_k_sum(
 """
 
 
+# Staging for the tn kernel: Y[b] = X[b]^T for an R x C matrix X (leading dimension ldx,
+# batch offsets as the GEMM's) into a contiguous C x R matrix per batch entry, through a
+# 32 x 33 local tile (both global sides coalesced, no bank conflicts).
+TRANSPOSE = """\
+__kernel __attribute__((reqd_work_group_size(32, 8, 1))) void gemm_transpose(
+    __global const T* restrict X, const int offX, const int ldx, const int s1, const int s2,
+    const int nb2, __global T* restrict Y, const int offY, const int R, const int C)
+{
+    __local CT tile[32][33];
+    const int bz = get_global_id(2);
+    const int b1 = bz / nb2, b2 = bz - b1 * nb2;
+    X += offX + (long)b1 * s1 + (long)b2 * s2;
+    Y += offY + (long)bz * R * C;
+    const int c0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    for (int j = ty; j < 32; j += 8) {
+        const int r = r0 + j, c = c0 + tx;
+        tile[j][tx] = (r < R && c < C) ? LD(X, r * ldx + c) : (CT)0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int j = ty; j < 32; j += 8) {
+        const int c = c0 + j, r = r0 + tx;
+        if (c < C && r < R) ST(Y, (long)c * R + r, tile[tx][j]);
+    }
+}
+"""
+
+
 # -- shared pieces ----------------------------------------------------------------------------
 
 

@@ -62,6 +62,7 @@ BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-i
 NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 16,
               "micro_n": 8}
 NVIDIA_BIG_BY_LAYOUT = {"nn": {"tile_k": 16}, "tt": {"tile_k": 16}}
+NVIDIA_STAGE_TN = ("nn", "tt")  # run as tn through a transposed copy (NOTE [ Staging for tn ])
 NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
               "micro_n": 4}
 NVIDIA_SMALL = {"tile_m": 32, "tile_n": 64, "tile_k": 16, "work_per_thread": 4,
@@ -221,7 +222,8 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
     ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128
     tiles with 16x8 per work-item when there are at least as many 128x128 output tiles as
-    compute units (BK 8, 16 for the nn and tt layouts: ``extra["by_layout"]``), else
+    compute units (BK 8; the nn and tt layouts run as tn after transposing an operand,
+    ``extra["stage_tn"]``, or where they cannot with BK 16, ``extra["by_layout"]``), else
     64x64x16 tiles with 8x4 per work-item, or 32x64x16 with 4x4 below one 64x64 tile per
     compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
     splits K (``extra["split_k"]`` slices), 128x64x16 tiles with 8x4 per work-item;
@@ -250,8 +252,9 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
             tiles, by_layout = _nvidia_tiles(profile, q, split)
             extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
                      "split_k": split}
-            if by_layout:
+            if by_layout:  # 128x128 tiles: nn and tt staged as tn, else with BK 16
                 extra["by_layout"] = by_layout
+                extra["stage_tn"] = NVIDIA_STAGE_TN
             return dataclasses.replace(cfg, tile_m=tiles["tile_m"], tile_n=tiles["tile_n"],
                                        tile_k=tiles["tile_k"],
                                        work_per_thread=tiles["work_per_thread"], extra=extra)
