@@ -8,6 +8,7 @@ Every 1-D launch of an op uses the device's one local size,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,17 +16,21 @@ import numpy as np
 from netcl.core.kernel_selector import get_kernel_selector
 from netcl.core.kernels.family import local_size_1d
 from netcl.core.kernels.header import index_macro
-from netcl.core.kernels.primitives import launch
-from netcl.core.tensor import Tensor
+from netcl.core.kernels.primitives import launch, launch_values
+from netcl.core.tensor import Tensor, output_tensor
 
 __all__ = [
     "INT32_LIMIT",
+    "Remembered",
     "device_buffer",
     "index_defs",
     "launch_items",
     "launch_nd",
     "local_size",
     "queue_facts",
+    "remember",
+    "remembered",
+    "run_remembered",
     "view_args",
 ]
 
@@ -99,3 +104,61 @@ def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
         return
     local = queue_facts(queue)[2]
     launch_nd(queue, kernel, (-(-items // local) * local,), (local,), *args)
+
+
+# NOTE [ Remembered launches ]
+# An op called again with tensors of the same shapes, dtypes and offsets on the same queue, under
+# the same selector epoch, launches the same kernel with the same sizes and scalars: only the
+# buffers differ. Such an op keeps its checked launch under a key of all of that (the queue
+# object itself, so a later queue never reuses an id) and, on a hit, leases its output and
+# launches through launch_values with no checks, selection or argument conversion: what
+# ``_elementwise_base.run_fast`` and ``_reduce`` do for their families, here for the others
+# (softmax, log_softmax). A key only exists after the slow path ran the op successfully; the
+# released-tensor check stays (device_buffer raises). The table is bounded and cleared when
+# full.
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A launch to repeat: ``args`` with ``None`` at ``buffers`` (the output is slot 0 of
+    ``buffers``, then the inputs in the order :func:`run_remembered` is given them)."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    local: tuple[int, ...] | None
+    args: tuple[Any, ...]
+    buffers: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: str
+
+
+_remembered: dict[tuple[Any, ...], Remembered] = {}
+_MAX_REMEMBERED = 4096
+
+
+def remembered(key: tuple[Any, ...]) -> Remembered | None:
+    """The launch remembered under ``key`` (NOTE [ Remembered launches ])."""
+    return _remembered.get(key)
+
+
+def remember(key: tuple[Any, ...], kernel: Any, grid: Sequence[int],
+             local: Sequence[int] | None, args: Sequence[Any], buffers: Sequence[int],
+             out: Tensor) -> None:
+    """Keep the launch just made of ``kernel`` with ``args`` under ``key``."""
+    frozen = [None if i in buffers else a for i, a in enumerate(args)]
+    if len(_remembered) >= _MAX_REMEMBERED:
+        _remembered.clear()
+    _remembered[key] = Remembered(kernel, tuple(grid), None if local is None else tuple(local),
+                                  tuple(frozen), tuple(buffers), out.shape, out.dtype)
+
+
+def run_remembered(entry: Remembered, queue: Any, *inputs: Tensor) -> Tensor:
+    """Repeat ``entry`` on ``inputs``, into a new output tensor."""
+    out = output_tensor(queue, entry.shape, entry.dtype)
+    args = list(entry.args)
+    slots = entry.buffers
+    args[slots[0]] = device_buffer(out)
+    for i, t in zip(slots[1:], inputs):
+        args[i] = device_buffer(t)
+    launch_values(queue, entry.kernel, entry.grid, entry.local, args)
+    return out
