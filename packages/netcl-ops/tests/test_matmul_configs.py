@@ -9,6 +9,7 @@ work-groups), so the CPU devices build them in seconds."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
 from netcl.ops import build_matmul_kernel
 from netcl.ops._matmul_family import gemm_params
+from netcl.ops._matmul_kernels import gemm_source
 from netcl.ops._matmul_launch import Operand, run_gemm
 
 RNG = np.random.default_rng(7)
@@ -57,6 +59,14 @@ def test_knobs_reach_the_kernel_parameters() -> None:
         64, 64, 8, 16, 8, 8, 4, 8, 2)
     assert gemm_params(_config((64, 64, 8, 16, 8, 8, -1, 0)), "float32", False,
                        False).swizzle == 0
+    cfg = _config(CONFIGS[0])
+    cfg.extra["lds_pad"] = -2  # unpadded only when both operands are vector-loaded
+    p = gemm_params(cfg, "float32", False, False)
+    assert "#define LDA_S 68" in gemm_source(p)
+    assert "#define LDA_S 64" in gemm_source(dataclasses.replace(p, vec_a=True, vec_b=True))
+    cfg.extra["by_layout"] = {"nt": {"lds_pad": 8, "tile_k": 16}}
+    p = gemm_params(cfg, "float32", False, True)
+    assert (p.lds_pad, p.bk) == (8, 16) and "#define LDA_S 72" in gemm_source(p)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))
@@ -131,7 +141,7 @@ def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dtype} unsupported on {dev.device_name}")
     cfg = _config((64, 64, 8, 8, 8, 8, 0, 0))
-    cfg.extra["stage_tn"] = ("nn", "nt", "tt")
+    cfg.extra.update(stage_tn=("nn", "nt", "tt"), lds_pad=-2)
     split = _config((64, 64, 8, 8, 8, 8, 0, 3))
     split.extra["stage_tn"] = ("nn", "nt", "tt")
     tol = 1e-4 if dtype == "float32" else 1e-2
@@ -153,3 +163,10 @@ def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
     with count_launches() as launches:
         build_matmul_kernel(dev.queue, cfg, dtype)(ta, tb)
     assert launches[0] == 2  # the transpose of A, then the tn GEMM
+    cfg.extra["stage_unaligned_only"] = True  # 37 x 70 @ 70 x 33: not 4-aligned, staged
+    aligned = (Tensor.from_host(dev.queue, RNG.standard_normal(s), dtype=dtype)
+               for s in ((36, 68), (68, 32)))
+    with count_launches() as launches:
+        build_matmul_kernel(dev.queue, cfg, dtype)(ta, tb)
+        build_matmul_kernel(dev.queue, cfg, dtype)(*aligned)
+    assert launches[0] == 3

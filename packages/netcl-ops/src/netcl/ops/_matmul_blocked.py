@@ -195,7 +195,10 @@ def register_tiled_source(p: GemmParams, signature: str) -> str:
     # as 4-vectors), else 4 (measured on an H100: a padded and an unpadded tile side by side
     # ran nn 1.5x slower than both padded, with the same registers and local memory)
     direct = p.trans_a and p.vec_a and p.vec_b and not p.trans_b and not p.b_loader
-    pad_a = pad_b = p.lds_pad if p.lds_pad >= 0 else 0 if direct else 4
+    # (an H100 ran 16x8 blocks in nn and tt 0.90x cuBLAS unpadded, 0.76x padded, but nt
+    # 0.82x vs 0.89x, and unaligned operands padded: lds_pad -2 picks per alignment)
+    vec0 = p.lds_pad == -2 and p.vec_a and p.vec_b
+    pad_a = pad_b = p.lds_pad if p.lds_pad >= 0 else 0 if direct or vec0 else 4
     ad, al, ast = _a_tile(p)
     bd, bl, bst = _b_tile(p)
     defines = _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, TN=p.tn, RM=p.ly, RN=p.lx,

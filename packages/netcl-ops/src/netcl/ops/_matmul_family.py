@@ -245,7 +245,8 @@ def gemm_params(
         pad = int(config.extra.get("lds_pad", -1))
         return dataclasses.replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, lx=bn // tn,
                                    ly=bm // tm, warp_n=warp_n, swizzle=swizzle,
-                                   lds_pad=pad if pad >= 0 and pad % 4 == 0 else -1)
+                                   lds_pad=pad if pad == -2 or (pad >= 0 and pad % 4 == 0)
+                                   else -1)
     # vectorized: work-group local_size_2d; micro-tiles of work_per_thread x extra["micro_n"]
     lx, ly = config.local_size_2d
     tm = max(1, config.work_per_thread)

@@ -23,7 +23,8 @@ class GemmParams:
     (see the note in :mod:`._matmul_blocked`); ``swizzle`` > 0 walks the register-tiled
     kernel's work-groups down columns of ``swizzle`` tile rows (L2 reuse, NOTE there);
     ``lds_pad`` >= 0 (a multiple of 4) pads both of its local tiles' rows by that many
-    elements instead of the automatic choice (-1).
+    elements instead of the automatic choice (-1); -2: no padding when both operands are
+    vector-loaded, else the automatic choice.
     """
 
     variant: str

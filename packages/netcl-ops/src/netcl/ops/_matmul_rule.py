@@ -8,6 +8,7 @@ Registered with netcl-core's generic selector as family ``"matmul"`` (the query 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -51,24 +52,34 @@ TILED_TILE = 16  # the portable tiled kernel: 16x16 outputs, one per work-item
 TILE_K = 16
 REGISTER_TILE = 64  # register-tiled and vectorized: 64x64 outputs, 4x4 per work-item
 BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-item
-# NVIDIA's register-tiled configs (measured on an H100 with benchmarks/sweep_gemm.py, kernel
-# times against cuBLAS, TF32 off; benchmarks/results/h100/sweep_gemm.txt): 128x128 tiles with
-# 16x8 outputs per work-item (128 work-items) once there is a 128x128 tile per compute unit,
-# BK 8 for nt/tn and 16 for nn/tt (4096^3: 0.67-0.80x vs 0.63-0.73x for 8x8 blocks); else
-# 64x64x16 tiles with 8x4 per work-item (1024^3: 0.70-0.81x vs 0.62-0.67x for 4x4); with
-# fewer 64x64 tiles than compute units and no split K, 32x64x16 with 4x4 (a classifier's
-# 256x1000x512: 0.74-0.83x, the 32x32 tiled kernel 0.39-0.43x); a split K with 128x64x16
-# tiles, 8x4 per work-item. Warps of 8x4 work-items in all of them.
+# NVIDIA's register-tiled configs, measured on an H100 with benchmarks/sweep_gemm.py (kernel
+# times against cuBLAS, TF32 off; benchmarks/results/h100/sweep_gemm.txt):
+# - at least one 128x128 tile per compute unit: 128x128x8 tiles, 16x8 outputs per work-item
+#   (128 work-items); unpadded local tiles in nn and tt, a swizzle of 8 tile rows in tn
+#   (2048-8192^3: 0.86-0.93x; 8x8 blocks ran 0.72-0.80x); unaligned sizes run nn, nt and tt
+#   as tn through a transposed copy (4095^3: tn 0.78x, the others 0.67x);
+# - else 64x64x16 tiles with 8x4 per work-item, swizzled in bands of 4 (1024^3: 0.71-0.83x,
+#   4x4 blocks 0.62-0.67x);
+# - below one 64x64 tile per compute unit (no split K): 32x32x16 with 4x4 (512^3 and a
+#   classifier's 256x1000x512: 0.68-0.70x; the 32x32 tiled kernel ran 0.28x);
+# - a split K (see split_k): 64x64x16 tiles with 8x4 (128x4096x4096 and 4096x128x4096:
+#   0.70-0.86x; 128x64x16 with 8x4 ran 0.64-0.80x).
+# Warps of 8x4 work-items in all of them.
 NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 16,
               "micro_n": 8}
-NVIDIA_BIG_BY_LAYOUT = {"nn": {"tile_k": 16}, "tt": {"tile_k": 16}}
-NVIDIA_STAGE_TN = ("nn", "tt")  # run as tn through a transposed copy (NOTE [ Staging for tn ])
+NVIDIA_BIG_EXTRA: dict[str, Any] = {
+    "by_layout": {"nn": {"lds_pad": -2}, "tt": {"lds_pad": -2},
+                  "tn": {"lds_pad": 0, "swizzle": 8}},
+    "stage_tn": ("nn", "nt", "tt"), "stage_unaligned_only": True,
+}
 NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
               "micro_n": 4}
-NVIDIA_SMALL = {"tile_m": 32, "tile_n": 64, "tile_k": 16, "work_per_thread": 4,
+NVIDIA_MID_EXTRA: dict[str, Any] = {"swizzle": 4}
+NVIDIA_SMALL = {"tile_m": 32, "tile_n": 32, "tile_k": 16, "work_per_thread": 4,
                 "micro_n": 4}
-NVIDIA_SPLIT = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
+NVIDIA_SPLIT = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
                 "micro_n": 4}
+SPLIT_TILE = (128, 64)  # the tiles split_k counts (its thresholds were set with them)
 NVIDIA_WARP_N = 8
 # Split-K (NVIDIA): fewer 128x64 tiles than half the compute units and K from SPLIT_MIN_K
 # (128x4096x4096: 64 tiles on 132 units) -> K in 2 x compute units / tiles slices (2..8)
@@ -178,7 +189,7 @@ def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
     """
     if tuned_vendor(profile) != "nvidia" or q.K < SPLIT_MIN_K or q.dtype == "float16":
         return 0
-    tiles = -(-q.M // NVIDIA_SPLIT["tile_m"]) * -(-q.N // NVIDIA_SPLIT["tile_n"])
+    tiles = -(-q.M // SPLIT_TILE[0]) * -(-q.N // SPLIT_TILE[1])
     units = max(profile.compute_units, 1)
     if 2 * tiles >= units:
         return 0
@@ -186,17 +197,17 @@ def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
 
 
 def _nvidia_tiles(profile: ExtendedDeviceProfile, q: MatmulQuery,
-                  split: int) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """NVIDIA's register-tiled tiles for ``q`` and their per-layout overrides."""
+                  split: int) -> tuple[dict[str, int], dict[str, Any]]:
+    """NVIDIA's register-tiled tiles for ``q`` and their extra knobs (copies)."""
     units = max(profile.compute_units, 1)
     if split:
         return dict(NVIDIA_SPLIT), {}
     # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100 (132 units)
     # got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
     if units <= (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE):
-        return dict(NVIDIA_BIG), {k: dict(v) for k, v in NVIDIA_BIG_BY_LAYOUT.items()}
+        return dict(NVIDIA_BIG), copy.deepcopy(NVIDIA_BIG_EXTRA)
     if units <= (q.M // REGISTER_TILE) * (q.N // REGISTER_TILE):
-        return dict(NVIDIA_MID), {}
+        return dict(NVIDIA_MID), dict(NVIDIA_MID_EXTRA)
     return dict(NVIDIA_SMALL), {}
 
 
@@ -220,13 +231,13 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
 
     OpenCL CPU devices: vectorized with panels of up to 96 rows (a multiple of 6) and 128
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
-    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128
+    ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128x8
     tiles with 16x8 per work-item when there are at least as many 128x128 output tiles as
-    compute units (BK 8; the nn and tt layouts run as tn after transposing an operand,
-    ``extra["stage_tn"]``, or where they cannot with BK 16, ``extra["by_layout"]``), else
-    64x64x16 tiles with 8x4 per work-item, or 32x64x16 with 4x4 below one 64x64 tile per
+    compute units (per-layout padding and swizzle in ``extra["by_layout"]``; unaligned nn,
+    nt and tt staged as tn, ``extra["stage_tn"]``), else 64x64x16 tiles with 8x4 per
+    work-item (``extra["swizzle"]`` 4), or 32x32x16 with 4x4 below one 64x64 tile per
     compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
-    splits K (``extra["split_k"]`` slices), 128x64x16 tiles with 8x4 per work-item;
+    splits K (``extra["split_k"]`` slices), 64x64x16 tiles with 8x4 per work-item;
     RDNA2/3 record ``extra["wave_size"] = 32``.
 
     Examples:
@@ -249,12 +260,9 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
                 work_per_thread=4, local_size_2d=(NVIDIA_TILED_TILE, 8))
         if variant is V.MATMUL_REGISTER_TILED:
             split = split_k(profile, q)
-            tiles, by_layout = _nvidia_tiles(profile, q, split)
+            tiles, more = _nvidia_tiles(profile, q, split)
             extra = {**cfg.extra, "micro_n": tiles.pop("micro_n"), "warp_n": NVIDIA_WARP_N,
-                     "split_k": split}
-            if by_layout:  # 128x128 tiles: nn and tt staged as tn, else with BK 16
-                extra["by_layout"] = by_layout
-                extra["stage_tn"] = NVIDIA_STAGE_TN
+                     "split_k": split, **more}
             return dataclasses.replace(cfg, tile_m=tiles["tile_m"], tile_n=tiles["tile_n"],
                                        tile_k=tiles["tile_k"],
                                        work_per_thread=tiles["work_per_thread"], extra=extra)
