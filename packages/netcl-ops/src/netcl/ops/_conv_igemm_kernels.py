@@ -97,7 +97,9 @@ def _defines(window: tuple[int, ...], t: IgemmTiles) -> str:
              "BM": t.bm, "BN": t.bn, "BK": t.bk, "LX": t.lx, "LY": t.ly, "TM": t.tm,
              "TN": t.tn}
     lines = [f"#define {k} {v}" for k, v in names.items()]
-    lines += ["#define RS (R * S)", "#define NT (LX * LY)"]
+    lines += ["#define RS (R * S)", "#define NT (LX * LY)",
+              "#define APT (BM * BK / NT)  // A elements each work-item gathers per step",
+              "#define BPT (BK * BN / NT)  // B elements"]
     return "\n".join(lines) + "\n"
 
 
@@ -130,6 +132,37 @@ _PROLOGUE = """
         for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
 """
 
+
+def _loop(begin: str, end: str, load: str, store: str) -> str:
+    """The reduction: each step stores the operand values gathered into registers (``ra``,
+    ``rb``) in local memory, then gathers the next step's (``kt``: its first index) while it
+    multiplies, so global latency overlaps the arithmetic."""
+    return f"""
+    CT ra[APT], rb[BPT];
+    if ({begin} < {end}) {{
+        const int kt = {begin};
+{load}
+    }}
+    for (int k0 = {begin}; k0 < {end}; k0 += BK) {{
+{store}
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BK < {end}) {{
+            const int kt = k0 + BK;
+{load}
+        }}
+""" + _MULTIPLY + """
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+"""
+
+
+# B tiles whose column is the work-item's (forward, data); A tiles whose reduction index is.
+_STORE_COLUMNS = """
+        #pragma unroll
+        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];"""
+
 # y[n][g*kg + m][p] = sum over k = (c, r, s) of w[g*kg + m][k] * x[n][g*cg + c][window(p, r, s)]
 _FORWARD = """
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
@@ -148,21 +181,20 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)(g * kg + m0) * KD;
-    for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
-            const int ih = ih0 + r * DH, iw = iw0 + s * DW;
-            Bs[kk][bn] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
-                ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
-        }
-        for (int m = tid / BK; m < BM; m += NT / BK) {
-            const int k = k0 + ak;
-            As[ak][m] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-""" + _MULTIPLY + """
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+""" + _loop("0", "KD", """
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+                const int ih = ih0 + r * DH, iw = iw0 + s * DW;
+                rb[i] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
+            }
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK), k = kt + ak;
+                ra[i] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
+            }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;
@@ -197,25 +229,26 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)g * kg * cg * RS;
-    for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
-            const int th = th0 - r * DH, tw = tw0 - s * DW;
-            const int oh = th / SH, ow = tw / SW;
-            const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
-                && ow * SW == tw && oh < OH && ow < OW;
-            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
-        }
-        {
-            const int k = k0 + ak, m = k / RS, rs = k - m * RS;
-            const __global T* wk = wb + (long)m * cg * RS + rs;
-            for (int c = tid / BK; c < BM; c += NT / BK)
-                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-""" + _MULTIPLY + """
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+""" + _loop("0", "KD", """
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
+                const int th = th0 - r * DH, tw = tw0 - s * DW;
+                const int oh = th / SH, ow = tw / SW;
+                const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
+                    && ow * SW == tw && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = k / RS, rs = k - m * RS;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;
@@ -272,26 +305,27 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)g * kg * cg * RS;
-    for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
-            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
-            const int oh = oh0 - th, ow = ow0 - tw;
-            const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
-            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
-        }
-        {
-            const int k = k0 + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
-            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
-            const int rs = (rh + th * SH) * S + rw + tw * SW;
-            const __global T* wk = wb + (long)m * cg * RS + rs;
-            for (int c = tid / BK; c < BM; c += NT / BK)
-                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-""" + _MULTIPLY + """
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+""" + _loop("0", "KD", """
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int oh = oh0 - th, ow = ow0 - tw;
+                const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int rs = (rh + th * SH) * S + rw + tw * SW;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;
@@ -322,9 +356,9 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
     const int jbeg = split * chunk, jend = min(NPIX, jbeg + chunk);
     // this work-item's reduction index (pixel) of every tile, and its columns (taps) of B
     const int bk = tid % BK;
-    int xoff[BN / (NT / BK)], roff[BN / (NT / BK)], soff[BN / (NT / BK)];
+    int xoff[BPT], roff[BPT], soff[BPT];
     #pragma unroll
-    for (int l = 0; l < BN / (NT / BK); ++l) {
+    for (int l = 0; l < BPT; ++l) {
         const int t = n0 + tid / BK + l * (NT / BK);
         const int c = t / RS, rs = t - c * RS, r = rs / S;
         xoff[l] = t < KD ? (g * cg + c) * H * W : -1;
@@ -332,25 +366,27 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         soff[l] = (rs - r * S) * DW - PW;
     }
     const __global T* gb = gy + (long)(g * kg + m0) * P;
-    for (int j0 = jbeg; j0 < jend; j0 += BK) {
-        const int j = j0 + bk, jok = j < jend;
-        const int img = jok ? j / P : 0, p = j - img * P;
-        const int oh = p / OW, ow = p - oh * OW;
-        const __global T* xb = x + (long)img * C * H * W;
+""" + _loop("jbeg", "jend", """
+            const int j = kt + bk, jok = j < jend;
+            const int img = jok ? j / P : 0, p = j - img * P;
+            const int oh = p / OW, ow = p - oh * OW;
+            const __global T* xb = x + (long)img * C * H * W;
+            #pragma unroll
+            for (int l = 0; l < BPT; ++l) {
+                const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
+                rb[l] = (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
+            }
+            const __global T* gj = gb + (long)img * K * P + p;
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK);
+                ra[i] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+            }""", """
         #pragma unroll
-        for (int l = 0; l < BN / (NT / BK); ++l) {
-            const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
-            Bs[bk][tid / BK + l * (NT / BK)] =
-                (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
-                ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
-        }
-        const __global T* gj = gb + (long)img * K * P + p;
-        for (int m = tid / BK; m < BM; m += NT / BK)
-            As[bk][m] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-""" + _MULTIPLY + """
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+        for (int l = 0; l < BPT; ++l) Bs[bk][tid / BK + l * (NT / BK)] = rb[l];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[bk][tid / BK + i * (NT / BK)] = ra[i];""") + """
     __global T* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {

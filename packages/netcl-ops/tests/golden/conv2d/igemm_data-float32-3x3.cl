@@ -36,6 +36,8 @@
 #define TN 4
 #define RS (R * S)
 #define NT (LX * LY)
+#define APT (BM * BK / NT)  // A elements each work-item gathers per step
+#define BPT (BK * BN / NT)  // B elements
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx,
@@ -63,22 +65,61 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)g * kg * cg * RS;
+
+    CT ra[APT], rb[BPT];
+    if (0 < KD) {
+        const int kt = 0;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
+                const int th = th0 - r * DH, tw = tw0 - s * DW;
+                const int oh = th / SH, ow = tw / SW;
+                const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
+                    && ow * SW == tw && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = k / RS, rs = k - m * RS;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }
+    }
     for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
-            const int th = th0 - r * DH, tw = tw0 - s * DW;
-            const int oh = th / SH, ow = tw / SW;
-            const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
-                && ow * SW == tw && oh < OH && ow < OW;
-            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
-        }
-        {
-            const int k = k0 + ak, m = k / RS, rs = k - m * RS;
-            const __global T* wk = wb + (long)m * cg * RS + rs;
-            for (int c = tid / BK; c < BM; c += NT / BK)
-                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
-        }
+
+        #pragma unroll
+        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BK < KD) {
+            const int kt = k0 + BK;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = k / RS, rs = k - m * RS, r = rs / S, s = rs - r * S;
+                const int th = th0 - r * DH, tw = tw0 - s * DW;
+                const int oh = th / SH, ow = tw / SW;
+                const int ok = colok && k < KD && th >= 0 && tw >= 0 && oh * SH == th
+                    && ow * SW == tw && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = k / RS, rs = k - m * RS;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }
+        }
 
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -95,6 +136,7 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;

@@ -37,6 +37,8 @@
 #define TN 4
 #define RS (R * S)
 #define NT (LX * LY)
+#define APT (BM * BK / NT)  // A elements each work-item gathers per step
+#define BPT (BK * BN / NT)  // B elements
 
 int phased_div(const int k, const int d, const float inv) {
     int q = (int)((float)k * inv);
@@ -80,23 +82,63 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)g * kg * cg * RS;
+
+    CT ra[APT], rb[BPT];
+    if (0 < KD) {
+        const int kt = 0;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int oh = oh0 - th, ow = ow0 - tw;
+                const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int rs = (rh + th * SH) * S + rw + tw * SW;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }
+    }
     for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
-            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
-            const int oh = oh0 - th, ow = ow0 - tw;
-            const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
-            Bs[kk][bn] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
-        }
-        {
-            const int k = k0 + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
-            const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
-            const int rs = (rh + th * SH) * S + rw + tw * SW;
-            const __global T* wk = wb + (long)m * cg * RS + rs;
-            for (int c = tid / BK; c < BM; c += NT / BK)
-                As[ak][c] = (m0 + c < cg && k < KD) ? LD(wk, (m0 + c) * RS) : (CT)0;
-        }
+
+        #pragma unroll
+        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BK < KD) {
+            const int kt = k0 + BK;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int oh = oh0 - th, ow = ow0 - tw;
+                const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }
+            {
+                const int k = kt + ak, m = phased_div(k, TAPS, inv_taps), t = k - m * TAPS;
+                const int th = phased_div(t, NTW, inv_ntw), tw = t - th * NTW;
+                const int rs = (rh + th * SH) * S + rw + tw * SW;
+                const __global T* wk = wb + (long)m * cg * RS + rs;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }
+        }
 
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -113,6 +155,7 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;

@@ -37,6 +37,8 @@
 #define TN 4
 #define RS (R * S)
 #define NT (LX * LY)
+#define APT (BM * BK / NT)  // A elements each work-item gathers per step
+#define BPT (BK * BN / NT)  // B elements
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_igemm_forward(__global const T* x, __global const T* w, __global const T* bias,
@@ -65,18 +67,49 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
     // this work-item's reduction index of every A tile
     const int ak = tid % BK;
     const __global T* wb = w + (long)(g * kg + m0) * KD;
+
+    CT ra[APT], rb[BPT];
+    if (0 < KD) {
+        const int kt = 0;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+                const int ih = ih0 + r * DH, iw = iw0 + s * DW;
+                rb[i] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
+            }
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK), k = kt + ak;
+                ra[i] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
+            }
+    }
     for (int k0 = 0; k0 < KD; k0 += BK) {
-        for (int kk = tid / BN; kk < BK; kk += NT / BN) {
-            const int k = k0 + kk, c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
-            const int ih = ih0 + r * DH, iw = iw0 + s * DW;
-            Bs[kk][bn] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
-                ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
-        }
-        for (int m = tid / BK; m < BM; m += NT / BK) {
-            const int k = k0 + ak;
-            As[ak][m] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
-        }
+
+        #pragma unroll
+        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BK < KD) {
+            const int kt = k0 + BK;
+
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int c = k / RS, rs = k - c * RS, r = rs / S, s = rs - r * S;
+                const int ih = ih0 + r * DH, iw = iw0 + s * DW;
+                rb[i] = (colok && k < KD && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, (c * H + ih) * W + iw) : (CT)0;
+            }
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK), k = kt + ak;
+                ra[i] = (m0 + m < kg && k < KD) ? LD(wb, (long)m * KD + k) : (CT)0;
+            }
+        }
 
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -93,6 +126,7 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
         const int cj = n0 + tx + j * LX;

@@ -36,6 +36,8 @@
 #define TN 4
 #define RS (R * S)
 #define NT (LX * LY)
+#define APT (BM * BK / NT)  // A elements each work-item gathers per step
+#define BPT (BK * BN / NT)  // B elements
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* part,
@@ -59,9 +61,9 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
     const int jbeg = split * chunk, jend = min(NPIX, jbeg + chunk);
     // this work-item's reduction index (pixel) of every tile, and its columns (taps) of B
     const int bk = tid % BK;
-    int xoff[BN / (NT / BK)], roff[BN / (NT / BK)], soff[BN / (NT / BK)];
+    int xoff[BPT], roff[BPT], soff[BPT];
     #pragma unroll
-    for (int l = 0; l < BN / (NT / BK); ++l) {
+    for (int l = 0; l < BPT; ++l) {
         const int t = n0 + tid / BK + l * (NT / BK);
         const int c = t / RS, rs = t - c * RS, r = rs / S;
         xoff[l] = t < KD ? (g * cg + c) * H * W : -1;
@@ -69,22 +71,55 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         soff[l] = (rs - r * S) * DW - PW;
     }
     const __global T* gb = gy + (long)(g * kg + m0) * P;
-    for (int j0 = jbeg; j0 < jend; j0 += BK) {
-        const int j = j0 + bk, jok = j < jend;
-        const int img = jok ? j / P : 0, p = j - img * P;
-        const int oh = p / OW, ow = p - oh * OW;
-        const __global T* xb = x + (long)img * C * H * W;
+
+    CT ra[APT], rb[BPT];
+    if (jbeg < jend) {
+        const int kt = jbeg;
+
+            const int j = kt + bk, jok = j < jend;
+            const int img = jok ? j / P : 0, p = j - img * P;
+            const int oh = p / OW, ow = p - oh * OW;
+            const __global T* xb = x + (long)img * C * H * W;
+            #pragma unroll
+            for (int l = 0; l < BPT; ++l) {
+                const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
+                rb[l] = (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
+            }
+            const __global T* gj = gb + (long)img * K * P + p;
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK);
+                ra[i] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+            }
+    }
+    for (int k0 = jbeg; k0 < jend; k0 += BK) {
+
         #pragma unroll
-        for (int l = 0; l < BN / (NT / BK); ++l) {
-            const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
-            Bs[bk][tid / BK + l * (NT / BK)] =
-                (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
-                ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
-        }
-        const __global T* gj = gb + (long)img * K * P + p;
-        for (int m = tid / BK; m < BM; m += NT / BK)
-            As[bk][m] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+        for (int l = 0; l < BPT; ++l) Bs[bk][tid / BK + l * (NT / BK)] = rb[l];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) As[bk][tid / BK + i * (NT / BK)] = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BK < jend) {
+            const int kt = k0 + BK;
+
+            const int j = kt + bk, jok = j < jend;
+            const int img = jok ? j / P : 0, p = j - img * P;
+            const int oh = p / OW, ow = p - oh * OW;
+            const __global T* xb = x + (long)img * C * H * W;
+            #pragma unroll
+            for (int l = 0; l < BPT; ++l) {
+                const int ih = oh * SH + roff[l], iw = ow * SW + soff[l];
+                rb[l] = (jok && xoff[l] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    ? LD(xb, xoff[l] + ih * W + iw) : (CT)0;
+            }
+            const __global T* gj = gb + (long)img * K * P + p;
+            #pragma unroll
+            for (int i = 0; i < APT; ++i) {
+                const int m = tid / BK + i * (NT / BK);
+                ra[i] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
+            }
+        }
 
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -101,6 +136,7 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+
     __global T* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
