@@ -422,14 +422,38 @@ def test_gradient_rule(direction: str) -> None:
     wide = ConvQuery(conv_geometry("conv2d", (128, 256, 8, 8), (256, 256, 3, 3), 1, 1),
                      "float32", direction)
     # the weight gradient's split reduction fills the GPU with 128x128 tiles; the data
-    # gradient's 2 x 64 of them would not (it takes 64x64)
-    big = "128x128x16/8x8" if direction == "weight" else "64x64x16/4x4"
+    # gradient's 2 x 64 of them would not, its 2 x 128 of 128x64 do
+    big = "128x128x16/8x8" if direction == "weight" else "128x64x16/8x4"
     assert gpu.select(CONV2D_FAMILY, wide).extra["tiles"] == big
     first = ConvQuery(conv_geometry("conv2d", (128, 3, 32, 32), (64, 3, 3, 3), 1, 1), "float32",
                       direction)
-    want = "32x64x16/4x4" if direction == "data" else "64x64x16/4x4"  # 3 rows: data
-    assert gpu.select(CONV2D_FAMILY, first).extra["tiles"] == want
+    cfg = gpu.select(CONV2D_FAMILY, first)
+    if direction == "data":  # 3 rows of C: the column path
+        assert cfg.variant is KernelVariant.CONV2D_IM2COL
+    else:
+        assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
     assert query.key()[-1] == direction and ConvQuery(g).key()[-1] == "float32"
+
+
+@pytest.mark.parametrize(("shape", "expected"), [
+    # (N, C, H, K, R, stride, padding) -> the forward's variant and tiles on an H100
+    ((128, 3, 32, 64, 3, 1, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),  # ResNet's stem
+    ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD"),
+    ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
+    ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
+    ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),
+    ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
+    ((128, 512, 4, 512, 3, 1, 1), "CONV2D_WINOGRAD"),
+    ((64, 16, 8, 32, 3, 1, 1), "CONV2D_IMPLICIT_TILED 32x64x16/4x4"),  # the digits CNN
+])
+def test_forward_gpu_rule(shape: tuple[int, ...], expected: str) -> None:
+    """The forward on a GPU (NOTE [ GPU conv2d rules ]): Winograd from 64 channels on 3x3
+    stride 1, else the register-tiled implicit GEMM with the tiles that fill the device."""
+    n, c, h, k, r, stride, padding = shape
+    q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, r, r), stride, padding))
+    cfg = KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q)
+    assert " ".join([cfg.variant.name, *([cfg.extra["tiles"]] if "tiles" in cfg.extra else [])
+                     ]) == expected
 
 
 def test_conv_query_and_source_errors() -> None:

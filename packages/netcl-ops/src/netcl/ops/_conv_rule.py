@@ -38,7 +38,7 @@ from netcl.core.selection import (
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
-from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles
+from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles, data_phased
 from ._matmul_rule import (
     NO_LOCAL_PARAMS,
     SCALAR_PARAMS,
@@ -68,9 +68,9 @@ IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
 # NOTE [ Conv2d rules ]: each threshold is where bench_selector measured the fastest variant
 # change (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
 TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
-TILED_LOCAL_MAX_CHANNELS = 128  # per group, input and output
-TILED_LOCAL_MAX_CHANNEL_PIXELS = 64 * 1024  # channels x output pixels
 CPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # PoCL: Winograd 1.3-2x over im2col from here
+GPU_WINOGRAD_MIN_CHANNELS = 64  # H100: Winograd over the implicit GEMM from 64 channels
+DATA_MIN_CHANNELS = 9  # H100: the data gradient of fewer input channels: the column path
 IMPLICIT_GEMM_TILE = 16  # the implicit GEMM's tiles when the GEMM is too small to tile
 
 DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
@@ -167,17 +167,17 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """The conv2d kernel for ``q`` on this device; never one that does not apply.
 
     A gradient (``q.direction`` ``"data"`` or ``"weight"``): the column path (im2col) on CPU
-    devices, the register-tiled implicit GEMM on GPUs. The forward: rules, first match wins
-    (each measured fastest for its class by ``benchmarks/bench_selector.py``): an OpenCL CPU
-    device (PoCL) and a Winograd geometry with an output plane of at least 16x16 -> Winograd
-    F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) ->
-    im2col; 1x1 -> implicit GEMM; an output plane of at most 32x32 and at most 128 input and
-    output channels per group, and channels x pixels at most 64 Ki -> tiled-local; a Winograd
-    geometry -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; otherwise implicit GEMM.
-    ``NETCL_CONV_TILED_LOCAL=1`` makes every non-1x1 convolution with an output plane of at
-    most 32x32 tiled-local; ``=0`` never picks it (the spec page's routing; unset, the measured
-    rule above applies). Where tiled-local would be picked but its window does not fit in
-    local memory, im2col runs.
+    devices and for the data gradient of fewer than 9 input channels, else the
+    register-tiled implicit GEMM. The forward, first match wins (each measured fastest for
+    its class: PoCL by ``benchmarks/bench_selector.py``, the H100 by
+    ``benchmarks/bench_conv_layers.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
+    with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
+    ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col;
+    ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most
+    32x32 -> tiled-local (im2col where its window does not fit in local memory); a Winograd
+    geometry with at least 64 input and output channels -> Winograd unless
+    ``NETCL_CONV_WINOGRAD=0``; otherwise (1x1, strided, dilated, grouped, few channels) the
+    register-tiled implicit GEMM.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -195,23 +195,19 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
         return V.CONV2D_IM2COL  # small planes: im2col + packed GEMM
     if profile.device_type == "cpu":
         return V.CONV2D_IM2COL
-    if g.r == 1 and g.s == 1:
-        return V.CONV2D_IMPLICIT_GEMM
-    small_plane = g.pixels <= TILED_LOCAL_MAX_OUTPUT
-    # H100: tiled-local 1.2-3x over Winograd and implicit GEMM for up to 128 channels on
-    # planes up to 32x32 with at most 64 Ki channel-pixels (the digits CNN, ResNet's 32x32 and
-    # 16x16 stages); with more channels or pixels Winograd wins (its GEMMs fill the GPU: 128
-    # channels on 28x28 ran 2.5x faster).
-    width = max(g.c, g.k) // g.groups
-    narrow = (width <= TILED_LOCAL_MAX_CHANNELS
-              and width * g.pixels <= TILED_LOCAL_MAX_CHANNEL_PIXELS)
-    if small_plane and (tiled_local is True or (tiled_local is None and narrow)):
+    if tiled_local is True and g.pixels <= TILED_LOCAL_MAX_OUTPUT and (g.r, g.s) != (1, 1):
         if tiled_local_fits(profile, g, q.dtype):
             return V.CONV2D_TILED_LOCAL
         return V.CONV2D_IM2COL  # a window too large to stage
-    if winograd:
+    # NOTE [ GPU conv2d rules ]: H100 through NVIDIA's OpenCL, batch 128 (bench_conv_layers):
+    # Winograd is fastest for 3x3 stride 1 with at least 64 channels in and out (0.33 against
+    # the implicit GEMM's 0.50 ms at 64 channels on 32x32, 0.44 against 0.55 at 512 on 4x4);
+    # with fewer (ResNet's 3-channel stem, the digits CNN) and for every other geometry the
+    # register-tiled implicit GEMM is (1x1 stride 2: 0.03 against 0.04-0.16 ms; 3x3 stride 2:
+    # 0.19-0.28 against tiled-local's 0.63-4.5 and the GEMM family's 1.0-1.3 ms).
+    if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
         return V.CONV2D_WINOGRAD
-    return V.CONV2D_IMPLICIT_GEMM
+    return IMPLICIT_TILED
 
 
 def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
@@ -221,6 +217,8 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     on the H100)."""
     if profile.device_type == "cpu":
         return V.CONV2D_IM2COL
+    if q.direction == "data" and q.geometry.cg < DATA_MIN_CHANNELS:
+        return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
     return IMPLICIT_TILED
 
 
@@ -241,23 +239,32 @@ def gemm_rows_columns(q: ConvQuery) -> tuple[int, int, int]:
 
 
 def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
-    """The implicit GEMM's tiling for ``q``: 32 x 64 for at most 32 rows of C; 128 x 128
-    where there are at least 128 rows and enough such tiles to give every compute unit two
-    (or always for a weight gradient, whose split reduction fills the device); else 64 x 64.
+    """The implicit GEMM's tiling for ``q`` (fastest per class on the H100, NOTE [ GPU conv2d
+    rules ]): 32 x 64 for at most 32 rows of C; a weight gradient (its split reduction fills
+    the device whatever the tiles) 128 x 128 from 128 rows and 256 columns, else 64 x 64; the
+    forward and the data gradient from 128 rows take the largest of 128 x 128 and 128 x 64
+    that still gives every compute unit a tile, else 64 x 64.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
-        >>> q = ConvQuery(parse_conv2d(128, 256, 8, 8, 256, 3, 3, padding=1).geometry)
+        >>> q = ConvQuery(parse_conv2d(128, 128, 16, 16, 256, 3, 3, 2, 1).geometry)
         >>> implicit_tiles(extended_profile(None), q).label()
         '128x128x16/8x8'
     """
     rows, columns, _ = gemm_rows_columns(q)
+    g = q.geometry
     if rows <= 32:
         return TILINGS["32x64"]
-    big = TILINGS["128x128"]
-    tiles = -(-rows // big.bm) * -(-columns // big.bn) * q.geometry.groups
-    if rows >= 128 and (q.direction == "weight" or tiles >= 2 * profile.compute_units):
-        return big
+    if q.direction == "weight":
+        return TILINGS["128x128" if rows >= 128 and columns >= 256 else "64x64"]
+    planes = g.groups * (g.stride[0] * g.stride[1] if q.direction == "data" else 1)
+    if q.direction == "data" and data_phased((g.r, g.s, *g.stride, *g.padding, *g.dilation)):
+        columns = -(-columns // (g.stride[0] * g.stride[1]))
+    if rows >= 128:
+        for name in ("128x128", "128x64"):
+            t = TILINGS[name]
+            if -(-rows // t.bm) * -(-columns // t.bn) * planes >= profile.compute_units:
+                return t
     return TILINGS["64x64"]
 
 
