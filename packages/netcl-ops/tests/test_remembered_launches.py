@@ -20,7 +20,8 @@ def _softmax(x: np.ndarray[Any, Any], axis: int, log: bool) -> np.ndarray[Any, A
     x = x.astype(np.float64)
     shifted = x - x.max(axis=axis, keepdims=True)
     lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-    return shifted - lse if log else np.exp(shifted - lse)
+    out: np.ndarray[Any, Any] = shifted - lse if log else np.exp(shifted - lse)
+    return out
 
 
 def _inputs(dev: DeviceHandle) -> list[tuple[np.ndarray[Any, Any], Tensor]]:
@@ -71,3 +72,28 @@ def test_a_released_input_raises_every_call(dev: DeviceHandle) -> None:
     for _ in range(2):
         with pytest.raises(ValueError, match="tensor was released"):
             ops.softmax(x)
+
+
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2,
+                                                                  padding=1)], ids=str)
+def test_repeated_max_pooling_and_its_gradient(dev: DeviceHandle, geometry: Any) -> None:
+    rng = np.random.default_rng(2)
+    hosts = [rng.standard_normal((2, 3, 9, 7)).astype(np.float32) for _ in range(2)]
+    results: list[tuple[np.ndarray[Any, Any], ...]] = []
+    for _ in range(2):  # the second round repeats remembered launches: the same answers
+        for host in hosts:
+            x = Tensor.from_host(dev.queue, host)
+            y, idx = ops.max_pool2d(x, return_indices=True, **geometry)
+            plain = ops.max_pool2d(x, **geometry)
+            grad = Tensor.from_host(dev.queue, np.ones(y.shape, np.float32))
+            dx = ops.max_pool2d_backward(grad, idx, x.shape, **geometry)
+            np.testing.assert_array_equal(plain.to_host(), y.to_host())
+            results.append((y.to_host(), idx.to_host(), dx.to_host()))
+    for first, again in zip(results[:2], results[2:]):
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a, b)
+    hy, hidx, hdx = results[0]
+    flat = hosts[0].reshape(2, 3, -1)
+    np.testing.assert_array_equal(np.take_along_axis(flat, hidx.reshape(2, 3, -1), 2).reshape(
+        hy.shape), hy)  # each maximum is where its index says
+    assert hdx.sum() == hy.size and set(np.unique(hdx)) <= {0.0, 1.0, 2.0, 3.0, 4.0}

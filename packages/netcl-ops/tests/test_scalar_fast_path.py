@@ -62,8 +62,9 @@ def test_the_remembered_launch_is_used(dev: DeviceHandle, monkeypatch: pytest.Mo
     mul = _elementwise_table.OPS["mul"]
     assert _elementwise_base.run_fast(mul, [x, 4.0]) is not None
     assert _elementwise_base.run_fast(mul, [x, 4]) is None  # an int: not seen yet
-    np.testing.assert_array_equal(_elementwise_base.run_fast(mul, [x, 0.5]).to_host(),
-                                  np.arange(7, dtype=np.float32) * 0.5)
+    half = _elementwise_base.run_fast(mul, [x, 0.5])
+    assert half is not None
+    np.testing.assert_array_equal(half.to_host(), np.arange(7, dtype=np.float32) * 0.5)
 
 
 def test_an_out_of_range_number_raises_every_call(dev: DeviceHandle) -> None:

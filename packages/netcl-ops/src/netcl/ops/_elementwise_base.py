@@ -287,7 +287,19 @@ def _entry(plan: _Plan, queue: Any, operands: Sequence[Tensor | Any], shape: tup
                  buffers, scalars, params_at, compute)
 
 
-def _fast_key(op: EwOp, operands: Sequence[Tensor | Any]) -> tuple[Any, ...] | None:
+def _fast_key(op: EwOp, operands: Sequence[Tensor | Any]) -> tuple[Any, ...]:
+    """The fast-path key of ``op`` on OpenCL ``operands`` (what tests look entries up by).
+
+    Raises:
+        ValueError: no OpenCL tensor among them, or a NumPy-backend one.
+    """
+    key = _key_of(op, operands)
+    if key is None:
+        raise ValueError(f"_fast_key: {op.name} has no fast-path key for these operands")
+    return key
+
+
+def _key_of(op: EwOp, operands: Sequence[Tensor | Any]) -> tuple[Any, ...] | None:
     """The fast-path key of ``op`` on ``operands`` (NOTE [ Elementwise fast path ]); ``None``
     when one of them is a NumPy-backend Tensor, or none is a Tensor."""
     first = operands[0]
@@ -315,7 +327,7 @@ def _fast_key(op: EwOp, operands: Sequence[Tensor | Any]) -> tuple[Any, ...] | N
 
 
 def _remember(op: EwOp, operands: Sequence[Tensor | Any], entry: _Fast) -> None:
-    key = _fast_key(op, operands)
+    key = _key_of(op, operands)
     if key is None:
         return
     if len(_fast) >= _MAX_PLANS:
@@ -346,7 +358,7 @@ def _run_entry(entry: _Fast, queue: Any, operands: Sequence[Tensor | Any],
 def run_fast(op: EwOp, operands: Sequence[Tensor | Any]) -> Tensor | None:
     """``op`` of OpenCL Tensors and Python numbers through a remembered launch, or None if
     there is none (NOTE [ Elementwise fast path ])."""
-    key = _fast_key(op, operands)
+    key = _key_of(op, operands)
     entry = _fast.get(key) if key is not None else None
     if entry is None:
         return None

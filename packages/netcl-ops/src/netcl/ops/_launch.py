@@ -25,6 +25,7 @@ __all__ = [
     "device_buffer",
     "index_defs",
     "launch_items",
+    "launch_key",
     "launch_nd",
     "local_size",
     "queue_facts",
@@ -113,52 +114,74 @@ def launch_items(queue: Any, kernel: Any, items: int, *args: Any) -> None:
 # object itself, so a later queue never reuses an id) and, on a hit, leases its output and
 # launches through launch_values with no checks, selection or argument conversion: what
 # ``_elementwise_base.run_fast`` and ``_reduce`` do for their families, here for the others
-# (softmax, log_softmax). A key only exists after the slow path ran the op successfully; the
-# released-tensor check stays (device_buffer raises). The table is bounded and cleared when
-# full.
+# (softmax, log_softmax, max pooling and its gradient). A key only exists after the slow path
+# ran the op successfully; the released-tensor check stays (device_buffer raises). The table
+# is bounded and cleared when full.
 
 
 @dataclass(frozen=True)
 class Remembered:
-    """A launch to repeat: ``args`` with ``None`` at ``buffers`` (the output is slot 0 of
-    ``buffers``, then the inputs in the order :func:`run_remembered` is given them)."""
+    """A launch to repeat: ``args`` with ``None`` in the buffer slots, ``outputs`` as
+    ``(slot, shape, dtype)`` of each tensor it makes, ``inputs`` the slots of the tensors
+    :func:`run_remembered` is given, in order."""
 
     kernel: Any
     grid: tuple[int, ...]
     local: tuple[int, ...] | None
     args: tuple[Any, ...]
-    buffers: tuple[int, ...]
-    shape: tuple[int, ...]
-    dtype: str
+    outputs: tuple[tuple[int, tuple[int, ...], str], ...]
+    inputs: tuple[int, ...]
 
 
 _remembered: dict[tuple[Any, ...], Remembered] = {}
 _MAX_REMEMBERED = 4096
 
 
-def remembered(key: tuple[Any, ...]) -> Remembered | None:
+def launch_key(*parts: Any) -> tuple[Any, ...] | None:
+    """``parts`` as a key of :func:`remembered`; ``None`` when one is unhashable (a list given
+    for a kernel size, say: such calls are not remembered).
+
+    Examples:
+        >>> launch_key("op", (2, 3)), launch_key("op", [2, 3])
+        (('op', (2, 3)), None)
+    """
+    try:
+        hash(parts)
+    except TypeError:
+        return None
+    return parts
+
+
+def remembered(key: tuple[Any, ...] | None) -> Remembered | None:
     """The launch remembered under ``key`` (NOTE [ Remembered launches ])."""
-    return _remembered.get(key)
+    return None if key is None else _remembered.get(key)
 
 
-def remember(key: tuple[Any, ...], kernel: Any, grid: Sequence[int],
-             local: Sequence[int] | None, args: Sequence[Any], buffers: Sequence[int],
-             out: Tensor) -> None:
-    """Keep the launch just made of ``kernel`` with ``args`` under ``key``."""
-    frozen = [None if i in buffers else a for i, a in enumerate(args)]
+def remember(key: tuple[Any, ...] | None, kernel: Any, grid: Sequence[int],
+             local: Sequence[int] | None, args: Sequence[Any],
+             outputs: Sequence[tuple[int, Tensor]], inputs: Sequence[int]) -> None:
+    """Keep the launch just made of ``kernel`` with ``args`` (kernel form: what
+    ``launch_values`` takes) under ``key``; ``outputs`` are the (slot, tensor) it wrote."""
+    if key is None:
+        return
+    slots = {i for i, _ in outputs} | set(inputs)
+    frozen = tuple(None if i in slots else a for i, a in enumerate(args))
     if len(_remembered) >= _MAX_REMEMBERED:
         _remembered.clear()
-    _remembered[key] = Remembered(kernel, tuple(grid), None if local is None else tuple(local),
-                                  tuple(frozen), tuple(buffers), out.shape, out.dtype)
+    _remembered[key] = Remembered(
+        kernel, tuple(grid), None if local is None else tuple(local), frozen,
+        tuple((i, t.shape, t.dtype) for i, t in outputs), tuple(inputs))
 
 
-def run_remembered(entry: Remembered, queue: Any, *inputs: Tensor) -> Tensor:
-    """Repeat ``entry`` on ``inputs``, into a new output tensor."""
-    out = output_tensor(queue, entry.shape, entry.dtype)
+def run_remembered(entry: Remembered, queue: Any, *inputs: Tensor) -> list[Tensor]:
+    """Repeat ``entry`` on ``inputs``, into new output tensors."""
     args = list(entry.args)
-    slots = entry.buffers
-    args[slots[0]] = device_buffer(out)
-    for i, t in zip(slots[1:], inputs):
+    outs = []
+    for i, shape, dtype in entry.outputs:
+        out = output_tensor(queue, shape, dtype)
+        args[i] = device_buffer(out)
+        outs.append(out)
+    for i, t in zip(entry.inputs, inputs):
         args[i] = device_buffer(t)
     launch_values(queue, entry.kernel, entry.grid, entry.local, args)
-    return out
+    return outs

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES
-from netcl.core.kernels.family import KernelSource, kernel_family
+from netcl.core.kernels.family import KernelSource, grid_1d, kernel_family
+from netcl.core.kernels.primitives import launch_values
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, launch_1d
 from ._elementwise_dispatch import np_result, np_results
-from ._launch import view_args
+from ._launch import launch_key, queue_facts, remember, remembered, run_remembered, view_args
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -339,6 +340,14 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
         [5.0, 7.0, 13.0, 15.0]
     """
     op = "max_pool2d"
+    key = None
+    if isinstance(x, Tensor) and x.array is None:  # NOTE [ Remembered launches ] in ._launch
+        key = launch_key(op, x.shape, x.dtype, x.offset, x.queue, kernel_size, stride,
+                         padding, dilation, ceil_mode)
+        entry = remembered(key)
+        if entry is not None:
+            y_t, idx_t = run_remembered(entry, x.queue, x)
+            return (y_t, idx_t) if return_indices else y_t
     _check_input(op, x)
     k, s, p, d, out = _geometry(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
@@ -354,8 +363,11 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     y_t = empty(x.queue, shape, x.dtype)
     idx_t = empty(x.queue, shape, "int64")
     kernel = pooling_family(x.context, "max", x.dtype).kernels["max_pool"]
-    launch_1d(x.queue, kernel, y_t.size, *view_args(x, y_t, idx_t), y_t.size, h, w, *out, *k,
-              *s, *p, *d)
+    args = [*view_args(x, y_t, idx_t), *_ints(y_t.size, h, w, *out, *k, *s, *p, *d)]
+    if y_t.size:
+        grid, local = grid_1d(y_t.size, queue_facts(x.queue)[2])
+        launch_values(x.queue, kernel, grid, local, args)
+        remember(key, kernel, grid, local, args, [(2, y_t), (4, idx_t)], [0])
     return (y_t, idx_t) if return_indices else y_t
 
 
@@ -374,6 +386,14 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
         [0.0, 0.0, 0.0, 1.0]
     """
     op = "max_pool2d_backward"
+    key = None
+    if isinstance(grad, Tensor) and grad.array is None and isinstance(indices, Tensor):
+        key = launch_key(op, grad.shape, grad.dtype, grad.offset, grad.queue, indices.shape,
+                         indices.dtype, indices.offset, indices.queue, input_shape,
+                         kernel_size, stride, padding, dilation)
+        entry = remembered(key)
+        if entry is not None:
+            return run_remembered(entry, grad.queue, grad, indices)[0]
     _, _, h, w = input_shape
     k = _pair(op, "kernel_size", kernel_size, 1)
     s = k if stride is None else _pair(op, "stride", stride, 1)
@@ -384,9 +404,18 @@ def max_pool2d_backward(grad: Tensor, indices: Tensor, input_shape: tuple[int, .
                          tuple(input_shape), _disjoint(k, s, p, d))
     dx_t = empty(grad.queue, input_shape, grad.dtype)
     kernel = pooling_family(grad.context, "max", grad.dtype).kernels["max_pool_backward"]
-    launch_1d(grad.queue, kernel, dx_t.size, *view_args(grad, indices, dx_t), dx_t.size, h, w,
-              oh, ow, *k, *s, *p, *d)
+    args = [*view_args(grad, indices, dx_t), *_ints(dx_t.size, h, w, oh, ow, *k, *s, *p, *d)]
+    if dx_t.size:
+        grid, local = grid_1d(dx_t.size, queue_facts(grad.queue)[2])
+        launch_values(grad.queue, kernel, grid, local, args)
+        remember(key, kernel, grid, local, args, [(4, dx_t)], [0, 2])
     return dx_t
+
+
+def _ints(*values: int) -> list[Any]:
+    """Integer kernel arguments in kernel form (``int`` parameters: ``np.int32``), as
+    ``launch`` would pass them."""
+    return [np.int32(v) for v in values]
 
 
 def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
