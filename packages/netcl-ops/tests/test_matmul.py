@@ -259,12 +259,12 @@ def test_matmul_remembers_its_plan(dev: DeviceHandle) -> None:
     plans = len(impl._plans)
     for _ in range(2):
         a, b = arr(6, 4), arr(4, 3)
-        got = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
-        np.testing.assert_allclose(got.to_host(), a @ b, rtol=1e-4, atol=1e-4)
+        out = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
+        np.testing.assert_allclose(out.to_host(), a @ b, rtol=1e-4, atol=1e-4)
     assert len(impl._plans) == plans + 1
     with force_variant(KernelVariant.MATMUL_NAIVE), count_launches() as launches:
-        got = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
-    np.testing.assert_allclose(got.to_host(), a @ b, rtol=1e-4, atol=1e-4)
+        out = matmul(offset_view(dev, a, 5, "float32"), offset_view(dev, b, 3, "float32"))
+    np.testing.assert_allclose(out.to_host(), a @ b, rtol=1e-4, atol=1e-4)
     assert len(impl._plans) == plans + 2 and launches[0] == 1
     ta, tb = Tensor.from_host(q, a, dtype="float32"), Tensor.from_host(q, b, dtype="float32")
     matmul(ta, tb)

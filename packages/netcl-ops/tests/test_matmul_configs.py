@@ -158,15 +158,15 @@ def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
                          Tensor.from_host(dev.queue, b, dtype=dtype), ta, tb).to_host()
                 _close(got.astype(np.float64), _ref(a, b, ta, tb), tol,
                        f"staged {(ta, tb)} {a_shape} {b_shape}")
-    a, b = RNG.standard_normal((37, 70)), RNG.standard_normal((70, 33))
-    ta, tb = (Tensor.from_host(dev.queue, v, dtype=dtype) for v in (a, b))
+    x, y = (Tensor.from_host(dev.queue, RNG.standard_normal(s), dtype=dtype)
+            for s in ((37, 70), (70, 33)))
     with count_launches() as launches:
-        build_matmul_kernel(dev.queue, cfg, dtype)(ta, tb)
+        build_matmul_kernel(dev.queue, cfg, dtype)(x, y)
     assert launches[0] == 2  # the transpose of A, then the tn GEMM
     cfg.extra["stage_unaligned_only"] = True  # 37 x 70 @ 70 x 33: not 4-aligned, staged
-    aligned = (Tensor.from_host(dev.queue, RNG.standard_normal(s), dtype=dtype)
-               for s in ((36, 68), (68, 32)))
+    x4, y4 = (Tensor.from_host(dev.queue, RNG.standard_normal(s), dtype=dtype)
+              for s in ((36, 68), (68, 32)))
     with count_launches() as launches:
-        build_matmul_kernel(dev.queue, cfg, dtype)(ta, tb)
-        build_matmul_kernel(dev.queue, cfg, dtype)(*aligned)
+        build_matmul_kernel(dev.queue, cfg, dtype)(x, y)
+        build_matmul_kernel(dev.queue, cfg, dtype)(x4, y4)
     assert launches[0] == 3

@@ -202,9 +202,10 @@ def layout_config(config: KernelConfig, trans_a: bool, trans_b: bool) -> KernelC
     override = by_layout.get(("t" if trans_a else "n") + ("t" if trans_b else "n"))
     if not override:
         return config
-    fields = {k: int(v) for k, v in override.items() if k in _TILE_FIELDS}
+    tiles = [int(override.get(k, getattr(config, k))) for k in _TILE_FIELDS]
     extra = {k: v for k, v in override.items() if k not in _TILE_FIELDS}
-    return dataclasses.replace(config, **fields, extra={**config.extra, **extra})
+    return dataclasses.replace(config, tile_m=tiles[0], tile_n=tiles[1], tile_k=tiles[2],
+                               work_per_thread=tiles[3], extra={**config.extra, **extra})
 
 
 def gemm_params(
