@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.kernel_selector import KernelConfig, KernelVariant, force_variant
+from netcl.core.kernel_selector import (
+    KernelConfig,
+    KernelVariant,
+    force_variant,
+    get_kernel_selector,
+)
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
@@ -272,3 +277,18 @@ def test_matmul_remembers_its_plan(dev: DeviceHandle) -> None:
     for _ in range(2):
         with pytest.raises(ValueError, match="tensor was released"):
             matmul(ta, tb)
+
+
+def test_gpu_selection_counts_the_batch_rows(dev: DeviceHandle,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU selects a batch of matrices of >= 128 rows as one product of all their rows; an
+    OpenCL CPU device (panels follow M) and smaller matrices select per matrix."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend selects nothing")
+    sel = get_kernel_selector(dev.queue.device)
+    t = Tensor.from_host(dev.queue, arr(2, 2))
+    rows = 1536 if impl.uses_fma(dev.queue.device) else 256
+    assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(rows, 64, 64)
+    monkeypatch.setattr(impl, "uses_fma", lambda device: True)
+    assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(1536, 64, 64)
+    assert impl._select(t, 100, 64, 64, (3, 2)) is sel.select_matmul_kernel(100, 64, 64)
