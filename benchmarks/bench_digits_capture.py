@@ -8,10 +8,10 @@ Each figure is ``train_digits`` end to end (10 epochs, batch 64, Adam 1e-2 with 
 annealing, held-out evaluation every epoch; ``Trainer(capture=False)`` against the default
 captured step; both prefetch), the minimum over ``--runs`` alternating runs, and the mean epoch
 after the first (the first compiles kernels and captures). On the NumPy backend the captured
-step replays the step's NumPy calls (netcl.runtime._numpy_graph). PyTorch CPU (``bench_numpy_train.torch_epochs``: the
-same model, split, optimizer and schedule) runs with ``--threads`` threads; without torch it
-is skipped. Captured and eager runs must reach the same held-out accuracy (the steps are
-bitwise equal); a mismatch is printed.
+step replays the step's NumPy calls (netcl.runtime._numpy_graph). PyTorch CPU
+(``bench_numpy_train.torch_epochs``: the same model, split, optimizer and schedule) runs with
+``--threads`` threads; without torch it is skipped. Captured and eager runs must reach the same
+held-out accuracy (the steps are bitwise equal); a mismatch is printed.
 """
 
 from __future__ import annotations
