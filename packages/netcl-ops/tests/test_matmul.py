@@ -20,6 +20,7 @@ from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
 from netcl.ops import _matmul as impl
 from netcl.ops import bias_add, build_matmul_kernel, matmul
+from netcl.ops._matmul_family import uses_fma
 from netcl.ops.testing import OpInfo, check_error, check_op, offset_view
 
 RNG = np.random.default_rng(0)
@@ -287,7 +288,7 @@ def test_gpu_selection_counts_the_batch_rows(dev: DeviceHandle,
         pytest.skip("the NumPy backend selects nothing")
     sel = get_kernel_selector(dev.queue.device)
     t = Tensor.from_host(dev.queue, arr(2, 2))
-    rows = 1536 if impl.uses_fma(dev.queue.device) else 256
+    rows = 1536 if uses_fma(dev.queue.device) else 256
     assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(rows, 64, 64)
     monkeypatch.setattr(impl, "uses_fma", lambda device: True)
     assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(1536, 64, 64)
