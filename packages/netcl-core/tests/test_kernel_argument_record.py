@@ -98,7 +98,12 @@ def test_same_buffers_are_not_set_again(cl_dev: DeviceHandle) -> None:
     launch(cl_dev.queue, kernel, (64,), None, out, x, np.float32(2.0), np.int32(N))
     calls: list[int] = []
     set_arg = kernel.set_arg
-    kernel.set_arg = lambda i, v: (calls.append(i), set_arg(i, v))
+
+    def counting(i: int, v: Any) -> None:
+        calls.append(i)
+        set_arg(i, v)
+
+    kernel.set_arg = counting
     try:
         launch(cl_dev.queue, kernel, (64,), None, out, x, np.float32(2.0), np.int32(N))
         assert calls == []
