@@ -72,6 +72,9 @@ NVIDIA_BIG_EXTRA: dict[str, Any] = {
                   "tn": {"lds_pad": 0, "swizzle": 8}},
     "stage_tn": ("nn", "nt", "tt"), "stage_unaligned_only": True,
 }
+# float64: 16x8 doubles per work-item would need 256 registers for the accumulators alone
+NVIDIA_BIG_FLOAT64 = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 8,
+                      "micro_n": 8}
 NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
               "micro_n": 4}
 NVIDIA_MID_EXTRA: dict[str, Any] = {"swizzle": 4}
@@ -205,6 +208,8 @@ def _nvidia_tiles(profile: ExtendedDeviceProfile, q: MatmulQuery,
     # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100 (132 units)
     # got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
     if units <= (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE):
+        if q.dtype == "float64":
+            return dict(NVIDIA_BIG_FLOAT64), {}
         return dict(NVIDIA_BIG), copy.deepcopy(NVIDIA_BIG_EXTRA)
     if units <= (q.M // REGISTER_TILE) * (q.N // REGISTER_TILE):
         return dict(NVIDIA_MID), dict(NVIDIA_MID_EXTRA)
@@ -232,11 +237,11 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     OpenCL CPU devices: vectorized with panels of up to 96 rows (a multiple of 6) and 128
     columns, 6 x 16 micro-tiles (6 x 8 in float64), one work-item per work-group. Under the
     ``optimized`` strategy NVIDIA uses 32x32 tiles (tiled) and, register-tiled, 128x128x8
-    tiles with 16x8 per work-item when there are at least as many 128x128 output tiles as
-    compute units (per-layout padding and swizzle in ``extra["by_layout"]``; unaligned nn,
-    nt and tt staged as tn, ``extra["stage_tn"]``), else 64x64x16 tiles with 8x4 per
-    work-item (``extra["swizzle"]`` 4), or 32x32x16 with 4x4 below one 64x64 tile per
-    compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
+    tiles with 16x8 per work-item (8x8 in float64) when there are at least as many 128x128
+    output tiles as compute units (per-layout padding and swizzle in ``extra["by_layout"]``;
+    unaligned nn, nt and tt staged as tn, ``extra["stage_tn"]``), else 64x64x16 tiles with
+    8x4 per work-item (``extra["swizzle"]`` 4), or 32x32x16 with 4x4 below one 64x64 tile
+    per compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
     splits K (``extra["split_k"]`` slices), 64x64x16 tiles with 8x4 per work-item;
     RDNA2/3 record ``extra["wave_size"] = 32``.
 
