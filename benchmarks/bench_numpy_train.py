@@ -58,12 +58,14 @@ def _digits_batch(batch: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any
     return x, y
 
 
-def netcl_step(batch: int) -> Callable[[], None]:
-    """One NumPy-backend training step of the digits CNN, as ``Trainer._train_step`` runs it."""
+def netcl_step(batch: int, captured: bool = False) -> Callable[[], None]:
+    """One NumPy-backend training step of the digits CNN, as ``Trainer._train_step`` runs it
+    (``captured``: through ``netcl.runtime.capture``, which replays its NumPy calls)."""
     import netcl.autograd as ag
     from netcl.core.device import manager
     from netcl.core.tensor import Tensor
     from netcl.optim import Adam
+    from netcl.runtime import capture
     from netcl.trainer._digits import digits_cnn
 
     q = manager.default("cpu").queue
@@ -72,14 +74,20 @@ def netcl_step(batch: int) -> Callable[[], None]:
     x, y = _digits_batch(batch)
     xt, yt = Tensor.from_host(q, x, dtype="float32"), Tensor.from_host(q, y)
 
-    def step() -> None:
+    def step(x: Tensor, y: Tensor) -> Tensor:
         with ag.Tape() as tape:
-            loss = ag.cross_entropy(model(xt), yt)
+            loss = ag.cross_entropy(model(x), y)
         tape.backward(loss)
         opt.step()
         opt.zero_grad()
+        return loss
 
-    return step
+    run = capture(step) if captured else step
+
+    def call() -> None:
+        run(xt, yt)
+
+    return call
 
 
 def torch_model(torch: Any) -> Any:
@@ -182,11 +190,15 @@ def main() -> None:
 
     if "step" in tasks:
         ours = _min_per_step(netcl_step(args.batch_size), args.steps, args.repeat)
+        replayed = _min_per_step(netcl_step(args.batch_size, captured=True), args.steps,
+                                 args.repeat)
         ref = (None if torch is None
                else _min_per_step(torch_step(torch, args.batch_size), args.steps, args.repeat))
-        report["step_ms"] = {"netcl_numpy": ours * 1e3, "torch_cpu": ref and ref * 1e3}
-        print(f"step   netcl NumPy {ours * 1e3:7.2f} ms/step   PyTorch CPU "
-              f"{'-' if ref is None else f'{ref * 1e3:.2f}'} ms/step{_ratio(ours, ref)}")
+        report["step_ms"] = {"netcl_numpy": ours * 1e3, "netcl_numpy_captured": replayed * 1e3,
+                             "torch_cpu": ref and ref * 1e3}
+        print(f"step   netcl NumPy {ours * 1e3:7.2f} ms/step   captured {replayed * 1e3:7.2f} "
+              f"ms/step   PyTorch CPU {'-' if ref is None else f'{ref * 1e3:.2f}'} ms/step"
+              f"{_ratio(replayed, ref)}")
 
     if "epochs" in tasks:
         best: dict[str, dict[str, Any]] = {}
