@@ -109,16 +109,17 @@ class NumpyGraph:
                 seed, offset = starts[slot.stream]
                 value = seed if slot.what == "seed" else offset + slot.delta
             args[slot.call][slot.arg] = slot.kind(value)
+        copyto = np.copyto
         with np.errstate(all="ignore"):
-            for fn, call_args, outs in self._plan:
-                if outs is None:
+            for fn, call_args, outs, kind in self._plan:
+                if kind == _ONE:
+                    copyto(outs, fn(*call_args))
+                elif kind == _UPDATE:
                     fn(*call_args)
-                elif isinstance(outs, np.ndarray):
-                    np.copyto(outs, fn(*call_args))
                 else:
                     results = fn(*call_args)
                     for i, out in outs:
-                        np.copyto(out, results[i])
+                        copyto(out, results[i])
         for (stream, advance), (_, offset) in zip(self._streams, starts):
             stream.offset = offset + advance
         for flag, fail in self._checks:
@@ -254,17 +255,19 @@ def _slot(k: int, j: int, x: Any, y: Any, values: Mapping[str, Any], probes: Map
     return None
 
 
-_Step = tuple[Callable[..., Any], list[Any], Any]
+_Step = tuple[Callable[..., Any], list[Any], Any, int]
+_UPDATE, _ONE, _MANY = 0, 1, 2  # what a step of the plan writes: nothing, one result, several
 
 
 def _plan(calls: Sequence[Call]) -> list[_Step]:
-    """``(fn, args, outs)`` per call to repeat: ``outs`` ``None`` (an update), the result
-    array, or ``[(i, array), ...]`` for the results of a tuple a replay writes (results that
+    """``(fn, args, outs, kind)`` per call to repeat: ``outs`` ``None`` (``_UPDATE``), the
+    result array (``_ONE``), or ``[(i, array), ...]`` for the results of a tuple a replay
+    writes (``_MANY``) (results that
     view an argument are left out, and a call with nothing to write is dropped)."""
     plan: list[_Step] = []
     for call in calls:
         if call.update:
-            plan.append((call.fn, call.args, None))
+            plan.append((call.fn, call.args, None, _UPDATE))
             continue
         arrays = [a for a in leaves(call.args) if isinstance(a, np.ndarray)]
         results = call.out if isinstance(call.out, tuple) else (call.out,)
@@ -280,7 +283,7 @@ def _plan(calls: Sequence[Call]) -> list[_Step]:
         if not own:
             continue
         if isinstance(call.out, tuple):
-            plan.append((call.fn, call.args, own))
+            plan.append((call.fn, call.args, own, _MANY))
         else:
-            plan.append((call.fn, call.args, own[0][1]))
+            plan.append((call.fn, call.args, own[0][1], _ONE))
     return plan
