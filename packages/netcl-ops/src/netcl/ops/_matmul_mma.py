@@ -242,6 +242,8 @@ def mma_applicable(a: Tensor, b: Tensor, transpose_a: bool = False,
         batch, M, N, K = _dims("mma_applicable", a, b, transpose_a, transpose_b)
     except ValueError:
         return False
+    if min(batch, M, N, K) < 1:
+        return False
     config = mma_config(M, N, K, batch, trans_a=transpose_a, trans_b=transpose_b)
     lds = (M if transpose_a else K, K if transpose_b else N, N)
     strides = (M * K, K * N, M * N) if batch > 1 else (0, 0, 0)
