@@ -403,18 +403,22 @@ def _gpu_profile() -> Any:
 
 
 @pytest.mark.parametrize("direction", ["data", "weight"])
-def test_gradient_rule(direction: str) -> None:
-    """Gradients: the implicit GEMM on a GPU, the column path on CPU devices; the forward-only
-    variants never apply to them (forced, they give way), the implicit GEMM's tiles follow
-    the GEMM's rows."""
+def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradients: the implicit GEMM on a GPU (Winograd for a data gradient of its class),
+    the column path on CPU devices; the forward-only variants never apply to them (forced,
+    they give way), the implicit GEMM's tiles follow the GEMM's rows."""
     gpu, numpy_profile = KernelSelector(_gpu_profile()), KernelSelector(extended_profile(None))
     g = conv_geometry("conv2d", (128, 64, 32, 32), (64, 64, 3, 3), 1, 1)
     query = ConvQuery(g, "float32", direction)
+    winograd = KernelVariant.CONV2D_WINOGRAD if direction == "data" else IMPLICIT_TILED
+    assert gpu.select(CONV2D_FAMILY, query).variant is winograd
+    monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")
     cfg = gpu.select(CONV2D_FAMILY, query)
     assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
     assert numpy_profile.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
-    for forward_only in (KernelVariant.CONV2D_WINOGRAD, KernelVariant.CONV2D_TILED_LOCAL,
-                         KernelVariant.CONV2D_NAIVE, KernelVariant.CONV2D_IMPLICIT_GEMM):
+    forward_only = [KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
+                    KernelVariant.CONV2D_IMPLICIT_GEMM]
+    for forward_only in forward_only + ([winograd] if direction == "weight" else []):
         with force_variant(forward_only):
             assert gpu.select(CONV2D_FAMILY, query).variant is IMPLICIT_TILED
     with force_variant(KernelVariant.CONV2D_IM2COL):
@@ -454,6 +458,31 @@ def test_forward_gpu_rule(shape: tuple[int, ...], expected: str) -> None:
     cfg = KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q)
     assert " ".join([cfg.variant.name, *([cfg.extra["tiles"]] if "tiles" in cfg.extra else [])
                      ]) == expected
+
+
+# Winograd geometries (3x3, stride 1, one group) with padding 0, 1 and 2, odd sizes
+WINOGRAD_DATA = [((3, 33, 9, 7), (7, 33, 3, 3), 1), ((1, 5, 6, 6), (7, 5, 3, 3), 0),
+                 ((2, 7, 5, 9), (33, 7, 3, 3), 2), ((1, 1, 1, 1), (3, 1, 3, 3), 1)]
+
+
+@pytest.mark.parametrize("sample", range(len(WINOGRAD_DATA)), ids=lambda i: f"winograd{i}")
+def test_winograd_data_gradient(dev: DeviceHandle, sample: int) -> None:
+    """Forced, Winograd computes the data gradient as a convolution of grad_out with the
+    transposed, rotated filters; its weight gradient and a padding over 2 give way."""
+    xs, ws, pad = WINOGRAD_DATA[sample]
+    x, w = arr(*xs), arr(*ws)
+    gy = arr(*ref_conv(x, w, None, 1, pad).shape)
+    with force_variant(KernelVariant.CONV2D_WINOGRAD):
+        check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 1, pad),
+                 lambda g, wa: ref_backward(np.zeros(xs), wa, g, 1, pad, 1, 1)[0],
+                 (gy, w), scale=CONV2D.scale)
+        check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, 1, pad),
+                 lambda xa, g: ref_backward(xa, np.zeros(ws), g, 1, pad, 1, 1)[1],
+                 (x, gy), scale=CONV2D.scale)
+        wide = ConvQuery(conv_geometry("conv2d", (1, 16, 9, 9), (4, 16, 3, 3), 1, 3), "float32",
+                         "data")
+        assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, wide).variant is (
+            IMPLICIT_TILED)
 
 
 def test_conv_query_and_source_errors() -> None:

@@ -47,7 +47,7 @@ from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_o
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
 from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
-from ._conv_winograd import conv2d_winograd
+from ._conv_winograd import conv2d_winograd, data_geometry
 from ._elementwise_dispatch import host, np_result
 from ._matmul_launch import Operand, operand, run_gemm
 from ._movement import contiguous
@@ -586,6 +586,8 @@ GradRunner = Callable[[Tensor, Tensor, ConvGeometry, Tensor, KernelConfig], None
 # forward-only kernel whose ``applies`` ignores the direction) gets the column path.
 DATA_RUNNERS: dict[AnyVariant, GradRunner] = {
     KernelVariant.CONV2D_IM2COL: _data_columns,
+    KernelVariant.CONV2D_WINOGRAD: lambda gy, w, g, dx, cfg: conv2d_winograd(
+        gy, _whole(w), None, data_geometry(g), dx, flipped=True),
     IMPLICIT_TILED: lambda gy, w, g, dx, cfg: igemm_backward_data(_whole(gy), _whole(w), g, dx,
                                                                   cfg),
 }

@@ -155,15 +155,15 @@ CT conv2d_input_at(const __global T* x, const int k, const int p, const int H, c
 
 # Winograd F(2x2, 3x3) (see ``_conv_winograd``): the weight, input and output transforms.
 WINOGRAD = """
-// U[xi][k][c] = (G g G^T)[xi] for the 3x3 filter g = w[k][c]
-__kernel void winograd_weights(__global const T* w, __global T* U, const int K, const int C) {
-    const int i = get_global_id(0);
-    if (i >= K * C) return;
-    const __global T* g = w + (long)i * 9;
+// U[xi][k][c] = (G g G^T)[xi] for the 3x3 filter g at i = k * C + c (rotated by 180 degrees
+// when flip: the data gradient's filters)
+void winograd_filter(const __global T* g, const int flip, __global T* U, const long i,
+                     const long KC) {
     CT t[4][3], u[4][4];
     #pragma unroll
     for (int j = 0; j < 3; ++j) {
-        const CT g0 = LD(g, j), g1 = LD(g, 3 + j), g2 = LD(g, 6 + j);
+        const CT g0 = LD(g, flip ? 8 - j : j), g1 = LD(g, flip ? 5 - j : 3 + j);
+        const CT g2 = LD(g, flip ? 2 - j : 6 + j);
         t[0][j] = g0;
         t[1][j] = (CT)0.5 * (g0 + g1 + g2);
         t[2][j] = (CT)0.5 * (g0 - g1 + g2);
@@ -177,7 +177,24 @@ __kernel void winograd_weights(__global const T* w, __global T* U, const int K, 
         u[r][3] = t[r][2];
     }
     #pragma unroll
-    for (int xi = 0; xi < 16; ++xi) ST(U, (long)xi * K * C + i, u[xi / 4][xi % 4]);
+    for (int xi = 0; xi < 16; ++xi) ST(U, xi * KC + i, u[xi / 4][xi % 4]);
+}
+
+// the forward's filters: g = w[k][c]
+__kernel void winograd_weights(__global const T* w, __global T* U, const int K, const int C) {
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    winograd_filter(w + (long)i * 9, 0, U, i, (long)K * C);
+}
+
+// the data gradient's (a convolution of grad_out, K here the forward's input channels and C
+// its output channels): g = w[c][k] rotated by 180 degrees
+__kernel void winograd_weights_flipped(__global const T* w, __global T* U, const int K,
+                                       const int C) {
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    const int k = i / C, c = i - k * C;
+    winograd_filter(w + ((long)c * K + k) * 9, 1, U, i, (long)K * C);
 }
 
 // V[xi][c][t] = (B^T d B)[xi] for the 4x4 input tile d of tile t = (image, tile row, tile

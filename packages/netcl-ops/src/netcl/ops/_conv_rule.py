@@ -15,6 +15,7 @@ A query's ``direction`` says which of the convolution's three computations it ch
 ``CONV2D_IM2COL`` (im2col/GEMM/col2im and a batch sum: the column path) and
 ``CONV2D_IMPLICIT_TILED`` (:data:`IMPLICIT_TILED`, registered here: one register-tiled
 implicit-GEMM kernel per computation, ``_conv_igemm``), which also computes the forward;
+``CONV2D_WINOGRAD`` also computes the data gradient (of its geometries, padding at most 2);
 the other variants are forward-only.
 """
 
@@ -167,15 +168,16 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """The conv2d kernel for ``q`` on this device; never one that does not apply.
 
     A gradient (``q.direction`` ``"data"`` or ``"weight"``): the column path (im2col) on CPU
-    devices and for the data gradient of fewer than 9 input channels, else the
-    register-tiled implicit GEMM. The forward, first match wins (each measured fastest for
-    its class: PoCL by ``benchmarks/bench_selector.py``, the H100 by
-    ``benchmarks/bench_conv_layers.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
-    with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
-    ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col;
-    ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most
-    32x32 -> tiled-local (im2col where its window does not fit in local memory); a Winograd
-    geometry with at least 64 input and output channels -> Winograd unless
+    devices and for the data gradient of fewer than 9 input channels; Winograd for the data
+    gradient of a Winograd geometry with at least 64 channels in and out (a convolution of
+    ``grad_out``) unless ``NETCL_CONV_WINOGRAD=0``; else the register-tiled implicit GEMM. The
+    forward, first match wins (each measured fastest for its class: PoCL by
+    ``benchmarks/bench_selector.py``, the H100 by ``benchmarks/bench_conv_layers.py``): an
+    OpenCL CPU device (PoCL) and a Winograd geometry with an output plane of at least 16x16 ->
+    Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy
+    backend) -> im2col; ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output
+    plane of at most 32x32 -> tiled-local (im2col where its window does not fit in local
+    memory); a Winograd geometry with at least 64 input and output channels -> Winograd unless
     ``NETCL_CONV_WINOGRAD=0``; otherwise (1x1, strided, dilated, grouped, few channels) the
     register-tiled implicit GEMM.
 
@@ -217,8 +219,13 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     on the H100)."""
     if profile.device_type == "cpu":
         return V.CONV2D_IM2COL
-    if q.direction == "data" and q.geometry.cg < DATA_MIN_CHANNELS:
-        return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
+    g = q.geometry
+    if q.direction == "data":
+        if g.cg < DATA_MIN_CHANNELS:
+            return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
+        if (env_flag("NETCL_CONV_WINOGRAD", True) and _winograd_applies(profile, q)
+                and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS):
+            return V.CONV2D_WINOGRAD  # the forward's measured class, on grad_out
     return IMPLICIT_TILED
 
 
@@ -305,7 +312,10 @@ def _tiled_local_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
 
 
 def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
-    return q.direction == "forward" and winograd_applies(q.geometry)
+    g = q.geometry
+    if q.direction == "data":  # a convolution of grad_out with padding 2 - P
+        return winograd_applies(g) and max(g.padding) <= 2
+    return q.direction == "forward" and winograd_applies(g)
 
 
 def _forward_only(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:

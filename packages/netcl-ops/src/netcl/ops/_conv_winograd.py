@@ -11,6 +11,7 @@ program is ``conv2d_family``'s ``winograd`` kind (source in ``_conv_kernels``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
 from ._matmul_launch import Operand, run_gemm
 
-__all__ = ["conv2d_winograd"]
+__all__ = ["conv2d_winograd", "data_geometry"]
 
 _SCRATCH_ELEMENTS = 1 << 25
 _MAX_GRID_Z = 65535  # some drivers cap the grid's third dimension
@@ -31,9 +32,13 @@ _MAX_GRID_Z = 65535  # some drivers cap the grid's third dimension
 
 
 def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
-                    out: Tensor) -> None:
+                    out: Tensor, flipped: bool = False) -> None:
     """Write ``conv2d(x, weight, bias)`` into ``out`` with Winograd F(2x2, 3x3) (only where
-    ``_conv_rule.winograd_applies``: the selector never picks it elsewhere)."""
+    ``_conv_rule.winograd_applies``: the selector never picks it elsewhere).
+
+    ``flipped``: ``weight`` is ``(g.c, g.k, 3, 3)`` and the filters are its transposed and
+    rotated ones (the data gradient as a convolution of ``grad_out``, :func:`data_geometry`).
+    """
     queue, dtype = x.queue, x.dtype
     th, tw = -(-g.oh // 2), -(-g.ow // 2)
     tiles = th * tw
@@ -45,7 +50,7 @@ def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeome
     built = conv2d_family(x.context, "winograd", dtype)
     ik, ok = built.kernels["winograd_input"], built.kernels["winograd_output"]
     built.launch(queue, g.k * g.c, weight, u, np.int32(g.k), np.int32(g.c),
-                 kernel="winograd_weights")
+                 kernel="winograd_weights_flipped" if flipped else "winograd_weights")
     x.wait()
     out.wait()
     b: Any = x.buffer if bias is None else bias
@@ -62,3 +67,18 @@ def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeome
         launch(queue, ok, (tw, th, images * g.k), None, m, out.buffer, b,
                np.int32(out.offset + n0 * g.k * g.oh * g.ow),
                *(np.int32(a) for a in (g.k, g.oh, g.ow, th, tw, count, bias is not None)))
+
+
+def data_geometry(g: ConvGeometry) -> ConvGeometry:
+    """The data gradient of a stride-1, one-group convolution ``g`` as a convolution of
+    ``grad_out`` (``g.k`` channels, ``OH x OW``) with the transposed, rotated filters and
+    padding ``R - 1 - P``, giving the ``g.c`` channels of ``H x W``.
+
+    Examples:
+        >>> from netcl.ops._conv_geometry import conv_geometry
+        >>> d = data_geometry(conv_geometry("x", (2, 3, 8, 8), (5, 3, 3, 3), padding=1))
+        >>> (d.c, d.k, d.h, d.oh, d.padding)
+        (5, 3, 8, 8, (1, 1))
+    """
+    return dataclasses.replace(g, c=g.k, k=g.c, cg=g.k, h=g.oh, w=g.ow, oh=g.h, ow=g.w,
+                               padding=(g.r - 1 - g.padding[0], g.s - 1 - g.padding[1]))
