@@ -1,7 +1,8 @@
 """The record of a kernel's last arguments (NOTE [ Arguments set once ] in
 netcl.core.kernels.primitives) on every OpenCL device: it keeps no buffer alive (a buffer
 dropped by its owner, or by a pool that does not cache it, is freed), a new buffer in a dead
-one's place is set, and a launch with the same buffers sets nothing again."""
+one's place is set, a launch with the same buffers sets nothing again, and a changed scalar
+is set alone, by its bytes."""
 
 from __future__ import annotations
 
@@ -96,21 +97,47 @@ def test_same_buffers_are_not_set_again(cl_dev: DeviceHandle) -> None:
     kernel = _kernel(cl_dev)
     x, out = _buffer(cl_dev, np.ones(N, np.float32)), _buffer(cl_dev)
     launch(cl_dev.queue, kernel, (64,), None, out, x, np.float32(2.0), np.int32(N))
-    calls: list[int] = []
-    set_arg = kernel.set_arg
+    calls: list[tuple[str, int]] = []
+    originals = {name: getattr(kernel, name) for name in ("set_arg", "_set_arg_buf")
+                 if hasattr(kernel, name)}
 
-    def counting(i: int, v: Any) -> None:
-        calls.append(i)
-        set_arg(i, v)
+    def counting(name: str) -> Any:
+        def call(i: int, v: Any) -> None:
+            calls.append((name, i))
+            originals[name](i, v)
+        return call
 
-    kernel.set_arg = counting
+    for name in originals:
+        setattr(kernel, name, counting(name))
     try:
         launch(cl_dev.queue, kernel, (64,), None, out, x, np.float32(2.0), np.int32(N))
         assert calls == []
         out2 = _buffer(cl_dev)
         launch(cl_dev.queue, kernel, (64,), None, out2, x, np.float32(4.0), np.int32(N))
-        assert calls == [0, 2]
+        # the buffer through set_arg, the scalar by its bytes (NOTE [ Setting one scalar ])
+        scalar = "_set_arg_buf" if "_set_arg_buf" in originals else "set_arg"
+        assert calls == [("set_arg", 0), (scalar, 2)]
     finally:
-        del kernel.set_arg
+        for name in originals:
+            delattr(kernel, name)
     np.testing.assert_array_equal(_read(cl_dev, out2), np.full(N, 4.0, np.float32))
     assert buffer_token(out2) is buffer_token(out2) and buffer_token(out2) is not buffer_token(x)
+
+
+ECHO = KernelSpec("echo_scalars", src="""
+__kernel void echo_scalars(__global long* out, const long a, const ulong b, const uint c,
+                           const short d, const float e) {
+    out[0] = a; out[1] = (long)b; out[2] = c; out[3] = d; out[4] = (long)(e * 4.0f);
+}""")
+
+
+def test_changed_scalars_of_every_width_arrive(cl_dev: DeviceHandle) -> None:
+    kernel = ECHO.build(cl_dev.queue).kernel
+    out = _buffer(cl_dev)
+    for a, b, c, d, e in [(-5, 7, 9, -3, 0.5), (2**40, 2**62 + 1, 2**31 + 3, 300, -1.25),
+                          (2**40, 2**62 + 1, 4, 300, -1.25), (-1, 0, 0, -32768, 8.0)]:
+        launch(cl_dev.queue, kernel, (1,), None, out, np.int64(a), np.uint64(b), np.uint32(c),
+               np.int16(d), np.float32(e))
+        got = np.empty(N // 2, np.int64)
+        cl().enqueue_copy(cl_dev.queue, got, out)
+        assert got[:5].tolist() == [a, b, c, d, int(e * 4)]
