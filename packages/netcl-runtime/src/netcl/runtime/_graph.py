@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.env import env_choice
+from netcl.core.kernels.primitives import set_scalar_argument
 from netcl.core.memory import get_persistent_pool
 from netcl.core.recording import pyopencl, state
 
@@ -180,7 +181,10 @@ class Graph:
         if self._values.get(name) == value:
             return
         for kernel, j, dtype, addend in self._slots[name]:
-            kernel.set_arg(j, np.asarray(value + addend if addend else value).astype(dtype)[()])
+            # by its bytes: Kernel.set_arg of a NumPy scalar costs 17 us on PoCL (NOTE
+            # [ Setting one scalar ] in netcl.core.kernels.primitives)
+            set_scalar_argument(kernel, j,
+                                np.asarray(value + addend if addend else value).astype(dtype)[()])
         self._values[name] = value
 
     def replay(self) -> None:

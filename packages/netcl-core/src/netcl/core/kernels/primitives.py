@@ -48,6 +48,7 @@ __all__ = [
     "forget_arguments",
     "launch",
     "launch_count",
+    "set_scalar_argument",
 ]
 
 # -- launches -------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def _set_changed(kernel: Any, values: Sequence[Any]) -> None:
                         kernel.set_arg(i, v)
                         last[i] = buffer_token(v)
                     else:
-                        _set_scalar(kernel, i, v)
+                        set_scalar_argument(kernel, i, v)
                         last[i] = v
                 return
     kernel.set_args(*values)
@@ -264,9 +265,16 @@ def _record(values: Sequence[Any]) -> list[Any]:
     return [buffer_token(v) if type(v) is buffer else v for v in values]
 
 
-def _set_scalar(kernel: Any, index: int, value: Any) -> None:
+def set_scalar_argument(kernel: Any, index: int, value: Any) -> None:
     """Set scalar argument ``index`` of ``kernel`` to ``value``, a NumPy scalar of exactly the
     declared type: its own bytes, through PyOpenCL's ``_set_arg_buf`` where it has one.
+
+    Examples:
+        >>> class Stand:  # a kernel object without _set_arg_buf gets set_arg
+        ...     def set_arg(self, index, value):
+        ...         print(index, repr(value))
+        >>> set_scalar_argument(Stand(), 3, np.int32(7))
+        3 np.int32(7)
 
     # NOTE [ Setting one scalar ]
     # PyOpenCL's public ``Kernel.set_arg`` of a NumPy scalar costs 17 us on the 2-core VM
