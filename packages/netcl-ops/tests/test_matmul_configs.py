@@ -170,3 +170,20 @@ def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
         build_matmul_kernel(dev.queue, cfg, dtype)(x, y)
         build_matmul_kernel(dev.queue, cfg, dtype)(x4, y4)
     assert launches[0] == 3
+
+
+def test_split_k_per_layout(dev: DeviceHandle) -> None:
+    """A ``by_layout`` entry's own split K and tiles: nt splits K into 3 slices with 32x64
+    tiles (slices, a shorter last slice, the sum), nn runs one launch."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend has no kernel variants")
+    cfg = _config((64, 64, 8, 8, 8, 8, 0, 0))
+    cfg.extra["by_layout"] = {"nt": {"split_k": 3, "tile_m": 32, "work_per_thread": 4}}
+    mm = build_matmul_kernel(dev.queue, cfg)
+    for tb, count in ((True, 3), (False, 1)):
+        a, b = RNG.standard_normal((37, 70)), RNG.standard_normal((33, 70) if tb else (70, 33))
+        x, y = (Tensor.from_host(dev.queue, v, dtype="float32") for v in (a, b))
+        with count_launches() as launches:
+            got = mm(x, y, False, tb).to_host()
+        _close(got, _ref(a, b, False, tb), 1e-4, f"per-layout split tb={tb}")
+        assert launches[0] == count

@@ -30,6 +30,7 @@ from ._matmul_family import (
     gemm_family,
     gemm_launch,
     gemm_params,
+    layout_config,
 )
 from ._matmul_params import GemmParams
 
@@ -119,7 +120,7 @@ def run_gemm(
     if staged is not None:  # NOTE [ Staging for tn ]; ``staged`` keeps the scratch alive
         a, b = staged[0], staged[1]
         trans_a, trans_b, remember = True, False, None
-    split = _split_k(config, dtype, M, N, K, batch, b_loader)
+    split = _split_k(config, dtype, M, N, K, batch, b_loader, trans_a, trans_b)
     if split:
         return _run_split_k(queue, config, dtype, a, b, c, M, N, K, split, trans_a, trans_b,
                             bias, bias_mode)
@@ -261,12 +262,16 @@ def _transposed(queue: Any, dtype: str, x: Operand, rows: int, cols: int,
 # cuts K into S slices (a multiple of the tile depth each): the slices run as S batch entries
 # of one launch (the last, shorter one as a second launch), each writing its partial product
 # into an S x M x N workspace, and a third kernel sums the slices into C (adding the bias).
-# float16 storage keeps one pass (its partial sums would round to half).
+# float16 storage keeps one pass (its partial sums would round to half). A ``by_layout`` entry
+# (NOTE [ Per-layout GEMM tiles ]) may set its own ``split_k`` (and tiles).
 
 
 def _split_k(config: KernelConfig, dtype: str, M: int, N: int, K: int,
-             batch: tuple[int, int], b_loader: str) -> int:
-    """The number of K slices to run (0: no split)."""
+             batch: tuple[int, int], b_loader: str, trans_a: bool, trans_b: bool) -> int:
+    """The number of K slices to run (0: no split; a ``by_layout`` entry may set it)."""
+    if config.extra.get("no_split"):
+        return 0
+    config = layout_config(config, trans_a, trans_b)
     want = int(config.extra.get("split_k", 0))
     if want < 2 or batch != (1, 1) or b_loader or dtype == "float16":
         return 0
@@ -281,7 +286,7 @@ def _run_split_k(
     M: int, N: int, K: int, split: int, trans_a: bool, trans_b: bool, bias: Any,
     bias_mode: int,
 ) -> Any:
-    step = max(4, config.tile_k)
+    step = max(4, layout_config(config, trans_a, trans_b).tile_k)
     ks = -(-K // split)
     ks = -(-ks // step) * step  # each slice a whole number of k tiles
     full, rest = divmod(K, ks)
@@ -290,7 +295,7 @@ def _run_split_k(
     # element strides of one K slice in A and B
     sa = ks * (a.ld if trans_a else 1)
     sb = ks * (1 if trans_b else b.ld)
-    plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0})
+    plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0, "no_split": True})
     ws = Operand(work.buffer, work.offset, N, 0, M * N)
     run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
              Operand(b.buffer, b.offset, b.ld, 0, sb), ws, M, N, ks,
