@@ -416,9 +416,10 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = gpu.select(CONV2D_FAMILY, query)
     assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
     assert numpy_profile.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
-    forward_only = [KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
-                    KernelVariant.CONV2D_IMPLICIT_GEMM]
-    for forward_only in forward_only + ([winograd] if direction == "weight" else []):
+    others: list[Any] = [KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
+                         KernelVariant.CONV2D_IMPLICIT_GEMM]
+    for forward_only in others + ([KernelVariant.CONV2D_WINOGRAD] if direction == "weight"
+                                  else []):
         with force_variant(forward_only):
             assert gpu.select(CONV2D_FAMILY, query).variant is IMPLICIT_TILED
     with force_variant(KernelVariant.CONV2D_IM2COL):
