@@ -486,6 +486,21 @@ def test_winograd_data_gradient(dev: DeviceHandle, sample: int) -> None:
             IMPLICIT_TILED)
 
 
+def test_cpu_gradient_rule() -> None:
+    """OpenCL CPU devices: Winograd for the data gradient from a 16x16 input plane (64
+    channels on 32x32: 2.6x over the column path on PoCL, 4.4x on Intel's runtime), the
+    column path otherwise and for the weight gradient."""
+    pocl = KernelSelector(dataclasses.replace(extended_profile(None), name="pthread",
+                                              device_type="cpu", vendor_family="pocl",
+                                              local_mem_size=524288, compute_units=2))
+    big = conv_geometry("conv2d", (4, 64, 32, 32), (64, 64, 3, 3), 1, 1)
+    small = conv_geometry("conv2d", (4, 16, 8, 8), (32, 16, 3, 3), 1, 1)
+    im2col, winograd = KernelVariant.CONV2D_IM2COL, KernelVariant.CONV2D_WINOGRAD
+    for g, direction, want in ((big, "data", winograd), (big, "weight", im2col),
+                               (small, "data", im2col)):
+        assert pocl.select(CONV2D_FAMILY, ConvQuery(g, "float32", direction)).variant is want
+
+
 def test_conv_query_and_source_errors() -> None:
     g = conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3))
     with pytest.raises(ValueError, match="ConvQuery: direction must be one of forward, data, "

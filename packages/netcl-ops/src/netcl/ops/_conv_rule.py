@@ -167,10 +167,11 @@ def tiled_local_fits(profile: ExtendedDeviceProfile, g: ConvGeometry, dtype: str
 def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """The conv2d kernel for ``q`` on this device; never one that does not apply.
 
-    A gradient (``q.direction`` ``"data"`` or ``"weight"``): the column path (im2col) on CPU
-    devices and for the data gradient of fewer than 9 input channels; Winograd for the data
-    gradient of a Winograd geometry with at least 64 channels in and out (a convolution of
-    ``grad_out``) unless ``NETCL_CONV_WINOGRAD=0``; else the register-tiled implicit GEMM. The
+    A gradient (``q.direction`` ``"data"`` or ``"weight"``): Winograd for the data gradient of
+    a Winograd geometry (a convolution of ``grad_out``) unless ``NETCL_CONV_WINOGRAD=0`` on an
+    OpenCL CPU device for an input plane of at least 16x16 and on a GPU for at least 64
+    channels in and out; else the column path (im2col) on CPU devices and for the data
+    gradient of fewer than 9 input channels; else the register-tiled implicit GEMM. The
     forward, first match wins (each measured fastest for its class: PoCL by
     ``benchmarks/bench_selector.py``, the H100 by ``benchmarks/bench_conv_layers.py``): an
     OpenCL CPU device (PoCL) and a Winograd geometry with an output plane of at least 16x16 ->
@@ -213,18 +214,19 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
 
 
 def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
-    """A gradient's variant: the column path on CPU devices (PoCL, Intel's CPU runtime, the
-    NumPy backend), the register-tiled implicit GEMM on GPUs (one kernel, no column buffer;
-    the column path's im2col, col2im and batch sum were 29 of the 78 ms of a ResNet-18 step
-    on the H100)."""
-    if profile.device_type == "cpu":
-        return V.CONV2D_IM2COL
+    """A gradient's variant (:func:`conv2d_rule`): on GPUs mostly the register-tiled implicit
+    GEMM (one kernel, no column buffer: the column path's im2col, col2im and batch sum were 29
+    of the 78 ms of a ResNet-18 step on the H100), on CPU devices mostly the column path."""
     g = q.geometry
+    winograd = env_flag("NETCL_CONV_WINOGRAD", True) and _winograd_applies(profile, q)
+    if profile.device_type == "cpu":
+        if profile.opencl_cpu and winograd and g.h * g.w >= CPU_WINOGRAD_MIN_OUTPUT:
+            return V.CONV2D_WINOGRAD  # 64 channels on 32x32: 2.6x (PoCL), 4.4x (Intel)
+        return V.CONV2D_IM2COL
     if q.direction == "data":
         if g.cg < DATA_MIN_CHANNELS:
             return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
-        if (env_flag("NETCL_CONV_WINOGRAD", True) and _winograd_applies(profile, q)
-                and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS):
+        if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
             return V.CONV2D_WINOGRAD  # the forward's measured class, on grad_out
     return IMPLICIT_TILED
 
