@@ -194,8 +194,9 @@ def launch_values(
 # and anything else that changed (a scalar of another width, a NULL, which some PyOpenCL
 # builds refuse in ``set_arg``) sets them all through the typed ``set_args``, which packs
 # scalars to the declared widths. Every netcl path that sets a kernel's arguments goes
-# through here or forgets the record (``BuiltKernel.run``, whose local-size autotuning sets
-# scratch buffers); a graph replay sets its own clones' arguments.
+# through here or forgets the record (``BuiltKernel.run`` comes here too, and forgets it after
+# local-size autotuning, which sets scratch buffers); a graph replay sets its own clones'
+# arguments.
 # The record does not hold a buffer, only its *token* (:func:`buffer_token`, an object made
 # once per buffer and kept on it): a record holding the buffers kept the last buffers of every
 # kernel alive, so memory a pool freed (a buffer over its cache limit, ``clear()`` when the
@@ -628,11 +629,14 @@ class BuiltKernel:
                 self.tuned[gsize] = (
                     None if 0 in gsize else autotune(queue, self.kernel, gsize, values, largest)
                 )
+                forget_arguments(self.kernel)  # the tuning launched it on scratch buffers
             local = self.tuned[gsize]
         else:
             local = pick if isinstance(pick, tuple) else None
-        self.kernel.set_args(*values)
-        forget_arguments(self.kernel)
+        if getattr(self.kernel, "_netcl_typed", False):  # NOTE [ Arguments set once ]
+            _set_changed(self.kernel, values)
+        else:
+            self.kernel.set_args(*values)
         return _enqueue(queue, self.kernel, gsize, local, values)
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
