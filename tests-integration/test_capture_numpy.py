@@ -162,15 +162,21 @@ def test_clipping_replays_and_accumulation_is_refused(np_dev: DeviceHandle,
 def test_dropout_masks_follow_the_generator(np_dev: DeviceHandle) -> None:
     q = np_dev.queue
     x = Tensor.from_host(q, np.ones((5, 7), np.float32))
+
+    def draws(t: Tensor) -> tuple[Tensor, ...]:
+        return (ops.dropout(t, 0.5)[1], ops.uniform(q, (3,)), ops.normal(q, (2, 3)),
+                ops.bernoulli(q, (9,), 0.3), ops.random_bits(q, (2,)))
+
     manual_seed(5)
-    eager = [ops.dropout(x, 0.5)[1].to_host().copy() for _ in range(4)]
+    eager = [[d.to_host().copy() for d in draws(x)] for _ in range(4)]
     manual_seed(5)
-    step = capture(lambda t: ops.dropout(t, 0.5)[1], warmup=1)
-    replayed = [step(x).to_host().copy() for _ in range(4)]
+    step = capture(draws, warmup=1)
+    replayed = [[d.to_host().copy() for d in step(x)] for _ in range(4)]
     assert step.mode == "graph"
-    for a, b in zip(eager, replayed):
-        np.testing.assert_array_equal(a, b)
-    assert all((a != b).any() for a, b in itertools.pairwise(replayed))
+    for a, b in zip(eager, replayed, strict=True):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_array_equal(u, v)
+    assert all((a[0] != b[0]).any() for a, b in itertools.pairwise(replayed))
 
 
 def test_out_of_range_label_raises_at_the_replay(np_dev: DeviceHandle) -> None:

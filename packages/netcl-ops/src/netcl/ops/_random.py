@@ -31,16 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype
+from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.kernels.header import literal_macro
-from netcl.core.recording import drawing
-from netcl.core.tensor import Tensor
+from netcl.core.recording import drawing, numpy_call
+from netcl.core.tensor import CPU_BACKEND, Tensor
 
 from ._common import check_tensor, empty
 from ._creation import device_queue, shape_arg
 from ._dtype_policy import np_compute, require_float
-from ._elementwise_dispatch import host, np_results, wrap
+from ._elementwise_dispatch import host, np_results
 from ._launch import device_buffer, index_defs, launch_items
 from ._random_normal import box_muller_source, np_box_muller
 
@@ -186,6 +186,39 @@ def _words(seed: int, offset: int, n: int) -> np.ndarray[Any, Any]:
     return words[start:start + n]
 
 
+# NumPy draws: seed and offset are scalar arguments of one recordable call, which a NumPy
+# capture makes slots of (NOTE [ Replaying NumPy calls ] in netcl.runtime._numpy_graph)
+
+def _np_tensor(queue: Any, dtype: str, fn: Any, *args: Any) -> Tensor:
+    arr = numpy_call(fn, *args)
+    if arr.dtype != numpy_dtype(dtype):
+        arr = numpy_call(_as_dtype, arr, numpy_dtype(dtype))
+    return Tensor(shape=arr.shape, dtype=dtype, queue=queue, array=arr, _backend=CPU_BACKEND)
+
+
+def _as_dtype(a: Any, dtype: Any) -> Any:
+    return a.astype(dtype)
+
+
+def _bits_np(seed: int, offset: int, dims: tuple[int, ...]) -> Any:
+    return _words(seed, offset, math.prod(dims)).reshape(dims)
+
+
+def _uniform_np(seed: int, offset: int, dims: tuple[int, ...], low: Any, span: Any,
+                dt: str) -> Any:
+    u = _np_unit(_words(seed, offset, math.prod(dims)), dt)
+    return (low + span * u).reshape(dims)
+
+
+def _normal_np(seed: int, offset: int, dims: tuple[int, ...], mean: Any, std: Any,
+               dt: str) -> Any:
+    return (mean + std * _np_normal(seed, offset, math.prod(dims), dt)).reshape(dims)
+
+
+def _bernoulli_np(seed: int, offset: int, dims: tuple[int, ...], threshold: int) -> Any:
+    return ((_words(seed, offset, math.prod(dims)) >> 8) < threshold).reshape(dims)
+
+
 def _dropout_np(x: np.ndarray[Any, Any], seed: int, offset: int, threshold: int, scale: Any
                 ) -> tuple[Any, Any]:
     keep = ((_words(seed, offset, x.size) >> 8) >= threshold).reshape(x.shape)
@@ -318,7 +351,7 @@ def random_bits(queue: Any, shape: Sequence[int], seed: int | None = None,
     dims = shape_arg(shape, "random_bits")
     seed, offset = _stream("random_bits", seed, offset, math.prod(dims))
     if getattr(q, "backend", None) == "cpu":
-        return wrap(q, _words(seed, offset, math.prod(dims)).reshape(dims), "int64")
+        return _np_tensor(q, "int64", _bits_np, seed, offset, dims)
     out = empty(q, dims, "int64")
     _launch("bits", out, seed, offset)
     return out
@@ -341,8 +374,7 @@ def uniform(queue: Any, shape: Sequence[int], low: float = 0.0, high: float = 1.
     seed, offset = _stream("uniform", seed, offset, math.prod(dims))
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
-        u = _np_unit(_words(seed, offset, math.prod(dims)), dt)
-        return wrap(q, (ct(low) + ct(high - low) * u).reshape(dims), dt)
+        return _np_tensor(q, dt, _uniform_np, seed, offset, dims, ct(low), ct(high - low), dt)
     out = empty(q, dims, dt)
     _launch("uniform", out, seed, offset, (ct(low), ct(high - low)))
     return out
@@ -365,8 +397,7 @@ def normal(queue: Any, shape: Sequence[int], mean: float = 0.0, std: float = 1.0
     seed, offset = _stream("normal", seed, offset, math.prod(dims))
     ct = np_compute(dt).type
     if getattr(q, "backend", None) == "cpu":
-        z = _np_normal(seed, offset, math.prod(dims), dt)
-        return wrap(q, (ct(mean) + ct(std) * z).reshape(dims), dt)
+        return _np_tensor(q, dt, _normal_np, seed, offset, dims, ct(mean), ct(std), dt)
     out = empty(q, dims, dt)
     _launch("normal", out, seed, offset, (ct(mean), ct(std)))
     return out
@@ -391,8 +422,7 @@ def bernoulli(queue: Any, shape: Sequence[int], p: float = 0.5, *, seed: int | N
     dims = shape_arg(shape, "bernoulli")
     seed, offset = _stream("bernoulli", seed, offset, math.prod(dims))
     if getattr(q, "backend", None) == "cpu":
-        words = _words(seed, offset, math.prod(dims))
-        return wrap(q, ((words >> 8) < threshold).reshape(dims), dt)
+        return _np_tensor(q, dt, _bernoulli_np, seed, offset, dims, threshold)
     out = empty(q, dims, dt)
     _launch("bernoulli", out, seed, offset, (np.uint32(threshold),))
     return out
