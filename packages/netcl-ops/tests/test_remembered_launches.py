@@ -97,3 +97,17 @@ def test_repeated_max_pooling_and_its_gradient(dev: DeviceHandle, geometry: Any)
     np.testing.assert_array_equal(np.take_along_axis(flat, hidx.reshape(2, 3, -1), 2).reshape(
         hy.shape), hy)  # each maximum is where its index says
     assert hdx.sum() == hy.size and set(np.unique(hdx)) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+def test_repeated_permutes_and_transposes(dev: DeviceHandle, dtype: Any) -> None:
+    rng = np.random.default_rng(3)
+    hosts = [(rng.standard_normal((3, 5, 7)) * 50).astype(dtype) for _ in range(2)]
+    for _ in range(2):
+        for host in hosts:
+            x = Tensor.from_host(dev.queue, host)
+            np.testing.assert_array_equal(ops.permute(x, (2, 0, 1)).to_host(),
+                                          host.transpose(2, 0, 1))
+            np.testing.assert_array_equal(ops.transpose(x).to_host(), host.swapaxes(-1, -2))
+            np.testing.assert_array_equal(ops.transpose(x, 0, 2).to_host(),
+                                          host.swapaxes(0, 2))

@@ -104,12 +104,15 @@ def run_strided(
     operands: Sequence[Strided | Any],
     compute: str,
     params: Sequence[Any] = (),
+    launched: list[Any] | None = None,
 ) -> _Plan | None:
     """Launch ``op`` over ``shape``: ``out`` gets ``op(operands)`` through their strides.
 
     ``operands`` are :class:`Strided` tensors or NumPy scalars already of the ``CT`` type of
     ``compute`` (see :func:`kernel_scalar`); ``params`` likewise. Nothing runs for an empty
-    ``shape`` (None is returned; otherwise the launch's plan).
+    ``shape`` (None is returned; otherwise the launch's plan). ``launched`` gets the launch
+    made, as ``(kernel, grid, local, arguments in kernel form)`` (buffers at 0 and 2 + 4k),
+    for callers that remember it (NOTE [ Remembered launches ] in :mod:`._launch`).
     """
     n = math.prod(shape)
     if n == 0:
@@ -132,7 +135,12 @@ def run_strided(
         if len(plans) >= _MAX_PLANS:  # a long run over ever-new shapes: start over
             plans.clear()
         plan = plans[key] = _plan(op, bundle, shape, out, operands, compute, views, n)
-    launch_items(queue, plan.kernel, plan.items, *_plan_args(plan, out, operands, params, n))
+    args = _plan_args(plan, out, operands, params, n)
+    launch_items(queue, plan.kernel, plan.items, *args)
+    if launched is not None and not any(type(a) in (int, float, bool) for a in args):
+        local = queue_facts(queue)[2]  # what launch_items launched with, in kernel form
+        launched.append((plan.kernel, (-(-plan.items // local) * local,), (local,),
+                         [_value(a) for a in args]))
     return plan
 
 

@@ -22,8 +22,10 @@ from netcl.core.tensor import reshape as _reshape
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._creation import fill_for
 from ._dtype_policy import SCALAR_FLOAT, kernel_scalar, scalar_kind
-from ._elementwise_base import Strided
-from ._elementwise_dispatch import copy_strided, host, np_result
+from ._elementwise_base import Strided, run_strided
+from ._elementwise_dispatch import bundle, cast_compute, copy_strided, host, np_result
+from ._elementwise_table import OPS
+from ._launch import launch_key, queue_facts, remember, remembered, run_remembered
 
 __all__ = [
     "broadcast_to",
@@ -47,10 +49,22 @@ _slice = slice  # the builtin, before ``slice`` the op shadows it
 
 
 def _gather_view(x: Tensor, shape: Sequence[int], strides: Sequence[int], offset: int) -> Tensor:
-    """OpenCL: a new contiguous tensor of ``shape`` read from ``x`` through ``strides``."""
+    """OpenCL: a new contiguous tensor of ``shape`` read from ``x`` through ``strides`` (a
+    repeated gather repeats its launch: NOTE [ Remembered launches ] in ._launch)."""
+    key = launch_key("gather", x.shape, x.dtype, x.offset, x.queue, tuple(shape),
+                     tuple(strides), offset, queue_facts(x.queue)[1].epoch("elementwise"))
+    entry = remembered(key)
+    if entry is not None:
+        return run_remembered(entry, x.queue, x)[0]
     out = empty(x.queue, shape, x.dtype)
-    copy_strided(shape, Strided(out, contiguous_strides(shape), 0),
-                 Strided(x, tuple(strides), x.offset + offset))
+    op = OPS["copy"]  # copy_strided's launch, kept
+    launched: list[Any] = []
+    run_strided(op, bundle(op), shape, Strided(out, contiguous_strides(shape), 0),
+                [Strided(x, tuple(strides), x.offset + offset)], cast_compute(x.dtype, x.dtype),
+                launched=launched)
+    if launched:
+        kernel, grid, local, args = launched[0]
+        remember(key, kernel, grid, local, args, [(0, out)], [2])
     return out
 
 
