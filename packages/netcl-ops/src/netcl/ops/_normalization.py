@@ -19,7 +19,7 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor
 
-from ._common import check_tensor, empty, launch_1d, result, same_device
+from ._common import check_tensor, empty, launch_1d, same_device
 from ._dtype_policy import kernel_scalar, np_compute
 from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
@@ -515,14 +515,12 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
             raise ValueError(f"{op}: weight/bias must have {d} elements, got shape {p.shape}")
     _check_dtypes(op, x, weight, bias)
     if x.array is not None:
-        xa = x.array.reshape(rows, d).astype(np.float64)
-        mu = xa.mean(axis=1)
-        rstd = 1.0 / np.sqrt(xa.var(axis=1) + eps)
-        y = (xa - mu[:, None]) * rstd[:, None]
-        if weight is not None and bias is not None:
-            y = y * weight.array.reshape(1, d) + bias.array.reshape(1, d)  # type: ignore[union-attr]
-        return (result(x, y.reshape(x.shape), x.dtype), result(x, mu, stat_dtype(x.dtype)),
-                result(x, rstd, stat_dtype(x.dtype)))
+        sdt = stat_dtype(x.dtype)
+        affine = weight is not None and bias is not None
+        y, mu, rstd = np_results(x, (x.dtype, sdt, sdt), _ln_np, x.array, rows, d,
+                                 _array(weight) if affine else None,
+                                 _array(bias) if affine else None, eps)
+        return y, mu, rstd
     q = x.queue
     sdt = stat_dtype(x.dtype)
     y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), sdt), empty(
@@ -548,17 +546,10 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     pshape = x.shape[x.ndim - (1 if isinstance(normalized_shape, int)
                                else len(tuple(normalized_shape))):]
     if x.array is not None:
-        g = grad.array.reshape(rows, d).astype(np.float64)  # type: ignore[union-attr]
-        xa = x.array.reshape(rows, d).astype(np.float64)
-        mu, inv = mean.array[:, None], rstd.array[:, None]  # type: ignore[index]
-        xhat = (xa - mu) * inv
-        w = 1.0 if weight is None else weight.array.reshape(1, d)  # type: ignore[union-attr]
-        dxh = g * w
-        dx = inv * (dxh - dxh.mean(axis=1, keepdims=True)
-                    - xhat * (dxh * xhat).mean(axis=1, keepdims=True))
-        return (result(x, dx.reshape(x.shape), x.dtype),
-                result(x, (g * xhat).sum(axis=0).reshape(pshape), x.dtype),
-                result(x, g.sum(axis=0).reshape(pshape), x.dtype))
+        dx, gw, gb = np_results(x, (x.dtype, x.dtype, x.dtype), _ln_backward_np, grad.array,
+                                x.array, rows, d, mean.array, rstd.array, _array(weight),
+                                tuple(pshape))
+        return dx, gw, gb
     q = x.queue
     dx_t = empty(q, x.shape, x.dtype)
     gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
@@ -569,3 +560,27 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
         kp = normalization_family(x.context, x.dtype).kernels["ln_backward_params"]
         launch_1d(q, kp, d, *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
     return dx_t, gw_t, gb_t
+
+
+def _ln_np(x: Any, rows: int, d: int, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any]:
+    xa = x.reshape(rows, d).astype(np.float64)
+    mu = xa.mean(axis=1)
+    rstd = 1.0 / np.sqrt(xa.var(axis=1) + eps)
+    y = (xa - mu[:, None]) * rstd[:, None]
+    if w is not None and b is not None:
+        y = y * w.reshape(1, d) + b.reshape(1, d)
+    return y.reshape(x.shape), mu, rstd
+
+
+def _ln_backward_np(g: Any, x: Any, rows: int, d: int, mean: Any, rstd: Any, w: Any,
+                    pshape: tuple[int, ...]) -> tuple[Any, Any, Any]:
+    g = g.reshape(rows, d).astype(np.float64)
+    xa = x.reshape(rows, d).astype(np.float64)
+    mu, inv = mean[:, None], rstd[:, None]
+    xhat = (xa - mu) * inv
+    wr = 1.0 if w is None else w.reshape(1, d)
+    dxh = g * wr
+    dx = inv * (dxh - dxh.mean(axis=1, keepdims=True)
+                - xhat * (dxh * xhat).mean(axis=1, keepdims=True))
+    return dx.reshape(x.shape), (g * xhat).sum(axis=0).reshape(pshape), g.sum(axis=0).reshape(
+        pshape)
