@@ -188,6 +188,24 @@ def test_out_of_range_label_raises_at_the_replay(np_dev: DeviceHandle) -> None:
         step(x, Tensor.from_host(np_dev.queue, np.full(17, 12, np.int64)))
 
 
+def test_index_ops_replay_and_check_each_call(np_dev: DeviceHandle) -> None:
+    q = np_dev.queue
+    x = Tensor.from_host(q, np.arange(21, dtype=np.float32).reshape(3, 7))
+    row = Tensor.from_host(q, np.arange(7, dtype=np.float32).reshape(1, 7) * 0.5)
+
+    def step(idx: Tensor) -> tuple[Tensor, Tensor]:
+        return ops.index_select(x, 1, idx), ops.gather(row, 1, ops.reshape(idx, (1, 5)))
+
+    run = capture(step, warmup=0)
+    for values in ([0, 6, 2, 2, 5], [1, 1, 3, 0, 4]):
+        idx = Tensor.from_host(q, np.array(values, np.int64))
+        for a, b in zip(run(idx), step(idx), strict=True):
+            np.testing.assert_array_equal(a.to_host(), b.to_host())
+    assert run.mode == "graph"
+    with pytest.raises(IndexError, match="index 7 is out of range"):
+        run(Tensor.from_host(q, np.array([0, 7, 1, 1, 1], np.int64)))
+
+
 def test_another_shape_is_refused(np_dev: DeviceHandle) -> None:
     step = capture(lambda t: ops.mul(t, 2.0), warmup=0)
     step(Tensor.from_host(np_dev.queue, np.ones(3, np.float32)))

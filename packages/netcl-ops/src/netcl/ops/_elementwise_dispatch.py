@@ -12,7 +12,8 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, default_config
-from netcl.core.recording import numpy_call
+from netcl.core.recording import check_flag, numpy_call
+from netcl.core.recording import state as recording_state
 from netcl.core.shapes import broadcast_shapes
 from netcl.core.tensor import CPU_BACKEND, Tensor
 
@@ -22,8 +23,8 @@ from ._elementwise_base import Strided, run_broadcast, run_fast, run_strided
 from ._elementwise_source import EwOp, _Sig, elementwise_family, kernel_name
 from ._elementwise_table import OPS
 
-__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "np_result", "np_results",
-           "wrap"]
+__all__ = ["apply", "bundle", "cast_compute", "copy_strided", "host", "np_checked", "np_result",
+           "np_results", "wrap"]
 
 _BUNDLES: dict[tuple[str, int], tuple[EwOp, ...]] = {}
 for _op in OPS.values():
@@ -218,6 +219,38 @@ def np_results(like: Tensor, dtypes: Sequence[str], fn: Callable[..., Any],
     arrays = numpy_call(_call_as_many, fn, tuple(numpy_dtype(d) for d in dtypes), *args)
     return tuple(Tensor(shape=a.shape, dtype=d, queue=like.queue, array=a, _backend=CPU_BACKEND)
                  for a, d in zip(arrays, dtypes))
+
+
+def _flag_np(check: Callable[..., None], *args: Any) -> np.ndarray[Any, Any]:
+    try:
+        check(*args)
+    except (ValueError, IndexError):
+        return np.ones(1, np.int32)
+    return np.zeros(1, np.int32)
+
+
+def np_checked(like: Tensor, check: Callable[..., None], *args: Any) -> None:
+    """Run a check of NumPy values, ``check(*args)`` (it raises on bad values). Under a
+    recorder it becomes a flag the recorder reads after each replay, when ``check`` raises
+    again (a NumPy capture repeats it for every call's data, not only the traced one's).
+
+    Examples:
+        >>> from netcl.core import manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([1.0, -1.0]))
+        >>> def positive(a):
+        ...     if (a < 0).any():
+        ...         raise ValueError("negative")
+        >>> np_checked(x, positive, host(x))
+        Traceback (most recent call last):
+        ...
+        ValueError: negative
+    """
+    if recording_state.recorder is None:
+        check(*args)
+        return
+    flag = numpy_call(_flag_np, check, *args)
+    check_flag(Tensor(shape=(1,), dtype="int32", queue=like.queue, array=flag,
+                      _backend=CPU_BACKEND), lambda: check(*args))
 
 
 def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),

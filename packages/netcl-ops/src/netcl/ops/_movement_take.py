@@ -18,7 +18,7 @@ from netcl.core.kernels.family import KernelSource, kernel_family
 from netcl.core.tensor import Tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axis, same_device
-from ._elementwise_dispatch import host, wrap
+from ._elementwise_dispatch import host, np_checked, np_result
 from ._launch import device_buffer, index_defs, launch_items
 
 __all__ = ["embedding", "gather", "index_select"]
@@ -127,8 +127,8 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
                          f"except along axis {ax}")
     if x.array is not None:
         idx = host(index)
-        _check_range("gather", idx, ax, x.shape[ax])
-        return wrap(x.queue, np.take_along_axis(host(x), idx.astype(np.int64), ax), x.dtype)
+        np_checked(x, _check_range, "gather", idx, ax, x.shape[ax])
+        return np_result(x, x.dtype, _gather_np, host(x), idx, ax)
     K = index.shape[ax]
     inner = math.prod(x.shape[ax + 1:])
     return _take(x, index, ax, index.shape, K, (K * inner, inner, 1))
@@ -164,8 +164,8 @@ def _select(op: str, x: Tensor, ax: int, index: Tensor) -> Tensor:
     shape = (*x.shape[:ax], index.shape[0], *x.shape[ax + 1:])
     if x.array is not None:
         idx = host(index)
-        _check_range(op, idx, ax, x.shape[ax])
-        return wrap(x.queue, np.take(host(x), idx, axis=ax), x.dtype)
+        np_checked(x, _check_range, op, idx, ax, x.shape[ax])
+        return np_result(x, x.dtype, _select_np, host(x), idx, ax)
     return _take(x, index, ax, shape, index.shape[0], (0, 1, 0))
 
 
@@ -193,3 +193,14 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
                          f"got shape {weight.shape}")
     rows = _select("embedding", weight, 0, reshape(indices, (indices.size,)))
     return reshape(rows, (*indices.shape, weight.shape[1]))
+
+
+def _gather_np(x: Any, idx: Any, ax: int) -> Any:
+    size = x.shape[ax]  # an index out of range reads 0 (the replay's check raises after it)
+    safe = np.where((idx >= 0) & (idx < size), idx, 0).astype(np.int64)
+    return np.take_along_axis(x, safe, ax)
+
+
+def _select_np(x: Any, idx: Any, ax: int) -> Any:
+    size = x.shape[ax]
+    return np.take(x, np.where((idx >= 0) & (idx < size), idx, 0), axis=ax)
