@@ -15,13 +15,12 @@ import numpy as np
 from netcl.core.device import get_active_device
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
-from netcl.core.recording import check_flag, numpy_call, numpy_update
-from netcl.core.recording import state as recording_state
+from netcl.core.recording import numpy_call, numpy_update
 from netcl.core.tensor import CPU_BACKEND, Tensor, check_shape
 
 from ._common import check_tensor, empty
 from ._dtype_policy import SCALAR_FLOAT, kernel_scalar, np_compute, scalar_kind
-from ._elementwise_dispatch import host, np_result
+from ._elementwise_dispatch import host, np_checked, np_result
 from ._launch import device_buffer, index_defs, launch_items
 
 __all__ = ["arange", "fill", "full", "one_hot", "ones", "zeros"]
@@ -242,12 +241,7 @@ def one_hot(labels: Tensor, num_classes: int, dtype: Any = "int64") -> Tensor:
     C = int(num_classes)
     shape = (*labels.shape, C)
     if labels.array is not None:
-        if recording_state.recorder is None:
-            _check_one_hot(host(labels), C)
-        else:  # a NumPy capture checks each replay's labels
-            flag = numpy_call(_bad_one_hot, host(labels), C)
-            check_flag(Tensor(shape=(1,), dtype="int32", queue=labels.queue, array=flag,
-                              _backend=CPU_BACKEND), lambda: _check_one_hot(host(labels), C))
+        np_checked(labels, _check_one_hot, host(labels), C)  # each replay's labels too
         return np_result(labels, dtype, _one_hot_np, host(labels), C)
     out = empty(labels.queue, shape, dtype)
     n = out.size
@@ -275,10 +269,6 @@ def _check_one_hot(y: Any, C: int) -> None:
     bad = (y < 0) | (y >= C)
     if bad.any():
         raise ValueError(f"one_hot: label {int(y[bad][0])} is out of range for {C} classes")
-
-
-def _bad_one_hot(y: Any, C: int) -> Any:
-    return np.array([((y < 0) | (y >= C)).any()], np.int32)
 
 
 def _one_hot_np(y: Any, C: int) -> Any:

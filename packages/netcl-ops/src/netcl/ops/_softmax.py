@@ -22,13 +22,12 @@ from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
-from netcl.core.recording import check_flag, numpy_call
-from netcl.core.recording import state as recording_state
+from netcl.core.recording import check_flag
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
 from ._dtype_policy import np_compute, require_float
-from ._elementwise_dispatch import host, np_result
+from ._elementwise_dispatch import host, np_checked, np_result
 from ._launch import (
     device_buffer,
     index_defs,
@@ -264,13 +263,8 @@ def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor
     same_device("nll_gather", logp, labels)
     N, C = logp.shape
     if logp.array is not None:
-        if recording_state.recorder is None:
-            _check_labels(host(labels).astype(np.int64), C, ignore_index)
-        else:  # a NumPy capture checks the labels of each replay (NOTE [ Out-of-range labels ])
-            flag = numpy_call(_bad_labels, host(labels), C, ignore_index)
-            check_flag(Tensor(shape=(1,), dtype="int32", queue=logp.queue, array=flag,
-                              _backend=logp._backend),
-                       lambda: _check_labels(host(labels).astype(np.int64), C, ignore_index))
+        # a NumPy capture checks the labels of each replay (NOTE [ Out-of-range labels ])
+        np_checked(logp, _check_label_array, host(labels), C, ignore_index)
         return np_result(logp, logp.dtype, _nll_np, host(logp), host(labels), ignore_index)
     out = empty(logp.queue, (N,), logp.dtype)
     if N == 0:
@@ -308,9 +302,8 @@ def _nll_np(logp: np.ndarray[Any, Any], labels: np.ndarray[Any, Any], ignore_ind
     return np.asarray(np.where(keep, -rows, 0))
 
 
-def _bad_labels(labels: np.ndarray[Any, Any], C: int, ignore_index: int) -> np.ndarray[Any, Any]:
-    y = labels.astype(np.int64)
-    return np.array([((y != ignore_index) & ((y < 0) | (y >= C))).any()], np.int32)
+def _check_label_array(labels: np.ndarray[Any, Any], C: int, ignore_index: int) -> None:
+    _check_labels(labels.astype(np.int64), C, ignore_index)
 
 
 def _check_labels(y: np.ndarray[Any, Any], C: int, ignore_index: int) -> None:
