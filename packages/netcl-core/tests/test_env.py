@@ -9,7 +9,7 @@ import pytest
 
 from netcl.core import capabilities, device_probe, icd
 from netcl.core.backend.opencl import OpenCLBackend
-from netcl.core.env import env_choice, env_flag, env_number
+from netcl.core.env import env_choice, env_flag, env_number, env_raw
 from netcl.core.kernels import cache, golden
 from netcl.core.memory import PersistentBufferPool
 
@@ -140,3 +140,19 @@ def test_max_cached_gb_below_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETCL_MAX_CACHED_GB", "-1")
     with pytest.raises(ValueError, match="NETCL_MAX_CACHED_GB must be >= 0, got '-1'"):
         PersistentBufferPool(None)
+
+
+def test_flags_follow_every_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag is parsed once per change of its raw value, and every change is seen."""
+    monkeypatch.delenv(NAME, raising=False)
+    assert env_raw(NAME) is None
+    assert env_flag(NAME, True) is True
+    for raw, want in [("off", False), ("off", False), ("YES", True), ("", True), ("0", False)]:
+        monkeypatch.setenv(NAME, raw)
+        assert env_flag(NAME, True) is want, raw
+    monkeypatch.setenv(NAME, "2")
+    for _ in range(2):  # a bad value raises on every read, not only the first
+        with pytest.raises(ValueError, match=rf"{NAME} must be one of 1/0"):
+            env_flag(NAME, True)
+    monkeypatch.delenv(NAME)
+    assert env_flag(NAME, False) is False and env_choice(NAME, ("a",)) is None

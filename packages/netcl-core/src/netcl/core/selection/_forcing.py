@@ -2,16 +2,10 @@
 ``NETCL_FORCE_<FAMILY>=<VARIANT_NAME>`` (for tests and benchmarks).
 
 # NOTE [ Forcing variables read once per change ]
-# Every kernel selection asks :func:`forced_variant`, so reading ``NETCL_FORCE_<FAMILY>``
-# through ``os.environ.get`` cost 2-4 us a selection (5.6 us measured on the 2-core VM: a
-# missing key raises and catches KeyError inside ``os.environ``, and str keys are encoded each
-# time). The variable's raw value is read straight from the mapping ``os.environ`` keeps
-# (``os.environ._data``, under the key ``os.environ.encodekey`` makes; 0.14 us), and what it
-# names is parsed only when that raw value, or the variant registry, changed since the last
-# call. ``os.environ[...] = ...`` and pytest's ``monkeypatch.setenv`` write through that
-# mapping, so a test that sets a variable is seen at the next selection; a variable changed
-# behind Python's back (a C library's ``setenv``) is not, as ``os.environ`` itself never saw
-# it. Where the mapping is not there (another Python), ``os.environ.get`` is read each call.
+# Every kernel selection asks :func:`forced_variant`, so ``NETCL_FORCE_<FAMILY>`` is read
+# through :func:`netcl.core.env.env_raw` (NOTE [ Variables read once per change ] there) and
+# what it names is parsed only when its raw value, or the variant registry, changed since the
+# last call.
 """
 
 from __future__ import annotations
@@ -20,9 +14,8 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
 
-from netcl.core.env import env_choice
+from netcl.core.env import env_choice, env_raw
 
 from ._registry import registry_generation, variant_named, variant_names
 from ._variants import AnyVariant, KernelVariant, Variant
@@ -86,10 +79,8 @@ def forced_variant(family: str) -> AnyVariant | None:
     variants = _forced.variants
     if variants and family in variants:
         return variants[family]
-    env, key = _env_key(family)
-    data = _ENVIRON_DATA
-    # without that mapping here, or with os.environ replaced, the documented read
-    raw = data.get(key) if data is not None and os.environ is _ENVIRON else os.environ.get(env)
+    env = _env_name(family)
+    raw = env_raw(env)
     if raw is None:  # the common case: unset
         return None
     generation = registry_generation()
@@ -101,24 +92,16 @@ def forced_variant(family: str) -> AnyVariant | None:
     return forced
 
 
-# os.environ and the mapping behind it (NOTE [ Forcing variables read once per change ]), or
-# None where it has none
-_ENVIRON: Any = os.environ
-_ENVIRON_DATA: dict[Any, Any] | None = getattr(_ENVIRON, "_data", None)
-if not isinstance(_ENVIRON_DATA, dict) or not callable(getattr(_ENVIRON, "encodekey", None)):
-    _ENVIRON_DATA = None
-_keys: dict[str, tuple[str, Any]] = {}  # family -> (variable name, its key in _ENVIRON_DATA)
+_names: dict[str, str] = {}  # family -> its variable's name
 # family -> (the variable's raw value, the registry generation, the variant it names)
-_parsed: dict[str, tuple[Any, int, AnyVariant | None]] = {}
+_parsed: dict[str, tuple[object, int, AnyVariant | None]] = {}
 
 
-def _env_key(family: str) -> tuple[str, Any]:
-    known = _keys.get(family)
-    if known is None:
-        env = f"NETCL_FORCE_{family.upper()}"
-        key = _ENVIRON.encodekey(env) if _ENVIRON_DATA is not None else env
-        known = _keys[family] = (env, key)
-    return known
+def _env_name(family: str) -> str:
+    name = _names.get(family)
+    if name is None:
+        name = _names[family] = f"NETCL_FORCE_{family.upper()}"
+    return name
 
 
 def _parse(family: str, env: str) -> AnyVariant | None:
