@@ -290,7 +290,8 @@ class LayerBench:
                 if self.quick and label != "64x64":
                     continue
                 config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm,
-                                      local_size_2d=(t.lx, t.ly), extra={"dtype": "float32"})
+                                      local_size_2d=(t.lx, t.ly), use_vectorization=t.vec,
+                                      extra={"dtype": "float32"})
                 self._measure(which, f"IGEMM {label}", self._tiled(which, config))
 
 

@@ -361,7 +361,8 @@ def test_implicit_tiled_every_tiling(dev: DeviceHandle, tiling: str) -> None:
     if dev.backend == "cpu":
         pytest.skip("the NumPy backend has no kernel variants")
     t = FALLBACK_TILES if tiling == "fallback" else TILINGS[tiling]
-    config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm, local_size_2d=(t.lx, t.ly))
+    config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm, local_size_2d=(t.lx, t.ly),
+                          use_vectorization=t.vec)
     xs, ws, st, pad, dil, groups = IGEMM_GEOMETRIES[5]
     geom = conv_geometry("conv2d", xs, ws, st, pad, dil, groups)
     x, w, gy = arr(*xs), arr(*ws), arr(xs[0], ws[0], geom.oh, geom.ow)

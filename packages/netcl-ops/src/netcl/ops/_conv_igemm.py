@@ -55,17 +55,18 @@ def window_of(g: ConvGeometry) -> tuple[int, ...]:
 
 def tiles_of(config: KernelConfig) -> IgemmTiles:
     """The tiling a config names (``tile_m x tile_n`` stepping ``tile_k``, work-groups of
-    ``local_size_2d``), or :data:`FALLBACK_TILES` where the device shrank it into one the
-    loaders cannot cover.
+    ``local_size_2d``, 4-vector staging by ``use_vectorization``), or :data:`FALLBACK_TILES`
+    where the device shrank it into one the loaders cannot cover.
 
     Examples:
         >>> from netcl.core.kernel_selector import KernelVariant
         >>> tiles_of(KernelConfig(KernelVariant.CONV2D_IM2COL, 64, 64, 16,
-        ...                       local_size_2d=(16, 16))).label()
+        ...                       local_size_2d=(16, 16), use_vectorization=False)).label()
         '64x64x16/4x4'
     """
     d0, d1 = config.local_size_2d
-    tiles = IgemmTiles(config.tile_m, config.tile_n, config.tile_k, d0, d1)
+    tiles = IgemmTiles(config.tile_m, config.tile_n, config.tile_k, d0, d1,
+                       config.use_vectorization)
     return tiles if tiles.valid() else FALLBACK_TILES
 
 

@@ -48,6 +48,10 @@ class IgemmTiles:
     bk: int
     lx: int
     ly: int
+    vec: bool = False
+    """Stage the tiles as 4-vectors: each work-item reads its rows and columns of a step with
+    ``tm / 4 + tn / 4`` vector loads from local memory instead of ``tm + tn`` scalar ones (its
+    rows then go in runs of 4, ``ty * 4 + (i % 4) + (i / 4) * ly * 4``)."""
 
     @property
     def tm(self) -> int:
@@ -69,6 +73,8 @@ class IgemmTiles:
         every work-item keeps one column of a ``bk x bn`` tile (and one reduction index of a
         ``bm x bk`` / ``bk x bn`` tile) on every step."""
         t = self.threads
+        if self.vec and (self.tm % 4 or self.tn % 4):
+            return False
         return (min(self.bm, self.bn, self.bk, self.lx, self.ly) > 0
                 and self.bm % self.ly == 0 and self.bn % self.lx == 0
                 and t % self.bn == 0 and self.bk % (t // self.bn) == 0
@@ -77,7 +83,7 @@ class IgemmTiles:
 
     def label(self) -> str:
         """``BMxBNxBK/TMxTN``, for benchmark tables and golden file names."""
-        return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
+        return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}" + ("v" if self.vec else "")
 
 
 DEFAULT_TILES = IgemmTiles(64, 64, 16, 16, 16)  # 4x4 per work-item
@@ -87,6 +93,9 @@ TILINGS = {
     "128x128": IgemmTiles(128, 128, 16, 16, 16),  # 8x8 per work-item
     "128x64": IgemmTiles(128, 64, 16, 16, 16),  # 8x4
     "32x64": IgemmTiles(32, 64, 16, 16, 8),  # 4x4 in 128 work-items: few rows of C
+    "128x128v": IgemmTiles(128, 128, 16, 16, 16, vec=True),
+    "128x64v": IgemmTiles(128, 64, 16, 16, 16, vec=True),
+    "64x64v": IgemmTiles(64, 64, 16, 16, 16, vec=True),
 }
 """The tilings the rule picks from (``_conv_rule.implicit_tiles``) and the benchmark compares."""
 
@@ -95,8 +104,14 @@ def _defines(window: tuple[int, ...], t: IgemmTiles) -> str:
     r, s, sh, sw, ph, pw, dh, dw = window
     names = {"R": r, "S": s, "SH": sh, "SW": sw, "PH": ph, "PW": pw, "DH": dh, "DW": dw,
              "BM": t.bm, "BN": t.bn, "BK": t.bk, "LX": t.lx, "LY": t.ly, "TM": t.tm,
-             "TN": t.tn}
+             "TN": t.tn, "VEC": int(t.vec)}
     lines = [f"#define {k} {v}" for k, v in names.items()]
+    if t.vec:  # rows and columns in runs of 4 (IgemmTiles.vec)
+        lines += ["#define ROW(i) (ty * 4 + ((i) & 3) + ((i) >> 2) * LY * 4)",
+                  "#define COL(j) (tx * 4 + ((j) & 3) + ((j) >> 2) * LX * 4)",
+                  "#define CAT4_(t) t##4", "#define CAT4(t) CAT4_(t)", "#define CT4 CAT4(CT)"]
+    else:
+        lines += ["#define ROW(i) (ty + (i) * LY)", "#define COL(j) (tx + (j) * LX)"]
     lines += ["#define RS (R * S)", "#define NT (LX * LY)",
               "#define APT (BM * BK / NT)  // A elements each work-item gathers per step",
               "#define BPT (BK * BN / NT)  // B elements"]
@@ -108,10 +123,23 @@ _MULTIPLY = """
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             CT a[TM], b[TN];
+#if VEC
             #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            for (int q = 0; q < TM / 4; ++q) {
+                const CT4 v = As4[kk][ty + q * LY];
+                a[4 * q] = v.s0; a[4 * q + 1] = v.s1; a[4 * q + 2] = v.s2; a[4 * q + 3] = v.s3;
+            }
             #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            for (int q = 0; q < TN / 4; ++q) {
+                const CT4 v = Bs4[kk][tx + q * LX];
+                b[4 * q] = v.s0; b[4 * q + 1] = v.s1; b[4 * q + 2] = v.s2; b[4 * q + 3] = v.s3;
+            }
+#else
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ROW(i)];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][COL(j)];
+#endif
             #pragma unroll
             for (int i = 0; i < TM; ++i)
                 #pragma unroll
@@ -123,8 +151,17 @@ _PROLOGUE = """
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
     const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
     const int kg = K / G, cg = C / G;
+#if VEC
+    __local CT4 As4[BK][BM / 4 + 1];
+    __local CT4 Bs4[BK][BN / 4 + 1];
+    #define AS(k, m) (((__local CT*)As4)[(k) * (BM + 4) + (m)])
+    #define BS(k, n) (((__local CT*)Bs4)[(k) * (BN + 4) + (n)])
+#else
     __local CT As[BK][BM + 1];
     __local CT Bs[BK][BN + 1];
+    #define AS(k, m) As[k][m]
+    #define BS(k, n) Bs[k][n]
+#endif
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -159,9 +196,9 @@ def _loop(begin: str, end: str, load: str, store: str) -> str:
 # B tiles whose column is the work-item's (forward, data); A tiles whose reduction index is.
 _STORE_COLUMNS = """
         #pragma unroll
-        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        for (int i = 0; i < BPT; ++i) BS(tid / BN + i * (NT / BN), bn) = rb[i];
         #pragma unroll
-        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];"""
+        for (int i = 0; i < APT; ++i) AS(ak, tid / BK + i * (NT / BK)) = ra[i];"""
 
 # y[n][g*kg + m][p] = sum over k = (c, r, s) of w[g*kg + m][k] * x[n][g*cg + c][window(p, r, s)]
 _FORWARD = """
@@ -197,13 +234,13 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
             }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
-        const int cj = n0 + tx + j * LX;
+        const int cj = n0 + COL(j);
         if (cj >= NPIX) continue;
         const int nj = cj / P, pj = cj - nj * P;
         __global T* yp = y + ((long)nj * K + g * kg) * P + pj;
         #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int m = m0 + ty + i * LY;
+            const int m = m0 + ROW(i);
             if (m < kg)
                 ST(yp, (long)m * P, acc[i][j] + (has_bias ? LD(bias, g * kg + m) : (CT)0));
         }
@@ -251,13 +288,13 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
             }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
-        const int cj = n0 + tx + j * LX;
+        const int cj = n0 + COL(j);
         if (cj >= NPIX) continue;
         const int nj = cj / Q, qj = cj - nj * Q;
         __global T* dp = dx + ((long)nj * C + g * cg) * Q + qj;
         #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int c = m0 + ty + i * LY;
+            const int c = m0 + ROW(i);
             if (c < cg) ST(dp, (long)c * Q, acc[i][j]);
         }
     }
@@ -328,14 +365,14 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
             }""", _STORE_COLUMNS) + """
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
-        const int cj = n0 + tx + j * LX;
+        const int cj = n0 + COL(j);
         if (cj >= NPIX) continue;
         const int nj = cj / QP, qj = cj - nj * QP, hj = qj / WP;
         const int pix = (a + hj * SH) * W + b + (qj - hj * WP) * SW;
         __global T* dp = dx + ((long)nj * C + g * cg) * H * W + pix;
         #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int c = m0 + ty + i * LY;
+            const int c = m0 + ROW(i);
             if (c < cg) ST(dp, (long)c * H * W, acc[i][j]);
         }
     }
@@ -384,17 +421,17 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
                 ra[i] = (jok && m0 + m < kg) ? LD(gj, (long)m * P) : (CT)0;
             }""", """
         #pragma unroll
-        for (int l = 0; l < BPT; ++l) Bs[bk][tid / BK + l * (NT / BK)] = rb[l];
+        for (int l = 0; l < BPT; ++l) BS(bk, tid / BK + l * (NT / BK)) = rb[l];
         #pragma unroll
-        for (int i = 0; i < APT; ++i) As[bk][tid / BK + i * (NT / BK)] = ra[i];""") + """
+        for (int i = 0; i < APT; ++i) AS(bk, tid / BK + i * (NT / BK)) = ra[i];""") + """
     __global T* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        const int m = m0 + ty + i * LY;
+        const int m = m0 + ROW(i);
         if (m >= kg) continue;
         #pragma unroll
         for (int j = 0; j < TN; ++j) {
-            const int t = n0 + tx + j * LX;
+            const int t = n0 + COL(j);
             if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
         }
     }

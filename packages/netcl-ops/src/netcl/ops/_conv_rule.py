@@ -297,6 +297,7 @@ def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
         t = implicit_tiles(profile, q)
         cfg = dataclasses.replace(cfg, tile_m=t.bm, tile_n=t.bn, tile_k=t.bk,
                                   local_size_2d=(t.lx, t.ly), work_per_thread=t.tm,
+                                  use_vectorization=t.vec,
                                   extra={**cfg.extra, "tiles": t.label()})
     if variant is V.CONV2D_IMPLICIT_GEMM:
         mq = MatmulQuery(*gemm, dtype=q.dtype)

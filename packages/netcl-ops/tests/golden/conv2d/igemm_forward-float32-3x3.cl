@@ -34,6 +34,9 @@
 #define LY 16
 #define TM 4
 #define TN 4
+#define VEC 0
+#define ROW(i) (ty + (i) * LY)
+#define COL(j) (tx + (j) * LX)
 #define RS (R * S)
 #define NT (LX * LY)
 #define APT (BM * BK / NT)  // A elements each work-item gathers per step
@@ -48,8 +51,17 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
     const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
     const int kg = K / G, cg = C / G;
+#if VEC
+    __local CT4 As4[BK][BM / 4 + 1];
+    __local CT4 Bs4[BK][BN / 4 + 1];
+    #define AS(k, m) (((__local CT*)As4)[(k) * (BM + 4) + (m)])
+    #define BS(k, n) (((__local CT*)Bs4)[(k) * (BN + 4) + (n)])
+#else
     __local CT As[BK][BM + 1];
     __local CT Bs[BK][BN + 1];
+    #define AS(k, m) As[k][m]
+    #define BS(k, n) Bs[k][n]
+#endif
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -88,9 +100,9 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
     for (int k0 = 0; k0 < KD; k0 += BK) {
 
         #pragma unroll
-        for (int i = 0; i < BPT; ++i) Bs[tid / BN + i * (NT / BN)][bn] = rb[i];
+        for (int i = 0; i < BPT; ++i) BS(tid / BN + i * (NT / BN), bn) = rb[i];
         #pragma unroll
-        for (int i = 0; i < APT; ++i) As[ak][tid / BK + i * (NT / BK)] = ra[i];
+        for (int i = 0; i < APT; ++i) AS(ak, tid / BK + i * (NT / BK)) = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + BK < KD) {
             const int kt = k0 + BK;
@@ -113,10 +125,23 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             CT a[TM], b[TN];
+#if VEC
             #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            for (int q = 0; q < TM / 4; ++q) {
+                const CT4 v = As4[kk][ty + q * LY];
+                a[4 * q] = v.s0; a[4 * q + 1] = v.s1; a[4 * q + 2] = v.s2; a[4 * q + 3] = v.s3;
+            }
             #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            for (int q = 0; q < TN / 4; ++q) {
+                const CT4 v = Bs4[kk][tx + q * LX];
+                b[4 * q] = v.s0; b[4 * q + 1] = v.s1; b[4 * q + 2] = v.s2; b[4 * q + 3] = v.s3;
+            }
+#else
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ROW(i)];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][COL(j)];
+#endif
             #pragma unroll
             for (int i = 0; i < TM; ++i)
                 #pragma unroll
@@ -128,13 +153,13 @@ void conv2d_igemm_forward(__global const T* x, __global const T* w, __global con
 
     #pragma unroll
     for (int j = 0; j < TN; ++j) {
-        const int cj = n0 + tx + j * LX;
+        const int cj = n0 + COL(j);
         if (cj >= NPIX) continue;
         const int nj = cj / P, pj = cj - nj * P;
         __global T* yp = y + ((long)nj * K + g * kg) * P + pj;
         #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int m = m0 + ty + i * LY;
+            const int m = m0 + ROW(i);
             if (m < kg)
                 ST(yp, (long)m * P, acc[i][j] + (has_bias ? LD(bias, g * kg + m) : (CT)0));
         }

@@ -34,6 +34,9 @@
 #define LY 16
 #define TM 8
 #define TN 8
+#define VEC 0
+#define ROW(i) (ty + (i) * LY)
+#define COL(j) (tx + (j) * LX)
 #define RS (R * S)
 #define NT (LX * LY)
 #define APT (BM * BK / NT)  // A elements each work-item gathers per step
@@ -48,8 +51,17 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * LX + tx;
     const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
     const int kg = K / G, cg = C / G;
+#if VEC
+    __local CT4 As4[BK][BM / 4 + 1];
+    __local CT4 Bs4[BK][BN / 4 + 1];
+    #define AS(k, m) (((__local CT*)As4)[(k) * (BM + 4) + (m)])
+    #define BS(k, n) (((__local CT*)Bs4)[(k) * (BN + 4) + (n)])
+#else
     __local CT As[BK][BM + 1];
     __local CT Bs[BK][BN + 1];
+    #define AS(k, m) As[k][m]
+    #define BS(k, n) Bs[k][n]
+#endif
     CT acc[TM][TN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -96,9 +108,9 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
     for (int k0 = jbeg; k0 < jend; k0 += BK) {
 
         #pragma unroll
-        for (int l = 0; l < BPT; ++l) Bs[bk][tid / BK + l * (NT / BK)] = rb[l];
+        for (int l = 0; l < BPT; ++l) BS(bk, tid / BK + l * (NT / BK)) = rb[l];
         #pragma unroll
-        for (int i = 0; i < APT; ++i) As[bk][tid / BK + i * (NT / BK)] = ra[i];
+        for (int i = 0; i < APT; ++i) AS(bk, tid / BK + i * (NT / BK)) = ra[i];
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + BK < jend) {
             const int kt = k0 + BK;
@@ -124,10 +136,23 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             CT a[TM], b[TN];
+#if VEC
             #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * LY];
+            for (int q = 0; q < TM / 4; ++q) {
+                const CT4 v = As4[kk][ty + q * LY];
+                a[4 * q] = v.s0; a[4 * q + 1] = v.s1; a[4 * q + 2] = v.s2; a[4 * q + 3] = v.s3;
+            }
             #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * LX];
+            for (int q = 0; q < TN / 4; ++q) {
+                const CT4 v = Bs4[kk][tx + q * LX];
+                b[4 * q] = v.s0; b[4 * q + 1] = v.s1; b[4 * q + 2] = v.s2; b[4 * q + 3] = v.s3;
+            }
+#else
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ROW(i)];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][COL(j)];
+#endif
             #pragma unroll
             for (int i = 0; i < TM; ++i)
                 #pragma unroll
@@ -140,11 +165,11 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
     __global T* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        const int m = m0 + ty + i * LY;
+        const int m = m0 + ROW(i);
         if (m >= kg) continue;
         #pragma unroll
         for (int j = 0; j < TN; ++j) {
-            const int t = n0 + tx + j * LX;
+            const int t = n0 + COL(j);
             if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
         }
     }
