@@ -115,6 +115,8 @@ LAYERS = [
     Layer("digits 16-32 3x3 8", 64, 16, 32, 8, 3, 1, 1, 1, resnet=False),
 ]
 QUICK_LAYERS = [3, 12]
+SPLIT_PER_UNIT = [8, 16]  # weight-gradient work-groups per compute unit to compare (default 4)
+SPLIT_TILINGS = ("64x64", "128x128", "128x128v")  # ... with these tilings
 ERR_LIMIT = 1e-3
 
 
@@ -289,10 +291,18 @@ class LayerBench:
             for label, t in TILINGS.items():
                 if self.quick and label != "64x64":
                     continue
-                config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm,
-                                      local_size_2d=(t.lx, t.ly), use_vectorization=t.vec,
-                                      extra={"dtype": "float32"})
-                self._measure(which, f"IGEMM {label}", self._tiled(which, config))
+                # the weight gradient's split: the default, and more work-groups per unit
+                split = which == "weight" and not self.quick and label in SPLIT_TILINGS
+                per_units = [None, *SPLIT_PER_UNIT] if split else [None]
+                for per_unit in per_units:
+                    extra: dict[str, Any] = {"dtype": "float32"}
+                    if per_unit is not None:
+                        extra["groups_per_unit"] = per_unit
+                    config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm,
+                                          local_size_2d=(t.lx, t.ly),
+                                          use_vectorization=t.vec, extra=extra)
+                    name = f"IGEMM {label}" + ("" if per_unit is None else f" g{per_unit}")
+                    self._measure(which, name, self._tiled(which, config))
 
 
 def _fmt(ms: float | None) -> str:

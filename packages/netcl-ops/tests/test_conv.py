@@ -447,8 +447,8 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD"),
     ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
     ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
-    ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),
-    ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
+    ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
+    ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),
     ((128, 512, 4, 512, 3, 1, 1), "CONV2D_WINOGRAD"),
     ((64, 16, 8, 32, 3, 1, 1), "CONV2D_IMPLICIT_TILED 32x64x16/4x4"),  # the digits CNN
 ])
@@ -485,6 +485,23 @@ def test_winograd_data_gradient(dev: DeviceHandle, sample: int) -> None:
                          "data")
         assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, wide).variant is (
             IMPLICIT_TILED)
+
+
+@pytest.mark.parametrize(("shape", "tiles"), [
+    # (N, C, H, K, stride) of a 3x3 padding-1 layer -> the data gradient's tiles on an H100
+    ((128, 128, 16, 128, 1), "128x128x16/8x8"),
+    ((128, 256, 8, 256, 1), "128x64x16/8x4"),
+    ((128, 512, 4, 512, 1), "128x64x16/8x4"),
+    ((128, 256, 8, 512, 2), "128x64x16/8x4"),
+    ((128, 64, 32, 128, 2), "64x64x16/4x4"),
+])
+def test_data_gradient_tiles(shape: tuple[int, ...], tiles: str,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")  # the implicit GEMM's tiles
+    n, c, h, k, stride = shape
+    q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, 3, 3), stride, 1), "float32",
+                  "data")
+    assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q).extra["tiles"] == tiles
 
 
 def test_cpu_gradient_rule() -> None:

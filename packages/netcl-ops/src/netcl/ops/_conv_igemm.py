@@ -107,13 +107,15 @@ def igemm_backward_data(grad_out: Tensor, weight: Tensor, g: ConvGeometry, dx: T
            np.int32(g.n))
 
 
-def weight_splits(g: ConvGeometry, tiles: IgemmTiles, compute_units: int) -> tuple[int, int]:
+def weight_splits(g: ConvGeometry, tiles: IgemmTiles, compute_units: int,
+                  per_unit: int = GROUPS_PER_UNIT) -> tuple[int, int]:
     """``(splits, chunk)``: the weight gradient's reduction over ``N*OH*OW`` pixels cut into
     ``splits`` ranges of ``chunk`` pixels (a multiple of the tiling's step), enough to give
-    about ``GROUPS_PER_UNIT`` work-groups per compute unit."""
+    about ``per_unit`` work-groups per compute unit (``config.extra["groups_per_unit"]``,
+    default ``GROUPS_PER_UNIT``)."""
     npix = g.n * g.pixels
     tiles_c = -(-g.kg // tiles.bm) * -(-g.crs // tiles.bn) * g.groups
-    want = -(-GROUPS_PER_UNIT * max(1, compute_units) // tiles_c)
+    want = -(-per_unit * max(1, compute_units) // tiles_c)
     most = min(-(-npix // (MIN_SPLIT_STEPS * tiles.bk)), MAX_PARTIAL_ELEMENTS // (g.k * g.crs),
                MAX_GRID_Z // g.groups)
     splits = max(1, min(want, most))
@@ -127,7 +129,8 @@ def igemm_backward_weight(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Tens
     queue, dtype = x.queue, x.dtype
     tiles = tiles_of(config)
     built = conv2d_family(x.context, "igemm_weight", dtype, window_of(g), tiles)
-    splits, chunk = weight_splits(g, tiles, compute_units)
+    per_unit = int(config.extra.get("groups_per_unit", GROUPS_PER_UNIT))
+    splits, chunk = weight_splits(g, tiles, compute_units, per_unit)
     size = g.k * g.crs
     part = dw if splits == 1 else Tensor.from_shape(queue, (splits * size,), dtype, fill=None)
     gsize, lsize = _grid(tiles, g.kg, g.crs, g.groups * splits)

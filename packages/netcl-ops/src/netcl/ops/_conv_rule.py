@@ -248,11 +248,18 @@ def gemm_rows_columns(q: ConvQuery) -> tuple[int, int, int]:
 
 
 def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
-    """The implicit GEMM's tiling for ``q`` (fastest per class on the H100, NOTE [ GPU conv2d
-    rules ]): 32 x 64 for at most 32 rows of C; a weight gradient (its split reduction fills
-    the device whatever the tiles) 128 x 128 from 128 rows and 256 columns, else 64 x 64; the
-    forward and the data gradient from 128 rows take the largest of 128 x 128 and 128 x 64
-    that still gives every compute unit a tile, else 64 x 64.
+    """The implicit GEMM's tiling for ``q``, fastest per class on the H100 (NOTE [ GPU conv2d
+    rules ]; ``rows`` of C: output channels, input channels for the data gradient):
+
+    - at most 32 rows: 32 x 64;
+    - a weight gradient (its split reduction fills the device whatever the tiles): 128 x 128
+      from 128 rows and 256 columns, else 64 x 64;
+    - a forward from 128 rows: the larger of 128 x 128 and 128 x 64 that still gives every
+      other compute unit a tile (128 to 256 channels on 8x8 to 16x16: 128 x 128 0.17 ms,
+      128 x 64 0.19), else 64 x 64;
+    - a data gradient: 128 x 64 from 256 rows (0.29-0.39 ms against 128 x 128's 0.37-0.95),
+      128 x 128 from 128 rows where that gives every compute unit a tile, else 128 x 64 from
+      128 rows, else 64 x 64.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -266,14 +273,24 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
         return TILINGS["32x64"]
     if q.direction == "weight":
         return TILINGS["128x128" if rows >= 128 and columns >= 256 else "64x64"]
-    planes = g.groups * (g.stride[0] * g.stride[1] if q.direction == "data" else 1)
+    if rows < 128:
+        return TILINGS["64x64"]
+    planes = g.groups
     if q.direction == "data" and data_phased((g.r, g.s, *g.stride, *g.padding, *g.dilation)):
+        planes *= g.stride[0] * g.stride[1]
         columns = -(-columns // (g.stride[0] * g.stride[1]))
-    if rows >= 128:
-        for name in ("128x128", "128x64"):
-            t = TILINGS[name]
-            if -(-rows // t.bm) * -(-columns // t.bn) * planes >= profile.compute_units:
-                return t
+
+    def count(name: str) -> int:
+        t = TILINGS[name]
+        return -(-rows // t.bm) * -(-columns // t.bn) * planes
+
+    if q.direction == "data":
+        if rows < 256 and count("128x128") >= profile.compute_units:
+            return TILINGS["128x128"]
+        return TILINGS["128x64"]
+    for name in ("128x128", "128x64"):
+        if 2 * count(name) >= profile.compute_units:
+            return TILINGS[name]
     return TILINGS["64x64"]
 
 
