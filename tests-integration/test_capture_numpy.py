@@ -144,14 +144,15 @@ def test_clipping_replays_and_accumulation_is_refused(np_dev: DeviceHandle,
 
         run: Any = capture(step) if captured else step
         if captured and accumulate:
-            x, y = (Tensor.from_host(np_dev.queue, a) for a in _batches((17, 21))[0])
-            run(x, y)
+            xt, yt = (Tensor.from_host(np_dev.queue, a) for a in _batches((17, 21))[0])
+            run(xt, yt)
             with pytest.raises(UnstableStepError, match="previous call made"):
-                run(x, y)
+                run(xt, yt)
             return
         seen = []
-        for x, y in _batches((17, 21)):
-            loss, norm = run(Tensor.from_host(np_dev.queue, x), Tensor.from_host(np_dev.queue, y))
+        for xa, ya in _batches((17, 21)):
+            loss, norm = run(Tensor.from_host(np_dev.queue, xa),
+                             Tensor.from_host(np_dev.queue, ya))
             seen += [loss.to_host().copy(), norm.to_host().copy()]
         runs.append(seen + [p.to_host().copy() for p in model.parameters()])
     assert run.mode == "graph"
@@ -223,7 +224,9 @@ def test_host_read_inside_the_step_is_refused(np_dev: DeviceHandle) -> None:
 
 def test_numpy_work_outside_the_hook_is_refused(np_dev: DeviceHandle) -> None:
     def step(t: Tensor) -> Tensor:
-        doubled = Tensor.from_host(t.queue, t.array * 2)  # NumPy work no hook sees
+        arr = t.array
+        assert arr is not None
+        doubled = Tensor.from_host(t.queue, arr * 2)  # NumPy work no hook sees
         return ops.add(doubled, 1.0)
 
     with pytest.raises(CaptureUnsupportedError, match="numpy_call"):
