@@ -141,8 +141,9 @@ def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: 
     if getattr(q, "backend", None) == "cpu":  # one recordable NumPy call, no empty + fill
         if dtype in INT_DTYPES and kind == SCALAR_FLOAT:
             raise TypeError(f"{op}: float value {value!r} for an integer tensor ({dtype})")
-        arr = numpy_call(np.full, check_shape(dims, op), kernel_scalar(op, value, dtype),
-                         np.dtype(dtype))
+        # the backend's allocation: its MemoryError names the size, as Tensor.from_shape's
+        arr = numpy_call(CPU_BACKEND.from_shape, check_shape(dims, op), dtype,
+                         kernel_scalar(op, value, dtype))
         return Tensor(shape=arr.shape, dtype=dtype, queue=q, array=arr, _backend=CPU_BACKEND)
     return fill_for(op, empty(q, dims, dtype), value)
 
