@@ -19,6 +19,7 @@ from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
 from netcl.ops import _matmul as impl
+from netcl.ops import _matmul_launch as launch_impl
 from netcl.ops import bias_add, build_matmul_kernel, matmul
 from netcl.ops._matmul_family import uses_fma
 from netcl.ops.testing import OpInfo, check_error, check_op, offset_view
@@ -290,6 +291,6 @@ def test_gpu_selection_counts_the_batch_rows(dev: DeviceHandle,
     t = Tensor.from_host(dev.queue, arr(2, 2))
     rows = 1536 if uses_fma(dev.queue.device) else 256
     assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(rows, 64, 64)
-    monkeypatch.setattr(impl, "uses_fma", lambda device: True)
+    monkeypatch.setattr(launch_impl, "uses_fma", lambda device: True)
     assert impl._select(t, 256, 64, 64, (3, 2)) is sel.select_matmul_kernel(1536, 64, 64)
     assert impl._select(t, 100, 64, 64, (3, 2)) is sel.select_matmul_kernel(100, 64, 64)

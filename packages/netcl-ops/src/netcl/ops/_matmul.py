@@ -30,8 +30,8 @@ from netcl.core.tensor import Tensor
 from ._common import check_tensor, empty, same_device
 from ._elementwise_dispatch import np_result
 from ._launch import device_buffer, queue_facts
-from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params, uses_fma
-from ._matmul_launch import Operand, run_gemm
+from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
+from ._matmul_launch import Operand, run_gemm, select_gemm
 
 __all__ = ["MatmulKernel", "build_matmul_kernel", "matmul"]
 
@@ -130,23 +130,9 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     return out
 
 
-BATCH_ROWS_MIN = 128  # rows per matrix from which a GPU selects for the batch's rows
-
-
 def _select(a: Tensor, M: int, N: int, K: int, batch: tuple[int, ...]) -> KernelConfig:
-    """The selector's config for ``batch`` products of ``M x K @ K x N``.
-
-    The selector sees one product; on a GPU (not an OpenCL CPU device, whose panels follow
-    M) a batch of matrices of at least BATCH_ROWS_MIN rows is selected for as one product of
-    all their rows, so the tile counts behind the GPU rules include the batch (an H100 ran
-    32 x 512^3 0.58-0.63x cuBLAS with the 32x32 tiles of one 512^3 product, 0.72-0.88x with
-    the 128x128 tiles of 16384 x 512 x 512).
-    """
-    rows = M
-    if M >= BATCH_ROWS_MIN and uses_fma(a.queue.device):
-        rows = M * math.prod(batch)
-    return get_kernel_selector(a.queue.device).select_matmul_kernel(
-        max(rows, 1), max(N, 1), max(K, 1), a.dtype)
+    """The selector's config for ``batch`` products (:func:`~._matmul_launch.select_gemm`)."""
+    return select_gemm(a.queue.device, M, N, K, a.dtype, math.prod(batch))
 
 
 def _matmul_numpy(

@@ -63,7 +63,8 @@ BIG_REGISTER_TILE = 128  # NVIDIA, once there are enough of them: 8x8 per work-i
 # - below one 64x64 tile per compute unit (no split K): 32x32x16 with 4x4 (512^3 and a
 #   classifier's 256x1000x512: 0.68-0.70x; the 32x32 tiled kernel ran 0.28x);
 # - a split K (see split_k): 64x64x16 tiles with 8x4 (128x4096x4096 and 4096x128x4096:
-#   0.70-0.86x; 128x64x16 with 8x4 ran 0.64-0.80x).
+#   nn and tt 0.76-0.87x; 128x64x16 with 8x4 ran 0.64-0.80x), nt and tn on 128x128x8 tiles
+#   with 16x8 and twice the slices (0.81-0.85x).
 # Warps of 8x4 work-items in all of them.
 NVIDIA_BIG = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 16,
               "micro_n": 8}
@@ -82,6 +83,11 @@ NVIDIA_SMALL = {"tile_m": 32, "tile_n": 32, "tile_k": 16, "work_per_thread": 4,
                 "micro_n": 4}
 NVIDIA_SPLIT = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
                 "micro_n": 4}
+# ... but nt and tn with 128x128x8 tiles, 16x8 blocks and twice the slices (sweep 3,
+# 128x4096x4096 and 4096x128x4096: nt 0.81-0.83x, tn 0.85x; 64x64 8x4 ran them 0.70-0.71x)
+NVIDIA_SPLIT_WIDE = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread": 16,
+                     "micro_n": 8}
+SPLIT_WIDE_MAX = 16
 SPLIT_TILE = (128, 64)  # the tiles split_k counts (its thresholds were set with them)
 NVIDIA_WARP_N = 8
 # Split-K (NVIDIA): fewer 128x64 tiles than half the compute units and K from SPLIT_MIN_K
@@ -204,7 +210,8 @@ def _nvidia_tiles(profile: ExtendedDeviceProfile, q: MatmulQuery,
     """NVIDIA's register-tiled tiles for ``q`` and their extra knobs (copies)."""
     units = max(profile.compute_units, 1)
     if split:
-        return dict(NVIDIA_SPLIT), {}
+        wide = {**NVIDIA_SPLIT_WIDE, "split_k": min(SPLIT_WIDE_MAX, 2 * split)}
+        return dict(NVIDIA_SPLIT), {"by_layout": {"nt": dict(wide), "tn": dict(wide)}}
     # 128x128 tiles only once there is one per compute unit: at 1024^3 an H100 (132 units)
     # got 64 of them and ran 64x64 tiles 1.3x faster (bench_selector)
     if units <= (q.M // BIG_REGISTER_TILE) * (q.N // BIG_REGISTER_TILE):
@@ -242,7 +249,8 @@ def matmul_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     unaligned nn, nt and tt staged as tn, ``extra["stage_tn"]``), else 64x64x16 tiles with
     8x4 per work-item (``extra["swizzle"]`` 4), or 32x32x16 with 4x4 below one 64x64 tile
     per compute unit, in warps of 8x4 work-items (``extra["warp_n"]``); where :func:`split_k`
-    splits K (``extra["split_k"]`` slices), 64x64x16 tiles with 8x4 per work-item;
+    splits K (``extra["split_k"]`` slices), 64x64x16 tiles with 8x4 per work-item (nt and
+    tn: 128x128x8 with 16x8 and twice the slices);
     RDNA2/3 record ``extra["wave_size"] = 32``.
 
     Examples:
