@@ -50,30 +50,30 @@ BUILD_OPTIONS = [] if DRY else ["-cl-nv-verbose"]
 # The inline-assembly keyword: "__asm__" (as netcl renders it) or "asm" (PROBE_MMA_ASM=asm).
 ASM = os.environ.get("PROBE_MMA_ASM", "__asm__")
 
-# Iteration 2: pipelined fragments (the default) across tile shapes, the plain loop of
-# iteration 1's best for comparison, float16 output, the three transposed layouts, small tiles.
+# Iteration 3: the best shape of iterations 1-2 with its variants, 8-warp tiles held to 128
+# registers (two work-groups per SM), the transposed layouts, and diagnostics that drop the
+# k loop's tile copies or fragment loads (their results are wrong; only their times count).
 BASE: dict[str, Any] = dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3)
+W24: dict[str, Any] = dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3)
 CONFIGS: list[dict[str, Any]] = [
     BASE,
-    {**BASE, "stages": 2},
-    dict(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=2),
-    dict(bm=256, bn=128, bk=32, warps_m=4, warps_n=2, stages=2),
-    dict(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3),
-    dict(bm=64, bn=128, bk=64, warps_m=1, warps_n=2, stages=2),
-    dict(bm=128, bn=64, bk=64, warps_m=2, warps_n=1, stages=2),
-    dict(bm=64, bn=128, bk=32, warps_m=1, warps_n=2, stages=4),
+    {**BASE, "l2_prefetch": True},
     {**BASE, "pipeline": False},
-    {**BASE, "out_f16": True},
-    {**BASE, "trans_b": True},
+    W24,
+    {**W24, "_options": ["-cl-nv-maxrregcount=128"]},
+    {**W24, "pipeline": False, "_options": ["-cl-nv-maxrregcount=128"]},
+    {**BASE, "trans_b": True, "out_f16": True},
     {**BASE, "trans_a": True},
     {**BASE, "trans_a": True, "trans_b": True},
-    dict(bm=64, bn=128, bk=32, warps_m=2, warps_n=2, stages=4),
-    dict(bm=128, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
-    dict(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=4),
-    {**BASE, "l2_prefetch": True},
+    dict(bm=64, bn=128, bk=32, warps_m=1, warps_n=2, stages=4),
+    {**BASE, "_nocopy": True},
+    {**BASE, "_noldsm": True},
+    {**BASE, "_nocopy": True, "_noldsm": True},
 ]
-# (batch, M, N, K): edges in every dimension, a batch, and one shape without edges.
-CHECK_SHAPES = [(1, 1000, 1000, 1000), (3, 77, 136, 72), (1, 8, 8, 8), (1, 2048, 2048, 2048)]
+
+
+# (every dimension a multiple of 8: each layout reads 16-byte rows of its contiguous one)
+CHECK_SHAPES = [(1, 1000, 1000, 1000), (3, 72, 136, 80), (1, 8, 8, 8), (1, 2048, 2048, 2048)]
 if DRY:  # emulated PTX is slow: small shapes only
     CHECK_SHAPES = [(1, 40, 48, 40), (2, 16, 8, 24)]
 SWEEP_SIZES = [2048, 4096]
@@ -199,15 +199,108 @@ def child_tile(kind: str) -> dict[str, Any]:
     return out
 
 
+RATE_SOURCE = """\
+__kernel void mma_rate(__global float* out, const int iters)
+{
+    const int l = (int)get_local_id(0);
+    uint a[4][4], b[8][2];
+    float acc[4][8][4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            a[i][j] = 0x3c003c00u ^ (uint)((l + i + j) & 1);
+        }
+    }
+    #pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        b[i][0] = 0x3c003c00u ^ (uint)(l & 1);
+        b[i][1] = 0x3c003c00u ^ (uint)((l + i) & 1);
+        #pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            acc[m][i][0] = acc[m][i][1] = acc[m][i][2] = acc[m][i][3] = 0.0f;
+        }
+    }
+    for (int it = 0; it < iters; ++it) {
+        #pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            #pragma unroll
+            for (int n = 0; n < 8; ++n) {
+                __asm__("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                        : "+f"(acc[m][n][0]), "+f"(acc[m][n][1]), "+f"(acc[m][n][2]),
+                          "+f"(acc[m][n][3])
+                        : "r"(a[m][0]), "r"(a[m][1]), "r"(a[m][2]), "r"(a[m][3]),
+                          "r"(b[n][0]), "r"(b[n][1]));
+            }
+        }
+    }
+    float s = 0.0f;
+    #pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        #pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            s += acc[m][n][0] + acc[m][n][1] + acc[m][n][2] + acc[m][n][3];
+        }
+    }
+    out[get_global_id(0)] = s;
+}
+"""
+
+
+def child_rate() -> dict[str, Any]:
+    """TFLOP/s of back-to-back mma.sync (32 independent tiles per warp, registers only) for
+    4-warp work-groups, 1..4 per SM: the ceiling the GEMM's inner loop works against."""
+    import pyopencl as cl
+
+    dev, ctx, queue = nvidia()
+    prg, log = build(ctx, dev, RATE_SOURCE.replace("__asm__", ASM), "mma_rate")
+    if prg is None:
+        return {"ok": False, "error": "build failed", "log": log[-1500:]}
+    knl = prg.mma_rate
+    units = dev.max_compute_units
+    out: dict[str, Any] = {"ok": True, "ptxas": ptxas_summary(log)}
+    iters = 4096
+    for per_sm in (1, 2, 3, 4):
+        groups = units * per_sm
+        buf = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, groups * 128 * 4)
+        knl(queue, (groups * 128,), (128,), buf, np.int32(16))
+        queue.finish()
+        times = []
+        for _ in range(5):
+            e = knl(queue, (groups * 128,), (128,), buf, np.int32(iters))
+            e.wait()
+            times.append((e.profile.end - e.profile.start) * 1e-9)
+        flops = groups * 4 * iters * 32 * 4096
+        out[f"{per_sm}_per_sm"] = round(flops / min(times) / 1e12, 1)
+    return out
+
+
 def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[str, Any]:
     """Build one GEMM config, check it on CHECK_SHAPES, time it at ``sizes`` cubed."""
     import pyopencl as cl
 
     src = load_source()
-    config = src.MmaConfig(**{**cfg, "emulate": DRY})
+    # diagnostics (timing only, results wrong): "_nocopy" drops the k loop's tile copies,
+    # "_noldsm" its fragment loads; "_options" adds build options
+    diag = {k: cfg[k] for k in cfg if k.startswith("_")}
+    config = src.MmaConfig(**{k: v for k, v in cfg.items() if k not in diag}, emulate=DRY)
     dev, ctx, queue = nvidia()
     source = src.hgemm_source(config).replace("__asm__", ASM)
-    prg, log = build(ctx, dev, source, config.label())
+    if diag.get("_nocopy"):
+        source = source.replace("LOAD_TILE(ws, kt + STAGES - 1);", "")
+        source = source.replace("LOAD_TILE(next % STAGES, next);", "")
+    if diag.get("_noldsm"):
+        fake = (
+            "#undef LDSM_X4\n#undef LDSM_X4_T\n"
+            "#define LDSM_X4(r0, r1, r2, r3, addr) do { r0 = (addr); r1 = (addr) ^ 1u; "
+            "r2 = (addr) ^ 2u; r3 = (addr) ^ 3u; } while (0)\n"
+            "#define LDSM_X4_T(r0, r1, r2, r3, addr) LDSM_X4(r0, r1, r2, r3, addr)\n"
+        )
+        source = source.replace("#define TILE_AT(", fake + "#define TILE_AT(")
+    global BUILD_OPTIONS
+    BUILD_OPTIONS = BUILD_OPTIONS + diag.get("_options", [])
+    prg, log = build(ctx, dev, source, config.label() + json.dumps(diag))
     if prg is None:
         return {"ok": False, "error": "build failed", "log": log[-1500:]}
     if save_ptx:
@@ -333,15 +426,23 @@ def main() -> None:
     parser.add_argument("--sizes", default="", help="child: timing sizes")
     parser.add_argument("--save-ptx", action="store_true")
     parser.add_argument("--configs", default="", help="only these config indices (0,3,...)")
+    parser.add_argument("--no-tests", action="store_true", help="skip test_matmul_mma.py")
     args = parser.parse_args()
     if args.tile:
-        print("RESULT " + json.dumps(child_tile(args.tile)))
+        result = child_rate() if args.tile == "rate" else child_tile(args.tile)
+        print("RESULT " + json.dumps(result))
         return
     if args.gemm:
         sizes = [int(s) for s in args.sizes.split(",") if s]
         print("RESULT " + json.dumps(child_gemm(json.loads(args.gemm), sizes, args.save_ptx)))
         return
+    sweep(args)
+    if not args.no_tests:
+        run_tests()
 
+
+def sweep(args: argparse.Namespace) -> None:
+    """Tiles, configs, and the best configs beside torch (the parent process's work)."""
     OUT.mkdir(parents=True, exist_ok=True)
     DETAIL.write_text("")
     dev, _, _ = nvidia()
@@ -350,7 +451,7 @@ def main() -> None:
         f"{dev.opencl_c_version} | local {dev.local_mem_size} | CUs {dev.max_compute_units}"
     )
     print("== tiles (max abs error vs NumPy float64)")
-    for kind in ["f16", "tf32", "probe"]:
+    for kind in ["f16", "tf32", "probe", "rate"]:
         r = run_child(["--tile", kind])
         print(f"tile {kind:10s} {json.dumps(r)[:600]}")
         if kind == "f16" and not r.get("ok") and ASM == "__asm__":
@@ -366,13 +467,15 @@ def main() -> None:
         cfg = CONFIGS[i]
         r = run_child(["--gemm", json.dumps(cfg), "--sizes", ",".join(map(str, SWEEP_SIZES))])
         results.append((cfg, r))
-        label = load_source().MmaConfig(**cfg).label()
+        plain = {k: v for k, v in cfg.items() if not k.startswith("_")}
+        label = load_source().MmaConfig(**plain).label()
+        label += "".join(f"{k}" for k in cfg if k.startswith("_"))
         if "tflops" in r:
             errs = " ".join(f"{v:.1e}" for v in r["errors"].values())
             tf = " ".join(f"{s}:{v:6.1f}" for s, v in r["tflops"].items())
-            print(f"[{i:2d}] {label:34s} ok={r['ok']} {r['ptxas']} err {errs} | TF/s {tf}")
+            print(f"[{i:2d}] {label:38s} ok={r['ok']} {r['ptxas']} err {errs} | TF/s {tf}")
         else:
-            print(f"[{i:2d}] {label:34s} FAILED {json.dumps(r)[:700]}")
+            print(f"[{i:2d}] {label:38s} FAILED {json.dumps(r)[:700]}")
     good = [(cfg, r) for cfg, r in results if r.get("ok") and r.get("tflops")]
     if not good:
         print("no correct GEMM config; see probe_mma_detail.txt")
@@ -401,6 +504,17 @@ def main() -> None:
         theirs = ref.get(s, nan)
         ratio = max(ours, little if little == little else 0.0) / theirs
         print(f"{s:6d} {ours:7.1f} {wall:7.1f} {little:7.1f} {theirs:7.1f} {ratio:6.2f}")
+
+
+def run_tests() -> None:
+    """netcl's tensor-core tests on the GPU (NETCL_DEVICE=cl), summary lines only."""
+    test = ROOT / "packages/netcl-ops/tests/test_matmul_mma.py"
+    env = {**os.environ, "NETCL_DEVICE": "cl"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(test)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=150)
+    detail(f"pytest {test}\n{proc.stdout}\n{proc.stderr}")
+    print("== pytest test_matmul_mma.py on the GPU")
+    print("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:]))
 
 
 if __name__ == "__main__":
