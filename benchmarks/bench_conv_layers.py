@@ -12,7 +12,7 @@ For each layer and computation:
   gradients); without CUDA, PyTorch on the CPU by wall clock (``torch-cpu``), or ``-``;
 - ``x torch``: torch's time over netcl's (above 1: netcl is faster);
 - then every variant forced where it applies (each ``CONV2D_*`` for the forward, the column path
-  ``CONV2D_IM2COL`` for the gradients, Winograd for the data gradient) and the register-tiled
+  ``CONV2D_IM2COL`` for the gradients, Winograd for both gradients) and the register-tiled
   implicit GEMM with each tiling (``IGEMM 64x64`` ...), so the fastest per layer can be read
   off; each checked against the reference (``err``, max abs difference over max abs value; a row
   above 1e-3 is marked ``!``).
@@ -279,7 +279,7 @@ class LayerBench:
                                   "best_ms": min(samples) * 1e3,
                                   "runs_ms": [s * 1e3 for s in samples]})
             forced = {"fwd": FORWARD_VARIANTS, "data": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD],
-                      "weight": [V.CONV2D_IM2COL]}[which]
+                      "weight": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD]}[which]
             if self.quick:
                 forced = [v for v in forced if v is not V.CONV2D_NAIVE]
             for variant in forced:

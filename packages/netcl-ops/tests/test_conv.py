@@ -417,10 +417,8 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = gpu.select(CONV2D_FAMILY, query)
     assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
     assert numpy_profile.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
-    others: list[Any] = [KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
-                         KernelVariant.CONV2D_IMPLICIT_GEMM]
-    for forward_only in others + ([KernelVariant.CONV2D_WINOGRAD] if direction == "weight"
-                                  else []):
+    for forward_only in (KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
+                         KernelVariant.CONV2D_IMPLICIT_GEMM):
         with force_variant(forward_only):
             assert gpu.select(CONV2D_FAMILY, query).variant is IMPLICIT_TILED
     with force_variant(KernelVariant.CONV2D_IM2COL):
@@ -467,20 +465,25 @@ WINOGRAD_DATA = [((3, 33, 9, 7), (7, 33, 3, 3), 1), ((1, 5, 6, 6), (7, 5, 3, 3),
                  ((2, 7, 5, 9), (33, 7, 3, 3), 2), ((1, 1, 1, 1), (3, 1, 3, 3), 1)]
 
 
-@pytest.mark.parametrize("sample", range(len(WINOGRAD_DATA)), ids=lambda i: f"winograd{i}")
-def test_winograd_data_gradient(dev: DeviceHandle, sample: int) -> None:
+@pytest.mark.parametrize("sample,dtype", [(i, "float32") for i in range(len(WINOGRAD_DATA))]
+                         + [(0, "float16"), (0, "float64")],
+                         ids=lambda c: f"winograd{c}" if isinstance(c, int) else c)
+def test_winograd_gradients(dev: DeviceHandle, sample: int, dtype: str) -> None:
     """Forced, Winograd computes the data gradient as a convolution of grad_out with the
-    transposed, rotated filters; its weight gradient and a padding over 2 give way."""
+    transposed, rotated filters and the weight gradient from the transformed tiles; a data
+    gradient with a padding over 2 gives way."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dtype} unsupported on {dev.device_name}")
     xs, ws, pad = WINOGRAD_DATA[sample]
     x, w = arr(*xs), arr(*ws)
     gy = arr(*ref_conv(x, w, None, 1, pad).shape)
     with force_variant(KernelVariant.CONV2D_WINOGRAD):
         check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 1, pad),
                  lambda g, wa: ref_backward(np.zeros(xs), wa, g, 1, pad, 1, 1)[0],
-                 (gy, w), scale=CONV2D.scale)
+                 (gy, w), dtype=dtype, scale=CONV2D.scale)
         check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, 1, pad),
                  lambda xa, g: ref_backward(xa, np.zeros(ws), g, 1, pad, 1, 1)[1],
-                 (x, gy), scale=CONV2D.scale)
+                 (x, gy), dtype=dtype, scale=CONV2D.scale)
         wide = ConvQuery(conv_geometry("conv2d", (1, 16, 9, 9), (4, 16, 3, 3), 1, 3), "float32",
                          "data")
         assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, wide).variant is (

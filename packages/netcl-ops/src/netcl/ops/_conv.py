@@ -47,7 +47,7 @@ from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_o
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
 from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
-from ._conv_winograd import conv2d_winograd, data_geometry
+from ._conv_winograd import conv2d_winograd, conv2d_winograd_weight, data_geometry
 from ._elementwise_dispatch import host, np_result
 from ._matmul_launch import Operand, operand, run_gemm
 from ._movement import contiguous
@@ -593,6 +593,7 @@ DATA_RUNNERS: dict[AnyVariant, GradRunner] = {
 }
 WEIGHT_RUNNERS: dict[AnyVariant, GradRunner] = {
     KernelVariant.CONV2D_IM2COL: _weight_columns,
+    KernelVariant.CONV2D_WINOGRAD: lambda x, gy, g, dw, cfg: conv2d_winograd_weight(x, gy, g, dw),
     IMPLICIT_TILED: _weight_igemm,
 }
 

@@ -91,7 +91,8 @@ KINDS: dict[str, tuple[str, tuple[str, ...], Geometry]] = {
     "col2im": (ck.COL2IM, ("conv2d_col2im",), PLANES),
     "sum_batch": (ck.SUM_BATCH, ("conv2d_sum_batch",), ONE_PER_ITEM),
     "winograd": (ck.WINOGRAD, ("winograd_weights", "winograd_weights_flipped",
-                               "winograd_input", "winograd_output"), PLANES),
+                               "winograd_input", "winograd_output", "winograd_grad",
+                               "winograd_weight_grad"), PLANES),
 }
 """The fixed programs: kind -> (source, kernels, geometry)."""
 

@@ -232,6 +232,67 @@ __kernel void winograd_input(__global const T* x, __global T* V, const int offx,
     }
 }
 
+// The weight gradient (conv2d_winograd_weight): Z[xi][k][t] = (A dY A^T)[xi] for the 2x2
+// tile dY of grad_out at tile t (zero past the output); launched over (TW, TH, images * K)
+__kernel void winograd_grad(__global const T* gy, __global T* Z, const int offgy, const int K,
+                            const int OH, const int OW, const int TH, const int TW,
+                            const int ntiles) {
+    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
+    const int n = z / K, k = z - n * K;
+    const int i = k * ntiles + (n * TH + th) * TW + tw;
+    const __global T* gp = gy + offgy + (long)z * OH * OW;
+    const int oh = 2 * th, ow = 2 * tw;
+    CT d[2][2], e[4][2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r)
+        #pragma unroll
+        for (int s = 0; s < 2; ++s)
+            d[r][s] = (oh + r < OH && ow + s < OW) ? LD(gp, (oh + r) * OW + ow + s) : (CT)0;
+    #pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        e[0][s] = d[0][s];
+        e[1][s] = d[0][s] + d[1][s];
+        e[2][s] = d[0][s] - d[1][s];
+        e[3][s] = -d[1][s];
+    }
+    const long plane = (long)K * ntiles;
+    #pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        ST(Z, (4 * r + 0) * plane + i, e[r][0]);
+        ST(Z, (4 * r + 1) * plane + i, e[r][0] + e[r][1]);
+        ST(Z, (4 * r + 2) * plane + i, e[r][0] - e[r][1]);
+        ST(Z, (4 * r + 3) * plane + i, -e[r][1]);
+    }
+}
+
+// dw[k][c] (+)= G^T M[.][k][c] G, the 3x3 gradient of filter (k, c) from its 4x4 product sums
+// M[xi][k][c] (one chunk of images; accumulate adds the chunk to the earlier ones)
+__kernel void winograd_weight_grad(__global const T* M, __global T* dw, const int K,
+                                   const int C, const int accumulate) {
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    const long plane = (long)K * C;
+    CT m[4][4], t[3][4];
+    #pragma unroll
+    for (int xi = 0; xi < 16; ++xi) m[xi / 4][xi % 4] = LD(M, xi * plane + i);
+    #pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        t[0][s] = m[0][s] + (CT)0.5 * (m[1][s] + m[2][s]);
+        t[1][s] = (CT)0.5 * (m[1][s] - m[2][s]);
+        t[2][s] = (CT)0.5 * (m[1][s] + m[2][s]) + m[3][s];
+    }
+    __global T* dp = dw + (long)i * 9;
+    #pragma unroll
+    for (int r = 0; r < 3; ++r) {
+        const CT v0 = t[r][0] + (CT)0.5 * (t[r][1] + t[r][2]);
+        const CT v1 = (CT)0.5 * (t[r][1] - t[r][2]);
+        const CT v2 = (CT)0.5 * (t[r][1] + t[r][2]) + t[r][3];
+        ST(dp, 3 * r, v0 + (accumulate ? LD(dp, 3 * r) : (CT)0));
+        ST(dp, 3 * r + 1, v1 + (accumulate ? LD(dp, 3 * r + 1) : (CT)0));
+        ST(dp, 3 * r + 2, v2 + (accumulate ? LD(dp, 3 * r + 2) : (CT)0));
+    }
+}
+
 // y[n][k][2 th + a][2 tw + b] = (A^T m A)[a][b] (+ bias[k]) for m[xi] = M[xi][k][t];
 // launched over (TW, TH, images * K)
 __kernel void winograd_output(__global const T* M, __global T* y, __global const T* bias,

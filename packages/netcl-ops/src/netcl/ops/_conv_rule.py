@@ -15,8 +15,8 @@ A query's ``direction`` says which of the convolution's three computations it ch
 ``CONV2D_IM2COL`` (im2col/GEMM/col2im and a batch sum: the column path) and
 ``CONV2D_IMPLICIT_TILED`` (:data:`IMPLICIT_TILED`, registered here: one register-tiled
 implicit-GEMM kernel per computation, ``_conv_igemm``), which also computes the forward;
-``CONV2D_WINOGRAD`` also computes the data gradient (of its geometries, padding at most 2);
-the other variants are forward-only.
+``CONV2D_WINOGRAD`` also computes both gradients (of its geometries; the data gradient for a
+padding of at most 2); the other variants are forward-only.
 """
 
 from __future__ import annotations
@@ -220,7 +220,8 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     g = q.geometry
     winograd = env_flag("NETCL_CONV_WINOGRAD", True) and _winograd_applies(profile, q)
     if profile.device_type == "cpu":
-        if profile.opencl_cpu and winograd and g.h * g.w >= CPU_WINOGRAD_MIN_OUTPUT:
+        if (profile.opencl_cpu and q.direction == "data" and winograd
+                and g.h * g.w >= CPU_WINOGRAD_MIN_OUTPUT):
             return V.CONV2D_WINOGRAD  # 64 channels on 32x32: 2.6x (PoCL), 4.4x (Intel)
         return V.CONV2D_IM2COL
     if q.direction == "data":
@@ -335,7 +336,7 @@ def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     g = q.geometry
     if q.direction == "data":  # a convolution of grad_out with padding 2 - P
         return winograd_applies(g) and max(g.padding) <= 2
-    return q.direction == "forward" and winograd_applies(g)
+    return winograd_applies(g)  # the forward and the weight gradient
 
 
 def _forward_only(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:

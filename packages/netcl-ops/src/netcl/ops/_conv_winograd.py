@@ -7,6 +7,11 @@ elementwise product summed over input channels is 16 independent GEMMs
 weights (``U``), the input tiles (``V``) and the products back (``Y``, plus bias); ``V`` and
 ``M`` live in pooled scratch buffers, filled a chunk of images at a time. The transforms'
 program is ``conv2d_family``'s ``winograd`` kind (source in ``_conv_kernels``).
+
+The data gradient is the same convolution of ``grad_out`` with the transposed, rotated filters
+(:func:`data_geometry`). The weight gradient, :func:`conv2d_winograd_weight`, runs the forward
+backwards: ``dU = sum over tiles of (A dY A^T) * V``, 16 GEMMs ``(K x tiles) @ (tiles x C)``,
+then ``dg = G^T dU G`` per filter, a chunk of images at a time added in a fixed order.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
 from ._matmul_launch import Operand, run_gemm
 
-__all__ = ["conv2d_winograd", "data_geometry"]
+__all__ = ["conv2d_winograd", "conv2d_winograd_weight", "data_geometry"]
 
 _SCRATCH_ELEMENTS = 1 << 25
 _MAX_GRID_Z = 65535  # some drivers cap the grid's third dimension
@@ -82,3 +87,35 @@ def data_geometry(g: ConvGeometry) -> ConvGeometry:
     """
     return dataclasses.replace(g, c=g.k, k=g.c, cg=g.k, h=g.oh, w=g.ow, oh=g.h, ow=g.w,
                                padding=(g.r - 1 - g.padding[0], g.s - 1 - g.padding[1]))
+
+
+def conv2d_winograd_weight(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Tensor) -> None:
+    """Write the weight gradient of a Winograd geometry into ``dw`` (at offset 0)."""
+    queue, dtype = x.queue, x.dtype
+    th, tw = -(-g.oh // 2), -(-g.ow // 2)
+    tiles = th * tw
+    step = max(1, min(g.n, _SCRATCH_ELEMENTS // (16 * (g.c + g.k) * tiles),
+                      _MAX_GRID_Z // max(g.c, g.k)))
+    v = Tensor.from_shape(queue, (16 * g.c * step * tiles,), dtype, fill=None)
+    z = Tensor.from_shape(queue, (16 * g.k * step * tiles,), dtype, fill=None)
+    m = Tensor.from_shape(queue, (16 * g.k * g.c,), dtype, fill=None)
+    built = conv2d_family(x.context, "winograd", dtype)
+    ik, gk = built.kernels["winograd_input"], built.kernels["winograd_grad"]
+    x.wait()
+    grad_out.wait()
+    for n0 in range(0, g.n, step):
+        images = min(step, g.n - n0)
+        count = images * tiles
+        launch(queue, ik, (tw, th, images * g.c), None, x.buffer, v,
+               np.int32(x.offset + n0 * g.c * g.h * g.w),
+               *(np.int32(a) for a in (g.c, g.h, g.w, th, tw, *g.padding, count)))
+        launch(queue, gk, (tw, th, images * g.k), None, grad_out.buffer, z,
+               np.int32(grad_out.offset + n0 * g.k * g.oh * g.ow),
+               *(np.int32(a) for a in (g.k, g.oh, g.ow, th, tw, count)))
+        config = get_kernel_selector(queue.device).select_matmul_kernel(g.k, g.c, count, dtype)
+        run_gemm(queue, config, dtype,  # M[xi] = Z[xi] (K x count) @ V[xi]^T (count x C)
+                 Operand(z.buffer, 0, count, g.k * count), Operand(v.buffer, 0, count, g.c * count),
+                 Operand(m.buffer, 0, g.c, g.k * g.c), g.k, g.c, count, trans_b=True,
+                 batch=(16, 1))
+        built.launch(queue, g.k * g.c, m, dw, np.int32(g.k), np.int32(g.c), np.int32(n0 > 0),
+                     kernel="winograd_weight_grad")
