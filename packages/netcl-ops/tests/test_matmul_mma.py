@@ -220,5 +220,7 @@ def test_tensor_cores_match_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> N
                 for x in (a, b))
     assert mma_applicable(ta_, tb_, ta, tb)
     c = matmul_mma(ta_, tb_, transpose_a=ta, transpose_b=tb, out_dtype=out_dtype)
-    # float32 accumulation of K products: the error grows like sqrt(K) ulps of the result
-    assert_close(c.to_host(), ref[0] if squeeze else ref, out_dtype, scale=max(1.0, K / 64))
+    # float32 output: accumulating K products (on tensor cores, with few guard bits) loses
+    # about sqrt(K) ulps; float16 output: its own rounding dominates
+    scale = max(1.0, float(np.sqrt(K)) / 4) if out_dtype == "float32" else 1.0
+    assert_close(c.to_host(), ref[0] if squeeze else ref, out_dtype, scale=scale)
