@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.kernel_selector import get_kernel_selector
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
-from ._matmul_launch import Operand, run_gemm
+from ._matmul_launch import Operand, run_gemm, select_gemm
 
 __all__ = ["conv2d_winograd", "conv2d_winograd_weight", "data_geometry"]
 
@@ -65,7 +64,7 @@ def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeome
         launch(queue, ik, (tw, th, images * g.c), None, x.buffer, v,
                np.int32(x.offset + n0 * g.c * g.h * g.w),
                *(np.int32(a) for a in (g.c, g.h, g.w, th, tw, *g.padding, count)))
-        config = get_kernel_selector(queue.device).select_matmul_kernel(g.k, count, g.c, dtype)
+        config = select_gemm(queue.device, g.k, count, g.c, dtype, 16)
         run_gemm(queue, config, dtype,
                  Operand(u.buffer, 0, g.c, g.k * g.c), Operand(v.buffer, 0, count, g.c * count),
                  Operand(m.buffer, 0, count, g.k * count), g.k, count, g.c, batch=(16, 1))
@@ -112,7 +111,7 @@ def conv2d_winograd_weight(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Ten
         launch(queue, gk, (tw, th, images * g.k), None, grad_out.buffer, z,
                np.int32(grad_out.offset + n0 * g.k * g.oh * g.ow),
                *(np.int32(a) for a in (g.k, g.oh, g.ow, th, tw, count)))
-        config = get_kernel_selector(queue.device).select_matmul_kernel(g.k, g.c, count, dtype)
+        config = select_gemm(queue.device, g.k, g.c, count, dtype, 16)
         run_gemm(queue, config, dtype,  # M[xi] = Z[xi] (K x count) @ V[xi]^T (count x C)
                  Operand(z.buffer, 0, count, g.k * count), Operand(v.buffer, 0, count, g.c * count),
                  Operand(m.buffer, 0, g.c, g.k * g.c), g.k, g.c, count, trans_b=True,
