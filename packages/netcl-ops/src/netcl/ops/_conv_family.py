@@ -130,7 +130,9 @@ def conv2d_family(kind: str, dtype: str, window: Window = (),
     """
     if kind.startswith(IGEMM):
         direction = kind[len(IGEMM):]
-        return KernelSource(igemm_source(direction, window, tiles), (f"conv2d_{kind}",), dtype)
+        kernels = (f"conv2d_{kind}", *(("conv2d_igemm_weight_sum",) if direction == "weight"
+                                        else ()))
+        return KernelSource(igemm_source(direction, window, tiles), kernels, dtype)
     if kind == "tiled_local":
         if len(window) != 6:
             raise ValueError(f"conv2d_family: tiled_local needs a window (r, s, sh, sw, dh, "

@@ -1,8 +1,8 @@
 """The register-tiled implicit-GEMM convolution (variant ``CONV2D_IMPLICIT_TILED``): forward,
 data gradient and weight gradient, each one kernel that gathers its operand straight from the
 tensors (sources and layout in ``_conv_igemm_kernels``), plus, for a weight gradient whose
-reduction is split over work-groups, one ``sum_batch`` pass that adds the partial sums in a
-fixed order (no float atomics: results are bitwise reproducible).
+reduction is split over work-groups, one pass that adds the partial sums (kept in the compute
+type) in a fixed order (no float atomics: results are bitwise reproducible).
 
 Its programs are ``conv2d_family``'s ``igemm_<direction>`` kinds, keyed by (dtype, window,
 tiles); the window ``(r, s, sh, sw, ph, pw, dh, dw)`` is compiled in.
@@ -132,10 +132,10 @@ def igemm_backward_weight(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Tens
     per_unit = int(config.extra.get("groups_per_unit", GROUPS_PER_UNIT))
     splits, chunk = weight_splits(g, tiles, compute_units, per_unit)
     size = g.k * g.crs
-    part = dw if splits == 1 else Tensor.from_shape(queue, (splits * size,), dtype, fill=None)
+    compute = "float32" if dtype == "float16" else dtype  # the partial sums' type (CT)
+    part = Tensor.from_shape(queue, (splits * size,), compute, fill=None)
     gsize, lsize = _grid(tiles, g.kg, g.crs, g.groups * splits)
     launch(queue, built.kernel, gsize, lsize, x, grad_out, part, *_sizes(g),
            np.int32(g.n * g.pixels), np.int32(splits), np.int32(chunk))
-    if splits > 1:
-        reduce = conv2d_family(queue.context, "sum_batch", dtype)
-        reduce.launch(queue, size, part, dw, np.int32(size), np.int32(splits), np.int32(0))
+    built.launch(queue, size, part, dw, np.int32(size), np.int32(splits),
+                 kernel="conv2d_igemm_weight_sum")

@@ -379,11 +379,11 @@ void conv2d_igemm_data(__global const T* gy, __global const T* w, __global T* dx
 }
 """
 
-# part[split][g*kg + m][t] = sum over pixels j = (n, oh, ow) of the split's range of
+# part[split][g*kg + m][t] (compute type) = sum over pixels j = (n, oh, ow) of the split's range of
 # gy[n][g*kg + m][oh, ow] * x[n][g*cg + c][oh*SH - PH + r*DH, ow*SW - PW + s*DW], t = (c, r, s)
 _WEIGHT = """
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
-void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* part,
+void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global CT* part,
                          const int C, const int H, const int W, const int K, const int OH,
                          const int OW, const int G, const int NPIX, const int splits,
                          const int chunk) {
@@ -424,7 +424,7 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         for (int l = 0; l < BPT; ++l) BS(bk, tid / BK + l * (NT / BK)) = rb[l];
         #pragma unroll
         for (int i = 0; i < APT; ++i) AS(bk, tid / BK + i * (NT / BK)) = ra[i];""") + """
-    __global T* pp = part + ((long)split * K + g * kg) * KD;
+    __global CT* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int m = m0 + ROW(i);
@@ -432,9 +432,20 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         #pragma unroll
         for (int j = 0; j < TN; ++j) {
             const int t = n0 + COL(j);
-            if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
+            if (t < KD) pp[(long)m * KD + t] = acc[i][j];
         }
     }
+}
+
+// dw[i] = the sum of the splits' partial sums (kept in the compute type: float16 storage
+// does not round them), added in split order
+__kernel void conv2d_igemm_weight_sum(__global const CT* part, __global T* dw, const int size,
+                                      const int splits) {
+    const int i = get_global_id(0);
+    if (i >= size) return;
+    CT acc = (CT)0;
+    for (int s = 0; s < splits; ++s) acc += part[(long)s * size + i];
+    ST(dw, i, acc);
 }
 """
 

@@ -43,7 +43,7 @@
 #define BPT (BK * BN / NT)  // B elements
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
-void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* part,
+void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global CT* part,
                          const int C, const int H, const int W, const int K, const int OH,
                          const int OW, const int G, const int NPIX, const int splits,
                          const int chunk) {
@@ -162,7 +162,7 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    __global T* pp = part + ((long)split * K + g * kg) * KD;
+    __global CT* pp = part + ((long)split * K + g * kg) * KD;
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int m = m0 + ROW(i);
@@ -170,7 +170,18 @@ void conv2d_igemm_weight(__global const T* x, __global const T* gy, __global T* 
         #pragma unroll
         for (int j = 0; j < TN; ++j) {
             const int t = n0 + COL(j);
-            if (t < KD) ST(pp, (long)m * KD + t, acc[i][j]);
+            if (t < KD) pp[(long)m * KD + t] = acc[i][j];
         }
     }
+}
+
+// dw[i] = the sum of the splits' partial sums (kept in the compute type: float16 storage
+// does not round them), added in split order
+__kernel void conv2d_igemm_weight_sum(__global const CT* part, __global T* dw, const int size,
+                                      const int splits) {
+    const int i = get_global_id(0);
+    if (i >= size) return;
+    CT acc = (CT)0;
+    for (int s = 0; s < splits; ++s) acc += part[(long)s * size + i];
+    ST(dw, i, acc);
 }
