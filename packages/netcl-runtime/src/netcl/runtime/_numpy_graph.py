@@ -16,7 +16,9 @@
 # into the array the trace returned (np.copyto): every array a later call, a tensor or a view
 # holds stays the one it was. Updates run again in place. Results that view an argument need
 # nothing. Warnings are silenced once around the whole list (eager ops silence them per call).
-# Measured on the digits CNN (2-core VM): the replay spends its time in NumPy itself.
+# Measured on the digits CNN (2-core VM shared with other jobs, one BLAS thread): 10 epochs
+# 3.93 s eager, 3.80 s captured, PyTorch CPU 2.59 s; per epoch 0.37-0.39 -> 0.33-0.37 s. The
+# replay's own Python is ~1% of a step; the conv GEMMs (BLAS) are ~75%.
 """
 
 from __future__ import annotations
