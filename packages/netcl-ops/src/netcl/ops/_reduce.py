@@ -302,7 +302,8 @@ def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     axes = _axes("sum", axis, x.ndim)
     out_dtype = x.dtype if x.dtype in FLOAT_DTYPES else "int64"
     if x.array is not None:
-        return _np_reduce(np.sum, x, axes, keepdims, out_dtype,
+        # np.add.reduce is what np.sum runs on an ndarray, without its Python wrapper
+        return _np_reduce(np.add.reduce, x, axes, keepdims, out_dtype,
                           dtype=None if out_dtype in FLOAT_DTYPES else np.int64)
     return _reduce_cl("sum", x, axes, keepdims, out_dtype)
 
