@@ -46,7 +46,8 @@ class UnstableStepError(CaptureError):
 
 
 class CaptureUnsupportedError(CaptureError, NotImplementedError):
-    """The backend cannot capture (the NumPy backend, this release)."""
+    """The step does work a capture cannot repeat (on NumPy: an array made outside the
+    recording hook, named by its source line)."""
 
 
 class GraphReleasedError(CaptureError):
