@@ -522,6 +522,16 @@ def test_cpu_gradient_rule() -> None:
         assert pocl.select(CONV2D_FAMILY, ConvQuery(g, "float32", direction)).variant is want
 
 
+def test_geometry_is_remembered_and_still_checked() -> None:
+    """NOTE [ Remembered geometries ]: a repeated call returns the checked geometry; an
+    argument equal to a remembered one but of another type (True, 1.0) is still refused."""
+    first = conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), 1, 1)
+    assert conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), 1, 1) is first
+    for bad in (True, 1.0, (1, True)):
+        with pytest.raises(TypeError, match="stride must be an int or a pair of ints"):
+            conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), bad, 1)
+
+
 def test_conv_query_and_source_errors() -> None:
     g = conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3))
     with pytest.raises(ValueError, match="ConvQuery: direction must be one of forward, data, "
