@@ -63,13 +63,14 @@ __all__ = [
 MMA_ENV = "NETCL_MMA"
 
 # NOTE [ Tensor-core tile choice ]
-# H100 SXM, NVIDIA OpenCL 580.159.04, float16 (benchmarks/probe_mma.py, iterations 1-2,
-# TFLOP/s from kernel events at 2048^3 / 4096^3): 128x128x32 work-group tiles of four 64x64
-# warps with 3 stages ran 188 / 229 (254 registers, 2 work-groups per SM); 2 stages 179 / 210;
-# 128x256 and 256x128 (eight 64x64 warps, 2 stages, one work-group per SM) 155 / 175 and
-# 147 / 169; 64x128 (two 64x64 warps, 4 stages) 141 / 162; 64x64 109 / 126. Big tiles win
-# once there are enough of them to fill the SMs; below that the smaller ones keep every SM
-# busy: at 1024^3 the 64x128 tiles ran 91 against 75 for 128x128 (torch.matmul: 73).
+# H100 SXM, NVIDIA OpenCL 580.159.04, float16 (benchmarks/probe_mma.py, three runs,
+# benchmarks/results/h100/probe_mma.txt; TFLOP/s from kernel events at 2048^3 / 4096^3):
+# 128x128x32 work-group tiles of four 64x64 warps with 3 stages ran 191 / 231 (254 registers,
+# two work-groups per SM; torch.matmul float16 418 / 651); 2 stages 179 / 210; 128x256 and
+# 256x128 (eight 64x64 warps, 2 stages, one work-group per SM) 155 / 175 and 147 / 169;
+# 64x128 (two 64x64 warps, 4 stages) 139 / 162; 64x64 109 / 126. Big tiles win once there are
+# enough of them to fill the SMs; below that smaller ones keep every SM busy: at 1024^3 the
+# 64x128 tiles ran 87-91 against 72-75 for 128x128 (torch.matmul: 73-80).
 _BIG = MmaConfig(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3)
 _MEDIUM = MmaConfig(bm=64, bn=128, bk=32, warps_m=1, warps_n=2, stages=4)
 _SMALL = MmaConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=4)

@@ -32,6 +32,18 @@ tile are zero-filled by ``cp.async``'s source-size operand.
 # chunk ``c ^ f(r)`` instead (``f(r) = r & 7`` for rows of 8+ chunks, ``(r >> 1) & 3`` for 4,
 # ``(r >> 2) & 1`` for 2), so any eight consecutive rows fall in eight distinct bank groups,
 # without the padding that would push three 128x128x32 stages past 48 KiB.
+#
+# NOTE [ What bounds the tensor-core GEMM ]
+# H100, NVIDIA OpenCL (benchmarks/probe_mma.py, third run): back-to-back mma.sync from
+# registers peaks at 470-514 TFLOP/s (one to four 4-warp work-groups per SM); the 128x128x32
+# GEMM runs 231 at 4096^3, 458 with its global-to-local tile copies removed, and 230 with its
+# ldmatrix loads removed instead. So the k loop itself reaches 90% of the mma.sync ceiling and
+# the copies bound it: the times of 64x64, 64x128 and 128x128 tiles scale with their L2
+# traffic per FLOP (2x, 1.5x, 1x), pipelined fragments, an L2 prefetch hint and 128-register
+# 8-warp tiles (16 warps per SM) change nothing, and tiles that would cut the traffic further
+# (128x256, 256x128) fit only 2 stages in the 48 KiB of local memory an OpenCL work-group may
+# have, so their copies wait. cuBLAS reaches 651 with wgmma and TMA multicast, which OpenCL's
+# sm_90 (not sm_90a) target cannot express.
 """
 
 from __future__ import annotations
