@@ -405,9 +405,10 @@ def _gpu_profile() -> Any:
 
 @pytest.mark.parametrize("direction", ["data", "weight"])
 def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gradients: the implicit GEMM on a GPU (Winograd for a data gradient of its class),
-    the column path on CPU devices; the forward-only variants never apply to them (forced,
-    they give way), the implicit GEMM's tiles follow the GEMM's rows."""
+    """Gradients: the implicit GEMM on a GPU (Winograd for a data gradient from 64 channels,
+    a weight gradient from 256), the column path on CPU devices; the forward-only variants
+    never apply to them (forced, they give way), the implicit GEMM's tiles follow the GEMM's
+    rows (NETCL_CONV_WINOGRAD=0 from the second check on)."""
     gpu, numpy_profile = KernelSelector(_gpu_profile()), KernelSelector(extended_profile(None))
     g = conv_geometry("conv2d", (128, 64, 32, 32), (64, 64, 3, 3), 1, 1)
     query = ConvQuery(g, "float32", direction)
@@ -415,7 +416,10 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpu.select(CONV2D_FAMILY, query).variant is winograd
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")
     cfg = gpu.select(CONV2D_FAMILY, query)
-    assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
+    tiles = "64x64x16/4x4" if direction == "weight" else "64x64x16/4x4v"
+    split = 8 if direction == "weight" else None  # 576 columns: more split-K
+    assert (cfg.variant, cfg.extra["tiles"], cfg.extra.get("groups_per_unit")) == (
+        IMPLICIT_TILED, tiles, split)
     assert numpy_profile.select(CONV2D_FAMILY, query).variant is KernelVariant.CONV2D_IM2COL
     for forward_only in (KernelVariant.CONV2D_TILED_LOCAL, KernelVariant.CONV2D_NAIVE,
                          KernelVariant.CONV2D_IMPLICIT_GEMM):
@@ -427,7 +431,7 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
                      "float32", direction)
     # the weight gradient's split reduction fills the GPU with 128x128 tiles; the data
     # gradient's 2 x 64 of them would not, its 2 x 128 of 128x64 do
-    big = "128x128x16/8x8" if direction == "weight" else "128x64x16/8x4"
+    big = "128x128x16/8x8v" if direction == "weight" else "128x64x16/8x4v"
     assert gpu.select(CONV2D_FAMILY, wide).extra["tiles"] == big
     first = ConvQuery(conv_geometry("conv2d", (128, 3, 32, 32), (64, 3, 3, 3), 1, 1), "float32",
                       direction)
@@ -435,7 +439,10 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if direction == "data":  # 3 rows of C: the column path
         assert cfg.variant is KernelVariant.CONV2D_IM2COL
     else:
-        assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4")
+        assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4v")
+    monkeypatch.delenv("NETCL_CONV_WINOGRAD")
+    wide_winograd = KernelVariant.CONV2D_WINOGRAD  # 256 channels: both gradients
+    assert gpu.select(CONV2D_FAMILY, wide).variant is wide_winograd
     assert query.key()[-1] == direction and ConvQuery(g).key()[-1] == "float32"
 
 
@@ -443,16 +450,18 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # (N, C, H, K, R, stride, padding) -> the forward's variant and tiles on an H100
     ((128, 3, 32, 64, 3, 1, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),  # ResNet's stem
     ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD"),
-    ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
-    ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
-    ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),
-    ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),
-    ((128, 512, 4, 512, 3, 1, 1), "CONV2D_WINOGRAD"),
+    ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
+    ((128, 128, 16, 128, 3, 1, 1), "CONV2D_WINOGRAD"),
+    ((128, 512, 4, 512, 3, 1, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),  # a 4x4 plane
     ((64, 16, 8, 32, 3, 1, 1), "CONV2D_IMPLICIT_TILED 32x64x16/4x4"),  # the digits CNN
 ])
 def test_forward_gpu_rule(shape: tuple[int, ...], expected: str) -> None:
     """The forward on a GPU (NOTE [ GPU conv2d rules ]): Winograd from 64 channels on 3x3
-    stride 1, else the register-tiled implicit GEMM with the tiles that fill the device."""
+    stride 1 with a plane from 16x16, else the register-tiled implicit GEMM with the tiles
+    that fill the device."""
     n, c, h, k, r, stride, padding = shape
     q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, r, r), stride, padding))
     cfg = KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q)
@@ -492,11 +501,11 @@ def test_winograd_gradients(dev: DeviceHandle, sample: int, dtype: str) -> None:
 
 @pytest.mark.parametrize(("shape", "tiles"), [
     # (N, C, H, K, stride) of a 3x3 padding-1 layer -> the data gradient's tiles on an H100
-    ((128, 128, 16, 128, 1), "128x128x16/8x8"),
-    ((128, 256, 8, 256, 1), "128x64x16/8x4"),
-    ((128, 512, 4, 512, 1), "128x64x16/8x4"),
-    ((128, 256, 8, 512, 2), "128x64x16/8x4"),
-    ((128, 64, 32, 128, 2), "64x64x16/4x4"),
+    ((128, 128, 16, 128, 1), "128x128x16/8x8v"),
+    ((128, 256, 8, 256, 1), "128x64x16/8x4v"),
+    ((128, 512, 4, 512, 1), "128x64x16/8x4v"),
+    ((128, 256, 8, 512, 2), "128x64x16/8x4v"),
+    ((128, 64, 32, 128, 2), "64x64x16/4x4v"),
 ])
 def test_data_gradient_tiles(shape: tuple[int, ...], tiles: str,
                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "conv2d_config",
     "conv2d_rule",
     "gemm_rows_columns",
+    "implicit_split",
     "parse_conv2d",
     "tiled_local_fits",
     "winograd_applies",
@@ -71,6 +72,9 @@ IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
 TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
 CPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # PoCL: Winograd 1.3-2x over im2col from here
 GPU_WINOGRAD_MIN_CHANNELS = 64  # H100: Winograd over the implicit GEMM from 64 channels
+GPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # ... on output planes from 16x16 (the forward)
+GPU_WINOGRAD_WEIGHT_MIN_CHANNELS = 256  # the weight gradient: 0.35 against 0.40 ms at 512
+WEIGHT_SPLIT_COLUMNS = 512  # a 64-row weight gradient this wide: 8 work-groups per unit
 DATA_MIN_CHANNELS = 9  # H100: the data gradient of fewer input channels: the column path
 IMPLICIT_GEMM_TILE = 16  # the implicit GEMM's tiles when the GEMM is too small to tile
 
@@ -167,20 +171,21 @@ def tiled_local_fits(profile: ExtendedDeviceProfile, g: ConvGeometry, dtype: str
 def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """The conv2d kernel for ``q`` on this device; never one that does not apply.
 
-    A gradient (``q.direction`` ``"data"`` or ``"weight"``): Winograd for a gradient of a
-    Winograd geometry unless ``NETCL_CONV_WINOGRAD=0`` on an OpenCL CPU device for an input
-    plane of at least 16x16, and for the data gradient (a convolution of ``grad_out``) on a GPU
-    for at least 64 channels in and out; else the column path (im2col) on CPU devices and for
-    the data gradient of fewer than 9 input channels; else the register-tiled implicit GEMM. The
-    forward, first match wins (each measured fastest for its class: PoCL by
-    ``benchmarks/bench_selector.py``, the H100 by ``benchmarks/bench_conv_layers.py``): an
-    OpenCL CPU device (PoCL) and a Winograd geometry with an output plane of at least 16x16 ->
-    Winograd F(2x2, 3x3) unless ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy
-    backend) -> im2col; ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output
-    plane of at most 32x32 -> tiled-local (im2col where its window does not fit in local
-    memory); a Winograd geometry with at least 64 input and output channels -> Winograd unless
-    ``NETCL_CONV_WINOGRAD=0``; otherwise (1x1, strided, dilated, grouped, few channels) the
-    register-tiled implicit GEMM.
+    A gradient (``q.direction`` ``"data"`` or ``"weight"``), unless ``NETCL_CONV_WINOGRAD=0``:
+    Winograd for a gradient of a Winograd geometry on an OpenCL CPU device for an input plane of
+    at least 16x16, and on a GPU for the data gradient (a convolution of ``grad_out``) with at
+    least 64 channels in and out and the weight gradient with at least 256; else the column path
+    (im2col) on CPU devices and for the data gradient of fewer than 9 input channels; else the
+    register-tiled implicit GEMM. The forward, first match wins (each measured fastest for its
+    class: PoCL by ``benchmarks/bench_selector.py``, the H100 by
+    ``benchmarks/bench_conv_layers.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
+    with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
+    ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col;
+    ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most 32x32
+    -> tiled-local (im2col where its window does not fit in local memory); a Winograd geometry
+    with at least 64 input and output channels and an output plane of at least 16x16 -> Winograd
+    unless ``NETCL_CONV_WINOGRAD=0``; otherwise (1x1, strided, dilated, grouped, few channels,
+    small planes) the register-tiled implicit GEMM.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -202,13 +207,16 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
         if tiled_local_fits(profile, g, q.dtype):
             return V.CONV2D_TILED_LOCAL
         return V.CONV2D_IM2COL  # a window too large to stage
-    # NOTE [ GPU conv2d rules ]: H100 through NVIDIA's OpenCL, batch 128 (bench_conv_layers):
-    # Winograd is fastest for 3x3 stride 1 with at least 64 channels in and out (0.33 against
-    # the implicit GEMM's 0.50 ms at 64 channels on 32x32, 0.44 against 0.55 at 512 on 4x4);
-    # with fewer (ResNet's 3-channel stem, the digits CNN) and for every other geometry the
-    # register-tiled implicit GEMM is (1x1 stride 2: 0.03 against 0.04-0.16 ms; 3x3 stride 2:
-    # 0.19-0.28 against tiled-local's 0.63-4.5 and the GEMM family's 1.0-1.3 ms).
-    if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
+    # NOTE [ GPU conv2d rules ]: H100 through NVIDIA's OpenCL, batch 128 (bench_conv_layers,
+    # four runs): Winograd is fastest for 3x3 stride 1 with at least 64 channels in and out on
+    # planes from 16x16 (0.33 against the implicit GEMM's 0.37 ms at 64 channels on 32x32);
+    # on smaller planes the 4-vector implicit GEMM ties or wins (256 on 8x8: 0.28 against
+    # 0.29, 512 on 4x4: 0.32 against 0.36); with fewer channels (ResNet's 3-channel stem, the
+    # digits CNN) and for every other geometry the implicit GEMM is fastest (1x1 stride 2:
+    # 0.03 against 0.04-0.16 ms; 3x3 stride 2: 0.15-0.17 against tiled-local's 0.63-4.5 and
+    # the GEMM family's 1.0-1.3 ms).
+    if (winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS
+            and g.pixels >= GPU_WINOGRAD_MIN_OUTPUT):
         return V.CONV2D_WINOGRAD
     return IMPLICIT_TILED
 
@@ -228,7 +236,9 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
         if g.cg < DATA_MIN_CHANNELS:
             return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
         if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
-            return V.CONV2D_WINOGRAD  # the forward's measured class, on grad_out
+            return V.CONV2D_WINOGRAD  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
+    elif winograd and min(g.c, g.k) >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS:
+        return V.CONV2D_WINOGRAD  # its GEMMs' long reductions cost it below 256 channels
     return IMPLICIT_TILED
 
 
@@ -250,32 +260,35 @@ def gemm_rows_columns(q: ConvQuery) -> tuple[int, int, int]:
 
 def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
     """The implicit GEMM's tiling for ``q``, fastest per class on the H100 (NOTE [ GPU conv2d
-    rules ]; ``rows`` of C: output channels, input channels for the data gradient):
+    rules ]; ``rows`` of C: output channels, input channels for the data gradient). The
+    4-vector tilings (``IgemmTiles.vec``) ran 5-20% faster than the scalar ones except for
+    the forward of 64 rows (ResNet's stem: 0.054 against 0.043 ms).
 
     - at most 32 rows: 32 x 64;
     - a weight gradient (its split reduction fills the device whatever the tiles): 128 x 128
-      from 128 rows and 256 columns, else 64 x 64;
+      from 128 rows and 256 columns, else 64 x 64 (scalar, more split, from 512 columns:
+      :func:`implicit_split`);
     - a forward from 128 rows: the larger of 128 x 128 and 128 x 64 that still gives every
-      other compute unit a tile (128 to 256 channels on 8x8 to 16x16: 128 x 128 0.17 ms,
-      128 x 64 0.19), else 64 x 64;
-    - a data gradient: 128 x 64 from 256 rows (0.29-0.39 ms against 128 x 128's 0.37-0.95),
-      128 x 128 from 128 rows where that gives every compute unit a tile, else 128 x 64 from
-      128 rows, else 64 x 64.
+      other compute unit a tile, else 64 x 64;
+    - a data gradient: 128 x 64 from 256 rows, 128 x 128 from 128 rows where that gives every
+      compute unit a tile, else 128 x 64 from 128 rows, else 64 x 64.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
         >>> q = ConvQuery(parse_conv2d(128, 128, 16, 16, 256, 3, 3, 2, 1).geometry)
         >>> implicit_tiles(extended_profile(None), q).label()
-        '128x128x16/8x8'
+        '128x128x16/8x8v'
     """
     rows, columns, _ = gemm_rows_columns(q)
     g = q.geometry
     if rows <= 32:
         return TILINGS["32x64"]
     if q.direction == "weight":
-        return TILINGS["128x128" if rows >= 128 and columns >= 256 else "64x64"]
+        if rows >= 128 and columns >= 256:
+            return TILINGS["128x128v"]
+        return TILINGS["64x64" if columns >= WEIGHT_SPLIT_COLUMNS else "64x64v"]
     if rows < 128:
-        return TILINGS["64x64"]
+        return TILINGS["64x64" if q.direction == "forward" else "64x64v"]
     planes = g.groups
     if q.direction == "data" and data_phased((g.r, g.s, *g.stride, *g.padding, *g.dilation)):
         planes *= g.stride[0] * g.stride[1]
@@ -287,12 +300,29 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
 
     if q.direction == "data":
         if rows < 256 and count("128x128") >= profile.compute_units:
-            return TILINGS["128x128"]
-        return TILINGS["128x64"]
+            return TILINGS["128x128v"]
+        return TILINGS["128x64v"]
     for name in ("128x128", "128x64"):
         if 2 * count(name) >= profile.compute_units:
-            return TILINGS[name]
+            return TILINGS[name + "v"]
     return TILINGS["64x64"]
+
+
+def implicit_split(q: ConvQuery, tiles: IgemmTiles) -> int | None:
+    """Work-groups per compute unit for an implicit-GEMM weight gradient's split reduction
+    (``config.extra["groups_per_unit"]``), or None for ``_conv_igemm``'s default: 8 for the
+    scalar 64 x 64 tiles of a gradient at least ``WEIGHT_SPLIT_COLUMNS`` wide (64 channels on
+    32x32: 0.47 ms against 0.58 with 4 and 0.53 with the 4-vector tiles).
+
+    Examples:
+        >>> q = ConvQuery(parse_conv2d(128, 64, 32, 32, 64, 3, 3, 1, 1).geometry, "float32",
+        ...               "weight")
+        >>> implicit_split(q, TILINGS["64x64"])
+        8
+    """
+    _, columns, _ = gemm_rows_columns(q)
+    wide = q.direction == "weight" and columns >= WEIGHT_SPLIT_COLUMNS
+    return 8 if wide and tiles == TILINGS["64x64"] else None
 
 
 def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
@@ -313,10 +343,13 @@ def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     cfg = default_config(variant)
     if variant is IMPLICIT_TILED:
         t = implicit_tiles(profile, q)
+        split = implicit_split(q, t)
         cfg = dataclasses.replace(cfg, tile_m=t.bm, tile_n=t.bn, tile_k=t.bk,
                                   local_size_2d=(t.lx, t.ly), work_per_thread=t.tm,
                                   use_vectorization=t.vec,
-                                  extra={**cfg.extra, "tiles": t.label()})
+                                  extra={**cfg.extra, "tiles": t.label(),
+                                         **({} if split is None else
+                                            {"groups_per_unit": split})})
     if variant is V.CONV2D_IMPLICIT_GEMM:
         mq = MatmulQuery(*gemm, dtype=q.dtype)
         mm = matmul_config(profile, matmul_rule(profile, mq), mq)
