@@ -5,12 +5,15 @@ the tensor cores. This script checks, on the GPU machine (see ../shared/GPU.md):
 
 1. one ``m16n8k16`` f16 tile and one ``m16n8k8`` tf32 tile against NumPy, then netcl's probe
    kernel (``cp.async`` into local memory, ``ldmatrix`` out, one ``mma``), printing the build
-   log on failure;
+   log on failure, and the rate of back-to-back ``mma.sync`` from registers (the ceiling);
 2. the tiled GEMM of ``netcl.ops._matmul_mma_source`` for several tile configurations:
    correctness on edge shapes against a float32 NumPy reference and TFLOP/s at 2048^3 and
    4096^3 (median kernel time from profiling events);
+   (diagnostic entries drop the k loop's tile copies or fragment loads: wrong results, telling
+   times);
 3. the best configuration at 256..8192 cubed, and the best small-tile one up to 2048, beside
-   ``torch.matmul`` in float16 on CUDA.
+   ``torch.matmul`` in float16 on CUDA;
+4. ``pytest packages/netcl-ops/tests/test_matmul_mma.py`` on the GPU (``--no-tests`` skips it).
 
 Every kernel runs in a child process, so a crash (an illegal address) cannot take the rest of
 the run down. Build logs (with ``-cl-nv-verbose``: registers and spills) and the PTX of the
@@ -321,9 +324,9 @@ def child_gemm(cfg: dict[str, Any], sizes: list[int], save_ptx: bool) -> dict[st
             queue,
             (tiles * config.threads, batch),
             (config.threads, 1),
-            da, i32(0), i32(lda), i64(m * k),
-            db, i32(0), i32(ldb), i64(k * n),
-            dc, i32(0), i32(n), i64(m * n),
+            da, i64(0), i32(lda), i64(m * k),
+            db, i64(0), i32(ldb), i64(k * n),
+            dc, i64(0), i32(n), i64(m * n),
             i32(m), i32(n), i32(k),
         )  # fmt: skip
 

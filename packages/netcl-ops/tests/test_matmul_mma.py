@@ -13,6 +13,7 @@ import pytest
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
+from netcl.ops import _matmul_mma as mma_module
 from netcl.ops._matmul_mma import (
     MMA_ENV,
     MmaConfig,
@@ -192,9 +193,22 @@ def test_errors(dev: DeviceHandle) -> None:
         matmul_mma(y, y, config=EMULATED)
     with pytest.raises(ValueError, match="multiples of 8 elements"):
         matmul_mma(x16, y, config=EMULATED)  # N = 12
-    with pytest.raises(ValueError, match="two 2-D or two 3-D tensors"):
+    with pytest.raises(ValueError, match="the same batch dimensions"):
         matmul_mma(x16, Tensor.from_host(dev.queue, np.ones((2, 8, 8)), dtype="float16"),
                    config=EMULATED)
+
+
+def test_emulated_four_dimensional_batch(dev: DeviceHandle,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if not is_opencl(dev):
+        pytest.skip("emulated PTX runs on OpenCL devices; the NumPy backend has no kernels")
+    monkeypatch.setattr(mma_module, "_MAX_GRID_Y", 4)  # 6 matrices: launches of 4 and 2
+    a = RNG.uniform(-1, 1, (2, 3, 9, 16)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (2, 3, 16, 24)).astype(np.float16)
+    ta, tb = (Tensor.from_host(dev.queue, x, dtype="float16") for x in (a, b))
+    c = matmul_mma(ta, tb, out_dtype="float32", config=EMULATED)
+    assert c.shape == (2, 3, 9, 24)
+    assert_close(c.to_host(), a.astype(np.float64) @ b.astype(np.float64))
 
 
 GPU_CASES = [

@@ -75,6 +75,8 @@ _BIG = MmaConfig(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=3)
 _MEDIUM = MmaConfig(bm=64, bn=128, bk=32, warps_m=1, warps_n=2, stages=4)
 _SMALL = MmaConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=4)
 
+_MAX_GRID_Y = 65535
+
 _verdicts: dict[str, tuple[bool, str]] = {}
 _lock = threading.Lock()
 
@@ -203,22 +205,28 @@ def run_hgemm_mma(
     kernel = get_kernel(queue.context, _source(config), hgemm_kernel_name(config))
     tiles = -(-M // config.bm) * -(-N // config.bn)
     i32, i64 = np.int32, np.int64
-    return launch(
-        queue, kernel, (tiles * config.threads, batch), (config.threads, 1),
-        a, i32(offsets[0]), i32(lds[0]), i64(batch_strides[0]),
-        b, i32(offsets[1]), i32(lds[1]), i64(batch_strides[1]),
-        c, i32(offsets[2]), i32(lds[2]), i64(batch_strides[2]),
-        i32(M), i32(N), i32(K),
-    )
+    event = None
+    for first in range(0, batch, _MAX_GRID_Y):  # NVIDIA caps a grid's second dimension
+        count = min(_MAX_GRID_Y, batch - first)
+        oa, ob, oc = (o + first * s for o, s in zip(offsets, batch_strides))
+        event = launch(
+            queue, kernel, (tiles * config.threads, count), (config.threads, 1),
+            a, i64(oa), i32(lds[0]), i64(batch_strides[0]),
+            b, i64(ob), i32(lds[1]), i64(batch_strides[1]),
+            c, i64(oc), i32(lds[2]), i64(batch_strides[2]),
+            i32(M), i32(N), i32(K),
+        )
+    return event
 
 
 def _dims(op: str, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool
           ) -> tuple[int, int, int, int]:
-    """``(batch, M, N, K)`` of a 2-D or equally batched 3-D product; ValueError otherwise."""
-    if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
-        raise ValueError(f"{op}: needs two 2-D or two 3-D tensors with one batch size, got "
-                         f"{a.shape} and {b.shape}")
-    batch = a.shape[0] if a.ndim == 3 else 1
+    """``(batch, M, N, K)`` of a product whose operands have the same leading (batch) shape;
+    ValueError otherwise. ``batch`` is the product of the leading dimensions."""
+    if a.ndim != b.ndim or a.ndim < 2 or a.shape[:-2] != b.shape[:-2]:
+        raise ValueError(f"{op}: needs two tensors of 2 or more dimensions with the same batch "
+                         f"dimensions (no broadcasting), got {a.shape} and {b.shape}")
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
     M, Ka = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
     Kb, N = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
     if Ka != Kb:
@@ -229,8 +237,8 @@ def _dims(op: str, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool
 
 def mma_applicable(a: Tensor, b: Tensor, transpose_a: bool = False,
                    transpose_b: bool = False) -> bool:
-    """Whether :func:`matmul_mma` can run on ``a`` and ``b`` as they are: float16 tensors of
-    2-D or equal-batch 3-D shapes on a device that passed the probe, with 16-byte rows.
+    """Whether :func:`matmul_mma` can run on ``a`` and ``b`` as they are: float16 tensors with
+    the same batch dimensions on a device that passed the probe, with 16-byte rows.
 
     Examples:
         >>> import numpy as np
@@ -262,14 +270,15 @@ def matmul_mma(
     """``op(a) @ op(b)`` of float16 tensors on the tensor cores (f32 accumulation).
 
     Args:
-        a: float16, (M, K) or (batch, M, K); (K, M) / (batch, K, M) with ``transpose_a``.
-        b: float16, (K, N) or (batch, K, N); (N, K) / (batch, N, K) with ``transpose_b``.
+        a: float16, (..., M, K); (..., K, M) with ``transpose_a``.
+        b: float16, (..., K, N) with the same leading dimensions; (..., N, K) with
+            ``transpose_b``.
         out_dtype: ``"float16"`` (rounded to nearest even) or ``"float32"``.
         config: tiles to use (default :func:`mma_config`); ``MmaConfig(emulate=True, ...)``
             runs on any OpenCL device.
 
     Returns:
-        A new (M, N) or (batch, M, N) tensor of ``out_dtype``.
+        A new (..., M, N) tensor of ``out_dtype``.
 
     Raises:
         TypeError: a non-Tensor or a dtype other than float16.
@@ -311,7 +320,7 @@ def matmul_mma(
         config = _with(config, transpose_a, transpose_b, out_f16)
     a.wait()
     b.wait()
-    c = empty(queue, (batch, M, N) if a.ndim == 3 else (M, N), out_dtype)
+    c = empty(queue, (*a.shape[:-2], M, N), out_dtype)
     strides = (M * K, K * N, M * N) if batch > 1 else (0, 0, 0)
     run_hgemm_mma(queue, config, a.buffer, b.buffer, c.buffer, M, N, K,
                   offsets=(a.offset, b.offset, c.offset), batch=batch, batch_strides=strides)

@@ -537,10 +537,10 @@ _GEMM_HEAD = """\
     ((__local const ushort*)(base))[((st) * (chunks) + (r) * (cw) + swz((r), (c) >> 3)) * 8 \\
                                     + ((c) & 7)]
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
-void KERNEL_NAME(__global const ushort* restrict A, const int off_a, const int lda,
-                 const long batch_a, __global const ushort* restrict B, const int off_b,
+void KERNEL_NAME(__global const ushort* restrict A, const long off_a, const int lda,
+                 const long batch_a, __global const ushort* restrict B, const long off_b,
                  const int ldb, const long batch_b, __global OUT_T* restrict C,
-                 const int off_c, const int ldc, const long batch_c,
+                 const long off_c, const int ldc, const long batch_c,
                  const int M, const int N, const int K)
 {
     __local uint4 sA[STAGES * A_CHUNKS];
