@@ -536,7 +536,8 @@ def test_geometry_is_remembered_and_still_checked() -> None:
     argument equal to a remembered one but of another type (True, 1.0) is still refused."""
     first = conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), 1, 1)
     assert conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), 1, 1) is first
-    for bad in (True, 1.0, (1, True)):
+    bads: list[Any] = [True, 1.0, (1, True)]
+    for bad in bads:
         with pytest.raises(TypeError, match="stride must be an int or a pair of ints"):
             conv_geometry("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), bad, 1)
 
