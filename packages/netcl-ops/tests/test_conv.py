@@ -354,15 +354,16 @@ def test_implicit_tiled_gradients(dev: DeviceHandle, sample: int, dtype: str) ->
                  (x, gy), dtype=dtype, scale=CONV2D.scale)
 
 
-@pytest.mark.parametrize("tiling", [*TILINGS, "fallback"])
+@pytest.mark.parametrize("tiling", [*TILINGS, "fallback", "64x64 split 8"])
 def test_implicit_tiled_every_tiling(dev: DeviceHandle, tiling: str) -> None:
     """Each tiling the rule can pick (and the fallback for a device that shrinks the
     work-group) computes all three passes; the odd geometry with a split weight gradient."""
     if dev.backend == "cpu":
         pytest.skip("the NumPy backend has no kernel variants")
-    t = FALLBACK_TILES if tiling == "fallback" else TILINGS[tiling]
+    t = FALLBACK_TILES if tiling == "fallback" else TILINGS[tiling.split()[0]]
+    extra = {"groups_per_unit": 8} if "split" in tiling else {}  # a weight gradient's split
     config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm, local_size_2d=(t.lx, t.ly),
-                          use_vectorization=t.vec)
+                          use_vectorization=t.vec, extra=extra)
     xs, ws, st, pad, dil, groups = IGEMM_GEOMETRIES[5]
     geom = conv_geometry("conv2d", xs, ws, st, pad, dil, groups)
     x, w, gy = arr(*xs), arr(*ws), arr(xs[0], ws[0], geom.oh, geom.ow)
