@@ -40,6 +40,7 @@ from netcl.ops import _conv, _conv_rule, _kernel_families
 from netcl.ops.testing import check_op
 
 V = KernelVariant
+IMPLICIT_TILED = _conv_rule.IMPLICIT_TILED
 GPU, CPU = 4, 2
 
 
@@ -259,41 +260,42 @@ def test_decisions_are_cached() -> None:
 @pytest.mark.parametrize(
     ("kw", "expected"),
     [
-        ({"R": 1, "S": 1}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 1, "S": 1, "stride": 2}, V.CONV2D_IMPLICIT_GEMM),
+        ({"R": 1, "S": 1}, IMPLICIT_TILED),
+        ({"R": 1, "S": 1, "stride": 2}, IMPLICIT_TILED),
         ({"R": 3, "S": 3, "padding": 1}, V.CONV2D_WINOGRAD),
         ({"R": 3, "S": 3, "stride": (1, 1)}, V.CONV2D_WINOGRAD),
-        ({"R": 3, "S": 3, "stride": 2}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 3, "S": 3, "stride": (1, 2)}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 3, "S": 3, "dilation": 2}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 3, "S": 3, "groups": 2}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 5, "S": 5, "padding": 2}, V.CONV2D_IMPLICIT_GEMM),
-        ({"R": 3, "S": 1}, V.CONV2D_IMPLICIT_GEMM),
+        ({"R": 3, "S": 3, "stride": 2}, IMPLICIT_TILED),
+        ({"R": 3, "S": 3, "stride": (1, 2)}, IMPLICIT_TILED),
+        ({"R": 3, "S": 3, "dilation": 2}, IMPLICIT_TILED),
+        ({"R": 3, "S": 3, "groups": 2}, IMPLICIT_TILED),
+        ({"R": 5, "S": 5, "padding": 2}, IMPLICIT_TILED),
+        ({"R": 3, "S": 1}, IMPLICIT_TILED),
     ],
 )
 def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
-                          expected: KernelVariant) -> None:
+                          expected: Any) -> None:
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")  # the spec page's routing
-    args = {"N": 2, "C": 16, "H": 32, "W": 32, "K": 32, **kw}
+    args = {"N": 2, "C": 64, "H": 32, "W": 32, "K": 64, **kw}  # Winograd from 64 channels
     assert sel(hopper()).select_conv2d_kernel(**args).variant is expected
 
 
 @pytest.mark.parametrize(
     ("shape", "expected"),
-    [  # (N, C, H, K, R, stride, padding): bench_selector's classes, fastest on an H100
-        ((64, 1, 8, 16, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # the digits CNN
-        ((64, 16, 8, 32, 3, 1, 1), V.CONV2D_TILED_LOCAL),
-        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_TILED_LOCAL),  # ResNet-18, CIFAR sizes
-        ((32, 64, 32, 128, 3, 2, 1), V.CONV2D_TILED_LOCAL),
-        ((32, 64, 32, 128, 1, 2, 0), V.CONV2D_IMPLICIT_GEMM),
-        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_TILED_LOCAL),
-        ((32, 256, 8, 256, 3, 1, 1), V.CONV2D_WINOGRAD),
-        ((32, 512, 4, 512, 3, 1, 1), V.CONV2D_WINOGRAD),
+    [  # (N, C, H, K, R, stride, padding): bench_conv_layers' classes, fastest on an H100
+        ((64, 1, 8, 16, 3, 1, 1), IMPLICIT_TILED),  # the digits CNN
+        ((64, 16, 8, 32, 3, 1, 1), IMPLICIT_TILED),
+        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ResNet-18, CIFAR sizes
+        ((32, 64, 32, 128, 3, 2, 1), IMPLICIT_TILED),
+        ((32, 64, 32, 128, 1, 2, 0), IMPLICIT_TILED),
+        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 256, 8, 256, 3, 1, 1), IMPLICIT_TILED),  # planes under 16x16
+        ((32, 512, 4, 512, 3, 1, 1), IMPLICIT_TILED),
         ((32, 64, 56, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ImageNet sizes
         ((32, 128, 28, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((128, 3, 32, 64, 3, 1, 1), IMPLICIT_TILED),  # the stem: 3 channels
     ],
 )
-def test_conv2d_gpu_measured_rules(shape: tuple[int, ...], expected: KernelVariant) -> None:
+def test_conv2d_gpu_measured_rules(shape: tuple[int, ...], expected: Any) -> None:
     n, c, h, k, r, stride, padding = shape
     cfg = sel(hopper()).select_conv2d_kernel(n, c, h, h, k, r, r, stride, padding)
     assert cfg.variant is expected
@@ -325,10 +327,9 @@ def test_conv2d_opencl_cpu_winograd_for_3x3(monkeypatch: pytest.MonkeyPatch) -> 
 def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
     s = sel(hopper())
-    assert s.select_conv2d_kernel(2, 16, 32, 32, 32, 3, 3, padding=1).variant is V.CONV2D_WINOGRAD
+    assert s.select_conv2d_kernel(2, 64, 32, 32, 64, 3, 3, padding=1).variant is V.CONV2D_WINOGRAD
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")  # read at decision time, not cached over
-    assert s.select_conv2d_kernel(2, 16, 32, 32, 32, 3, 3, padding=1).variant is (
-        V.CONV2D_IMPLICIT_GEMM)
+    assert s.select_conv2d_kernel(2, 64, 32, 32, 64, 3, 3, padding=1).variant is IMPLICIT_TILED
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "maybe")
     with pytest.raises(ValueError, match=r"NETCL_CONV_WINOGRAD must be one of 1/0, true/false, "
                                          r"yes/no, on/off, got 'maybe'"):
@@ -338,33 +339,35 @@ def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     s = sel(hopper())
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
-    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5).variant is IMPLICIT_TILED
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "1")
     cfg = s.select_conv2d_kernel(1, 8, 32, 32, 8, 5, 5)  # 28x28 output: small
     assert (cfg.variant, cfg.tile_m, cfg.tile_n, cfg.use_local_memory) == (
         V.CONV2D_TILED_LOCAL, 16, 16, True)
     assert s.select_conv2d_kernel(1, 8, 36, 36, 8, 5, 5).variant is (  # 32x32: still small
         V.CONV2D_TILED_LOCAL)
-    assert s.select_conv2d_kernel(1, 8, 37, 37, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
+    assert s.select_conv2d_kernel(1, 8, 37, 37, 8, 5, 5).variant is IMPLICIT_TILED
     # =1 puts tiled-local before Winograd for every small plane (but not 1x1)
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_TILED_LOCAL
     assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is V.CONV2D_TILED_LOCAL
-    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 1, 1).variant is V.CONV2D_IMPLICIT_GEMM
-    monkeypatch.delenv("NETCL_CONV_TILED_LOCAL")  # unset: the measured rule
-    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_TILED_LOCAL
-    assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is V.CONV2D_WINOGRAD
-    assert s.select_conv2d_kernel(1, 129, 8, 8, 8, 5, 5).variant is V.CONV2D_IMPLICIT_GEMM
-    assert s.select_conv2d_kernel(1, 128, 8, 8, 8, 5, 5).variant is V.CONV2D_TILED_LOCAL
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 1, 1).variant is IMPLICIT_TILED
+    monkeypatch.delenv("NETCL_CONV_TILED_LOCAL")  # unset: the measured rule (no tiled-local)
+    assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is IMPLICIT_TILED
+    assert s.select_conv2d_kernel(1, 256, 18, 18, 256, 3, 3).variant is V.CONV2D_WINOGRAD
+    assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is IMPLICIT_TILED  # 6x6
+    assert s.select_conv2d_kernel(1, 128, 8, 8, 8, 5, 5).variant is IMPLICIT_TILED
     assert s.select_conv2d_kernel(1, 128, 24, 24, 8, 3, 3, padding=1).variant is (
-        V.CONV2D_WINOGRAD)  # 128 x 576 channel-pixels: over 64 Ki
+        IMPLICIT_TILED)  # 8 output channels: under Winograd's 64
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "yes please")
     with pytest.raises(ValueError,
                        match=r"NETCL_CONV_TILED_LOCAL must be one of 1/0.*'yes please'"):
         s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3)
 
 
-def test_conv2d_tiled_local_window_that_does_not_fit_runs_im2col() -> None:
+def test_conv2d_tiled_local_window_that_does_not_fit_runs_im2col(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """4 KiB local memory: a 7x7 window dilated by 2 stages a 20x28 patch (over 2 KiB)."""
+    monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "1")
     s = sel(small())
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is V.CONV2D_TILED_LOCAL
     assert s.select_conv2d_kernel(1, 8, 40, 40, 8, 7, 7, dilation=2).variant is (
@@ -378,18 +381,24 @@ def test_conv2d_forced_winograd_gives_way_off_3x3() -> None:
     s = sel(hopper())
     with force_variant(V.CONV2D_WINOGRAD):
         assert s.select_conv2d_kernel(1, 8, 16, 16, 8, 3, 3).variant is V.CONV2D_WINOGRAD
-        # 5x5: the rule's choice (a 12x12 plane of 8 channels: tiled-local)
-        assert s.select_conv2d_kernel(1, 8, 16, 16, 8, 5, 5).variant is V.CONV2D_TILED_LOCAL
+        # 5x5: the rule's choice (the register-tiled implicit GEMM)
+        assert s.select_conv2d_kernel(1, 8, 16, 16, 8, 5, 5).variant is IMPLICIT_TILED
+
+
+def _implicit_gemm_config(*args: Any) -> KernelConfig:
+    """CONV2D_IMPLICIT_GEMM's config as a tuned winner gets it (no GPU rule picks it now)."""
+    return _conv_rule.conv2d_config(hopper(), V.CONV2D_IMPLICIT_GEMM,
+                                    _conv_rule.parse_conv2d(*args))
 
 
 def test_conv2d_implicit_gemm_takes_matmul_tiles() -> None:
-    cfg = sel(hopper()).select_conv2d_kernel(32, 64, 16, 16, 128, 1, 1)
+    cfg = _implicit_gemm_config(32, 64, 16, 16, 128, 1, 1)
     assert cfg.extra["gemm_shape"] == (32 * 16 * 16, 128, 64)
     assert cfg.extra["gemm_variant"] == "MATMUL_REGISTER_TILED"
-    assert tiles(cfg) == (V.CONV2D_IMPLICIT_GEMM, 64, 64, 16, 4, (16, 16), 4)
-    big = sel(hopper()).select_conv2d_kernel(32, 512, 56, 56, 1024, 1, 1)
-    assert (big.tile_m, big.work_per_thread) == (128, 8)
-    tiny = sel(hopper()).select_conv2d_kernel(1, 2, 4, 4, 2, 1, 1)  # GEMM too small to tile
+    assert tiles(cfg) == (V.CONV2D_IMPLICIT_GEMM, 64, 64, 16, 8, (16, 16), 4)
+    big = _implicit_gemm_config(32, 512, 56, 56, 1024, 1, 1)
+    assert (big.tile_m, big.work_per_thread) == (128, 16)
+    tiny = _implicit_gemm_config(1, 2, 4, 4, 2, 1, 1)  # GEMM too small to tile
     assert tiles(tiny) == (V.CONV2D_IMPLICIT_GEMM, 16, 16, 16, 1, (16, 16), 1)
 
 
@@ -608,8 +617,7 @@ def test_autotuned_winner_is_selected(tmp_path: Path) -> None:
         V.MATMUL_REGISTER_TILED)
     s.autotune("conv2d", (1, 8, 16, 16, 8, 5, 5, (1, 1), (0, 0), (1, 1), 1, "float32"),
                {V.CONV2D_WINOGRAD: lambda: None})  # a winner that cannot run this geometry
-    assert sel(hopper()).select_conv2d_kernel(1, 8, 16, 16, 8, 5, 5).variant is (
-        V.CONV2D_TILED_LOCAL)
+    assert sel(hopper()).select_conv2d_kernel(1, 8, 16, 16, 8, 5, 5).variant is IMPLICIT_TILED
 
 
 # --- a conv2d variant that only netcl-ops (here: this test) knows ----------------------------
@@ -665,7 +673,7 @@ def test_spec_wrappers_resolve_through_the_families() -> None:
     assert s is get_kernel_selector(dev) and s.profile.architecture == "hopper"
     assert select_matmul_config(1024, 1024, 1024, device=dev).tile_m == 128
     assert select_matmul_config(1024, 1024, 1024).tile_m == 64
-    assert select_conv2d_config(1, 256, 8, 8, 256, 3, 3, device=dev).variant is (
+    assert select_conv2d_config(1, 256, 18, 18, 256, 3, 3, device=dev).variant is (
         V.CONV2D_WINOGRAD)
     assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3).variant is V.CONV2D_IM2COL
 

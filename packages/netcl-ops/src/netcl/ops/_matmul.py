@@ -25,6 +25,7 @@ from netcl.core.kernel_selector import (
     force_variant,
     get_kernel_selector,
 )
+from netcl.core.selection import forced_variant
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, same_device
@@ -32,6 +33,7 @@ from ._elementwise_dispatch import np_result
 from ._launch import device_buffer, queue_facts
 from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
 from ._matmul_launch import Operand, run_gemm, select_gemm
+from ._matmul_mma import matmul_mma, mma_applicable
 
 __all__ = ["MatmulKernel", "build_matmul_kernel", "matmul"]
 
@@ -121,6 +123,11 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
             _NP_CHECKED.clear()
         _NP_CHECKED.add((a.shape, b.shape, a.dtype, b.dtype, transpose_a, transpose_b))
         return np_result(a, a.dtype, _matmul_numpy, a.array, b.array, transpose_a, transpose_b)
+    if (a.dtype == "float16" and forced_variant("matmul") is None
+            and mma_applicable(a, b, transpose_a, transpose_b)):
+        # tensor cores on NVIDIA devices that passed the probe (NOTE [ What bounds the
+        # tensor-core GEMM ] in ._matmul_mma): same batch dimensions, 16-byte rows
+        return matmul_mma(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     config = _select(a, M, N, K, batch)
     plan = _plan_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
     out = _run_plan(plan, a, b)
