@@ -14,7 +14,10 @@ Rows, per device (NumPy and every OpenCL device found, or ``--device``):
 - ``matmul`` of two 33 x 33 float32 matrices; ``conv2d`` of a 1 x 3 x 8 x 8 input with a
   4 x 3 x 3 x 3 weight (padding 1);
 - ``mlp_step``: forward and backward of a tiny MLP through netcl.autograd (4 x 8 input,
-  8 -> 16 -> 3, ReLU, sum as loss); the row also gives the time per launched kernel.
+  8 -> 16 -> 3, ReLU, sum as loss); the row also gives the time per launched kernel;
+- ``pyopencl_enqueue[n]`` (OpenCL devices): the floor under every eager op -- PyOpenCL's
+  ``enqueue_nd_range_kernel`` of a plain add kernel whose arguments were set once, no netcl
+  code at all, so ``add[n]`` minus this row is netcl's own host cost.
 
 References in the same run: NumPy's own call on the same arrays (``np.add(a, b)``, ...) and
 PyTorch CPU (when ``torch`` imports); ``ratio`` is netcl's time over NumPy's. ``cpu us`` is
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyopencl as cl
 
 try:
     import netcl.ops  # noqa: F401
@@ -102,7 +106,27 @@ def cases(q: Any, sizes: list[int]) -> list[tuple[str, Callable[[], Any], Callab
     x, w = Tensor.from_host(q, hx), Tensor.from_host(q, hw)
     rows.append(("conv2d[1x3x8x8,4x3x3x3]", lambda: ops.conv2d(x, w, padding=1), _nothing))
     rows.append(("mlp_step", _mlp_step(q, rng), _nothing))
+    if hasattr(q, "context"):  # an OpenCL queue: the raw enqueue floor
+        for n in sizes:
+            rows.append((f"pyopencl_enqueue[{n}]", _raw_enqueue(q, n), _nothing))
     return rows
+
+
+_RAW_ADD = """__kernel void raw_add(__global const float* a, __global const float* b,
+                      __global float* c) {
+    size_t i = get_global_id(0);
+    c[i] = a[i] + b[i];
+}"""
+
+
+def _raw_enqueue(q: Any, n: int) -> Callable[[], Any]:
+    """One PyOpenCL enqueue of a prebuilt add kernel on ``n`` floats (arguments set once)."""
+    kernel = cl.Program(q.context, _RAW_ADD).build().raw_add
+    mf = cl.mem_flags
+    bufs = [cl.Buffer(q.context, mf.READ_WRITE, 4 * n) for _ in range(3)]
+    kernel.set_args(*bufs)
+    # the lambda keeps the buffers alive (a kernel holds no Python references to its arguments)
+    return lambda bufs=bufs: cl.enqueue_nd_range_kernel(q, kernel, (n,), None)
 
 
 def _mlp_step(q: Any, rng: np.random.Generator) -> Callable[[], Any]:
