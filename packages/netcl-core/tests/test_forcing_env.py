@@ -20,44 +20,51 @@ from netcl.core.selection import (
     register_family,
 )
 
-ENV = "NETCL_FORCE_REDUCTION"
+ENV = "NETCL_FORCE_FORCINGENV"
+# a family of this test's own: netcl-core alone registers none (netcl-ops registers the real ones)
+ALPHA, BETA, GAMMA = Variant("FORCINGENV_ALPHA"), Variant("FORCINGENV_BETA"), Variant(
+    "FORCINGENV_GAMMA")
 
 
 @pytest.fixture(autouse=True)
-def _unset(monkeypatch: pytest.MonkeyPatch) -> None:
+def _family(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
+    register_family(
+        SelectionFamily("forcingenv", parse=int, key=lambda n: (n,),
+                        rule=lambda profile, n: ALPHA,
+                        configure=lambda profile, v, n: default_config(v)),
+        {v: {"tile_m": i + 1} for i, v in enumerate((ALPHA, BETA, GAMMA))})
 
 
 def test_every_change_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert forced_variant("reduction") is None
-    for name, variant in [("reduction_parallel", KernelVariant.REDUCTION_PARALLEL),
-                          (" REDUCTION_WORKGROUP ", KernelVariant.REDUCTION_WORKGROUP),
-                          ("reduction_sequential", KernelVariant.REDUCTION_SEQUENTIAL)]:
+    assert forced_variant("forcingenv") is None
+    for name, variant in [("forcingenv_alpha", ALPHA), (" FORCINGENV_BETA ", BETA),
+                          ("forcingenv_gamma", GAMMA)]:
         monkeypatch.setenv(ENV, name)
         for _ in range(2):  # the second call answers from the cache
-            assert forced_variant("reduction") is variant
+            assert forced_variant("forcingenv") is variant
     monkeypatch.setenv(ENV, "  ")
-    assert forced_variant("reduction") is None
+    assert forced_variant("forcingenv") is None
     monkeypatch.delenv(ENV)
-    assert forced_variant("reduction") is None
-    os.environ[ENV] = "reduction_parallel"  # not through monkeypatch: seen as well
+    assert forced_variant("forcingenv") is None
+    os.environ[ENV] = "forcingenv_alpha"  # not through monkeypatch: seen as well
     try:
-        assert forced_variant("reduction") is KernelVariant.REDUCTION_PARALLEL
+        assert forced_variant("forcingenv") is ALPHA
     finally:
         del os.environ[ENV]
-    assert forced_variant("reduction") is None
+    assert forced_variant("forcingenv") is None
 
 
 def test_a_bad_value_raises_on_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV, "reduction_parallel")
-    assert forced_variant("reduction") is KernelVariant.REDUCTION_PARALLEL
+    monkeypatch.setenv(ENV, "forcingenv_alpha")
+    assert forced_variant("forcingenv") is ALPHA
     monkeypatch.setenv(ENV, "matmul_tiled")
     for _ in range(2):
-        with pytest.raises(ValueError, match=r"NETCL_FORCE_REDUCTION='matmul_tiled' names no "
-                                             r"reduction kernel"):
-            forced_variant("reduction")
-    monkeypatch.setenv(ENV, "reduction_parallel")
-    assert forced_variant("reduction") is KernelVariant.REDUCTION_PARALLEL
+        with pytest.raises(ValueError, match=r"NETCL_FORCE_FORCINGENV='matmul_tiled' names no "
+                                             r"forcingenv kernel"):
+            forced_variant("forcingenv")
+    monkeypatch.setenv(ENV, "forcingenv_alpha")
+    assert forced_variant("forcingenv") is ALPHA
 
 
 def _toy(*variants: Variant) -> None:
