@@ -5,13 +5,12 @@ launches per step and the host cost per launch, with PyTorch CPU beside them whe
     NETCL_DEVICE=pthread python benchmarks/bench_runtime.py --json out.json
 
 Steps: a small MLP (batch 64, 64-128-10, ReLU) and the digits CNN (batch 64, 1x8x8, the
-README's model), each a full training step: forward, cross-entropy, backward, SGD with momentum
-(Adam's bias correction is a host scalar that changes every step, which capture refuses this
-release), gradients reset. "host" is the time until the step's calls have returned (the work
+README's model), each a full training step: forward, cross-entropy, backward, SGD with momentum,
+gradients reset. "host" is the time until the step's calls have returned (the work
 enqueued) with the queue idle before each call, "step" the time of back-to-back steps until the
 queue finished, both per step over ``--steps`` steps after warm-up. On a CPU OpenCL device the
 kernels share the host's cores, so eager "host" includes kernels that run while it enqueues.
-The NumPy backend has no capture this release: its row is eager only.
+On the NumPy backend the replay is the planned sequence of NumPy calls (no launches).
 """
 
 from __future__ import annotations
@@ -97,7 +96,8 @@ def time_steps(dev: DeviceHandle, name: str, captured: bool, steps: int) -> dict
         step(x, y)
     _sync(dev)
     total = time.perf_counter() - start
-    launches = step.graph.launches if captured and step.graph is not None else None
+    graph = step.graph if captured and dev.backend == "cl" else None
+    launches = getattr(graph, "launches", None)
     return {"host_ms": host / steps * 1e3, "step_ms": total / steps * 1e3,
             "launches": launches, "mode": step.mode if captured else "eager"}
 
@@ -141,7 +141,7 @@ def main() -> None:
         where = "cpu (NumPy)" if dev.backend == "cpu" else str(dev)
         for name in MODELS:
             eager = time_steps(dev, name, False, args.steps)
-            replay = time_steps(dev, name, True, args.steps) if dev.backend == "cl" else None
+            replay = time_steps(dev, name, True, args.steps)
             launches = replay["launches"] if replay else None
             for mode, row in (("eager", eager), ("replay", replay)):
                 if row is None:
