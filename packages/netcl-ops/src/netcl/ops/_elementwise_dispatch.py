@@ -103,17 +103,24 @@ def _np_run(plan: _NpPlan, *values: Any) -> np.ndarray[Any, Any]:
     return out
 
 
-def _np_plan(name: str, op: EwOp, operands: Sequence[Any], params: Sequence[Any],
-             kinds: Sequence[str] | None) -> _NpPlan:
-    """Check a NumPy signature as the general path does and make its plan."""
-    tensors = [o for o in operands if isinstance(o, Tensor)]
+def _dtypes(name: str, op: EwOp, operands: Sequence[Any],
+            kinds: Sequence[str] | None) -> tuple[str, str]:
+    """(compute, result) dtypes of ``op`` on ``operands``: from the operands' kinds, or from
+    ``kinds`` when given (every scalar operand is still checked)."""
     if kinds is None:
         kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
     else:
         for o in operands:
             if not isinstance(o, Tensor):
                 scalar_kind(name, o)
-    compute, out_dtype = op_dtypes(op, kinds)
+    return op_dtypes(op, kinds)
+
+
+def _np_plan(name: str, op: EwOp, operands: Sequence[Any], params: Sequence[Any],
+             kinds: Sequence[str] | None) -> _NpPlan:
+    """Check a NumPy signature as the general path does and make its plan."""
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    compute, out_dtype = _dtypes(name, op, operands, kinds)
     same_device(name, *tensors)
     shape = tuple(broadcast_shapes(name, *(t.shape for t in tensors)))
     ct = np_compute(compute)
@@ -273,13 +280,7 @@ def apply(name: str, operands: Sequence[Any], params: Sequence[Any] = (),
             break
     tensors = [check_tensor(name, o, "operand") for o in operands if isinstance(o, Tensor)]
     kinds_given = kinds is not None
-    if kinds is None:
-        kinds = [o.dtype if isinstance(o, Tensor) else scalar_kind(name, o) for o in operands]
-    else:
-        for o in operands:
-            if not isinstance(o, Tensor):
-                scalar_kind(name, o)
-    compute, out_dtype = op_dtypes(op, kinds)
+    compute, out_dtype = _dtypes(name, op, operands, kinds)
     queue = same_device(name, *tensors)
     shape = broadcast_shapes(name, *(t.shape for t in tensors))
     values = [o if isinstance(o, Tensor) else kernel_scalar(name, o, compute) for o in operands]

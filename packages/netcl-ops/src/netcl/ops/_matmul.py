@@ -108,9 +108,12 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
         [[5.0, 14.0], [14.0, 50.0]]
     """
     if isinstance(a, Tensor) and a.array is None and isinstance(b, Tensor) and b.array is None:
-        known = _plans.get(_plan_key(a, b, transpose_a, transpose_b))
+        key = _plan_key(a, b, transpose_a, transpose_b)
+        known = _plans.get(key)
         if known is not None:  # NOTE [ Remembered matmul plans ]
             return _run_plan(known, a, b)
+        if key in _mma_keys:  # a signature the tensor cores took before: no checks again
+            return matmul_mma(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     if isinstance(a, Tensor) and a.array is not None and isinstance(b, Tensor) and (
             b.array is not None
             and (a.shape, b.shape, a.dtype, b.dtype, transpose_a, transpose_b) in _NP_CHECKED):
@@ -127,6 +130,9 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
             and mma_applicable(a, b, transpose_a, transpose_b)):
         # tensor cores on NVIDIA devices that passed the probe (NOTE [ What bounds the
         # tensor-core GEMM ] in ._matmul_mma): same batch dimensions, 16-byte rows
+        if len(_mma_keys) >= _MAX_PLANS:
+            _mma_keys.clear()
+        _mma_keys.add(_plan_key(a, b, transpose_a, transpose_b))
         return matmul_mma(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     config = _select(a, M, N, K, batch)
     plan = _plan_cl(a, b, M, N, K, batch, transpose_a, transpose_b, config)
@@ -211,6 +217,7 @@ class _Plan:
 
 
 _plans: dict[tuple[Any, ...], _Plan] = {}
+_mma_keys: set[tuple[Any, ...]] = set()  # plan keys whose product runs on the tensor cores
 _MAX_PLANS = 1024
 
 
