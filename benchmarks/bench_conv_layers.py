@@ -1,5 +1,6 @@
 """Per-layer convolution device time: forward, data gradient and weight gradient of ResNet-18's
-CIFAR layers (batch 128) and the digits CNN's (batch 64), netcl beside PyTorch in one process.
+and ResNet-50's layers (batch 128; CIFAR 32x32 and ImageNet 224x224 stems) and the digits CNN's
+(batch 64), netcl beside PyTorch in one process.
 
 For each layer and computation:
 
@@ -17,17 +18,21 @@ For each layer and computation:
   off; each checked against the reference (``err``, max abs difference over max abs value; a row
   above 1e-3 is marked ``!``).
 
-A ``step`` line sums ResNet-18's convolutions over a training step (each layer times its
+``--set`` picks the layers: ``r18`` (ResNet-18 CIFAR and the digits CNN: the default, with
+every variant forced), ``r50`` (ResNet-50 CIFAR), ``r18-imagenet``, ``r50-imagenet``, or
+``all``; the other sets time the selected variant and torch only unless ``--variants``.
+A ``step`` line per network sums its convolutions over a training step (each layer times its
 count in the network): netcl's selected variants, the best variant per layer, and torch.
 
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_conv_layers.py
     ... --quick                 # batch / 32, two layers, fewer variants (PoCL, a laptop)
-    ... --json conv.json        # every row, with all samples
+    ... --set all --json conv.json   # every layer set; every row, with all samples
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -90,7 +95,7 @@ class Layer:
     stride: int
     padding: int
     count: int
-    resnet: bool = True
+    net: str = "ResNet-18 CIFAR"  # the step total it counts in ("" for none)
 
     def geometry(self, batch: int | None = None) -> ConvGeometry:
         n = self.batch if batch is None else batch
@@ -111,9 +116,69 @@ LAYERS = [
     Layer("r18 256-512 3x3 s2 8", 128, 256, 512, 8, 3, 2, 1, 1),
     Layer("r18 256-512 1x1 s2 8", 128, 256, 512, 8, 1, 2, 0, 1),
     Layer("r18 512-512 3x3 4", 128, 512, 512, 4, 3, 1, 1, 3),
-    Layer("digits 1-16 3x3 8", 64, 1, 16, 8, 3, 1, 1, 1, resnet=False),
-    Layer("digits 16-32 3x3 8", 64, 16, 32, 8, 3, 1, 1, 1, resnet=False),
+    Layer("digits 1-16 3x3 8", 64, 1, 16, 8, 3, 1, 1, 1, net=""),
+    Layer("digits 16-32 3x3 8", 64, 16, 32, 8, 3, 1, 1, 1, net=""),
 ]
+
+
+def _conv(prefix: str, net: str, c: int, k: int, h: int, r: int, stride: int,
+          count: int) -> Layer:
+    s2 = " s2" if stride == 2 else ""
+    return Layer(f"{prefix} {c}-{k} {r}x{r}{s2} {h}", 128, c, k, h, r, stride, r // 2, count,
+                 net)
+
+
+def resnet18_layers(imagenet: bool) -> list[Layer]:
+    """ResNet-18's distinct convolutions (torchvision's layout) with their counts; the
+    ImageNet stem is the 7x7 stride-2 convolution and a max pool (224 -> 56)."""
+    net, p = ("ResNet-18 ImageNet", "r18i") if imagenet else ("ResNet-18 CIFAR", "r18")
+    size = 56 if imagenet else 32
+    layers = [_conv(p, net, 3, 64, 224, 7, 2, 1) if imagenet else _conv(p, net, 3, 64, 32, 3, 1, 1),
+              _conv(p, net, 64, 64, size, 3, 1, 4)]
+    for c in (64, 128, 256):
+        k = 2 * c
+        layers += [_conv(p, net, c, k, size, 3, 2, 1), _conv(p, net, c, k, size, 1, 2, 1),
+                   _conv(p, net, k, k, size // 2, 3, 1, 3)]
+        size //= 2
+    return layers
+
+
+def resnet50_layers(imagenet: bool) -> list[Layer]:
+    """ResNet-50's distinct convolutions (torchvision v1.5 bottlenecks: the stride on the 3x3)
+    with their counts per step."""
+    net, p = ("ResNet-50 ImageNet", "r50i") if imagenet else ("ResNet-50 CIFAR", "r50")
+    size = 56 if imagenet else 32
+    layers = [_conv(p, net, 3, 64, 224, 7, 2, 1) if imagenet else _conv(p, net, 3, 64, 32, 3, 1, 1)]
+    cin = 64
+    for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
+        out, stride = 4 * width, 1 if stage == 0 else 2
+        small = size // stride
+        layers += [_conv(p, net, cin, width, size, 1, 1, 1),          # first block's reduce
+                   _conv(p, net, width, width, size, 3, stride, 1),    # first block's 3x3
+                   _conv(p, net, cin, out, size, 1, stride, 1),        # downsample
+                   _conv(p, net, width, out, small, 1, 1, blocks),     # every block's expand
+                   _conv(p, net, out, width, small, 1, 1, blocks - 1)]  # later blocks' reduce
+        if blocks > 1 and stride == 2:
+            layers.append(_conv(p, net, width, width, small, 3, 1, blocks - 1))
+        elif blocks > 1:
+            layers[-4] = dataclasses.replace(layers[-4], count=blocks)  # stride 1: same shape
+        cin, size = out, small
+    return _merged(layers)
+
+
+def _merged(layers: list[Layer]) -> list[Layer]:
+    """One row per distinct shape, counts added (ResNet-50's first downsample has its
+    expansion's shape)."""
+    by_name: dict[str, Layer] = {}
+    for layer in layers:
+        seen = by_name.get(layer.name)
+        by_name[layer.name] = (layer if seen is None
+                               else dataclasses.replace(seen, count=seen.count + layer.count))
+    return list(by_name.values())
+
+
+SETS = {"r18": LAYERS, "r50": resnet50_layers(False), "r18-imagenet": resnet18_layers(True),
+        "r50-imagenet": resnet50_layers(True)}
 QUICK_LAYERS = [3, 12]
 SPLIT_PER_UNIT = [8, 16]  # weight-gradient work-groups per compute unit to compare (default 4)
 SPLIT_TILINGS = ("64x64", "128x128", "128x128v")  # ... with these tilings
@@ -201,9 +266,9 @@ class LayerBench:
     """Every row of one layer on one netcl device."""
 
     def __init__(self, handle: Any, layer: Layer, batch: int, torch: Any, repeat: int,
-                 inner: int, quick: bool) -> None:
+                 inner: int, quick: bool, variants: bool = True) -> None:
         self.q, self.layer, self.repeat, self.inner = handle.queue, layer, repeat, inner
-        self.quick = quick
+        self.quick, self.variants = quick, variants
         self.g = layer.geometry(batch)
         g = self.g
         rng = np.random.default_rng(0)
@@ -278,6 +343,8 @@ class LayerBench:
                 self.rows.append({"layer": self.layer.name, "pass": which, "impl": kind,
                                   "best_ms": min(samples) * 1e3,
                                   "runs_ms": [s * 1e3 for s in samples]})
+            if not self.variants:
+                continue
             forced = {"fwd": FORWARD_VARIANTS, "data": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD],
                       "weight": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD]}[which]
             if self.quick:
@@ -313,11 +380,12 @@ HEADER = (f"{'layer':<24} {'pass':<6} {'netcl variant':<30} {'netcl ms':>9} {'to
           f"{'x torch':>8} {'best variant':<22} {'best ms':>8}")
 
 
-def table(rows: list[dict[str, Any]], layers: list[Layer]) -> tuple[str, dict[str, float]]:
-    """The layers' lines (the forced variants under each) and their ResNet-18 step totals
+def table(rows: list[dict[str, Any]], layers: list[Layer]
+          ) -> tuple[str, dict[str, dict[str, float]]]:
+    """The layers' lines (the forced variants under each) and their step totals per network
     (``netcl``, ``best``, ``torch``: each layer's time times its count)."""
     out = []
-    totals = {"netcl": 0.0, "best": 0.0, "torch": 0.0}
+    totals: dict[str, dict[str, float]] = {}
     for layer in layers:
         for which in PASSES:
             mine = [r for r in rows if r["layer"] == layer.name and r["pass"] == which]
@@ -337,15 +405,20 @@ def table(rows: list[dict[str, Any]], layers: list[Layer]) -> tuple[str, dict[st
                       + (" !" if r.get("err", 0.0) > ERR_LIMIT or "error" in r else "")
                       for r in mine if r["impl"] not in ("selected",)
                       and not r["impl"].startswith("torch")]
-            out.append("    " + " | ".join(forced))
-            if layer.resnet:
-                for key, r in (("netcl", sel), ("best", best), ("torch", ref)):
-                    totals[key] += layer.count * r.get("best_ms", 0.0)
+            if forced:
+                out.append("    " + " | ".join(forced))
+            if layer.net:
+                net = totals.setdefault(layer.net, {"netcl": 0.0, "best": 0.0, "torch": 0.0})
+                best_ms = min(best.get("best_ms", np.inf), sel.get("best_ms", np.inf))
+                for key, ms in (("netcl", sel.get("best_ms", 0.0)),
+                                ("best", 0.0 if best_ms == np.inf else best_ms),
+                                ("torch", ref.get("best_ms", 0.0))):
+                    net[key] += layer.count * ms
     return "\n".join(out), totals
 
 
 def run(device: str, layers: list[Layer], batch_scale: float, repeat: int, inner: int,
-        quick: bool) -> dict[str, Any]:
+        quick: bool, variants: bool = True) -> dict[str, Any]:
     handle = manager.default(device)
     if handle is None or handle.backend != "cl":
         raise SystemExit(f"bench_conv_layers: needs an OpenCL device, got {device!r}")
@@ -355,21 +428,28 @@ def run(device: str, layers: list[Layer], batch_scale: float, repeat: int, inner
           f"{repeat} samples of {inner} calls; batch x {batch_scale:g}", flush=True)
     print(HEADER, flush=True)
     rows: list[dict[str, Any]] = []
-    totals = {"netcl": 0.0, "best": 0.0, "torch": 0.0}
+    totals: dict[str, dict[str, float]] = {}
     for layer in layers:  # each layer's lines as soon as they are measured
         batch = max(1, int(layer.batch * batch_scale))
-        bench = LayerBench(handle, layer, batch, torch, repeat, inner, quick)
+        bench = LayerBench(handle, layer, batch, torch, repeat, inner, quick, variants)
         bench.run()
-        rows.extend(bench.rows)
-        text, sums = table(bench.rows, [layer])
+        mine = bench.rows
+        rows.extend(mine)
+        del bench  # the layer's tensors, before the next (ImageNet layers are large)
+        text, sums = table(mine, [layer])
         print(text, flush=True)
-        totals = {k: totals[k] + sums[k] for k in totals}
-    if any(layer.resnet for layer in layers):
-        print(f"step (ResNet-18 convs x count): netcl {totals['netcl']:.2f} ms, best variants "
-              f"{totals['best']:.2f} ms, torch {totals['torch']:.2f} ms")
+        for net, part in sums.items():
+            mine = totals.setdefault(net, {"netcl": 0.0, "best": 0.0, "torch": 0.0})
+            for key in mine:
+                mine[key] += part[key]
+    for net, t in totals.items():
+        ratio = f" ({t['torch'] / t['netcl']:.2f}x torch)" if t["netcl"] and t["torch"] else ""
+        print(f"step ({net} convs x count): netcl {t['netcl']:.2f} ms{ratio}, best variants "
+              f"{t['best']:.2f} ms, torch {t['torch']:.2f} ms")
     return {"device": handle.device_name, "platform": handle.platform_name,
             "host": platform.node(), "torch": None if torch is None else torch.__version__,
-            "batch_scale": batch_scale, "repeat": repeat, "inner": inner, "rows": rows}
+            "batch_scale": batch_scale, "repeat": repeat, "inner": inner, "rows": rows,
+            "totals": totals}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,20 +459,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="batch / 32, two layers, 2 samples of 2 calls, no naive kernel, "
                              "one tiling")
+    parser.add_argument("--set", default="r18", choices=[*SETS, "all"],
+                        help="layer set (default r18: ResNet-18 CIFAR and digits)")
+    parser.add_argument("--variants", action="store_true",
+                        help="also force every variant on sets other than r18")
     parser.add_argument("--layers", default=None,
-                        help="indices into the layer list (default: all; --quick: "
+                        help="indices into the set's layer list (default: all; --quick on r18: "
                              + ",".join(map(str, QUICK_LAYERS)) + ")")
     parser.add_argument("--repeat", type=int, default=None, help="samples (default 5; quick 2)")
     parser.add_argument("--inner", type=int, default=None,
                         help="calls per sample (default 5; quick 2)")
     parser.add_argument("--json", default=None, help="write every row here")
     args = parser.parse_args(argv)
+    pool = [layer for name in SETS for layer in SETS[name]] if args.set == "all" else SETS[args.set]
     indices = ([int(s) for s in args.layers.split(",")] if args.layers
-               else QUICK_LAYERS if args.quick else list(range(len(LAYERS))))
-    layers = [LAYERS[i] for i in indices]
+               else QUICK_LAYERS if args.quick and args.set == "r18" else list(range(len(pool))))
+    layers = [pool[i] for i in indices]
     result = run(args.device, layers, 1 / 32 if args.quick else 1.0,
                  args.repeat or (2 if args.quick else 5), args.inner or (2 if args.quick else 5),
-                 args.quick)
+                 args.quick, variants=args.variants or args.set == "r18")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
         print(f"wrote {args.json}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the NVIDIA GPU machine (see ../shared/GPU.md): set up pyopencl from .whl, then run the
 # test suites on the GPU and every benchmark, writing logs and JSON under $OUT.
-#   bash scripts/gpu/gpu_run.sh [tests] [bench] [selector] [capture] [train] [SCRIPT.py ...]
+#   bash scripts/gpu/gpu_run.sh [tests] [bench] [selector] [capture] [convs] [train] [SCRIPT.py ...]
 # A step naming a .py file runs it with python3 (its stdout and stderr under $OUT/<name>.txt).
 set -u
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
@@ -44,6 +44,12 @@ for step in $what; do
         | tail -40 | tee "$OUT/bench_runtime.txt"
       timeout 200 python3 benchmarks/bench_dispatch.py --device cl --calls 3000 \
         --out "$OUT/bench_dispatch.json" 2>&1 | tail -40 | tee "$OUT/bench_dispatch.log" ;;
+    convs)
+      for set in r18 r50 r18-imagenet r50-imagenet; do
+        timeout 400 python3 benchmarks/bench_conv_layers.py --set $set \
+          --json "$OUT/bench_conv_layers_$set.json" 2>&1 | tail -150 \
+          | tee "$OUT/bench_conv_layers_$set.txt"
+      done ;;
     *.py)
       name=$(basename "$step" .py)
       timeout 400 python3 "$step" 2>&1 | tail -120 | tee "$OUT/$name.txt" ;;
