@@ -349,6 +349,8 @@ class LayerBench:
                       "weight": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD]}[which]
             if self.quick:
                 forced = [v for v in forced if v is not V.CONV2D_NAIVE]
+            if not self.layer.name.startswith(("r18 ", "digits")):  # large sets: no slow kernels
+                forced = [v for v in forced if v in (V.CONV2D_IM2COL, V.CONV2D_WINOGRAD)]
             for variant in forced:
                 with force_variant(variant):  # forced where it does not apply: the rule's
                     if self.selector.select(CONV2D_FAMILY, query).variant is not variant:

@@ -46,7 +46,8 @@ for step in $what; do
         --out "$OUT/bench_dispatch.json" 2>&1 | tail -40 | tee "$OUT/bench_dispatch.log" ;;
     convs)
       for set in r18 r50 r18-imagenet r50-imagenet; do
-        timeout 400 python3 benchmarks/bench_conv_layers.py --set $set \
+        extra=""; [ $set = r18 ] || extra="--variants --repeat 3 --inner 3"
+        timeout 400 python3 benchmarks/bench_conv_layers.py --set $set $extra \
           --json "$OUT/bench_conv_layers_$set.json" 2>&1 | tail -150 \
           | tee "$OUT/bench_conv_layers_$set.txt"
       done ;;
