@@ -1,0 +1,427 @@
+"""Memory-bound ops (issue #16) beside PyTorch and the device's copy bandwidth, in one run.
+
+Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax;
+cross-entropy (log_softmax + NLL gather + mean); batch norm forward (training, eval) and
+backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global average pooling; an
+elementwise chain (add then relu); and a device-to-device copy of 64 MiB
+(``clEnqueueCopyBuffer``, ``Tensor.copy_`` for PyTorch) as the bandwidth reference.
+
+netcl's time is device time from OpenCL profiling events (every kernel a call launches, through
+:func:`netcl.runtime.profile`; the benchmark sets ``NETCL_PROFILE_EVENTS=1`` before the device
+is first used), per call over batches of ``--inner`` calls, best of ``--repeat``; ``wall ms``
+is the wall-clock time per call of a batch of back-to-back calls and one sync (host dispatch
+included). PyTorch's time is CUDA events around a batch of calls (per call, best of
+``--repeat``) when ``torch.cuda.is_available()``, else wall-clock on the CPU. ``x torch`` is
+PyTorch's time over netcl's (1.0 = as fast). GB/s counts the bytes an op must move at least
+(each input read once, each output written once; batch norm training reads x twice) over
+netcl's device time, and ``%copy`` compares it with the measured copy bandwidth (read + write).
+Every netcl result is checked against the same op on the NumPy device (``err``: max abs
+difference over max abs value). ``kernels`` lists the kernels one call launched.
+
+    python3 benchmarks/bench_membound.py                       # the GPU run (device cl)
+    python3 benchmarks/bench_membound.py --device pthread --quick --out m.json   # PoCL
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")  # before the device is first used
+
+try:
+    import netcl.ops  # noqa: F401
+except ImportError:  # running from a checkout without the packages installed
+    root = Path(__file__).resolve().parents[1] / "packages"
+    sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
+
+import netcl.ops as ops
+from netcl.core.device import manager
+from netcl.core.tensor import Tensor
+from netcl.runtime import profile
+
+Arrays = dict[str, np.ndarray[Any, Any]]
+
+
+@dataclass
+class Case:
+    """One row: ``net(tensors)`` on netcl, ``torch(tensors)`` on PyTorch, ``nbytes`` moved."""
+
+    op: str
+    shape: str
+    inputs: Callable[[np.random.Generator], Arrays]
+    net: Callable[[dict[str, Tensor]], Any]
+    torch: Callable[[Any, dict[str, Any]], Any] | None
+    nbytes: int
+
+
+def _normal(*shape: int) -> Callable[[np.random.Generator], Arrays]:
+    return lambda rng: {"x": rng.standard_normal(shape, dtype=np.float32)}
+
+
+def _shape(dims: tuple[int, ...]) -> str:
+    return "x".join(map(str, dims))
+
+
+def _first(out: Any) -> Any:
+    return out[0] if isinstance(out, tuple) else out
+
+
+def reduction_cases(quick: bool) -> list[Case]:
+    big = (1 << 16,) if quick else (1 << 24,)
+    mats = ([(256, 256), (256, 64), (64, 256), (255, 63)] if quick else
+            [(4096, 4096), (4096, 1024), (1024, 4096), (4095, 1023)])
+    cases = []
+    for dims in [big, *mats]:
+        n = int(np.prod(dims))
+        cases.append(Case("sum all", _shape(dims), _normal(*dims), lambda t: ops.sum(t["x"]),
+                          lambda th, t: th.sum(t["x"]), 4 * n))
+    for dims in mats:
+        n = int(np.prod(dims))
+        rows, cols = dims
+        cases.append(Case("sum last", _shape(dims), _normal(*dims),
+                          lambda t: ops.sum(t["x"], axis=1), lambda th, t: th.sum(t["x"], dim=1),
+                          4 * (n + rows)))
+        cases.append(Case("sum first", _shape(dims), _normal(*dims),
+                          lambda t: ops.sum(t["x"], axis=0), lambda th, t: th.sum(t["x"], dim=0),
+                          4 * (n + cols)))
+    dims = mats[1]
+    n = int(np.prod(dims))
+    cases += [
+        Case("mean all", _shape(big), _normal(*big), lambda t: ops.mean(t["x"]),
+             lambda th, t: th.mean(t["x"]), 4 * big[0]),
+        Case("mean last", _shape(dims), _normal(*dims), lambda t: ops.mean(t["x"], axis=1),
+             lambda th, t: th.mean(t["x"], dim=1), 4 * (n + dims[0])),
+        Case("mean first", _shape(dims), _normal(*dims), lambda t: ops.mean(t["x"], axis=0),
+             lambda th, t: th.mean(t["x"], dim=0), 4 * (n + dims[1])),
+        Case("max all", _shape(big), _normal(*big), lambda t: ops.max(t["x"]),
+             lambda th, t: th.amax(t["x"]), 4 * big[0]),
+        Case("max last", _shape(dims), _normal(*dims), lambda t: ops.max(t["x"], axis=1),
+             lambda th, t: th.amax(t["x"], dim=1), 4 * (n + dims[0])),
+    ]
+    return cases
+
+
+def softmax_cases(quick: bool) -> list[Case]:
+    shapes = ([(512, 256), (1024, 1000), (128, 10), (8, 50257)] if quick else
+              [(4096, 1024), (32768, 1000), (128, 10), (256, 50257)])
+    cases = []
+    for dims in shapes:
+        n = int(np.prod(dims))
+        cases.append(Case("softmax", _shape(dims), _normal(*dims), lambda t: ops.softmax(t["x"]),
+                          lambda th, t: th.softmax(t["x"], dim=-1), 8 * n))
+        cases.append(Case("log_softmax", _shape(dims), _normal(*dims),
+                          lambda t: ops.log_softmax(t["x"]),
+                          lambda th, t: th.log_softmax(t["x"], dim=-1), 8 * n))
+    rows, classes = (512, 1000) if quick else (4096, 1000)
+
+    def ce_inputs(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal((rows, classes), dtype=np.float32),
+                "y": rng.integers(0, classes, rows).astype(np.int64)}
+
+    cases.append(Case("cross_entropy", f"{rows}x{classes}", ce_inputs,
+                      lambda t: ops.mean(ops.nll_gather(ops.log_softmax(t["x"]), t["y"])),
+                      lambda th, t: th.nn.functional.cross_entropy(t["x"], t["y"]),
+                      4 * rows * classes + 8 * rows))
+    return cases
+
+
+def _bn_inputs(dims: tuple[int, int, int, int]) -> Callable[[np.random.Generator], Arrays]:
+    c = dims[1]
+
+    def make(rng: np.random.Generator) -> Arrays:
+        x = rng.standard_normal(dims, dtype=np.float32)
+        g = rng.standard_normal(dims, dtype=np.float32)
+        mu = x.mean(axis=(0, 2, 3))
+        invstd = 1.0 / np.sqrt(x.var(axis=(0, 2, 3)) + 1e-5)
+        return {"x": x, "g": g, "w": rng.uniform(0.5, 1.5, c).astype(np.float32),
+                "b": rng.standard_normal(c, dtype=np.float32), "rm": np.zeros(c, np.float32),
+                "rv": np.ones(c, np.float32), "mu": mu.astype(np.float32),
+                "invstd": invstd.astype(np.float32)}
+    return make
+
+
+def _torch_bn_backward(th: Any, t: dict[str, Any]) -> Any:
+    return th.ops.aten.native_batch_norm_backward(
+        t["g"], t["x"], t["w"], t["rm"], t["rv"], t["mu"], t["invstd"], True, 1e-5,
+        [True, True, True])
+
+
+def norm_cases(quick: bool) -> list[Case]:
+    shapes = ([(16, 64, 16, 16), (16, 512, 4, 4), (4, 32, 56, 56)] if quick else
+              [(128, 64, 32, 32), (128, 512, 4, 4), (32, 256, 56, 56)])
+    cases = []
+    for dims in shapes:
+        n = int(np.prod(dims))
+        make = _bn_inputs(dims)
+        cases.append(Case(
+            "bn train fwd", _shape(dims), make,
+            lambda t: ops.batch_norm(t["x"], t["rm"], t["rv"], t["w"], t["b"], training=True),
+            lambda th, t: th.nn.functional.batch_norm(t["x"], t["rm"], t["rv"], t["w"], t["b"],
+                                                      training=True), 12 * n))
+        cases.append(Case(
+            "bn eval fwd", _shape(dims), make,
+            lambda t: ops.batch_norm(t["x"], t["rm"], t["rv"], t["w"], t["b"], training=False),
+            lambda th, t: th.nn.functional.batch_norm(t["x"], t["rm"], t["rv"], t["w"], t["b"],
+                                                      training=False), 8 * n))
+        cases.append(Case(
+            "bn backward", _shape(dims), make,
+            lambda t: ops.batch_norm_backward(t["g"], t["x"], t["mu"], t["invstd"], t["w"]),
+            _torch_bn_backward, 20 * n))
+    return cases
+
+
+def pool_cases(quick: bool) -> list[Case]:
+    stem, small, gap = (((4, 64, 56, 56), (16, 64, 32, 32), (16, 512, 7, 7)) if quick else
+                        ((32, 64, 112, 112), (128, 64, 32, 32), (128, 512, 7, 7)))
+    n1, n2, n3 = (int(np.prod(d)) for d in (stem, small, gap))
+    return [
+        Case("maxpool 3x3 s2", _shape(stem), _normal(*stem),
+             lambda t: ops.max_pool2d(t["x"], 3, 2, 1),
+             lambda th, t: th.nn.functional.max_pool2d(t["x"], 3, 2, 1), 4 * n1 + n1),
+        Case("maxpool 2x2 s2", _shape(small), _normal(*small), lambda t: ops.max_pool2d(t["x"], 2),
+             lambda th, t: th.nn.functional.max_pool2d(t["x"], 2), 5 * n2),
+        Case("global avgpool", _shape(gap), _normal(*gap), lambda t: ops.global_avg_pool2d(t["x"]),
+             lambda th, t: th.nn.functional.adaptive_avg_pool2d(t["x"], 1),
+             4 * n3 + 4 * gap[0] * gap[1]),
+    ]
+
+
+def elementwise_cases(quick: bool) -> list[Case]:
+    n = 1 << 16 if quick else 1 << 24
+
+    def make(rng: np.random.Generator) -> Arrays:
+        return {"x": rng.standard_normal(n, dtype=np.float32),
+                "y": rng.standard_normal(n, dtype=np.float32)}
+
+    return [Case("add+relu", str(n), make, lambda t: ops.relu(ops.add(t["x"], t["y"])),
+                 lambda th, t: th.relu(th.add(t["x"], t["y"])), 12 * n)]
+
+
+# -- timing -----------------------------------------------------------------------------------
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def netcl_device_time(fn: Callable[[], Any], repeat: int, inner: int
+                      ) -> tuple[list[float], list[str]]:
+    """Seconds of device time per call (profiling events), and the kernels of one call."""
+    fn()
+    samples: list[float] = []
+    kernels: list[str] = []
+    for _ in range(repeat):
+        with profile() as prof:
+            for _ in range(inner):
+                fn()
+        if not prof.device_timed:
+            raise RuntimeError("no profiling events: NETCL_PROFILE_EVENTS=1 was not set before "
+                               "the device was first used")
+        stats = prof.summary()
+        samples.append(float(sum([s.device_us or 0.0 for s in stats])) / 1e6 / inner)
+        kernels = [f"{s.name}x{s.launches // inner}" for s in stats]
+    return samples, kernels
+
+
+def wall_time(fn: Callable[[], Any], sync: Callable[[], None], repeat: int, inner: int
+              ) -> list[float]:
+    """Seconds per call of ``inner`` back-to-back calls and one sync, after a warm-up."""
+    fn()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def torch_time(th: Any, fn: Callable[[], Any], repeat: int, inner: int) -> list[float]:
+    """CUDA events around ``inner`` calls (per call), or wall-clock on the CPU."""
+    if not th.cuda.is_available():
+        return wall_time(fn, lambda: None, repeat, inner)
+    fn()
+    th.cuda.synchronize()
+    samples = []
+    for _ in range(repeat):
+        begin, end = th.cuda.Event(enable_timing=True), th.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(begin.elapsed_time(end) / 1e3 / inner)
+    return samples
+
+
+def _error(got: Any, want: Any) -> float:
+    got = got.to_host() if isinstance(got, Tensor) else np.asarray(got)
+    want = want.to_host() if isinstance(want, Tensor) else np.asarray(want)
+    scale = float(np.abs(want).max()) if want.size else 1.0
+    if got.shape != want.shape:
+        return float("inf")
+    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()
+                 / max(scale, 1e-30)) if got.size else 0.0
+
+
+class Bench:
+    def __init__(self, device: str, repeat: int, inner: int) -> None:
+        handle = manager.default(device)
+        if handle is None:
+            raise SystemExit(f"no device matches {device!r}")
+        self.handle = handle
+        self.q = handle.queue
+        self.cl = handle.backend == "cl"
+        cpu = manager.default("cpu")
+        if cpu is None:
+            raise SystemExit("no NumPy device")
+        self.cpu = cpu.queue
+        self.repeat, self.inner = repeat, inner
+        self.th = _torch()
+        self.cuda = self.th is not None and self.th.cuda.is_available()
+        self.copy_gbs: float | None = None
+        self.rows: list[dict[str, Any]] = []
+
+    def copy_bandwidth(self, nbytes: int) -> None:
+        """Device copy of ``nbytes`` (read + write counted) on netcl's queue and in PyTorch."""
+        row: dict[str, Any] = {"op": "copy", "shape": f"{nbytes >> 20} MiB", "bytes": 2 * nbytes}
+        n = nbytes // 4
+        if self.cl:
+            import pyopencl as cl
+
+            src = Tensor.from_host(self.q, np.ones(n, np.float32))
+            dst = Tensor.from_host(self.q, np.zeros(n, np.float32))
+            sb, db = src.buffer, dst.buffer
+            cl.enqueue_copy(self.q, db, sb, byte_count=nbytes).wait()
+            best = float("inf")
+            for _ in range(self.repeat):
+                events = [cl.enqueue_copy(self.q, db, sb, byte_count=nbytes)
+                          for _ in range(self.inner)]
+                self.q.finish()
+                best = min(best, float(sum([e.profile.end - e.profile.start
+                                               for e in events])) * 1e-9 / self.inner)
+            row["ms"] = best * 1e3
+            row["gbs"] = 2 * nbytes / best / 1e9
+            self.copy_gbs = row["gbs"]
+        if self.th is not None:
+            dev = "cuda" if self.cuda else "cpu"
+            a = self.th.ones(n, device=dev)
+            b = self.th.zeros(n, device=dev)
+            row["torch_ms"] = min(torch_time(self.th, lambda: b.copy_(a), self.repeat,
+                                             self.inner)) * 1e3
+        self.rows.append(row)
+
+    def case(self, case: Case, rng: np.random.Generator) -> None:
+        arrays = case.inputs(rng)
+        row: dict[str, Any] = {"op": case.op, "shape": case.shape, "bytes": case.nbytes}
+        try:
+            ref = case.net({k: Tensor.from_host(self.cpu, a) for k, a in arrays.items()})
+            tensors = {k: Tensor.from_host(self.q, a) for k, a in arrays.items()}
+            row["err"] = _error(_first(case.net(tensors)), _first(ref))
+
+            def call() -> Any:
+                return case.net(tensors)
+
+            if self.cl:
+                dev, kernels = netcl_device_time(call, self.repeat, self.inner)
+                row["ms"] = min(dev) * 1e3
+                row["kernels"] = kernels
+            row["wall_ms"] = min(wall_time(call, self.q.finish, self.repeat, self.inner)) * 1e3
+        except Exception as exc:  # a kernel that fails to build or run: a row too
+            row["error"] = repr(exc)[:300]
+        if self.th is not None and case.torch is not None:
+            try:
+                dev = "cuda" if self.cuda else "cpu"
+                tt = {k: self.th.from_numpy(a).to(dev) for k, a in arrays.items()}
+                th, fn = self.th, case.torch
+                row["torch_ms"] = min(torch_time(th, lambda: fn(th, tt), self.repeat,
+                                                 self.inner)) * 1e3
+            except Exception as exc:
+                row["torch_error"] = repr(exc)[:200]
+        ms = row.get("ms", row.get("wall_ms"))
+        if ms:
+            row["gbs"] = case.nbytes / (ms * 1e-3) / 1e9
+            if self.copy_gbs:
+                row["pct_copy"] = 100 * row["gbs"] / self.copy_gbs
+            if row.get("torch_ms"):
+                row["x_torch"] = row["torch_ms"] / ms
+        self.rows.append(row)
+        print(_line(row), flush=True)
+
+
+GROUPS = {"reduce": reduction_cases, "softmax": softmax_cases, "norm": norm_cases,
+          "pool": pool_cases, "elementwise": elementwise_cases}
+
+
+def _line(r: dict[str, Any]) -> str:
+    def num(key: str, fmt: str, width: int) -> str:
+        v = r.get(key)
+        return f"{v:{width}{fmt}}" if isinstance(v, float) else " " * (width - 1) + "-"
+
+    head = f"{r['op']:<15} {r['shape']:<17}"
+    if "error" in r:
+        return f"{head} FAILED {r['error']}"
+    tail = " ".join(r.get("kernels", []))
+    return (f"{head} {num('ms', '.4f', 9)} {num('wall_ms', '.4f', 9)} {num('torch_ms', '.4f', 9)}"
+            f" {num('x_torch', '.2f', 7)} {num('gbs', '.0f', 7)} {num('pct_copy', '.0f', 6)}"
+            f" {num('err', '.1e', 8)}  {tail}")
+
+
+HEADER = (f"{'op':<15} {'shape':<17} {'ms':>9} {'wall ms':>9} {'torch ms':>9} {'x torch':>7}"
+          f" {'GB/s':>7} {'%copy':>6} {'err':>8}  kernels")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--device", default="cl",
+                        help="cl (default), cpu (NumPy), pthread (PoCL), or NETCL_DEVICE syntax")
+    parser.add_argument("--quick", action="store_true", help="small sizes (PoCL, a laptop)")
+    parser.add_argument("--only", default=",".join(GROUPS),
+                        help="groups to run: " + ",".join(GROUPS))
+    parser.add_argument("--repeat", type=int, default=None, help="samples (default 5; quick 2)")
+    parser.add_argument("--inner", type=int, default=None,
+                        help="calls per sample (default 20; quick 3)")
+    parser.add_argument("--out", default="bench_membound.json")
+    args = parser.parse_args(argv)
+    repeat = args.repeat or (2 if args.quick else 5)
+    inner = args.inner or (3 if args.quick else 20)
+    bench = Bench(args.device, repeat, inner)
+    print(f"device: {bench.handle.platform_name} / {bench.handle.device_name}  torch: "
+          f"{bench.th.cuda.get_device_name(0) if bench.cuda else 'cpu' if bench.th else None}")
+    bench.copy_bandwidth((1 << 20) if args.quick else (64 << 20))
+    copy = bench.rows[-1]
+    print(f"copy {copy['shape']}: {copy.get('ms', 0):.4f} ms, {copy.get('gbs', 0):.0f} GB/s "
+          f"(torch {copy.get('torch_ms', 0):.4f} ms)")
+    print(HEADER)
+    rng = np.random.default_rng(0)
+    for group in args.only.split(","):
+        for case in GROUPS[group](args.quick):
+            bench.case(case, rng)
+    meta = {"device": f"{bench.handle.platform_name} / {bench.handle.device_name}",
+            "host": platform.platform(), "repeat": repeat, "inner": inner, "quick": args.quick,
+            "torch": None if bench.th is None else bench.th.__version__, "cuda": bench.cuda,
+            "copy_gbs": bench.copy_gbs}
+    Path(args.out).write_text(json.dumps({"meta": meta, "rows": bench.rows}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
