@@ -1,4 +1,5 @@
-"""netcl.io: checkpoints as data (safetensors + JSON), written atomically and checksummed.
+"""netcl.io: checkpoints as data (safetensors + JSON), written atomically and checksummed;
+plain safetensors files both ways, and PyTorch ``.pt`` files read without unpickling code.
 
 Examples:
     >>> import numpy as np, tempfile, os
@@ -14,5 +15,9 @@ from ._checkpoint import save_tensors as save_tensors
 from ._format import CheckpointError as CheckpointError
 from ._model import load_model as load_model
 from ._model import save_model as save_model
+from ._safetensors import load_safetensors as load_safetensors
+from ._safetensors import save_safetensors as save_safetensors
+from ._torch_file import load_torch_state_dict as load_torch_state_dict
 
-__all__ = ["CheckpointError", "load_model", "load_tensors", "save_model", "save_tensors"]
+__all__ = ["CheckpointError", "load_model", "load_safetensors", "load_tensors",
+           "load_torch_state_dict", "save_model", "save_safetensors", "save_tensors"]

@@ -22,13 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._atomic import atomic_write
-from ._format import (
-    MAX_HEADER_BYTES,
-    CheckpointError,
-    parse_header,
-    parse_json_document,
-    safetensors_dtype,
-)
+from ._format import CheckpointError, parse_json_document, read_blob, safetensors_dtype
 
 __all__ = ["CheckpointError", "load_tensors", "save_tensors"]
 
@@ -107,26 +101,7 @@ def load_tensors(
             nothing else comes out of a malformed file.
     """
     target = Path(path)
-    if not target.is_file():
-        what = "is not a file" if target.exists() else "does not exist"
-        raise CheckpointError("missing", f"checkpoint {target} {what}")
-    with open(target, "rb") as f:
-        data = bytearray(f.read())  # bytearray: the arrays below are writable views of it
-    if len(data) < 8:
-        raise CheckpointError("truncated", f"checkpoint {target} is truncated ({len(data)} bytes)")
-    header_len = int.from_bytes(data[:8], "little")
-    if 8 + header_len > len(data):
-        raise CheckpointError(
-            "truncated",
-            f"checkpoint {target} is truncated: header says {header_len} bytes, file has "
-            f"{len(data) - 8} after the length",
-        )
-    if header_len > MAX_HEADER_BYTES:
-        raise CheckpointError("corrupted", f"checkpoint {target} is corrupted: a header of "
-                              f"{header_len} bytes is over the {MAX_HEADER_BYTES}-byte limit")
-    body = memoryview(data)[8 + header_len:]
-    entries, meta_block = parse_header(memoryview(data)[8 : 8 + header_len], len(body),
-                                       str(target))
+    entries, meta_block, body = read_blob(target)
     if meta_block.get("format") != _FORMAT:
         raise CheckpointError("format", f"{target} is not a netcl checkpoint ({_FORMAT})")
     missing = sorted({"netcl.meta", "netcl.sha256"} - set(meta_block))

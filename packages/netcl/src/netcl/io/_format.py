@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DTYPES", "MAX_HEADER_BYTES", "CheckpointError", "TensorEntry", "parse_header",
-           "parse_json_document", "safetensors_dtype"]
+__all__ = ["DTYPES", "MAX_HEADER_BYTES", "WIDENED", "CheckpointError", "TensorEntry",
+           "parse_header", "parse_json_document", "read_blob", "safetensors_dtype"]
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 MAX_JSON_DEPTH = 64  # the metadata document's nesting limit (netcl writes at most ~5 levels)
@@ -40,6 +41,8 @@ DTYPES: dict[str, np.dtype[Any]] = {
     )
 }
 _NAMES = {dtype: name for name, dtype in DTYPES.items()}
+# dtypes NumPy lacks, accepted by plain-file loads as their raw bits (widened after the load)
+WIDENED: dict[str, np.dtype[Any]] = {"BF16": np.dtype("<u2")}
 
 
 class CheckpointError(ValueError):
@@ -70,6 +73,7 @@ class TensorEntry:
     shape: tuple[int, ...]
     begin: int
     end: int
+    stored: str = ""  # the file's dtype name
 
 
 def safetensors_dtype(dtype: np.dtype[Any]) -> str | None:
@@ -86,11 +90,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_header(raw: bytes | bytearray | memoryview, data_bytes: int, where: str
-                 ) -> tuple[list[TensorEntry], dict[str, str]]:
+def parse_header(raw: bytes | bytearray | memoryview, data_bytes: int, where: str,
+                 widened: bool = False) -> tuple[list[TensorEntry], dict[str, str]]:
     """Check a safetensors JSON header against the ``data_bytes`` that follow it.
 
-    Returns the tensor entries (sorted by offset) and the ``__metadata__`` strings.
+    Returns the tensor entries (sorted by offset) and the ``__metadata__`` strings. With
+    ``widened``, the dtypes of :data:`WIDENED` (bfloat16) are accepted too, their entries
+    holding the raw bits' dtype; :attr:`TensorEntry.stored` names the file's dtype.
 
     Raises:
         CheckpointError: ``"corrupted"`` for any broken rule, naming ``where``, the tensor and
@@ -121,7 +127,7 @@ def parse_header(raw: bytes | bytearray | memoryview, data_bytes: int, where: st
     meta = header.pop("__metadata__", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise broken("__metadata__ must map names to strings")
-    entries = [_entry(name, info, broken) for name, info in header.items()]
+    entries = [_entry(name, info, broken, widened) for name, info in header.items()]
     entries.sort(key=lambda e: (e.begin, e.end))
     position = 0
     for e in entries:
@@ -145,16 +151,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _entry(name: str, info: Any, broken: Any) -> TensorEntry:
+def _entry(name: str, info: Any, broken: Any, widened: bool = False) -> TensorEntry:
     """One header entry, every field checked (``broken(rule)`` builds the error)."""
+    known = {**DTYPES, **WIDENED} if widened else DTYPES
     if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
         got = _short(sorted(info)) if isinstance(info, dict) else type(info).__name__
         raise broken(f"tensor {_short(name)} must have exactly dtype, shape and data_offsets, "
                      f"got {got}")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in known:
         raise broken(f"tensor {_short(name)} has dtype {_short(dtype)}; known: "
-                     f"{', '.join(DTYPES)}")
+                     f"{', '.join(known)}")
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise broken(f"tensor {_short(name)} has shape {_short(shape)}; expected a list of "
                      f"ints >= 0")
@@ -162,12 +169,44 @@ def _entry(name: str, info: Any, broken: Any) -> TensorEntry:
             or not all(_is_int(o) for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
         raise broken(f"tensor {_short(name)} has data_offsets {_short(offsets)}; expected "
                      f"[begin, end] with 0 <= begin <= end")
-    itemsize = DTYPES[dtype].itemsize
+    itemsize = known[dtype].itemsize
     size = math.prod(shape) * itemsize
     if size != offsets[1] - offsets[0]:
         raise broken(f"tensor {_short(name)}: shape {_short(shape)} of {dtype} needs {size} "
                      f"bytes, data_offsets {offsets} hold {offsets[1] - offsets[0]}")
-    return TensorEntry(name, DTYPES[dtype], tuple(shape), offsets[0], offsets[1])
+    return TensorEntry(name, known[dtype], tuple(shape), offsets[0], offsets[1], dtype)
+
+
+def read_blob(target: Path, what: str = "checkpoint", widened: bool = False
+              ) -> tuple[list[TensorEntry], dict[str, str], memoryview]:
+    """Read the safetensors file ``target``: its checked entries, its ``__metadata__`` and a
+    writable view of its data area (the arrays built from it are writable).
+
+    Raises:
+        CheckpointError: missing, truncated or corrupted (every header rule of
+            :func:`parse_header`), the message starting with ``what`` and the path.
+    """
+    if not target.is_file():
+        state = "is not a file" if target.exists() else "does not exist"
+        raise CheckpointError("missing", f"{what} {target} {state}")
+    with open(target, "rb") as f:
+        data = bytearray(f.read())  # bytearray: the arrays built on it are writable
+    if len(data) < 8:
+        raise CheckpointError("truncated", f"{what} {target} is truncated ({len(data)} bytes)")
+    header_len = int.from_bytes(data[:8], "little")
+    if 8 + header_len > len(data):
+        raise CheckpointError(
+            "truncated",
+            f"{what} {target} is truncated: header says {header_len} bytes, file has "
+            f"{len(data) - 8} after the length",
+        )
+    if header_len > MAX_HEADER_BYTES:
+        raise CheckpointError("corrupted", f"{what} {target} is corrupted: a header of "
+                              f"{header_len} bytes is over the {MAX_HEADER_BYTES}-byte limit")
+    body = memoryview(data)[8 + header_len:]
+    entries, meta = parse_header(memoryview(data)[8 : 8 + header_len], len(body), str(target),
+                                 widened)
+    return entries, meta, body
 
 
 def parse_json_document(text: str, what: str, where: str) -> dict[str, Any]:
