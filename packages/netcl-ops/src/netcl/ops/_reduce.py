@@ -31,6 +31,7 @@ import numpy as np
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.primitives import launch_values
+from netcl.core.keywords import resolve_dim, resolve_keepdim
 from netcl.core.tensor import Tensor, output_tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
@@ -283,8 +284,12 @@ def _np_empty(x: Tensor, axes: tuple[int, ...], keepdims: bool, dtype: str) -> T
 # -- public ops -------------------------------------------------------------------------------
 
 
-def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def sum(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *,
+        dim: Axis = None, keepdim: bool | None = None) -> Tensor:
     """Sum over ``axis`` (an int, a sequence of ints, or ``None`` for all).
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     Float tensors keep their dtype (float16 accumulates in float32); integer tensors give
     int64. The sum of nothing is 0.
@@ -298,6 +303,7 @@ def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         >>> sum(x, axis=1).to_host().tolist(), sum(x).to_host().tolist()
         ([3.0, 12.0], 15.0)
     """
+    axis, keepdims = resolve_dim("sum", axis, dim), resolve_keepdim("sum", keepdims, keepdim)
     x = check_tensor("sum", x)
     axes = _axes("sum", axis, x.ndim)
     out_dtype = x.dtype if x.dtype in FLOAT_DTYPES else "int64"
@@ -311,8 +317,12 @@ def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
 reduce_sum = sum
 
 
-def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def mean(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *,
+        dim: Axis = None, keepdim: bool | None = None) -> Tensor:
     """Mean over ``axis`` of a floating-point tensor (NaN for an empty axis).
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     Raises:
         TypeError: an integer tensor.
@@ -324,6 +334,7 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         >>> mean(x, axis=0).to_host().tolist()
         [1.5, 2.5, 3.5]
     """
+    axis, keepdims = resolve_dim("mean", axis, dim), resolve_keepdim("mean", keepdims, keepdim)
     x = check_tensor("mean", x)
     axes = _axes("mean", axis, x.ndim)
     require_float("mean", x)
@@ -333,8 +344,12 @@ def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return _reduce_cl("sum", x, axes, keepdims, x.dtype, _scale(count))
 
 
-def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def max(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *,
+        dim: Axis = None, keepdim: bool | None = None) -> Tensor:
     """Maximum over ``axis``; NaN wins, as in NumPy. Keeps the dtype.
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     Raises:
         ValueError: reducing an empty axis.
@@ -346,11 +361,16 @@ def max(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         >>> max(x, axis=1).to_host().tolist()
         [5.0, 7.0]
     """
-    return _maxmin("max", np.max, x, axis, keepdims)
+    return _maxmin("max", np.max, x, resolve_dim("max", axis, dim),
+                   resolve_keepdim("max", keepdims, keepdim))
 
 
-def min(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def min(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *,
+        dim: Axis = None, keepdim: bool | None = None) -> Tensor:
     """Minimum over ``axis``; NaN wins, as in NumPy. Keeps the dtype.
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     Raises:
         ValueError: reducing an empty axis.
@@ -362,7 +382,8 @@ def min(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         >>> min(x, axis=0).to_host().tolist()
         [1.0, 2.0]
     """
-    return _maxmin("min", np.min, x, axis, keepdims)
+    return _maxmin("min", np.min, x, resolve_dim("min", axis, dim),
+                   resolve_keepdim("min", keepdims, keepdim))
 
 
 def _maxmin(op: str, fn: Any, x: Tensor, axis: Axis, keepdims: bool) -> Tensor:
@@ -377,8 +398,12 @@ def _maxmin(op: str, fn: Any, x: Tensor, axis: Axis, keepdims: bool) -> Tensor:
     return _reduce_cl(op, x, axes, keepdims, x.dtype)
 
 
-def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool | None = None, *,
+           dim: int | None = None, keepdim: bool | None = None) -> Tensor:
     """Index (int64) of the first maximum along ``axis``, or in the flattened tensor.
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     A NaN counts as the maximum, as in NumPy. With ``axis=None`` and ``keepdims`` the result
     has shape ``(1,) * x.ndim``.
@@ -393,6 +418,8 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
         >>> argmax(x, axis=1).to_host().tolist(), argmax(x).to_host().tolist()
         ([1, 0], 2)
     """
+    axis = resolve_dim("argmax", axis, dim)
+    keepdims = resolve_keepdim("argmax", keepdims, keepdim)
     x = check_tensor("argmax", x)
     if axis is not None and not _axes("argmax", axis, x.ndim):
         axis = None  # a 0-d tensor's axis 0 or -1: its one element
@@ -411,9 +438,12 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     return _reduce_cl("argmax", x, axes, keepdims, "int64")
 
 
-def var(x: Tensor, axis: Axis = None, keepdims: bool = False, correction: int = 1,
-        ddof: int | None = None) -> Tensor:
+def var(x: Tensor, axis: Axis = None, keepdims: bool | None = None, correction: int = 1,
+        ddof: int | None = None, *, dim: Axis = None, keepdim: bool | None = None) -> Tensor:
     """Variance over ``axis``: the sum of squared deviations / (N - ``correction``).
+
+    ``dim``/``keepdim`` are PyTorch's names for ``axis``/``keepdims`` (giving both spellings
+    is a ``TypeError``).
 
     ``correction=1`` (the default, as PyTorch) is the unbiased estimate, ``0`` the population
     variance; ``ddof`` is NumPy's name for it. N - correction <= 0 gives inf or NaN, as NumPy.
@@ -430,6 +460,7 @@ def var(x: Tensor, axis: Axis = None, keepdims: bool = False, correction: int = 
         >>> var(x).to_host().tolist(), var(x, correction=0).to_host().tolist()
         (1.6666666269302368, 1.25)
     """
+    axis, keepdims = resolve_dim("var", axis, dim), resolve_keepdim("var", keepdims, keepdim)
     x = check_tensor("var", x)
     axes = _axes("var", axis, x.ndim)
     require_float("var", x)

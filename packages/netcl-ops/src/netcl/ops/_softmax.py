@@ -22,6 +22,7 @@ from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
+from netcl.core.keywords import resolve_dim
 from netcl.core.recording import check_flag
 from netcl.core.tensor import Tensor
 
@@ -201,8 +202,10 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return out
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
+def softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``, in ``x``'s float dtype.
+
+    ``axis`` defaults to -1; ``dim`` is PyTorch's name for it (both given: ``TypeError``).
 
     Raises:
         TypeError: an integer tensor.
@@ -214,11 +217,13 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
         >>> softmax(x).to_host().astype(float).round(4).tolist()
         [[0.25, 0.75]]
     """
-    return _softmax("softmax", x, axis)
+    return _softmax("softmax", x, resolve_dim("softmax", axis, dim, -1))
 
 
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+def log_softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """``x - max - log(sum(exp(x - max)))`` along ``axis``, in ``x``'s float dtype.
+
+    ``axis`` defaults to -1; ``dim`` is PyTorch's name for it (both given: ``TypeError``).
 
     Raises:
         TypeError: an integer tensor.
@@ -230,7 +235,7 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
         >>> log_softmax(x).to_host().astype(float).round(4).tolist()
         [[-0.6931, -0.6931]]
     """
-    return _softmax("log_softmax", x, axis)
+    return _softmax("log_softmax", x, resolve_dim("log_softmax", axis, dim, -1))
 
 
 def nll_gather(logp: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
