@@ -32,6 +32,15 @@ from ._layers import ReLU as ReLU
 from ._layers import Sigmoid as Sigmoid
 from ._layers import SiLU as SiLU
 from ._layers import Tanh as Tanh
+from ._loss import BCELoss as BCELoss
+from ._loss import BCEWithLogitsLoss as BCEWithLogitsLoss
+from ._loss import CrossEntropyLoss as CrossEntropyLoss
+from ._loss import HuberLoss as HuberLoss
+from ._loss import KLDivLoss as KLDivLoss
+from ._loss import L1Loss as L1Loss
+from ._loss import MSELoss as MSELoss
+from ._loss import NLLLoss as NLLLoss
+from ._loss import SmoothL1Loss as SmoothL1Loss
 from ._module import HookHandle as HookHandle
 from ._module import Module as Module
 from ._module import Parameter as Parameter
@@ -69,6 +78,15 @@ __all__ = [
     "Sigmoid",
     "Tanh",
     "HookHandle",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "CrossEntropyLoss",
+    "HuberLoss",
+    "KLDivLoss",
+    "L1Loss",
+    "MSELoss",
+    "NLLLoss",
+    "SmoothL1Loss",
     "BasicBlock",
     "Bottleneck",
     "ResNet",

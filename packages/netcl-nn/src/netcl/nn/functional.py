@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import math
 
-from netcl import autograd as _ag
 from netcl.autograd import ops as _ops
 from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set, by design)
 from netcl.autograd.ops import __all__ as _ops_all
 from netcl.core.tensor import Tensor
 
+from . import _functional_losses as _losses
 from ._autocast import is_autocast_enabled, runs_in_autocast_dtype, runs_in_float32
 
 __all__ = [
     *_ops_all,
-    "binary_cross_entropy_with_logits",
-    "cross_entropy",
+    *_losses.__all__,
     "linear",
-    "mse_loss",
-    "nll_loss",
 ]
 
 
@@ -104,7 +101,7 @@ def _cast_optional(t: Tensor | None, dtype: str) -> Tensor | None:
 #   kernels accumulate in float32 (NOTE [ float16 storage, float32 arithmetic ] in
 #   ``_autocast.py``), so float16 only halves what is stored and moved. The float32 master
 #   weights are cast per call (differentiably: their gradients come back in float32).
-# float32: softmax, log_softmax, the four losses, batch_norm, layer_norm, sum, mean, var, exp,
+# float32: softmax, log_softmax, the losses, batch_norm, layer_norm, sum, mean, var, exp,
 #   log, pow. Results that need float32 range or precision: a loss or a sum over many
 #   elements, exp above 11 (float16 overflows at 65504), normalization statistics.
 #   batch_norm (defined above) casts to its running statistics' dtype instead, float32 in a
@@ -117,10 +114,15 @@ conv2d = runs_in_autocast_dtype(_ops.conv2d)
 
 softmax = runs_in_float32(_ops.softmax)
 log_softmax = runs_in_float32(_ops.log_softmax)
-cross_entropy = runs_in_float32(_ag.cross_entropy)
-nll_loss = runs_in_float32(_ag.nll_loss)
-mse_loss = runs_in_float32(_ag.mse_loss)
-binary_cross_entropy_with_logits = runs_in_float32(_ag.binary_cross_entropy_with_logits)
+cross_entropy = runs_in_float32(_losses.cross_entropy)
+nll_loss = runs_in_float32(_losses.nll_loss)
+mse_loss = runs_in_float32(_losses.mse_loss)
+l1_loss = runs_in_float32(_losses.l1_loss)
+smooth_l1_loss = runs_in_float32(_losses.smooth_l1_loss)
+huber_loss = runs_in_float32(_losses.huber_loss)
+binary_cross_entropy = runs_in_float32(_losses.binary_cross_entropy)
+binary_cross_entropy_with_logits = runs_in_float32(_losses.binary_cross_entropy_with_logits)
+kl_div = runs_in_float32(_losses.kl_div)
 layer_norm = runs_in_float32(_ops.layer_norm)
 sum = runs_in_float32(_ops.sum)
 mean = runs_in_float32(_ops.mean)
