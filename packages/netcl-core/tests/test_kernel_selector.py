@@ -422,7 +422,7 @@ def test_autotune_picks_fastest_and_persists(tmp_path: Path) -> None:
     [path] = _tune_files(tmp_path)  # written atomically: no temp file left behind
     header, data = _read_tune_file(path)
     assert data["winners"] == [{"op": "toy", "key": [2048, "float32"], "variant": "TOY_SMALL"}]
-    assert header["key"] == {"store": "autotune", "format": "2", "vendor": "Test Vendor",
+    assert header["key"] == {"store": "autotune", "format": "3", "vendor": "Test Vendor",
                              "name": "Test GPU", "driver_version": "580.159.04"}
     fresh = sel(p)  # a new process: reads the device's file
     assert fresh.lookup_tuned("toy", (2048, "float32")) is SMALL

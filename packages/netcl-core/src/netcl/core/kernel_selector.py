@@ -10,7 +10,9 @@ process. The order of precedence for a decision is:
    variant with its default parameters (for tests and benchmarks), where it applies;
 2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device),
    where it applies;
-3. the family's rule, next to the family's kernels in the package that registers it
+3. the winner of the query's shape class, tuned on first use where tuning is on
+   (``NETCL_AUTOTUNE``, see :mod:`netcl.core._autotune`) and the family has a tuner;
+4. the family's rule, next to the family's kernels in the package that registers it
    (netcl-ops: ``matmul_rule``, ``conv2d_rule``, ``elementwise_rule``, ``reduction_rule``,
    ``batchnorm_rule``, each documenting its thresholds).
 
@@ -34,11 +36,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from netcl.core import _autotune
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.dtypes import itemsize
@@ -46,11 +50,16 @@ from netcl.core.kernels.primitives import KernelSpec as KernelSpec
 from netcl.core.selection import (
     FAMILIES,
     AnyVariant,
+    Candidate,
+    FamilyTuner,
     KernelConfig,
     KernelFamilyError,
     KernelVariant,
     SelectionFamily,
+    Tuned,
     Variant,
+    apply_params,
+    class_op,
     default_config,
     family_named,
     force_variant,
@@ -59,9 +68,17 @@ from netcl.core.selection import (
     register_family,
     register_variant,
     registry_generation,
+    tuner_for,
     variant_applies,
 )
-from netcl.core.selection._store import TunedKey, read_winners, timed, tuned_path, write_winners
+from netcl.core.selection._store import (
+    Failed,
+    TunedKey,
+    read_winners,
+    timed,
+    tuned_path,
+    write_winners,
+)
 from netcl.core.selection.args import json_key
 
 __all__ = [
@@ -93,6 +110,8 @@ class KernelSelector:
 
     Args:
         profile: the device's :class:`ExtendedDeviceProfile` (``extended_profile(device)``).
+        device: the PyOpenCL device it selects for (``None``: the NumPy backend, or a
+            profile-only selector), handed to the family tuners' benches.
 
     Examples:
         >>> sel = KernelSelector(extended_profile(None))
@@ -102,14 +121,18 @@ class KernelSelector:
         4
     """
 
-    def __init__(self, profile: ExtendedDeviceProfile) -> None:
+    def __init__(self, profile: ExtendedDeviceProfile, device: Any | None = None) -> None:
         if not isinstance(profile, ExtendedDeviceProfile):
             raise TypeError(
                 f"KernelSelector: profile must be an ExtendedDeviceProfile, got {profile!r}"
             )
         self.profile = profile
+        self.device = device
         self._decisions: dict[tuple[Any, ...], KernelConfig] = {}
-        self._tuned: dict[TunedKey, AnyVariant] = {}
+        self._tuned: dict[TunedKey, Tuned] = {}
+        self._failed: set[Failed] = set()
+        self._attempted: set[TunedKey] = set()  # classes tuned (or tried) in this process
+        self._volatile: set[TunedKey] = set()  # winners the budget cut short: never stored
         self._tuned_loaded = False
         self._lock = threading.Lock()
         self._generation = 0
@@ -125,6 +148,9 @@ class KernelSelector:
         with self._lock:
             self._decisions.clear()
             self._tuned.clear()
+            self._failed.clear()
+            self._attempted.clear()
+            self._volatile.clear()
             self._tuned_loaded = False
             self._generation += 1
 
@@ -149,11 +175,13 @@ class KernelSelector:
     # -- the shared decision path --
 
     def select(self, family: SelectionFamily[Q] | str, query: Q) -> KernelConfig:
-        """The config for a checked ``query`` of ``family``: forced -> tuned -> rule.
+        """The config for a checked ``query`` of ``family``: forced -> tuned -> class winner
+        (tuned now where tuning is on) -> rule.
 
         A forced or tuned variant that does not apply to the query (the family's ``applies``
         predicate) gives way to the next step. Decisions after forcing are cached per
-        (family, key, switches, kernel strategy, tuned winner).
+        (family, key, switches, kernel strategy, tuned winner), except those made while
+        tuning had to wait (a recorder active, a tuning run under way).
 
         Raises:
             KernelFamilyError: the family is not registered, or its rule returned a variant
@@ -175,24 +203,119 @@ class KernelSelector:
         if forced is not None and variant_applies(forced, profile, query):
             return self._fit_device(default_config(forced))
         key = fam.key(query)
-        tuned = self.lookup_tuned(fam.name, key)
+        self._ensure_tuned_loaded()
+        tuned = self._tuned.get((fam.name, key))
         if self._registry_seen != registry_generation():  # a family or variant (re-)registered
             self._decisions.clear()
             self._registry_seen = registry_generation()
         cache_key = (fam.name, key, fam.switches(), kernel_strategy(profile), tuned)
         config = self._decisions.get(cache_key)
         if config is None:
-            if tuned is not None and variant_applies(tuned, profile, query):
-                variant = tuned
-            else:
-                variant = fam.rule(profile, query)
-                if not variant_applies(variant, profile, query):
-                    raise KernelFamilyError(
-                        f"KernelSelector: the {fam.name} rule chose {variant.name}, which does "
-                        f"not apply to {query!r} on {profile.name}")
-            config = self._fit_device(fam.configure(profile, variant, query))
-            self._decisions[cache_key] = config
+            config, keep = self._decide(fam, query, tuned)
+            if keep:
+                self._decisions[cache_key] = config
         return config
+
+    def _decide(self, fam: SelectionFamily[Q], query: Q, tuned: Tuned | None
+                ) -> tuple[KernelConfig, bool]:
+        """(config, whether to cache it) for a query with no cached decision."""
+        profile = self.profile
+        keep = True
+        if tuned is None or not variant_applies(tuned.variant, profile, query):
+            tuned, keep = self._class_winner(fam, query)
+        if tuned is not None and variant_applies(tuned.variant, profile, query):
+            return self._configure(fam, query, Candidate(tuned.variant, tuned.params)), keep
+        variant = fam.rule(profile, query)
+        if not variant_applies(variant, profile, query):
+            raise KernelFamilyError(
+                f"KernelSelector: the {fam.name} rule chose {variant.name}, which does "
+                f"not apply to {query!r} on {profile.name}")
+        return self._fit_device(fam.configure(profile, variant, query)), keep
+
+    def _configure(self, fam: SelectionFamily[Q], query: Q, c: Candidate) -> KernelConfig:
+        cfg = fam.configure(self.profile, c.variant, query)
+        return self._fit_device(apply_params(cfg, c.params))
+
+    # -- tuning by shape class (NETCL_AUTOTUNE) --
+
+    def _class_winner(self, fam: SelectionFamily[Q], query: Q) -> tuple[Tuned | None, bool]:
+        """The winner of ``query``'s shape class, tuning it now if allowed; and whether the
+        decision made from it may be cached."""
+        tuner = tuner_for(fam.name)
+        if tuner is None:
+            return None, True
+        slot = (class_op(fam.name), tuner.shape_class(query))
+        known = self._tuned.get(slot)
+        if known is not None or slot in self._attempted:
+            return known, True
+        allowed = _autotune.gate(self.profile)
+        if allowed != "go":
+            return None, allowed != "defer"
+        self._attempted.add(slot)
+        return self._tune_class(fam, tuner, query, slot), True
+
+    def _tune_class(self, fam: SelectionFamily[Q], tuner: FamilyTuner, query: Q,
+                    slot: TunedKey) -> Tuned | None:
+        """Time the tuner's candidates for ``query`` within the budget; the fastest wins."""
+        fn = "KernelSelector"
+        profile = self.profile
+        rule = fam.rule(profile, query)
+        seen: list[Candidate] = []
+        for c in (Candidate(rule), *tuner.candidates(profile, query, rule)):
+            if c not in seen and variant_applies(c.variant, profile, query):
+                seen.append(c)
+        timings: list[tuple[str, float | None]] = []
+        best: tuple[float, Candidate] | None = None
+        complete = True
+        with _autotune.tuning_run():
+            start = time.perf_counter()
+            try:
+                bench = tuner.bench(self.device, profile, query)
+            finally:
+                _autotune.spend(time.perf_counter() - start)
+            if bench is None:  # nothing can run here: the rule decides
+                return None
+            for c in seen:
+                if (slot[0], slot[1], c.label) in self._failed:
+                    timings.append((c.label, None))
+                    continue
+                if _autotune.budget_left() <= 0.0:
+                    complete = False
+                    break
+                start = time.perf_counter()
+                try:
+                    call = bench(self._configure(fam, query, c))
+                    call()
+                    elapsed = min(timed(call) for _ in range(tuner.repeats))
+                except Exception as exc:  # a kernel that fails to build or run here loses
+                    warnings.warn(f"{fn}: {fam.name} candidate {c.label} failed on "
+                                  f"{profile.name} for {fam.key(query)!r}: {exc!r}",
+                                  RuntimeWarning, stacklevel=2)
+                    self._failed.add((slot[0], slot[1], c.label))
+                    timings.append((c.label, None))
+                    continue
+                finally:
+                    _autotune.spend(time.perf_counter() - start)
+                timings.append((c.label, elapsed))
+                if best is None or elapsed < best[0]:
+                    best = (elapsed, c)
+        times = dict(timings)
+        rule_label = Candidate(rule).label
+        _autotune.record(_autotune.TuneRecord(
+            fam.name, slot[1], fam.key(query), rule_label, times.get(rule_label),
+            None if best is None else best[1].label, None if best is None else best[0],
+            tuple(timings), complete))
+        won = None if best is None else Tuned(best[1].variant, best[1].params)
+        with self._lock:
+            if won is not None:
+                self._tuned[slot] = won
+                self._decisions.clear()
+                self._generation += 1
+            if complete:  # a class cut short by the budget is tuned again next process
+                self._persist(store=won is not None)
+            elif won is not None:
+                self._volatile.add(slot)
+        return won
 
     def _fit_device(self, cfg: KernelConfig) -> KernelConfig:
         """Shrink work-groups and ``tile_k`` to what the device accepts."""
@@ -308,7 +431,9 @@ class KernelSelector:
             return
         with self._lock:
             if not self._tuned_loaded:
-                self._tuned = {**read_winners(self.profile, stacklevel=6), **self._tuned}
+                stored = read_winners(self.profile, stacklevel=6)
+                self._tuned = {**stored.winners, **self._tuned}
+                self._failed |= stored.failed
                 self._tuned_loaded = True
 
     def lookup_tuned(self, op: str, key: Any) -> AnyVariant | None:
@@ -319,7 +444,24 @@ class KernelSelector:
             True
         """
         self._ensure_tuned_loaded()
-        return self._tuned.get((op, key))
+        won = self._tuned.get((op, key))
+        return None if won is None else won.variant
+
+    def lookup_class_winner(self, family: str, query: Any) -> Candidate | None:
+        """The tuned winner of ``query``'s shape class in ``family`` (memory or file), as the
+        :class:`Candidate` it was timed as; ``None`` without one or without a tuner. Tunes
+        nothing.
+
+        Examples:
+            >>> KernelSelector(extended_profile(None)).lookup_class_winner("demo", 1) is None
+            True
+        """
+        tuner = tuner_for(family)
+        if tuner is None:
+            return None
+        self._ensure_tuned_loaded()
+        won = self._tuned.get((class_op(family), tuner.shape_class(query)))
+        return None if won is None else Candidate(won.variant, won.params)
 
     def autotune(
         self,
@@ -383,17 +525,24 @@ class KernelSelector:
         if best is None:
             raise RuntimeError(f"{fn}: every candidate for op {op!r}, key {key!r} raised")
         with self._lock:
-            self._tuned[(op, key)] = best[1]
+            self._tuned[(op, key)] = Tuned(best[1])
+            self._volatile.discard((op, key))
+            self._decisions.clear()
             self._generation += 1
             self._persist()
         return best[1]
 
-    def _persist(self) -> None:
-        """Merge the winners into the device's file, atomically; never a crash."""
+    def _persist(self, store: bool = True) -> None:
+        """Merge the winners and failures into the device's file, atomically; never a
+        crash. (``store`` is False when only failures are new.)"""
         try:
-            merged = {**read_winners(self.profile, stacklevel=5), **self._tuned}  # others' too
+            stored = read_winners(self.profile, stacklevel=5)  # other processes' too
+            merged = {**stored.winners, **self._tuned}
             self._tuned = merged
-            write_winners(self.profile, merged)
+            self._failed |= stored.failed
+            if store or self._failed - stored.failed:
+                write_winners(self.profile, {k: v for k, v in merged.items()
+                                             if k not in self._volatile}, self._failed)
         except (OSError, TypeError) as exc:
             warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
                           RuntimeWarning, stacklevel=3)
@@ -414,7 +563,7 @@ def get_kernel_selector(cl_device: Any | None = None) -> KernelSelector:
 
 @functools.cache
 def _selector_for(cl_device: Any | None) -> KernelSelector:
-    return KernelSelector(extended_profile(cl_device))
+    return KernelSelector(extended_profile(cl_device), cl_device)
 
 
 def select_matmul_config(

@@ -3,7 +3,9 @@
 netcl-core knows no op: each op package registers its families here (a
 :class:`SelectionFamily` with its parse, key, rule and configure functions, and its variants'
 defaults), and :class:`netcl.core.kernel_selector.KernelSelector` resolves every decision the
-same way: forced -> tuned -> the family's rule, cached per query and fitted to the device.
+same way: forced -> tuned -> the family's rule, cached per query and fitted to the device. A family
+may also register a :class:`FamilyTuner` (its shape classes and candidate configs), which the
+selector uses when tuning is on (``netcl.core._autotune``).
 
 Examples:
     >>> from netcl.core.device_profile import extended_profile
@@ -37,6 +39,17 @@ from ._registry import registry_generation as registry_generation
 from ._registry import variant_applies as variant_applies
 from ._registry import variant_named as variant_named
 from ._registry import variant_names as variant_names
+from ._tuning import Bench as Bench
+from ._tuning import Candidate as Candidate
+from ._tuning import FamilyTuner as FamilyTuner
+from ._tuning import Params as Params
+from ._tuning import Tuned as Tuned
+from ._tuning import apply_params as apply_params
+from ._tuning import class_op as class_op
+from ._tuning import params_of as params_of
+from ._tuning import pow2_bucket as pow2_bucket
+from ._tuning import register_tuner as register_tuner
+from ._tuning import tuner_for as tuner_for
 from ._variants import FAMILIES as FAMILIES
 from ._variants import AnyVariant as AnyVariant
 from ._variants import KernelConfig as KernelConfig
@@ -52,12 +65,19 @@ __all__ = [
     "FAMILIES",
     "Applies",
     "AnyVariant",
+    "Bench",
+    "Candidate",
+    "FamilyTuner",
     "KernelConfig",
     "SelectionFamily",
     "KernelFamilyError",
     "KernelVariant",
+    "Params",
+    "Tuned",
     "Variant",
+    "apply_params",
     "bool_arg",
+    "class_op",
     "default_config",
     "family_named",
     "float_dtype_arg",
@@ -65,9 +85,13 @@ __all__ = [
     "forced_variant",
     "int_arg",
     "pair_arg",
+    "params_of",
+    "pow2_bucket",
     "register_family",
+    "register_tuner",
     "register_variant",
     "registry_generation",
+    "tuner_for",
     "variant_applies",
     "variant_named",
     "variant_names",
