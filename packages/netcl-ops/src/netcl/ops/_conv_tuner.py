@@ -1,0 +1,115 @@
+"""The conv2d family's tuner: shape classes, the variants timed against the rule's pick, and
+their bench on scratch tensors (registered by ``_kernel_families``).
+
+With tuning on (``NETCL_AUTOTUNE``, ``netcl.core._autotune``) the selector times, once per
+shape class and direction (forward, data or weight gradient), every conv2d variant that
+applies to the query (the naive kernel only where the rule picks it) and, on GPUs, the
+register-tiled implicit GEMM (``CONV2D_IMPLICIT_TILED``) in each of its tilings
+(``_conv_igemm_kernels.TILINGS``).
+
+A shape class is the batch, the input and output channels and the input plane's height and
+width each rounded up to a power of two, with the window, stride, padding, dilation, groups,
+dtype and direction exact (so every variant that applies to one query of a class applies to
+the others, except where the local-memory fit of the tiled-local kernel changes: the selector
+checks that per query). Timing runs the variant's runner (``_conv.RUNNERS``,
+``DATA_RUNNERS``, ``WEIGHT_RUNNERS``) on scratch tensors of the query's exact shapes.
+
+Examples:
+    >>> from ._conv_rule import ConvQuery, parse_conv2d
+    >>> conv_class(ConvQuery(parse_conv2d(3, 5, 30, 30, 7, 3, 3, 1, 1).geometry, "float32",
+    ...                      "data"))
+    (4, 8, 32, 32, 8, 3, 3, (1, 1), (1, 1), (1, 1), 1, 'float32', 'data')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from netcl.core.device_profile import ExtendedDeviceProfile
+from netcl.core.kernel_selector import KernelConfig, KernelVariant
+from netcl.core.selection import (
+    AnyVariant,
+    Bench,
+    Candidate,
+    FamilyTuner,
+    params_of,
+    pow2_bucket,
+    variant_named,
+    variant_names,
+)
+
+from ._conv import DATA_RUNNERS, RUNNERS, WEIGHT_RUNNERS, _data_columns, _weight_columns
+from ._conv_igemm_kernels import TILINGS
+from ._conv_rule import IMPLICIT_TILED, ConvQuery
+from ._matmul_tuner import queue_for, scratch
+
+__all__ = ["CONV2D_TUNER", "conv_bench", "conv_candidates", "conv_class"]
+
+
+def conv_class(q: ConvQuery) -> tuple[Any, ...]:
+    """The shape class of a convolution (see the module)."""
+    g = q.geometry
+    return (pow2_bucket(g.n), pow2_bucket(g.c), pow2_bucket(g.h), pow2_bucket(g.w),
+            pow2_bucket(g.k), g.r, g.s, g.stride, g.padding, g.dilation, g.groups, q.dtype,
+            q.direction)
+
+
+def conv_candidates(profile: ExtendedDeviceProfile, q: ConvQuery,
+                    rule: AnyVariant) -> list[Candidate]:
+    """Every registered conv2d variant but the naive one, then (GPUs) the implicit GEMM's
+    tilings; the selector drops those that do not apply to ``q``."""
+    out = [Candidate(variant_named(name)) for name in variant_names("conv2d")
+           if name != KernelVariant.CONV2D_NAIVE.name]
+    if not profile.opencl_cpu and profile.device_type != "cpu":
+        for t in TILINGS.values():
+            out.append(Candidate(IMPLICIT_TILED, params_of({
+                "tile_m": t.bm, "tile_n": t.bn, "tile_k": t.bk, "local_size_2d": (t.lx, t.ly),
+                "work_per_thread": t.tm, "use_vectorization": t.vec, "tiles": t.label()})))
+    return out
+
+
+def _blocking(queue: Any, runner: Callable[..., Any], *args: Any) -> Callable[[], None]:
+    def call() -> None:
+        runner(*args)
+        queue.finish()
+
+    return call
+
+
+def conv_bench(device: Any, profile: ExtendedDeviceProfile, q: ConvQuery) -> Bench | None:
+    """Scratch input, weight, output gradient and result of the query's direction on the
+    device's queue; a config runs that computation and waits. ``None`` without an OpenCL
+    queue of ``device``."""
+    queue = queue_for(device)
+    if queue is None:
+        return None
+    g, dtype = q.geometry, q.dtype
+    w = scratch(queue, (g.k, g.cg, g.r, g.s), dtype, 4)
+    if q.direction == "forward":
+        x = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 5)
+        out = scratch(queue, (g.n, g.k, g.oh, g.ow), dtype, 6)
+
+        def forward(config: KernelConfig) -> Callable[[], None]:
+            return _blocking(queue, RUNNERS[config.variant], x, w, None, g, out, config)
+
+        return forward
+    gy = scratch(queue, (g.n, g.k, g.oh, g.ow), dtype, 7)
+    if q.direction == "data":
+        dx = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 8)
+
+        def data(config: KernelConfig) -> Callable[[], None]:
+            runner = DATA_RUNNERS.get(config.variant, _data_columns)
+            return _blocking(queue, runner, gy, w, g, dx, config)
+
+        return data
+    x = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 9)
+
+    def weight(config: KernelConfig) -> Callable[[], None]:
+        runner = WEIGHT_RUNNERS.get(config.variant, _weight_columns)
+        return _blocking(queue, runner, x, gy, g, w, config)
+
+    return weight
+
+
+CONV2D_TUNER = FamilyTuner(shape_class=conv_class, candidates=conv_candidates, bench=conv_bench)
