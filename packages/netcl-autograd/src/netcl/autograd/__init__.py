@@ -41,6 +41,8 @@ from ._losses import binary_cross_entropy_with_logits as binary_cross_entropy_wi
 from ._losses import cross_entropy as cross_entropy
 from ._losses import mse_loss as mse_loss
 from ._losses import nll_loss as nll_loss
+from ._ops_extra import backward_hook as backward_hook
+from ._ops_extra import conv_transpose2d as conv_transpose2d
 from ._tape import Backward as Backward
 from ._tape import Node as Node
 from ._tape import Tape as Tape
@@ -60,8 +62,10 @@ __all__ = [
     "Node",
     "Tape",
     "__version__",
+    "backward_hook",
     "binary_cross_entropy_with_logits",
     "compiler",
+    "conv_transpose2d",
     "cross_entropy",
     "current_tape",
     "detach",
