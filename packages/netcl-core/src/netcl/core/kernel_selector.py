@@ -311,10 +311,9 @@ class KernelSelector:
                 self._tuned[slot] = won
                 self._decisions.clear()
                 self._generation += 1
-            if complete:  # a class cut short by the budget is tuned again next process
-                self._persist(store=won is not None)
-            elif won is not None:
-                self._volatile.add(slot)
+                if not complete:  # cut short by the budget: tuned again in the next process
+                    self._volatile.add(slot)
+            self._persist(store=complete and won is not None)
         return won
 
     def _fit_device(self, cfg: KernelConfig) -> KernelConfig:
