@@ -1,7 +1,7 @@
 """``netcl tune``: tune a model's kernels ahead of time and say what was decided.
 
 :func:`tune` runs one training step (forward, backward; and the same under AMP if asked) of a
-model on scratch data with tuning forced on (``netcl.core._autotune.tuning``): every matmul
+model on scratch data with tuning forced on (``netcl.core.autotune.tuning``): every matmul
 and convolution shape class the step meets without a stored winner is timed once, and the
 winners are stored per device and driver, so later runs (``NETCL_AUTOTUNE=auto`` on GPUs, or
 ``on``) start with them. Built-in models: ``digits-cnn`` (the ``netcl train`` CNN, input
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import netcl.autograd as ag
-from netcl.core._autotune import DEFAULT_BUDGET_S, TuneRecord, tuning
+from netcl.core.autotune import DEFAULT_BUDGET_S, TuneRecord, tuning
 from netcl.core.device import DeviceHandle, device, manager
 from netcl.core.dtypes import canonical_dtype
 from netcl.core.kernel_selector import get_kernel_selector
@@ -67,7 +67,7 @@ class TuneReport:
     Attributes:
         model: the model's name (or its class name).
         input_shape, dtype, device: what it ran.
-        rows: one :class:`netcl.core._autotune.TuneRecord` per shape class tuned.
+        rows: one :class:`netcl.core.autotune.TuneRecord` per shape class tuned.
         seconds: the whole run, tuning included.
         budget_s: the tuning budget it had.
         path: the device's winners file (``None`` on the NumPy backend).

@@ -11,7 +11,7 @@ process. The order of precedence for a decision is:
 2. a winner recorded by :meth:`KernelSelector.autotune` (in memory, and persisted per device),
    where it applies;
 3. the winner of the query's shape class, tuned on first use where tuning is on
-   (``NETCL_AUTOTUNE``, see :mod:`netcl.core._autotune`) and the family has a tuner;
+   (``NETCL_AUTOTUNE``, see :mod:`netcl.core.autotune`) and the family has a tuner;
 4. the family's rule, next to the family's kernels in the package that registers it
    (netcl-ops: ``matmul_rule``, ``conv2d_rule``, ``elementwise_rule``, ``reduction_rule``,
    ``batchnorm_rule``, each documenting its thresholds).
@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from netcl.core import _autotune
+from netcl.core import autotune as _autotune
 from netcl.core.capabilities import kernel_strategy
 from netcl.core.device_profile import ExtendedDeviceProfile, extended_profile
 from netcl.core.dtypes import itemsize

@@ -1,7 +1,7 @@
 """The conv2d family's tuner: shape classes, the variants timed against the rule's pick, and
 their bench on scratch tensors (registered by ``_kernel_families``).
 
-With tuning on (``NETCL_AUTOTUNE``, ``netcl.core._autotune``) the selector times, once per
+With tuning on (``NETCL_AUTOTUNE``, ``netcl.core.autotune``) the selector times, once per
 shape class and direction (forward, data or weight gradient), every conv2d variant that
 applies to the query (the naive kernel only where the rule picks it) and, on GPUs, the
 register-tiled implicit GEMM (``CONV2D_IMPLICIT_TILED``) in each of its tilings

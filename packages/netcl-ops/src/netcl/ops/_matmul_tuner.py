@@ -1,7 +1,7 @@
 """The matmul family's tuner: shape classes, the GEMM configs timed around the rule's pick, and
 their bench on scratch matrices (registered by ``_kernel_families``).
 
-With tuning on (``NETCL_AUTOTUNE``, ``netcl.core._autotune``) the selector times, once per
+With tuning on (``NETCL_AUTOTUNE``, ``netcl.core.autotune``) the selector times, once per
 shape class, the rule's pick and a few neighbours from the GEMM knob space:
 
 - a naive pick (tiny products): the tiled kernel;

@@ -5,7 +5,7 @@ netcl-core knows no op: each op package registers its families here (a
 defaults), and :class:`netcl.core.kernel_selector.KernelSelector` resolves every decision the
 same way: forced -> tuned -> the family's rule, cached per query and fitted to the device. A family
 may also register a :class:`FamilyTuner` (its shape classes and candidate configs), which the
-selector uses when tuning is on (``netcl.core._autotune``).
+selector uses when tuning is on (``netcl.core.autotune``).
 
 Examples:
     >>> from netcl.core.device_profile import extended_profile

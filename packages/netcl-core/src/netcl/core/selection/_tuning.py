@@ -1,7 +1,7 @@
 """What a family tunes: its shape classes, its candidate configs and how one is timed.
 
 An op package registers a :class:`FamilyTuner` next to its family (netcl-ops: matmul and
-conv2d). With tuning on (``netcl.core._autotune``), the first eager selection of a query whose
+conv2d). With tuning on (``netcl.core.autotune``), the first eager selection of a query whose
 shape class has no winner yet times the tuner's candidates -- the rule's pick first, then a
 bounded list of variants and knob changes around it -- on scratch tensors of the query's
 shapes, and keeps the fastest as the class's :class:`Tuned` winner.
