@@ -12,6 +12,8 @@
 # - REDUCTION_WORKGROUP: the same kernel with R split into G chunks (G work-groups per
 #   output), writing (outer, G, inner) partials in the accumulator dtype (plus indices for
 #   argmax), reduced again by the selector's choice for G: multi-stage for large R.
+# Rows (inner == 1; sum, mean, max, min, var; NOTE [ Row reductions ]) take ``red_vec`` in the
+# two work-group variants instead of ``red_grp``.
 # Accumulators: float32 for float16/float32, float64 for float64, int64 for integer sums.
 # mean scales the last stage by 1/R; var is two passes (mean, then the sum of squared
 # deviations from it, scaled by 1/(R - correction)) for stability.
@@ -52,6 +54,17 @@ __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]
 
 _CHUNK_PER_LANE = 4  # elements per work item below which WORKGROUP stays one stage
 _MAX_CHUNKS = 1024
+_ROW_GROUPS_PER_CU = 8  # red_vec work-groups per compute unit a large row is split into
+
+# NOTE [ Row reductions ]
+# A reduction of contiguous rows (inner == 1: the whole tensor, or the last axes) is bandwidth:
+# ``red_vec`` reads each row in aligned 4-vectors (a scalar head and tail around them, so any
+# length and offset works), two loads in flight per lane, four accumulators per lane, then a
+# local-memory tree. REDUCTION_PARALLEL gives each row one work-group of 32..local lanes (about
+# 16 elements per lane); REDUCTION_WORKGROUP splits each row over G = min(R / (16 * local),
+# 8 * compute units / rows) work-groups, a fixed number for a shape on a device, writing G
+# partials per row that a second launch reduces in order: no atomics, so the result is the
+# same bits on every run.
 
 # -- OpenCL driver ------------------------------------------------------------------------------
 
@@ -94,7 +107,11 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     n_out = job.outer * job.inner
     local = local_size(queue.device)
     variant = get_kernel_selector(queue.device).select_reduction_kernel(job.R, kind).variant
-    lj = 1 if job.inner == 1 else builtins.min(16, local)
+    if (variant is not KernelVariant.REDUCTION_SEQUENTIAL and job.inner == 1 and not argmax
+            and n_out > 0):
+        return _run_rows(job, variant, local, acc, shape, key)
+    # columns: a warp's lanes read 32 consecutive elements (128 bytes) of a row where it can
+    lj = 1 if job.inner == 1 else builtins.min(32 if job.inner >= 32 else 16, local)
     lr = local // lj
     tiles = -(-job.inner // lj)
     chunks = 1
@@ -138,6 +155,58 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
                          job.scale, None, indices))
     return values if indices is None else indices
+
+
+def _groups_per_row(device: Any, outer: int, R: int, lanes: int) -> int:
+    """Work-groups sharing each row in REDUCTION_WORKGROUP's ``red_vec``: enough to fill the
+    device (NOTE [ Row reductions ]), at least 16 elements per lane each."""
+    target = _ROW_GROUPS_PER_CU * _compute_units(device)
+    return builtins.max(1, builtins.min(-(-R // (lanes * 16)), target // builtins.max(outer, 1)))
+
+
+_units: dict[Any, int] = {}
+
+
+def _compute_units(device: Any) -> int:
+    units = _units.get(device)
+    if units is None:
+        units = _units[device] = builtins.max(1, int(device.max_compute_units))
+    return units
+
+
+def _run_rows(job: _Job, variant: KernelVariant, local: int, acc: str,
+              shape: tuple[int, ...] | None, key: tuple[Any, ...] | None) -> Tensor:
+    """``red_vec``: ``job`` (inner == 1, not argmax) with G work-groups per row (NOTE [ Row
+    reductions ]); G > 1 writes (outer, G) partials, reduced by another :func:`_run`."""
+    queue = job.x.queue
+    n_out = job.outer
+    if variant is KernelVariant.REDUCTION_WORKGROUP:
+        lanes = local
+        groups = _groups_per_row(queue.device, job.outer, job.R, lanes)
+    else:  # about 4 vectors per lane, whole warps
+        lanes = builtins.min(local, builtins.max(32, 1 << builtins.max(0, (job.R - 1) // 16)
+                                                 .bit_length()))
+        groups = 1
+    staged = groups > 1
+    direct = shape is not None and not staged
+    values = empty(queue, shape if direct and shape is not None else (n_out * groups,),
+                   acc if staged else job.out_dtype)
+    _, idx = index_defs(job.x.size + job.xo, job.outer * job.R, n_out * groups)
+    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
+    args = [
+        _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
+        _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
+        idx(job.R), np_compute(acc).type(1 if staged else job.scale),
+        np.int32(KINDS[job.kind]), np.int32(job.aux is not None), idx(groups),
+    ]
+    kern = kernel(queue.context, prog, "red_vec")
+    grid, lsize = (n_out * groups * lanes,), (lanes,)
+    launch_nd(queue, kern, grid, lsize, *args)
+    if direct and key is not None:
+        _remember(key, kern, grid, lsize, args, values)
+    if staged:
+        return _run(_Job(job.kind, values, 0, job.outer, groups, 1, job.out_dtype, job.scale))
+    return values
 
 
 def _buffer(t: Tensor | None) -> Any:

@@ -28,6 +28,8 @@
 #define LO -INFINITY
 #define HI INFINITY
 #define LDI(p, i) ((ACC)(p)[(i)])
+#define ACC4 float4
+#define LD4(p, b, i) convert_float4(((__global const float4*)((p) + (b)))[(i)])
 #define STO(p, i, v) ((p)[(i)] = (TO)(v))
 #define BIGGER(v, a) (isnan(v) || (v) > (a))
 #define SMALLER(v, a) (isnan(v) || (v) < (a))
@@ -126,5 +128,67 @@ __kernel void red_grp(
     } else {
       STO(out, oo + dst, RESULT(kind, sv[lj]));
     }
+  }
+}
+
+// red_vec (in red_grp's program: both synchronize through local memory). One row of R
+// contiguous elements per G work-groups (inner == 1; sum, max, min; var's squared
+// deviations). Lanes stride over the row's 4-aligned body in 4-vectors, group p of the row
+// taking vectors p * L + l, p * L + l + G * L, ... (two per step: two loads in flight); group
+// 0 also takes the < 4 elements before the body (head) and after it (tail). Four
+// accumulators (one per vector component), merged in a fixed order, then a local-memory
+// tree: the result depends only on the shape, the offset and G, never on timing (bitwise
+// reproducible). G > 1 writes (rows, G) partials in ACC.
+#define VEC_STEP(STEP, v) { STEP(a0, (v).x); STEP(a1, (v).y); STEP(a2, (v).z); STEP(a3, (v).w); }
+#define VEC_LOOP(STEP) \
+  IDX i = p * L + l; \
+  for (; i + GL < nvec; i += 2 * GL) { \
+    const ACC4 v = LD4(x, body, i), w = LD4(x, body, i + GL); \
+    VEC_STEP(STEP, v) VEC_STEP(STEP, w) \
+  } \
+  if (i < nvec) { const ACC4 v = LD4(x, body, i); VEC_STEP(STEP, v) } \
+  if (p == 0) { \
+    if (l < head) STEP(a0, LDI(x, start + l)); \
+    const IDX t = head + 4 * nvec + l; \
+    if (l < 4 && t < R) STEP(a1, LDI(x, start + t)); \
+  }
+#define STEP_SUM(a, v) ((a) += (v))
+#define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }
+#define STEP_MAX(a, v) { const ACC w_ = (v); if (BIGGER(w_, a)) (a) = w_; }
+#define STEP_MIN(a, v) { const ACC w_ = (v); if (SMALLER(w_, a)) (a) = w_; }
+#define MERGE(kind, a, b) \
+  ((kind) == 0 ? (a) + (b) : ((kind) == 1 ? BIGGER(b, a) : SMALLER(b, a)) ? (b) : (a))
+
+__kernel void red_vec(
+    __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
+    __global const ACC* aux, const IDX auxo,
+    const IDX R, const ACC scale, const int kind, const int has_aux, const IDX G)
+{
+  __local ACC sv[LMAX];
+  const IDX L = get_local_size(0), l = get_local_id(0);
+  const IDX grp = get_group_id(0);
+  const IDX o = grp / G, p = grp - o * G;
+  const IDX start = xo + o * R;
+  const IDX head = min((IDX)((4 - (start & 3)) & 3), R);
+  const IDX nvec = (R - head) >> 2;
+  const IDX body = start + head, GL = G * L;
+  const ACC m = has_aux ? aux[auxo + o] : (ACC)0;
+  ACC a0 = INIT(kind), a1 = a0, a2 = a0, a3 = a0;
+  if (kind == 0) {
+    if (has_aux) { VEC_LOOP(STEP_SQ) } else { VEC_LOOP(STEP_SUM) }
+  } else if (kind == 1) {
+    VEC_LOOP(STEP_MAX)
+  } else {
+    VEC_LOOP(STEP_MIN)
+  }
+  sv[l] = MERGE(kind, MERGE(kind, a0, a1), MERGE(kind, a2, a3));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX s = L / 2; s > 0; s >>= 1) {
+    if (l < s) sv[l] = MERGE(kind, sv[l], sv[l + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) {
+    if (G > 1) STO(out, oo + grp, sv[0]);
+    else STO(out, oo + o, RESULT(kind, sv[0]));
   }
 }

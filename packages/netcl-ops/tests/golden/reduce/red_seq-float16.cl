@@ -28,6 +28,8 @@
 #define LO -INFINITY
 #define HI INFINITY
 #define LDI(p, i) ((ACC)vload_half((i), (p)))
+#define ACC4 float4
+#define LD4(p, b, i) vload_half4((i), (p) + (b))
 #define STO(p, i, v) vstore_half((v), (i), (p))
 #define BIGGER(v, a) (isnan(v) || (v) > (a))
 #define SMALLER(v, a) (isnan(v) || (v) < (a))

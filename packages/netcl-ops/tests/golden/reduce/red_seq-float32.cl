@@ -28,6 +28,8 @@
 #define LO -INFINITY
 #define HI INFINITY
 #define LDI(p, i) ((ACC)(p)[(i)])
+#define ACC4 float4
+#define LD4(p, b, i) convert_float4(((__global const float4*)((p) + (b)))[(i)])
 #define STO(p, i, v) ((p)[(i)] = (TO)(v))
 #define BIGGER(v, a) (isnan(v) || (v) > (a))
 #define SMALLER(v, a) (isnan(v) || (v) < (a))

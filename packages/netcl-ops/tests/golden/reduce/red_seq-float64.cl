@@ -29,6 +29,8 @@
 #define LO -INFINITY
 #define HI INFINITY
 #define LDI(p, i) ((ACC)(p)[(i)])
+#define ACC4 double4
+#define LD4(p, b, i) convert_double4(((__global const double4*)((p) + (b)))[(i)])
 #define STO(p, i, v) ((p)[(i)] = (TO)(v))
 #define BIGGER(v, a) (isnan(v) || (v) > (a))
 #define SMALLER(v, a) (isnan(v) || (v) < (a))

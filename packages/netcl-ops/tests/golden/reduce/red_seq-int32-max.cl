@@ -28,6 +28,8 @@
 #define LO INT_MIN
 #define HI INT_MAX
 #define LDI(p, i) ((ACC)(p)[(i)])
+#define ACC4 int4
+#define LD4(p, b, i) convert_int4(((__global const int4*)((p) + (b)))[(i)])
 #define STO(p, i, v) ((p)[(i)] = (TO)(v))
 #define BIGGER(v, a) ((v) > (a))
 #define SMALLER(v, a) ((v) < (a))

@@ -28,6 +28,8 @@
 #define LO LONG_MIN
 #define HI LONG_MAX
 #define LDI(p, i) ((ACC)(p)[(i)])
+#define ACC4 long4
+#define LD4(p, b, i) convert_long4(((__global const int4*)((p) + (b)))[(i)])
 #define STO(p, i, v) ((p)[(i)] = (TO)(v))
 #define BIGGER(v, a) ((v) > (a))
 #define SMALLER(v, a) ((v) < (a))
