@@ -11,6 +11,7 @@ MODULES = [
     "netcl.data._collate",
     "netcl.data._datasets",
     "netcl.data._loader",
+    "netcl.data._samplers",
     "netcl.data.augment",
     "netcl.data.filters",
     "netcl.data.shared_batch",

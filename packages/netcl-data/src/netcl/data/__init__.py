@@ -20,16 +20,28 @@ from ._datasets import Subset as Subset
 from ._datasets import random_split as random_split
 from ._loader import DataLoader as DataLoader
 from ._loader import LoaderIterator as LoaderIterator
+from ._samplers import BatchSampler as BatchSampler
+from ._samplers import RandomSampler as RandomSampler
+from ._samplers import Sampler as Sampler
+from ._samplers import SequentialSampler as SequentialSampler
+from ._samplers import SubsetRandomSampler as SubsetRandomSampler
+from ._samplers import WeightedRandomSampler as WeightedRandomSampler
 
 __all__ = [
     "__version__",
     "ArrayDataset",
+    "BatchSampler",
     "DataLoader",
     "Dataset",
     "DigitsDataset",
     "ImageFolder",
     "LoaderIterator",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
     "Subset",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
     "augment",
     "default_collate",
     "filters",

@@ -2,7 +2,8 @@
 
 # NOTE [ Determinism across worker counts ]
 Everything random in a batch comes from a generator seeded by ``(seed, epoch, batch index)``
-(``batch_rng``), and the order of samples from ``(seed, epoch)`` (``batch_indices``). No state
+(``batch_rng``), and the order of samples from ``(seed, epoch)`` (``order_rng``, which the
+samplers of ``_samplers`` draw from). No state
 lives in a worker, so which process builds a batch, and in what order batches finish, cannot
 change what the batch holds.
 """
@@ -10,7 +11,6 @@ change what the batch holds.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
 # Distinct spawn-key tags keep the shuffle stream and the per-batch streams independent.
 _SHUFFLE_TAG = 0
@@ -22,17 +22,9 @@ def fresh_seed() -> int:
     return int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)  # type: ignore[arg-type]
 
 
-def batch_indices(
-    n: int, batch_size: int, *, shuffle: bool, drop_last: bool, seed: int, epoch: int
-) -> list[npt.NDArray[np.int64]]:
-    """Split ``range(n)`` (shuffled by ``(seed, epoch)`` if asked) into batches of indices."""
-    if shuffle:
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(epoch, _SHUFFLE_TAG)))
-        order = rng.permutation(n).astype(np.int64)
-    else:
-        order = np.arange(n, dtype=np.int64)
-    stop = (n // batch_size) * batch_size if drop_last else n
-    return [order[i : i + batch_size] for i in range(0, stop, batch_size)]
+def order_rng(seed: int, epoch: int) -> np.random.Generator:
+    """Return the generator that the samplers draw epoch ``epoch``'s order from."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(epoch, _SHUFFLE_TAG)))
 
 
 def batch_rng(seed: int, epoch: int, batch_index: int) -> np.random.Generator:
