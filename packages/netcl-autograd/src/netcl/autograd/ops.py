@@ -5,6 +5,9 @@ Each op computes its forward with ``netcl.ops`` and, when it runs inside a
 (which also runs as ``netcl.ops`` device ops). Ops without a gradient (comparisons, ``argmax``,
 ``one_hot``, creation, random numbers) are used from ``netcl.ops`` directly.
 
+The reductions and the softmax family take PyTorch's ``dim=``/``keepdim=`` beside
+``axis=``/``keepdims=`` (giving both spellings is a ``TypeError``).
+
 Examples:
     >>> import numpy as np
     >>> import netcl.autograd as ag
@@ -16,8 +19,18 @@ Examples:
     >>> tape.backward(y)
     >>> x.grad.to_host().tolist()
     [0.0, 1.0]
+    >>> ag.ops.softmax(x, dim=0).shape, ag.ops.sum(x, dim=0, keepdim=True).shape
+    ((2,), (1,))
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from netcl.core.keywords import resolve_dim, resolve_keepdim
+from netcl.core.tensor import Tensor
+
+from . import _ops_reduce
 from ._ops_elementwise import abs as abs
 from ._ops_elementwise import add as add
 from ._ops_elementwise import cast as cast
@@ -70,14 +83,8 @@ from ._ops_nn import global_avg_pool2d as global_avg_pool2d
 from ._ops_nn import layer_norm as layer_norm
 from ._ops_nn import matmul as matmul
 from ._ops_nn import max_pool2d as max_pool2d
-from ._ops_reduce import log_softmax as log_softmax
-from ._ops_reduce import max as max
-from ._ops_reduce import mean as mean
-from ._ops_reduce import min as min
 from ._ops_reduce import nll_gather as nll_gather
-from ._ops_reduce import softmax as softmax
-from ._ops_reduce import sum as sum
-from ._ops_reduce import var as var
+from ._tensor_methods import implicit_tape as implicit_tape  # fills the Tensor slots
 
 __all__ = [
     # elementwise
@@ -93,4 +100,53 @@ __all__ = [
     "broadcast_to", "concat", "contiguous", "copy", "dropout", "embedding", "flatten", "gather",
     "getitem", "index_select", "pad", "permute", "reshape", "slice", "squeeze", "stack",
     "transpose", "unsqueeze", "view",
+    # recording without a tape
+    "implicit_tape",
 ]
+
+Axis = int | Sequence[int] | None
+
+
+def sum(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *, dim: Axis = None,
+        keepdim: bool | None = None) -> Tensor:
+    """Sum over ``axis``/``dim`` (all axes for ``None``), recorded under a tape."""
+    return _ops_reduce.sum(x, resolve_dim("sum", axis, dim),
+                           resolve_keepdim("sum", keepdims, keepdim))
+
+
+def mean(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *, dim: Axis = None,
+         keepdim: bool | None = None) -> Tensor:
+    """Mean over ``axis``/``dim`` (all axes for ``None``), recorded under a tape."""
+    return _ops_reduce.mean(x, resolve_dim("mean", axis, dim),
+                            resolve_keepdim("mean", keepdims, keepdim))
+
+
+def max(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *, dim: Axis = None,
+        keepdim: bool | None = None) -> Tensor:
+    """Maximum over ``axis``/``dim`` (the values only), recorded under a tape."""
+    return _ops_reduce.max(x, resolve_dim("max", axis, dim),
+                           resolve_keepdim("max", keepdims, keepdim))
+
+
+def min(x: Tensor, axis: Axis = None, keepdims: bool | None = None, *, dim: Axis = None,
+        keepdim: bool | None = None) -> Tensor:
+    """Minimum over ``axis``/``dim`` (the values only), recorded under a tape."""
+    return _ops_reduce.min(x, resolve_dim("min", axis, dim),
+                           resolve_keepdim("min", keepdims, keepdim))
+
+
+def var(x: Tensor, axis: Axis = None, keepdims: bool | None = None, correction: int = 1, *,
+        dim: Axis = None, keepdim: bool | None = None) -> Tensor:
+    """Variance over ``axis``/``dim`` (/ (N - ``correction``)), recorded under a tape."""
+    return _ops_reduce.var(x, resolve_dim("var", axis, dim),
+                           resolve_keepdim("var", keepdims, keepdim), correction)
+
+
+def softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Softmax along ``axis``/``dim`` (default -1), recorded under a tape."""
+    return _ops_reduce.softmax(x, resolve_dim("softmax", axis, dim, -1))
+
+
+def log_softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Log-softmax along ``axis``/``dim`` (default -1), recorded under a tape."""
+    return _ops_reduce.log_softmax(x, resolve_dim("log_softmax", axis, dim, -1))

@@ -17,15 +17,12 @@ Examples:
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any
 
 __all__ = ["resolve_dim", "resolve_keepdim"]
 
-_T = TypeVar("_T")
 
-
-def resolve_dim(op: str, axis: _T | None, dim: _T | None, default: _T | None = None
-                ) -> _T | None:
+def resolve_dim(op: str, axis: Any, dim: Any, default: Any = None) -> Any:
     """The axis argument of ``op`` given as ``axis`` (netcl) or ``dim`` (PyTorch).
 
     ``None`` for both gives ``default``.

@@ -35,6 +35,7 @@ from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool, get_persistent_pool
 from .process import track_owner
 from .recording import state as recording_state
+from .tensor_methods import Size, TensorMethods
 
 __all__ = [
     "CPU_BACKEND",
@@ -43,6 +44,7 @@ __all__ = [
     "check_shape",
     "copy_from_host",
     "host_default_dtype",
+    "narrow_view",
     "output_tensor",
     "reshape",
 ]
@@ -151,11 +153,16 @@ _MAX_VIEW_REFS = 16  # dead view references are pruned from a base past this man
 
 
 @dataclass(eq=False)
-class Tensor:
+class Tensor(TensorMethods):
     """An n-d array on a device. Build it with :meth:`from_host` or :meth:`from_shape`.
 
     On the OpenCL backend ``buffer`` holds the data (``offset`` elements in); on the NumPy
     backend ``array`` does. ``requires_grad``, ``grad`` and ``grad_fn`` belong to autograd.
+
+    The PyTorch-style methods and operators (``x + 1``, ``x @ w``, ``x[0]``, ``x.sum(dim=1)``,
+    ``x.item()``, ``x.to("cpu")``, ``loss.backward()``) come from
+    :class:`~netcl.core.tensor_methods.TensorMethods`; their ops are registered by netcl-ops
+    and netcl-autograd.
 
     :meth:`release` gives the storage back at once. From then on every use of the tensor, or
     of a view of it made by :func:`reshape`, raises ``ValueError("tensor was released: ...")``
@@ -328,9 +335,11 @@ class Tensor:
         return self._released
 
     @property
-    def size(self) -> int:
-        """Number of elements."""
-        return math.prod(self.shape)
+    def size(self) -> Size:
+        """Number of elements: an int that PyTorch code can also call, ``x.size()`` giving the
+        shape and ``x.size(d)`` one dimension (NOTE [ Tensor.size ] in
+        :mod:`netcl.core.tensor_methods`)."""
+        return Size(math.prod(self.shape), self.shape)
 
     @property
     def ndim(self) -> int:
@@ -548,8 +557,40 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
             f"reshape: cannot view {t.size} elements of shape {t.shape} as shape {dims} "
             f"({math.prod(dims)} elements)"
         )
+    return _view(t, dims, 0)
+
+
+def narrow_view(t: Tensor, start: int, shape: Sequence[int]) -> Tensor:
+    """A view of the ``prod(shape)`` elements of ``t`` from element ``start`` on (row-major),
+    with ``shape``: what ``x[2:5]`` or ``x[1]`` is when the result is one contiguous run.
+
+    It shares storage like :func:`reshape` (``_base`` is ``t``; releasing ``t`` releases it).
+
+    Raises:
+        ValueError: the run does not lie inside ``t``, or ``t`` was released.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core.device import manager
+        >>> t = Tensor.from_host(manager.default("cpu").queue, np.arange(6.0))
+        >>> narrow_view(t, 2, (2, 2)).to_host().tolist()
+        [[2.0, 3.0], [4.0, 5.0]]
+    """
+    dims = check_shape(shape, "narrow_view")
+    n = math.prod(dims)
+    if start < 0 or start + n > t.size:
+        raise ValueError(f"narrow_view: elements {start}..{start + n} lie outside a tensor of "
+                         f"shape {t.shape} ({t.size} elements)")
+    return _view(t, dims, start)
+
+
+def _view(t: Tensor, dims: tuple[int, ...], start: int) -> Tensor:
     t.wait()
-    array = None if t.array is None else t.array.reshape(dims)
+    array = None
+    if t.array is not None:
+        flat = t.array.reshape(-1)
+        array = flat[start:start + math.prod(dims)].reshape(dims) if start else \
+            t.array.reshape(dims)
     view = Tensor(
         buffer=t.buffer,
         shape=dims,
@@ -559,7 +600,7 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
         persistent=True,
         host_ref=t.host_ref,
         array=array,
-        offset=t.offset,
+        offset=t.offset if array is not None else t.offset + start,
         _base=t,
         _backend=t._backend,
     )

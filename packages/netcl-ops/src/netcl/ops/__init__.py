@@ -108,6 +108,10 @@ from ._pooling import global_avg_pool2d as global_avg_pool2d
 from ._pooling import max_pool2d as max_pool2d
 from ._pooling import max_pool2d_backward as max_pool2d_backward
 
+# isort: split
+
+from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
+
 __all__ = [
     # section C names
     "conv2d",

@@ -1,7 +1,10 @@
 """Creation ops: fill, full, zeros, ones, arange, one_hot.
 
-Creation functions take the queue of the device to create on (``None``: the active device),
-like :meth:`netcl.core.tensor.Tensor.from_shape`.
+Creation functions take the device to create on as their first argument, like
+:meth:`netcl.core.tensor.Tensor.from_shape`: a queue, ``None`` (the active device), a selector
+string (``"cpu"``, ``"cl"``, ``"pthread"``, ...) or a DeviceHandle; ``device=`` is PyTorch's
+keyword for it (see :mod:`netcl.core.placement`), and ``dtype=`` takes a dtype name or a NumPy
+dtype.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.device import get_active_device
 from netcl.core.dtypes import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
 from netcl.core.kernels.family import KernelSource, kernel_family
+from netcl.core.placement import resolve_queue
 from netcl.core.recording import numpy_call, numpy_update
 from netcl.core.tensor import CPU_BACKEND, Tensor, check_shape
 
@@ -48,9 +51,22 @@ __kernel void one_hot_k(__global T* out, __global const LT* labels, const IDX lo
 """
 
 
-def device_queue(queue: Any) -> Any:
-    """``queue``, or the active device's queue for ``None``."""
-    return get_active_device().queue if queue is None else queue
+def device_queue(queue: Any, device: Any = None, op: str = "device") -> Any:
+    """The queue a creation op's device argument names: ``queue`` or its PyTorch spelling
+    ``device`` (a queue, ``None`` for the active device, a selector string or a DeviceHandle).
+
+    Raises:
+        TypeError: both ``queue`` and ``device`` are given.
+
+    Examples:
+        >>> device_queue(None, "cpu").backend
+        'cpu'
+    """
+    if device is not None:
+        if queue is not None:
+            raise TypeError(f"{op}: got both a queue ({queue!r}) and device={device!r}; give one")
+        queue = device
+    return resolve_queue(queue, op)
 
 
 def _program_source(wide: bool, extra: str = "", source: str = _SOURCE) -> str:
@@ -119,7 +135,8 @@ def fill_for(op: str, x: Tensor, value: float) -> Tensor:
     return x
 
 
-def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None) -> Tensor:
+def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None, *,
+         device: Any = None) -> Tensor:
     """A new tensor of ``shape`` filled with ``value``.
 
     ``dtype=None`` gives int64 for an int ``value`` and float32 for a float one (as PyTorch).
@@ -129,7 +146,7 @@ def full(queue: Any, shape: int | Sequence[int], value: float, dtype: Any = None
         >>> full(manager.default("cpu").queue, (2,), 1.5).to_host().tolist()
         [1.5, 1.5]
     """
-    return _full("full", queue, shape, value, dtype)
+    return _full("full", device_queue(queue, device, "full"), shape, value, dtype)
 
 
 def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: Any) -> Tensor:
@@ -137,7 +154,7 @@ def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: 
     kind = scalar_kind(op, value)
     if dtype is None:
         dtype = "float32" if kind == SCALAR_FLOAT else "int64"
-    q, dims, dtype = device_queue(queue), shape_arg(shape, op), canonical_dtype(dtype, op)
+    q, dims, dtype = device_queue(queue, None, op), shape_arg(shape, op), canonical_dtype(dtype, op)
     if getattr(q, "backend", None) == "cpu":  # one recordable NumPy call, no empty + fill
         if dtype in INT_DTYPES and kind == SCALAR_FLOAT:
             raise TypeError(f"{op}: float value {value!r} for an integer tensor ({dtype})")
@@ -148,18 +165,22 @@ def _full(op: str, queue: Any, shape: int | Sequence[int], value: float, dtype: 
     return fill_for(op, empty(q, dims, dtype), value)
 
 
-def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
+def zeros(queue: Any, shape: int | Sequence[int], dtype: Any = "float32", *,
+          device: Any = None) -> Tensor:
     """A new tensor of ``shape`` filled with 0.
 
     Examples:
         >>> from netcl.core.device import manager
         >>> zeros(manager.default("cpu").queue, (1, 2)).to_host().tolist()
         [[0.0, 0.0]]
+        >>> zeros(None, 3, "int32", device="cpu").to_host().tolist()
+        [0, 0, 0]
     """
-    return _full("zeros", queue, shape, 0, dtype)
+    return _full("zeros", device_queue(queue, device, "zeros"), shape, 0, dtype)
 
 
-def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tensor:
+def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32", *,
+          device: Any = None) -> Tensor:
     """A new tensor of ``shape`` filled with 1.
 
     Examples:
@@ -167,7 +188,7 @@ def ones(queue: Any, shape: int | Sequence[int], dtype: Any = "float32") -> Tens
         >>> ones(manager.default("cpu").queue, (2,), "int32").to_host().tolist()
         [1, 1]
     """
-    return _full("ones", queue, shape, 1, dtype)
+    return _full("ones", device_queue(queue, device, "ones"), shape, 1, dtype)
 
 
 def shape_arg(shape: Any, op: str = "shape") -> tuple[int, ...]:
@@ -176,7 +197,7 @@ def shape_arg(shape: Any, op: str = "shape") -> tuple[int, ...]:
 
 
 def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
-           dtype: Any = None) -> Tensor:
+           dtype: Any = None, *, device: Any = None) -> Tensor:
     """``start, start + step, ...`` below ``stop`` (one argument: ``0 .. start``), as NumPy.
 
     ``dtype=None`` gives int64 when every argument is an int, else float32. Element ``i`` is
@@ -202,7 +223,7 @@ def arange(queue: Any, start: float, stop: float | None = None, step: float = 1,
     n = max(0, math.ceil((stop - start) / step))
     if SCALAR_FLOAT not in kinds:
         n = max(0, -(-(int(stop) - int(start)) // int(step)))
-    q = device_queue(queue)
+    q = device_queue(queue, device, "arange")
     a, d = kernel_scalar("arange", start, dtype), kernel_scalar("arange", step, dtype)
     if getattr(q, "backend", None) == "cpu":
         arr = numpy_call(_arange_np, a, d, n, np_compute(dtype), np.dtype(dtype))
