@@ -5,8 +5,11 @@
 # ``select_reduction_kernel(R, "max")``:
 # - REDUCTION_SEQUENTIAL: one work item per (outer, inner) position walks R three times
 #   (max, sum of exp, write); coalesced across inner, so it also serves every inner > 1;
-# - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: one work-group per row, LR lanes
-#   striding over the row with local-memory tree reductions for the max and the sum.
+# - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: one work-group per row of
+#   32..local lanes (about 8 elements each). A row of at most 16 per lane is read once into
+#   registers (max, then sum of exp, both local-memory trees, then the write): one read and one
+#   write of each element. A longer row takes an online max and rescaled sum in one read
+#   (merged across lanes as (max, sum) pairs), then the write pass reads it again.
 # float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
 """
 
@@ -42,6 +45,9 @@ from ._launch import (
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
+_VPL = 16  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
+_ROW_PER_LANE = 8  # ... and about how many it is given: lanes = R / 8 rounded up to 2^k
+
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
 # to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
 _SOURCE = (
@@ -51,33 +57,67 @@ _SOURCE = (
 
 _KERNELS = {
     "softmax_row": """
+inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const IDX l,
+                          const IDX L)
+{
+  bm[l] = *m;
+  bs[l] = *s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX h = L / 2; h > 0; h >>= 1) {
+    if (l < h) {
+      const CT m1 = bm[l], m2 = bm[l + h];
+      const CT M = MAXNAN(m1, m2);
+      bs[l] = (m1 == -INFINITY ? (CT)0 : bs[l] * exp(m1 - M))
+            + (m2 == -INFINITY ? (CT)0 : bs[l + h] * exp(m2 - M));
+      bm[l] = M;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *m = bm[0];
+  *s = bs[0];
+}
+
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX R)
 {
-  __local CT buf[LMAX];
+  __local CT bm[LMAX], bs[LMAX];
   const IDX L = get_local_size(0), l = get_local_id(0);
   const IDX base = get_group_id(0) * R;
-  CT m = -INFINITY;
-  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); m = MAXNAN(m, v); }
-  buf[l] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (IDX s = L / 2; s > 0; s >>= 1) {
-    if (l < s) buf[l] = MAXNAN(buf[l], buf[l + s]);
+  CT m = -INFINITY, sum = 0;
+  if (R <= VPL * L) {  /* the row in registers: one read, one write */
+    CT v[VPL];
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const IDX r = l + k * L;
+      v[k] = r < R ? LD(x, xo + base + r) : -INFINITY;
+      m = MAXNAN(m, v[k]);
+    }
+    group_max_sum(&m, &sum, bm, bs, l, L);  /* the max (sums are 0 yet) */
     barrier(CLK_LOCAL_MEM_FENCE);
+    sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) if (l + k * L < R) sum += exp(v[k] - m);
+    CT lm = m;
+    group_max_sum(&lm, &sum, bm, bs, l, L);
+    if (m == INFINITY) sum = NAN;
+    const CT lse = log(sum);
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const IDX r = l + k * L;
+      const CT vk = v[k];
+      if (r < R) { const CT v = vk; ST(out, base + r, RESULT); }
+    }
+  } else {  /* online max and sum in one read, then the write pass reads again */
+    for (IDX r = l; r < R; r += L) {
+      const CT v = LD(x, xo + base + r);
+      if (v > m || isnan(v)) { sum = (m == -INFINITY ? (CT)0 : sum * exp(m - v)) + (CT)1; m = v; }
+      else sum += exp(v - m);
+    }
+    group_max_sum(&m, &sum, bm, bs, l, L);
+    if (m == INFINITY) sum = NAN;
+    const CT lse = log(sum);
+    for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
   }
-  m = buf[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  CT sum = 0;
-  for (IDX r = l; r < R; r += L) sum += exp(LD(x, xo + base + r) - m);
-  buf[l] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (IDX s = L / 2; s > 0; s >>= 1) {
-    if (l < s) buf[l] += buf[l + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  sum = buf[0];
-  const CT lse = log(sum);
-  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
 }
 """,
     "softmax_col": """
@@ -134,7 +174,7 @@ def _program_source(name: str, local: int, wide: bool) -> str:
     """Kernel ``name`` (``softmax_row`` or ``softmax_col``) for work-groups of ``local`` items,
     with 64-bit indices if ``wide``; the dtype header comes from :func:`softmax_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
-    return f"{defs}#define LMAX {local}\n{_SOURCE}{_KERNELS[name]}"
+    return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{_SOURCE}{_KERNELS[name]}"
 
 
 def _nll_source(label_dtype: str, wide: bool) -> str:
@@ -195,7 +235,8 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
         args += [idx(outer), idx(R), idx(inner)]
     else:
         kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide, local).kernel
-        grid, lsize = (outer * local,), (local,)
+        lanes = min(local, max(32, 1 << ((R - 1) // _ROW_PER_LANE).bit_length()))
+        grid, lsize = (outer * lanes,), (lanes,)
         args.append(idx(R))
     launch_values(x.queue, kernel, grid, lsize, args)
     remember(key, kernel, grid, lsize, args, [(0, out)], [1])

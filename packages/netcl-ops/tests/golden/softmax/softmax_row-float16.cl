@@ -22,34 +22,69 @@
 #define ST(p, i, v) vstore_half((v), (i), (p))
 #define IDX int
 #define LMAX 256
+#define VPL 16
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
+
+inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const IDX l,
+                          const IDX L)
+{
+  bm[l] = *m;
+  bs[l] = *s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX h = L / 2; h > 0; h >>= 1) {
+    if (l < h) {
+      const CT m1 = bm[l], m2 = bm[l + h];
+      const CT M = MAXNAN(m1, m2);
+      bs[l] = (m1 == -INFINITY ? (CT)0 : bs[l] * exp(m1 - M))
+            + (m2 == -INFINITY ? (CT)0 : bs[l + h] * exp(m2 - M));
+      bm[l] = M;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *m = bm[0];
+  *s = bs[0];
+}
 
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX R)
 {
-  __local CT buf[LMAX];
+  __local CT bm[LMAX], bs[LMAX];
   const IDX L = get_local_size(0), l = get_local_id(0);
   const IDX base = get_group_id(0) * R;
-  CT m = -INFINITY;
-  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); m = MAXNAN(m, v); }
-  buf[l] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (IDX s = L / 2; s > 0; s >>= 1) {
-    if (l < s) buf[l] = MAXNAN(buf[l], buf[l + s]);
+  CT m = -INFINITY, sum = 0;
+  if (R <= VPL * L) {  /* the row in registers: one read, one write */
+    CT v[VPL];
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const IDX r = l + k * L;
+      v[k] = r < R ? LD(x, xo + base + r) : -INFINITY;
+      m = MAXNAN(m, v[k]);
+    }
+    group_max_sum(&m, &sum, bm, bs, l, L);  /* the max (sums are 0 yet) */
     barrier(CLK_LOCAL_MEM_FENCE);
+    sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) if (l + k * L < R) sum += exp(v[k] - m);
+    CT lm = m;
+    group_max_sum(&lm, &sum, bm, bs, l, L);
+    if (m == INFINITY) sum = NAN;
+    const CT lse = log(sum);
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const IDX r = l + k * L;
+      const CT vk = v[k];
+      if (r < R) { const CT v = vk; ST(out, base + r, RESULT); }
+    }
+  } else {  /* online max and sum in one read, then the write pass reads again */
+    for (IDX r = l; r < R; r += L) {
+      const CT v = LD(x, xo + base + r);
+      if (v > m || isnan(v)) { sum = (m == -INFINITY ? (CT)0 : sum * exp(m - v)) + (CT)1; m = v; }
+      else sum += exp(v - m);
+    }
+    group_max_sum(&m, &sum, bm, bs, l, L);
+    if (m == INFINITY) sum = NAN;
+    const CT lse = log(sum);
+    for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
   }
-  m = buf[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  CT sum = 0;
-  for (IDX r = l; r < R; r += L) sum += exp(LD(x, xo + base + r) - m);
-  buf[l] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (IDX s = L / 2; s > 0; s >>= 1) {
-    if (l < s) buf[l] += buf[l + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  sum = buf[0];
-  const CT lse = log(sum);
-  for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
 }
