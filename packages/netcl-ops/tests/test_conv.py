@@ -452,12 +452,20 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ((128, 3, 32, 64, 3, 1, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),  # ResNet's stem
     ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD"),
     ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
-    ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),  # strided 1x1
     ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
     ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
     ((128, 128, 16, 128, 3, 1, 1), "CONV2D_WINOGRAD"),
     ((128, 512, 4, 512, 3, 1, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),  # a 4x4 plane
     ((64, 16, 8, 32, 3, 1, 1), "CONV2D_IMPLICIT_TILED 32x64x16/4x4"),  # the digits CNN
+    # ImageNet planes (ResNet-18/50)
+    ((128, 512, 7, 512, 3, 1, 1), "CONV2D_WINOGRAD"),  # 2048 2x2 tiles
+    ((128, 64, 56, 256, 1, 1, 0), "CONV2D_IM2COL"),  # 1x1 64 -> 256: the tuned GEMM
+    ((128, 256, 56, 64, 1, 1, 0), "CONV2D_IM2COL"),
+    ((128, 64, 56, 64, 1, 1, 0), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
+    ((128, 128, 28, 512, 1, 1, 0), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
+    ((128, 256, 14, 512, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
+    ((128, 256, 28, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
 ])
 def test_forward_gpu_rule(shape: tuple[int, ...], expected: str) -> None:
     """The forward on a GPU (NOTE [ GPU conv2d rules ]): Winograd from 64 channels on 3x3
@@ -515,6 +523,31 @@ def test_data_gradient_tiles(shape: tuple[int, ...], tiles: str,
     q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, 3, 3), stride, 1), "float32",
                   "data")
     assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q).extra["tiles"] == tiles
+
+
+@pytest.mark.parametrize(("shape", "expected"), [
+    # (N, C, H, K, stride, direction) of a 1x1 layer -> the variant and tiles on an H100
+    ((128, 256, 56, 64, 1, "data"), "CONV2D_IM2COL"),  # 64 output channels: a GEMM
+    ((128, 256, 56, 128, 1, "data"), "CONV2D_IM2COL"),
+    ((128, 64, 56, 256, 1, "data"), "CONV2D_IM2COL"),
+    ((128, 512, 28, 256, 1, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 256, 56, 512, 2, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),  # wide phases
+    ((128, 1024, 8, 2048, 2, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),  # narrow
+    ((128, 64, 32, 128, 2, "data"), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
+    ((128, 64, 56, 256, 1, "weight"), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
+    ((128, 128, 28, 512, 1, "weight"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
+    ((128, 64, 56, 64, 1, "weight"), "CONV2D_IMPLICIT_TILED 64x64x16/4x4v"),
+])
+def test_pointwise_gradient_gpu_rule(shape: tuple[Any, ...], expected: str) -> None:
+    """1x1 gradients on a GPU (NOTE [ GPU implicit-GEMM tiles ]): the column path (a plain
+    GEMM for 1x1) between narrow and wide channel counts, scalar tiles for wide strided
+    phases, 128-row tiles for weight gradients of 64+ columns."""
+    n, c, h, k, stride, direction = shape
+    q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, 1, 1), stride, 0), "float32",
+                  direction)
+    cfg = KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q)
+    assert " ".join([cfg.variant.name, *([cfg.extra["tiles"]] if "tiles" in cfg.extra else [])
+                     ]) == expected
 
 
 def test_cpu_gradient_rule() -> None:

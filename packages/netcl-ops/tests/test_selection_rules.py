@@ -275,7 +275,7 @@ def test_decisions_are_cached() -> None:
 def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
                           expected: Any) -> None:
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")  # the spec page's routing
-    args = {"N": 2, "C": 64, "H": 32, "W": 32, "K": 64, **kw}  # Winograd from 64 channels
+    args = {"N": 32, "C": 64, "H": 32, "W": 32, "K": 64, **kw}  # Winograd from 64 channels
     assert sel(hopper()).select_conv2d_kernel(**args).variant is expected
 
 

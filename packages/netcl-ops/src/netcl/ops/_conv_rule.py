@@ -72,7 +72,11 @@ IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
 TILED_LOCAL_MAX_OUTPUT = 32 * 32  # output pixels per (image, channel) plane
 CPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # PoCL: Winograd 1.3-2x over im2col from here
 GPU_WINOGRAD_MIN_CHANNELS = 64  # H100: Winograd over the implicit GEMM from 64 channels
-GPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # ... on output planes from 16x16 (the forward)
+GPU_WINOGRAD_MIN_OUTPUT = 16 * 16  # ... on output planes from 16x16 (the forward) ...
+GPU_WINOGRAD_MIN_TILES = 2048  # ... or with at least this many 2x2 output tiles
+GEMM_SHAPED_MAX_NARROW = 64  # 1x1: the column path (a GEMM) when one side is this narrow ...
+DATA_GEMM_MAX_NARROW = 128  # ... and for the data gradient, output channels this few
+PHASED_SCALAR_COLUMNS = 8192  # a phased data gradient this wide per phase: scalar tiles
 GPU_WINOGRAD_WEIGHT_MIN_CHANNELS = 256  # the weight gradient: 0.35 against 0.40 ms at 512
 WEIGHT_SPLIT_COLUMNS = 512  # a 64-row weight gradient this wide: 8 work-groups per unit
 DATA_MIN_CHANNELS = 9  # H100: the data gradient of fewer input channels: the column path
@@ -151,6 +155,31 @@ def winograd_applies(g: ConvGeometry) -> bool:
     return (g.r, g.s, g.stride, g.dilation, g.groups) == (3, 3, (1, 1), (1, 1), 1)
 
 
+def winograd_tiles(g: ConvGeometry) -> int:
+    """The 2x2 output tiles of a Winograd F(2x2, 3x3) forward: its GEMMs' width.
+
+    Examples:
+        >>> winograd_tiles(parse_conv2d(128, 512, 7, 7, 512, 3, 3, 1, 1).geometry)
+        2048
+    """
+    return g.n * -(-g.oh // 2) * -(-g.ow // 2)
+
+
+def gemm_shaped(g: ConvGeometry) -> bool:
+    """A 1x1, stride-1, unpadded, undilated, ungrouped convolution: a plain GEMM per image.
+
+    Examples:
+        >>> gemm_shaped(parse_conv2d(8, 64, 56, 56, 256, 1, 1).geometry)
+        True
+    """
+    return ((g.r, g.s, g.stride, g.padding, g.dilation, g.groups)
+            == (1, 1, (1, 1), (0, 0), (1, 1), 1))
+
+
+def _narrow_wide(narrow: int, wide: int, limit: int) -> bool:
+    return narrow <= limit < wide
+
+
 def tiled_local_fits(profile: ExtendedDeviceProfile, g: ConvGeometry, dtype: str) -> bool:
     """Whether the tiled-local kernel's patch and weights fit half the device's local memory
     (always on the NumPy backend, which has no work-groups).
@@ -183,9 +212,11 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     ``NETCL_CONV_WINOGRAD=0``; a CPU device (PoCL, the NumPy backend) -> im2col;
     ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most 32x32
     -> tiled-local (im2col where its window does not fit in local memory); a Winograd geometry
-    with at least 64 input and output channels and an output plane of at least 16x16 -> Winograd
-    unless ``NETCL_CONV_WINOGRAD=0``; otherwise (1x1, strided, dilated, grouped, few channels,
-    small planes) the register-tiled implicit GEMM.
+    with at least 64 input and output channels and an output plane of at least 16x16 or at
+    least 2048 2x2 output tiles (:func:`winograd_tiles`) -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; a 1x1 stride-1
+    convolution (:func:`gemm_shaped`) between at most 64 and more than 64 channels -> im2col,
+    which is the tuned GEMM there; otherwise (1x1, strided, dilated, grouped, few channels,
+    small batches) the register-tiled implicit GEMM.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -214,10 +245,16 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     # 0.29, 512 on 4x4: 0.32 against 0.36); with fewer channels (ResNet's 3-channel stem, the
     # digits CNN) and for every other geometry the implicit GEMM is fastest (1x1 stride 2:
     # 0.03 against 0.04-0.16 ms; 3x3 stride 2: 0.15-0.17 against tiled-local's 0.63-4.5 and
-    # the GEMM family's 1.0-1.3 ms).
+    # the GEMM family's 1.0-1.3 ms). ImageNet planes (ResNet-18/50, batch 128, 2025-11-25):
+    # Winograd wins wherever there are at least 2048 2x2 tiles (512 channels on 7x7: 0.80
+    # against 0.88 ms; 4x4 CIFAR planes, 512 tiles: 0.35 against 0.32); the 1x1 expansion
+    # 64 -> 256 on 56x56 runs 0.40 ms as a GEMM against 0.59-0.76 as an implicit GEMM.
     if (winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS
-            and g.pixels >= GPU_WINOGRAD_MIN_OUTPUT):
+            and (g.pixels >= GPU_WINOGRAD_MIN_OUTPUT
+                 or winograd_tiles(g) >= GPU_WINOGRAD_MIN_TILES)):
         return V.CONV2D_WINOGRAD
+    if gemm_shaped(g) and _narrow_wide(min(g.c, g.k), max(g.c, g.k), GEMM_SHAPED_MAX_NARROW):
+        return V.CONV2D_IM2COL
     return IMPLICIT_TILED
 
 
@@ -237,6 +274,11 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
             return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
         if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
             return V.CONV2D_WINOGRAD  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
+        if gemm_shaped(g) and (_narrow_wide(g.k, g.cg, DATA_GEMM_MAX_NARROW)
+                               or _narrow_wide(g.cg, g.k, GEMM_SHAPED_MAX_NARROW)):
+            # ResNet-50's 1x1 data gradients as a GEMM: 256 <- 64 on 56x56 0.37 against 0.56
+            # ms, 256 <- 128 0.68 against 0.89, 64 <- 256 0.44 against 0.61
+            return V.CONV2D_IM2COL
     elif winograd and min(g.c, g.k) >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS:
         return V.CONV2D_WINOGRAD  # its GEMMs' long reductions cost it below 256 channels
     return IMPLICIT_TILED
@@ -266,12 +308,17 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
 
     - at most 32 rows: 32 x 64;
     - a weight gradient (its split reduction fills the device whatever the tiles): 128 x 128
-      from 128 rows and 256 columns, else 64 x 64 (scalar, more split, from 512 columns:
-      :func:`implicit_split`);
-    - a forward from 128 rows: the larger of 128 x 128 and 128 x 64 that still gives every
-      other compute unit a tile, else 64 x 64;
-    - a data gradient: 128 x 64 from 256 rows, 128 x 128 from 128 rows where that gives every
-      compute unit a tile, else 128 x 64 from 128 rows, else 64 x 64.
+      from 128 rows and 128 columns, 128 x 64 from 128 rows and 64 columns, else 64 x 64
+      (scalar, more split, from 512 columns: :func:`implicit_split`);
+    - a forward from 128 rows: 128 x 64 from 512 rows or for a 1x1 convolution, else the
+      larger of 128 x 128 and 128 x 64 that still gives every other compute unit a tile, else
+      64 x 64; scalar for a strided 1x1 of at most 256 rows;
+    - a data gradient by phases (strided: NOTE [ Strided data gradient by phases ]) with at
+      least 8192 columns per phase: scalar 128 x 128 from 128 rows where that gives every
+      compute unit a tile, else scalar 64 x 64 (the 4-vector loads lose on strided phases;
+      under 128 rows only for a 1x1);
+    - any other data gradient: 128 x 128 from 128 rows where that gives every compute unit a
+      tile, else 128 x 64 from 128 rows, else 64 x 64.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -283,28 +330,45 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
     g = q.geometry
     if rows <= 32:
         return TILINGS["32x64"]
+    # NOTE [ GPU implicit-GEMM tiles ]: H100, ResNet-18/50 at batch 128 on CIFAR and ImageNet
+    # planes (bench_conv_layers --set all --variants, 2025-11-25): weight gradients of 128+
+    # rows by 64-256 columns (ResNet-50's 1x1s) 0.40-0.46 against 0.58-0.60 ms with 64 x 64;
+    # forwards of 512+ rows or 1x1: 128 x 64 0.38-0.89 against 128 x 128's 0.40-1.09 ms;
+    # strided 1x1 forwards of at most 256 rows: scalar 0.07-0.08 against 0.09-0.12 ms; phased
+    # data gradients: scalar 128 x 128 1.24-1.83 against 4-vector 1.41-2.82 ms where a phase
+    # is at least 8192 wide, the 4-vector tiles ahead below that (0.43 against 0.65 ms).
+    strided_1x1 = (g.r, g.s) == (1, 1) and g.stride != (1, 1)
     if q.direction == "weight":
-        if rows >= 128 and columns >= 256:
+        if rows >= 128 and columns >= 128:
             return TILINGS["128x128v"]
+        if rows >= 128 and columns >= 64:
+            return TILINGS["128x64v"]
         return TILINGS["64x64" if columns >= WEIGHT_SPLIT_COLUMNS else "64x64v"]
-    if rows < 128:
-        return TILINGS["64x64" if q.direction == "forward" else "64x64v"]
     planes = g.groups
-    if q.direction == "data" and data_phased((g.r, g.s, *g.stride, *g.padding, *g.dilation)):
+    phased = q.direction == "data" and data_phased(
+        (g.r, g.s, *g.stride, *g.padding, *g.dilation))
+    if phased:
         planes *= g.stride[0] * g.stride[1]
         columns = -(-columns // (g.stride[0] * g.stride[1]))
+    scalar = phased and columns >= PHASED_SCALAR_COLUMNS
+    if rows < 128:
+        return TILINGS["64x64" if q.direction == "forward" or (scalar and strided_1x1)
+                       else "64x64v"]
 
     def count(name: str) -> int:
         t = TILINGS[name]
         return -(-rows // t.bm) * -(-columns // t.bn) * planes
 
     if q.direction == "data":
-        if rows < 256 and count("128x128") >= profile.compute_units:
-            return TILINGS["128x128v"]
-        return TILINGS["128x64v"]
-    for name in ("128x128", "128x64"):
+        if count("128x128") >= profile.compute_units:
+            return TILINGS["128x128" if scalar else "128x128v"]
+        return TILINGS["64x64" if scalar else "128x64v"]
+    suffix = "" if strided_1x1 and rows <= 256 else "v"
+    order = ("128x64", "128x128") if rows >= 512 or (g.r, g.s) == (1, 1) else (
+        "128x128", "128x64")
+    for name in order:
         if 2 * count(name) >= profile.compute_units:
-            return TILINGS[name + "v"]
+            return TILINGS[name + suffix]
     return TILINGS["64x64"]
 
 
