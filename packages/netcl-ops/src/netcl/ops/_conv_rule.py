@@ -213,10 +213,10 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most 32x32
     -> tiled-local (im2col where its window does not fit in local memory); a Winograd geometry
     with at least 64 input and output channels and an output plane of at least 16x16 or at
-    least 2048 2x2 output tiles (:func:`winograd_tiles`) -> Winograd unless ``NETCL_CONV_WINOGRAD=0``; a 1x1 stride-1
-    convolution (:func:`gemm_shaped`) between at most 64 and more than 64 channels -> im2col,
-    which is the tuned GEMM there; otherwise (1x1, strided, dilated, grouped, few channels,
-    small batches) the register-tiled implicit GEMM.
+    least 2048 2x2 output tiles (:func:`winograd_tiles`) -> Winograd unless
+    ``NETCL_CONV_WINOGRAD=0``; a 1x1 stride-1 convolution (:func:`gemm_shaped`) between at
+    most 64 and more than 64 channels -> im2col, which is the tuned GEMM there; otherwise (1x1,
+    strided, dilated, grouped, few channels, small batches) the register-tiled implicit GEMM.
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
