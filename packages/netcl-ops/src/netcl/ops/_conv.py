@@ -46,6 +46,7 @@ from ._common import check_tensor, empty, same_device
 from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_of
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
+from ._conv_mma import conv2d_mma, conv2d_mma_applicable
 from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
 from ._conv_winograd import conv2d_winograd, conv2d_winograd_weight, data_geometry
 from ._elementwise_dispatch import host, np_result
@@ -383,6 +384,9 @@ RUNNERS: dict[AnyVariant, ConvRunner] = {
 
 def _conv_cl(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry) -> Tensor:
     out = empty(x.queue, (g.n, g.k, g.oh, g.ow), x.dtype)
+    if conv2d_mma_applicable(x.queue, g, x.dtype, "forward"):  # float16 on tensor cores
+        conv2d_mma("forward", x, weight, g, out, bias=bias)
+        return out
     config = get_kernel_selector(x.queue.device).select(CONV2D_FAMILY, ConvQuery(g, x.dtype))
     RUNNERS[config.variant](x, weight, bias, g, out, config)
     return out
@@ -476,6 +480,9 @@ def conv2d_backward_data(grad_out: Tensor, weight: Tensor, input_shape: Sequence
                          host(weight), g)
     queue, dtype = grad_out.queue, grad_out.dtype
     dx = empty(queue, (g.n, g.c, g.h, g.w), dtype)
+    if conv2d_mma_applicable(queue, g, dtype, "data"):  # float16 on tensor cores
+        conv2d_mma("data", grad_out, weight, g, dx)
+        return dx
     config = get_kernel_selector(queue.device).select(CONV2D_FAMILY, ConvQuery(g, dtype, "data"))
     DATA_RUNNERS.get(config.variant, _data_columns)(grad_out, weight, g, dx, config)
     return dx
@@ -543,6 +550,9 @@ def conv2d_backward_weight(x: Tensor, grad_out: Tensor, weight_shape: Sequence[i
         return np_result(x, x.dtype, _conv_backward_weight_np, x.array, host(grad_out), g)
     queue, dtype = x.queue, x.dtype
     dw = empty(queue, (g.k, g.cg, g.r, g.s), dtype)
+    if conv2d_mma_applicable(queue, g, dtype, "weight"):  # float16 on tensor cores
+        conv2d_mma("weight", x, grad_out, g, dw)
+        return dw
     config = get_kernel_selector(queue.device).select(CONV2D_FAMILY,
                                                       ConvQuery(g, dtype, "weight"))
     WEIGHT_RUNNERS.get(config.variant, _weight_columns)(x, grad_out, g, dw, config)

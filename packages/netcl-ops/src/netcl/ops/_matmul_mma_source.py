@@ -52,11 +52,16 @@ from dataclasses import dataclass
 from string import Template
 
 __all__ = [
+    "FRAG_A_TEXT",
+    "FRAG_B_TEXT",
     "LOCAL_MEMORY_LIMIT",
+    "MMAS_TEXT",
     "PROBE_SOURCE",
     "TILE_F16_SOURCE",
     "TILE_TF32_SOURCE",
     "MmaConfig",
+    "emulated_ptx",
+    "hardware_ptx",
     "hgemm_alignment_ok",
     "hgemm_kernel_name",
     "hgemm_source",
@@ -284,9 +289,9 @@ def hgemm_source(config: MmaConfig) -> str:
             "#define OUT_T float",
             "#define STORE2(p, x, y) vstore2((float2)((x), (y)), 0, (p))",
         ]
-    ptx = _PTX.replace("WAIT_N", str(c.stages - 2))
+    ptx = hardware_ptx(c.stages - 2)
     ptx = ptx.replace(".global [", ".global.L2::128B [") if c.l2_prefetch else ptx
-    ptx = _EMULATED_PTX if c.emulate else ptx
+    ptx = emulated_ptx() if c.emulate else ptx
     copy = _COPY_ASYNC if c.async_copy else _COPY_SYNC
     if c.ldmatrix:
         frags = (_FRAG_A_T if c.trans_a else _FRAG_A) + (_FRAG_B_T if c.trans_b else _FRAG_B)
@@ -302,6 +307,18 @@ def hgemm_source(config: MmaConfig) -> str:
         + _mainloop(c, Template(frags))
         + _EPILOGUE
     )
+
+
+def hardware_ptx(wait_groups: int) -> str:
+    """The PTX macros (``CP_ASYNC16``, ``CP_COMMIT``, ``CP_WAIT`` leaving ``wait_groups``
+    groups in flight, ``LDSM_X4``, ``LDSM_X4_T``, ``MMA_16816``) as inline assembly."""
+    return _PTX.replace("WAIT_N", str(wait_groups))
+
+
+def emulated_ptx() -> str:
+    """The same macros in plain C (NOTE [ Emulated PTX ]); needs ``STAGES``, ``A_CHUNKS``,
+    ``NT``, ``sA``, ``sB``, ``tid`` and ``lane`` where they expand."""
+    return _EMULATED_PTX
 
 
 def _mainloop(c: MmaConfig, frags: Template) -> str:
@@ -755,3 +772,11 @@ void mma_tile_tf32(__global const float* A, __global const float* B, __global fl
     C[(g + 8) * 8 + 2 * t + 1] = c3;
 }
 """
+
+
+# The fragment loads and the mma of one k-step, as ``string.Template`` text with fields
+# ``$fa``, ``$fb`` (fragment arrays), ``$st`` (stage) and ``$ks`` (k-step), for kernels that
+# keep this module's tile layout (``_conv_mma_source``).
+FRAG_A_TEXT = _FRAG_A
+FRAG_B_TEXT = _FRAG_B
+MMAS_TEXT = _MMAS
