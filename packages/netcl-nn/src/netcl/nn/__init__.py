@@ -10,6 +10,12 @@ from . import amp as amp
 from . import functional as functional
 from . import init as init
 from .__about__ import __version__ as __version__
+from ._activation import ELU as ELU
+from ._activation import Hardswish as Hardswish
+from ._activation import LogSoftmax as LogSoftmax
+from ._activation import PReLU as PReLU
+from ._activation import ReLU6 as ReLU6
+from ._activation import Softmax as Softmax
 from ._autocast import autocast as autocast
 from ._containers import Identity as Identity
 from ._containers import ModuleList as ModuleList
@@ -32,6 +38,12 @@ from ._layers import ReLU as ReLU
 from ._layers import Sigmoid as Sigmoid
 from ._layers import SiLU as SiLU
 from ._layers import Tanh as Tanh
+from ._layers_extra import AdaptiveMaxPool2d as AdaptiveMaxPool2d
+from ._layers_extra import Conv1d as Conv1d
+from ._layers_extra import ConvTranspose2d as ConvTranspose2d
+from ._layers_extra import Dropout2d as Dropout2d
+from ._layers_extra import GroupNorm as GroupNorm
+from ._layers_extra import Upsample as Upsample
 from ._loss import BCELoss as BCELoss
 from ._loss import BCEWithLogitsLoss as BCEWithLogitsLoss
 from ._loss import CrossEntropyLoss as CrossEntropyLoss
@@ -60,6 +72,18 @@ from netcl.ops import manual_seed as manual_seed
 
 __all__ = [
     "AdaptiveAvgPool2d",
+    "ELU",
+    "PReLU",
+    "Hardswish",
+    "LogSoftmax",
+    "ReLU6",
+    "Softmax",
+    "AdaptiveMaxPool2d",
+    "Conv1d",
+    "ConvTranspose2d",
+    "Dropout2d",
+    "GroupNorm",
+    "Upsample",
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",

@@ -3,8 +3,10 @@
 Every forward goes through :mod:`netcl.nn.functional` (the differentiable ops of
 :mod:`netcl.autograd`), so every layer is differentiable and follows
 :func:`netcl.nn.amp.autocast`.
-Parameters are created on the active device (``with netcl.core.device.device(...)``) or on
-``queue`` when one is given, and initialised as PyTorch does.
+Parameters are created on ``device`` (PyTorch's keyword: a selector string such as ``"cpu"``
+or ``"cl"``, a DeviceHandle or a queue; ``queue=`` is netcl's older spelling of the same), else
+on the active device (``with netcl.core.device.device(...)``), in ``dtype`` (float32 by
+default), and initialised as PyTorch does. ``repr`` shows each layer's settings as PyTorch's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from netcl.ops import Generator
 
 from . import functional as F
 from . import init
-from ._module import Module, Parameter, default_queue
+from ._module import Module, Parameter, placement
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -45,8 +47,14 @@ __all__ = [
 IntPair = int | tuple[int, int]
 
 
-def _param(queue: Any, shape: Sequence[int]) -> Parameter:
-    return Parameter.from_shape(queue if queue is not None else default_queue(), tuple(shape))
+def _param(where: tuple[Any, str], shape: Sequence[int], fill: float | None = None
+           ) -> Parameter:
+    """A parameter of ``shape`` on ``where`` = :func:`placement`'s ``(queue, dtype)``."""
+    return Parameter.from_shape(where[0], tuple(shape), where[1], fill=fill)
+
+
+def _pair(value: IntPair) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
 
 
 def _positive(layer: str, **values: int) -> None:
@@ -74,15 +82,17 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 queue: Any = None, rng: np.random.Generator | None = None) -> None:
+                 queue: Any = None, rng: np.random.Generator | None = None, *,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         _positive("Linear", in_features=in_features, out_features=out_features)
+        where = placement("Linear", device, dtype, queue)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = _param(queue, (out_features, in_features))
+        self.weight = _param(where, (out_features, in_features))
         init.kaiming_uniform_(self.weight, a=math.sqrt(5), rng=rng)
         self.bias: Parameter | None = None
         if bias:
-            self.bias = _param(queue, (out_features,))
+            self.bias = _param(where, (out_features,))
             bound = 1 / math.sqrt(in_features)
             init.uniform_(self.bias, -bound, bound, rng)
 
@@ -109,23 +119,27 @@ class Conv2d(Module):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair,
-                 stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
+                 stride: IntPair = 1, padding: IntPair | str = 0, dilation: IntPair = 1,
                  groups: int = 1, bias: bool = True, queue: Any = None,
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | None = None, *, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         _positive("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} "
                              f"and out_channels={out_channels}")
-        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        where = placement("Conv2d", device, dtype, queue)
+        kh, kw = _pair(kernel_size)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride, self.padding, self.dilation = (
-            (kh, kw), stride, padding, dilation)
-        self.weight = _param(queue, (out_channels, in_channels // groups, kh, kw))
+        self.kernel_size, self.stride, self.dilation = (kh, kw), _pair(stride), _pair(dilation)
+        self.padding: tuple[int, int] | str = (
+            F.check_padding_mode("Conv2d", padding, self.stride) if isinstance(padding, str)
+            else _pair(padding))
+        self.weight = _param(where, (out_channels, in_channels // groups, kh, kw))
         init.kaiming_uniform_(self.weight, a=math.sqrt(5), rng=rng)
         self.bias: Parameter | None = None
         if bias:
-            self.bias = _param(queue, (out_channels,))
+            self.bias = _param(where, (out_channels,))
             bound = 1 / math.sqrt(in_channels // groups * kh * kw)
             init.uniform_(self.bias, -bound, bound, rng)
 
@@ -134,8 +148,26 @@ class Conv2d(Module):
                         dilation=self.dilation, groups=self.groups)
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}, groups={self.groups}")
+        return conv_repr(self)
+
+
+def conv_repr(conv: Any) -> str:
+    """PyTorch's convolution ``extra_repr``: sizes, kernel and stride always, the rest when
+    not the default."""
+    text = (f"{conv.in_channels}, {conv.out_channels}, kernel_size={conv.kernel_size}, "
+            f"stride={conv.stride}")
+    zero = (0,) * len(conv.stride)
+    if conv.padding != zero:
+        text += f", padding={conv.padding!r}"
+    if conv.dilation != (1,) * len(conv.stride):
+        text += f", dilation={conv.dilation}"
+    if getattr(conv, "output_padding", zero) != zero:
+        text += f", output_padding={conv.output_padding}"
+    if conv.groups != 1:
+        text += f", groups={conv.groups}"
+    if conv.bias is None:
+        text += ", bias=False"
+    return text
 
 
 class _BatchNorm(Module):
@@ -144,18 +176,21 @@ class _BatchNorm(Module):
     running_var: Tensor
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 affine: bool = True, queue: Any = None) -> None:
+                 affine: bool = True, queue: Any = None, *, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         _positive(type(self).__name__, num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        q = queue if queue is not None else default_queue()
+        self.affine = affine
+        where = placement(type(self).__name__, device, dtype, queue)
+        q, dt = where
         self.weight: Parameter | None = None
         self.bias: Parameter | None = None
         if affine:
-            self.weight = Parameter.from_shape(q, (num_features,), fill=1)
-            self.bias = Parameter.from_shape(q, (num_features,), fill=0)
-        self.register_buffer("running_mean", Tensor.from_shape(q, (num_features,), fill=0))
-        self.register_buffer("running_var", Tensor.from_shape(q, (num_features,), fill=1))
+            self.weight = _param(where, (num_features,), fill=1)
+            self.bias = _param(where, (num_features,), fill=0)
+        self.register_buffer("running_mean", Tensor.from_shape(q, (num_features,), dt, fill=0))
+        self.register_buffer("running_var", Tensor.from_shape(q, (num_features,), dt, fill=1))
 
     def forward(self, x: Tensor) -> Tensor:
         name = type(self).__name__
@@ -166,7 +201,8 @@ class _BatchNorm(Module):
                             training=self.training, momentum=self.momentum, eps=self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats=True")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -195,34 +231,46 @@ class LayerNorm(Module):
     """Normalize over the last ``len(normalized_shape)`` dims, with learnable scale and shift."""
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
-                 elementwise_affine: bool = True, queue: Any = None) -> None:
+                 elementwise_affine: bool = True, queue: Any = None, *, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
             normalized_shape)
         self.normalized_shape, self.eps = shape, eps
-        q = queue if queue is not None else default_queue()
+        self.elementwise_affine = elementwise_affine
+        where = placement("LayerNorm", device, dtype, queue)
         self.weight: Parameter | None = None
         self.bias: Parameter | None = None
         if elementwise_affine:
-            self.weight = Parameter.from_shape(q, shape, fill=1)
-            self.bias = Parameter.from_shape(q, shape, fill=0)
+            self.weight = _param(where, shape, fill=1)
+            self.bias = _param(where, shape, fill=0)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1) init)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, queue: Any = None,
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | None = None, *, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         _positive("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        self.weight = _param(queue, (num_embeddings, embedding_dim))
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = _param(placement("Embedding", device, dtype, queue),
+                             (num_embeddings, embedding_dim))
         init.normal_(self.weight, rng=rng)
 
     def forward(self, indices: Tensor) -> Tensor:
         return F.embedding(indices, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
 class Dropout(Module):
@@ -250,11 +298,11 @@ class Dropout(Module):
         True
     """
 
-    def __init__(self, p: float = 0.5, seed: int | None = None) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False, seed: int | None = None) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
         self.generator = None if seed is None else Generator(seed)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -275,6 +323,11 @@ class _Pool(Module):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode = ceil_mode
+
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}")
 
 
 class MaxPool2d(_Pool):
@@ -318,6 +371,9 @@ class AdaptiveAvgPool2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(x, self.output_size)
 
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
 
 class Flatten(Module):
     """Merge dims ``start_dim..end_dim`` (default: all but the batch dim)."""
@@ -329,23 +385,37 @@ class Flatten(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.flatten(x, self.start_dim, self.end_dim)
 
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
 
 class ReLU(Module):
-    """``max(x, 0)``."""
+    """``max(x, 0)``. ``inplace`` is accepted for PyTorch code and ignored (netcl computes out
+    of place)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class LeakyReLU(Module):
     """``x`` if positive else ``negative_slope * x``."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
         return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
 
 
 class GELU(Module):
@@ -358,9 +428,16 @@ class GELU(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.gelu(x, approximate=self.approximate)
 
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
 
 class SiLU(Module):
-    """``x * sigmoid(x)``."""
+    """``x * sigmoid(x)`` (``inplace`` ignored, as in :class:`ReLU`)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
         return F.silu(x)

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.device import DeviceHandle, get_active_device
+from netcl.autograd import backward_hook
+from netcl.core.device import DeviceHandle, get_active_device, manager
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from netcl.core.tensor import Tensor, copy_from_host
 
-__all__ = ["HookHandle", "Module", "Parameter"]
+__all__ = ["HookHandle", "Module", "Parameter", "placement"]
 
 
 @dataclass(eq=False, repr=False)
@@ -81,6 +82,7 @@ class Module:
     _modules: OrderedDict[str, Module]
     _forward_hooks: OrderedDict[int, Callable[..., Any]]
     _forward_pre_hooks: OrderedDict[int, Callable[..., Any]]
+    _backward_hooks: OrderedDict[int, Callable[..., Any]]
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -88,6 +90,7 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
         object.__setattr__(self, "training", True)
 
     # -- registration ----------------------------------------------------------------------
@@ -177,6 +180,40 @@ class Module:
         for _, b in self.named_buffers():
             yield b
 
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every child (recursively, children first) and then on this module;
+        returns this module (PyTorch's ``Module.apply``: custom initialisation).
+
+        Examples:
+            >>> from netcl.core.device import manager
+            >>> from netcl.nn import Linear, Sequential, init
+            >>> def zero_linear(m: Module) -> None:
+            ...     if isinstance(m, Linear):
+            ...         init.zeros_(m.weight)
+            >>> q = manager.default("cpu").queue
+            >>> net = Sequential(Linear(2, 3, device=q), Linear(3, 1, device=q)).apply(zero_linear)
+            >>> float(abs(net[1].weight.to_host()).sum())
+            0.0
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """How many scalars the parameters hold (each parameter once), PyTorch's
+        ``sum(p.numel() for p in model.parameters())``; with ``trainable_only``, only those
+        with ``requires_grad``.
+
+        Examples:
+            >>> from netcl.core.device import manager
+            >>> from netcl.nn import Linear
+            >>> Linear(4, 3, device=manager.default("cpu").queue).num_parameters()
+            15
+        """
+        return sum(p.size for p in self.parameters()
+                   if p.requires_grad or not trainable_only)
+
     # -- modes, grads ----------------------------------------------------------------------
 
     def train(self, mode: bool = True) -> Module:
@@ -232,9 +269,11 @@ class Module:
         for k in set(own) & set(state):
             copy_from_host(own[k], _host(state[k]))
 
-    def to(self, device: DeviceHandle | Any = None, dtype: Any = None) -> Module:
-        """Move every parameter and buffer to ``device`` (a DeviceHandle or a queue; None keeps
-        each where it is) and cast the floating-point ones to ``dtype`` (None keeps theirs).
+    def to(self, device: DeviceHandle | str | Any = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer to ``device`` (a selector string such as ``"cpu"``
+        or ``"cl"``, a DeviceHandle or a queue; None keeps each where it is) and cast the
+        floating-point ones to ``dtype`` (None keeps theirs). ``to(dtype)`` alone, with a dtype
+        name as the only argument, casts (``model.to("float64")``).
 
         As in PyTorch, integer buffers keep their dtype. Casting to float16 or float64 on an
         OpenCL device needs the dtype there (float64: ``cl_khr_fp64``).
@@ -249,7 +288,9 @@ class Module:
             >>> lin.weight.dtype, lin.weight.requires_grad
             ('float64', True)
         """
-        queue = device.queue if isinstance(device, DeviceHandle) else device
+        if dtype is None and isinstance(device, str) and _is_dtype_name(device):
+            device, dtype = None, device
+        queue = None if device is None else device_queue("Module.to", device)
         if dtype is not None:
             dtype = canonical_dtype(dtype, op="Module.to")
             if dtype not in FLOAT_DTYPES:
@@ -287,23 +328,95 @@ class Module:
         self._forward_hooks[key] = hook
         return HookHandle(self._forward_hooks, key)
 
+    def register_full_backward_hook(
+            self, hook: Callable[[Module, tuple[Tensor | None, ...], tuple[Tensor, ...]], Any]
+    ) -> HookHandle:
+        """``hook(module, grad_input, grad_output)`` when the gradient of the module's input
+        has been computed in the backward pass; a non-None return (a tuple of one Tensor)
+        replaces ``grad_input``.
+
+        netcl's form of PyTorch's hook: the module's output is its first Tensor result and
+        its input its first Tensor argument (layers take one); ``grad_input`` is ``(None,)``
+        when that input needs no gradient (the hook then runs once the output's gradient is
+        known). The gradients are device tensors: reading them is a host round trip.
+
+        Examples:
+            >>> import numpy as np
+            >>> import netcl.autograd as ag
+            >>> from netcl.core import Tensor, manager
+            >>> from netcl.nn import Linear
+            >>> q = manager.default("cpu").queue
+            >>> lin = Linear(3, 2, device=q)
+            >>> seen = []
+            >>> h = lin.register_full_backward_hook(
+            ...     lambda m, gi, go: seen.append((gi[0].shape, go[0].shape)))
+            >>> x = Tensor.from_host(q, np.ones((4, 3))); x.requires_grad = True
+            >>> with ag.Tape() as tape:
+            ...     loss = ag.ops.sum(lin(x))
+            >>> tape.backward(loss)
+            >>> seen
+            [((4, 3), (4, 2))]
+            >>> h.remove()
+        """
+        key = next(_hook_ids)
+        self._backward_hooks[key] = hook
+        return HookHandle(self._backward_hooks, key)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The computation; every subclass defines it."""
         raise TypeError(f"{type(self).__name__} defines no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not self._forward_pre_hooks and not self._forward_hooks:  # the usual case
+        if not (self._forward_pre_hooks or self._forward_hooks
+                or self._backward_hooks):  # the usual case
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             changed = hook(self, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
+        grads: dict[str, Any] = {}
+        if self._backward_hooks:
+            args = self._hook_input(args, grads)
         out = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             changed = hook(self, args, out)
             if changed is not None:
                 out = changed
+        if self._backward_hooks and isinstance(out, Tensor) and out.requires_grad:
+            out = backward_hook(out, lambda g: self._output_grad(g, grads))
         return out
+
+    # NOTE [ Backward hooks ]
+    # Two identity ops (netcl.autograd.backward_hook) bracket the forward: the one on the output
+    # sees grad_output first (backward runs in reverse), the one on the input sees grad_input
+    # and calls the hooks with both. An input that needs no gradient has no identity, so the
+    # output's identity calls the hooks (grad_input = (None,)).
+
+    def _hook_input(self, args: tuple[Any, ...], grads: dict[str, Any]) -> tuple[Any, ...]:
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                if not a.requires_grad:
+                    return args
+                grads["input"] = True
+                hooked = backward_hook(a, lambda g: self._input_grad(g, grads))
+                return (*args[:i], hooked, *args[i + 1:])
+        return args
+
+    def _output_grad(self, g: Tensor, grads: dict[str, Any]) -> None:
+        grads["output"] = g
+        if "input" not in grads:
+            self._run_backward_hooks(None, g)
+
+    def _input_grad(self, g: Tensor, grads: dict[str, Any]) -> Tensor | None:
+        return self._run_backward_hooks(g, grads.get("output"))
+
+    def _run_backward_hooks(self, grad_input: Tensor | None, grad_output: Tensor | None
+                            ) -> Tensor | None:
+        for hook in list(self._backward_hooks.values()):
+            changed = hook(self, (grad_input,), (grad_output,))
+            if changed is not None:
+                grad_input = changed[0] if isinstance(changed, tuple) else changed
+        return grad_input
 
     # -- display ---------------------------------------------------------------------------
 
@@ -327,3 +440,56 @@ def _host(value: Any) -> Any:
 def default_queue() -> Any:
     """The active device's queue (layers are built there unless told otherwise)."""
     return get_active_device().queue
+
+
+def _is_dtype_name(name: str) -> bool:
+    try:
+        canonical_dtype(name, op="Module.to")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def device_queue(op: str, device: DeviceHandle | str | Any) -> Any:
+    """The queue of ``device``: a selector string (``"cpu"``, ``"cl"``, ``"cl:0:1"``, a name
+    fragment: :class:`netcl.core.device.DeviceManager`), a DeviceHandle, or a queue itself.
+
+    Raises:
+        RuntimeError: no device matches the selector.
+
+    Examples:
+        >>> device_queue("Linear", "cpu") is manager.default("cpu").queue
+        True
+    """
+    if isinstance(device, DeviceHandle):
+        return device.queue
+    if isinstance(device, str):
+        handle = manager.default(device)
+        if handle is None:
+            raise RuntimeError(f"{op}: no device matches {device!r} on this machine (try 'cpu', "
+                               "'cl' or 'gpu')")
+        return handle.queue
+    return device
+
+
+def placement(op: str, device: Any = None, dtype: Any = None, queue: Any = None
+              ) -> tuple[Any, str]:
+    """Where a layer creates its parameters and in which dtype: ``(queue, dtype)`` from
+    PyTorch's ``device=``/``dtype=`` keywords, or netcl's ``queue=`` (the active device's
+    queue and float32 by default).
+
+    Raises:
+        TypeError: both ``device`` and ``queue`` given, or a non-float ``dtype``.
+
+    Examples:
+        >>> q, dt = placement("Linear", device="cpu", dtype="float64")
+        >>> q is manager.default("cpu").queue, dt
+        (True, 'float64')
+    """
+    if device is not None and queue is not None:
+        raise TypeError(f"{op}: give device= or queue=, not both")
+    where = queue if device is None else device_queue(op, device)
+    dt = "float32" if dtype is None else canonical_dtype(dtype, op=op)
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dt!r}")
+    return (where if where is not None else default_queue()), dt

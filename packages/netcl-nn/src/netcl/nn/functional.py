@@ -20,11 +20,13 @@ from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set
 from netcl.autograd.ops import __all__ as _ops_all
 from netcl.core.tensor import Tensor
 
+from . import _functional_layers as _layers
 from . import _functional_losses as _losses
 from ._autocast import is_autocast_enabled, runs_in_autocast_dtype, runs_in_float32
 
 __all__ = [
     *_ops_all,
+    *_layers.__all__,
     *_losses.__all__,
     "linear",
 ]
@@ -97,12 +99,13 @@ def _cast_optional(t: Tensor | None, dtype: str) -> Tensor | None:
 # for the layers too (Linear -> linear, Conv2d -> conv2d, BatchNorm -> batch_norm,
 # LayerNorm -> layer_norm).
 #
-# float16: linear (decorated above), matmul, conv2d. Most of a network's bytes and time; the
-#   kernels accumulate in float32 (NOTE [ float16 storage, float32 arithmetic ] in
-#   ``_autocast.py``), so float16 only halves what is stored and moved. The float32 master
-#   weights are cast per call (differentiably: their gradients come back in float32).
-# float32: softmax, log_softmax, the losses, batch_norm, layer_norm, sum, mean, var, exp,
-#   log, pow. Results that need float32 range or precision: a loss or a sum over many
+# float16: linear (decorated above), matmul, conv2d, conv1d, conv_transpose2d. Most of a
+#   network's bytes and time; the kernels accumulate in float32 (NOTE [ float16 storage,
+#   float32 arithmetic ] in ``_autocast.py``), so float16 only halves what is stored and moved.
+#   The float32 master weights are cast per call (differentiably: their gradients come back
+#   in float32).
+# float32: softmax, log_softmax, the losses, batch_norm, layer_norm, group_norm, sum, mean,
+#   var, exp, log, pow. Results that need float32 range or precision: a loss or a sum over many
 #   elements, exp above 11 (float16 overflows at 65504), normalization statistics.
 #   batch_norm (defined above) casts to its running statistics' dtype instead, float32 in a
 #   float32 model: they are updated in place, so a cast copy would never see the update.
@@ -110,10 +113,13 @@ def _cast_optional(t: Tensor | None, dtype: str) -> Tensor | None:
 # float16 activations float16, and binary elementwise ops on float16 and float32 promote to
 # float32 (the ops' own rule).
 matmul = runs_in_autocast_dtype(_ops.matmul)
-conv2d = runs_in_autocast_dtype(_ops.conv2d)
+conv2d = runs_in_autocast_dtype(_layers.conv2d)
+conv1d = runs_in_autocast_dtype(_layers.conv1d)
+conv_transpose2d = runs_in_autocast_dtype(_layers.conv_transpose2d)
 
-softmax = runs_in_float32(_ops.softmax)
-log_softmax = runs_in_float32(_ops.log_softmax)
+softmax = runs_in_float32(_layers.softmax)
+log_softmax = runs_in_float32(_layers.log_softmax)
+group_norm = runs_in_float32(_layers.group_norm)
 cross_entropy = runs_in_float32(_losses.cross_entropy)
 nll_loss = runs_in_float32(_losses.nll_loss)
 mse_loss = runs_in_float32(_losses.mse_loss)
@@ -130,3 +136,15 @@ var = runs_in_float32(_ops.var)
 exp = runs_in_float32(_ops.exp)
 log = runs_in_float32(_ops.log)
 pow = runs_in_float32(_ops.pow)
+
+# the rest of the torch.nn.functional layer set (no autocast policy: they run in their dtype)
+adaptive_max_pool2d = _layers.adaptive_max_pool2d
+check_padding_mode = _layers.check_padding_mode
+dropout = _layers.dropout
+dropout2d = _layers.dropout2d
+elu = _layers.elu
+hardswish = _layers.hardswish
+interpolate = _layers.interpolate
+prelu = _layers.prelu
+relu = _layers.relu
+relu6 = _layers.relu6
