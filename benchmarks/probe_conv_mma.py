@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DRY = bool(os.environ.get("PROBE_CONV_DRY"))
 REPEAT, INNER = (1, 1) if DRY else (5, 5)
 DIRECTIONS = ("forward", "data", "weight")
+FULL = Path(os.environ.get("OUT", "/tmp/out")) / "probe_conv_mma_full.txt"
 
 # (name, c, k, size, r, stride, count in ResNet-18 CIFAR)
 LAYERS = [
@@ -78,8 +79,6 @@ CANDIDATES = [
     ConvMmaConfig(bm=128, bn=128, warps_m=2, warps_n=2),
     ConvMmaConfig(bm=128, bn=128, warps_m=2, warps_n=4),
     ConvMmaConfig(bm=64, bn=128, warps_m=2, warps_n=2),
-    ConvMmaConfig(bm=64, bn=128, warps_m=1, warps_n=4),
-    ConvMmaConfig(bm=128, bn=64, warps_m=2, warps_n=2),
     ConvMmaConfig(bm=64, bn=64, warps_m=2, warps_n=2),
     ConvMmaConfig(bm=64, bn=128, bk=64, warps_m=2, warps_n=2),
 ]
@@ -228,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = run_layer(args.layer, args.batch)
         print("ROWS " + json.dumps(rows))
         return 0
+    FULL.parent.mkdir(parents=True, exist_ok=True)
+    FULL.write_text("")
     handle = manager.default("cl")
+    print(f"every row of every tiling: {FULL}")
     print(f"device: {handle.device_name} ({handle.platform_name}); mma verdict "
           f"{mma_verdict(handle.queue)}", flush=True)
     all_rows: list[dict[str, Any]] = []
@@ -244,8 +246,18 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows = json.loads(lines[-1][5:])
         all_rows.extend(rows)
-        for row in rows:
-            print(fmt(row), flush=True)
+        with FULL.open("a") as full:
+            full.write("\n".join(fmt(row) for row in rows) + "\n")
+        for direction in DIRECTIONS:  # stdout: the default row, the best, any failure
+            mine = [r for r in rows if r["dir"] == direction]
+            timed = [r for r in mine if "ms" in r]
+            shown = [r for r in mine if r["config"] == "default"]
+            if timed:
+                best = min(timed, key=lambda r: r["ms"])
+                shown += [dict(best, config="best " + best["tiles"])]
+            shown += [r for r in mine if "error" in r and r["config"] != "default"][:1]
+            for row in shown:
+                print(fmt(row), flush=True)
     totals = {"default": 0.0, "best": 0.0, "torch": 0.0}
     for layer in LAYERS:
         for direction in DIRECTIONS:
