@@ -7,6 +7,8 @@ picks, and every device that failed its probe with the reason and what to do abo
 training step is captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
 ``--profile trace.json`` profiles the run (every kernel's launches and device time, sorted, and
 a Chrome trace in ``trace.json``).
+``netcl tune MODEL`` runs one training step of ``digits-cnn`` or ``resnet18`` with autotuning
+on and stores each shape class's fastest kernel for this device and driver (:mod:`netcl._tune`).
 ``netcl cache info`` lists every file cache netcl keeps (its folder, entries and size) and
 ``netcl cache clear [NAME ...]`` empties them, all by default (see :mod:`netcl.core.caches`).
 
@@ -48,6 +50,8 @@ from netcl.core.device import DeviceHandle, manager
 from netcl.core.env import env_flag
 from netcl.io import CheckpointError
 from netcl.runtime import profile
+
+from ._tune import add_tune_parser, tune_command
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -303,6 +307,7 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--profile", metavar="TRACE.json", default=None,
                     help="profile the run: print each kernel's launches and device time, "
                     "sorted, and write a Chrome trace (Perfetto, chrome://tracing) to this file")
+    add_tune_parser(sub)
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
              "cache too unless POCL_CACHE_DIR names a folder of yours")
     cp = sub.add_parser("cache", help="list or clear netcl's file caches",
@@ -370,6 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.cache_command == "info":
                     return cache_info_command()
                 return cache_clear_command(args.names)
+            if args.command == "tune":
+                try:
+                    return tune_command(args, select_device=select_device)
+                except ValueError as err:  # an input shape the model cannot take
+                    raise InputError(f"tune: {err}") from err
             if args.resume and args.checkpoint_dir is None:
                 raise InputError("--resume needs --checkpoint-dir")
             return train(args)
