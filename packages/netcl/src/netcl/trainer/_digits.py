@@ -28,6 +28,7 @@ from netcl.nn import (
 )
 from netcl.optim import Adam, CosineAnnealingLR
 
+from ._loggers import CSVLogger, MetricsLogger, TensorBoardLogger
 from ._trainer import EpochMetrics, Trainer
 
 __all__ = ["DigitsConfig", "digits_cnn", "train_digits"]
@@ -68,10 +69,32 @@ class DigitsConfig:
     # called with each epoch's metrics: the epochs a resumed run restored first, then each new
     # epoch as soon as it ends (``netcl train`` prints its lines with it)
     on_epoch_end: Callable[[EpochMetrics], None] | None = None
+    csv_log: str | os.PathLike[str] | None = None  # metrics CSV (CSVLogger; appended on resume)
+    tensorboard_dir: str | os.PathLike[str] | None = None  # event files (TensorBoardLogger)
+    log_every: int | None = None  # also log every k steps (Trainer(log_every=k))
+
+
+def _loggers(cfg: DigitsConfig) -> list[MetricsLogger]:
+    loggers: list[MetricsLogger] = []
+    if cfg.tensorboard_dir is not None:  # first: a missing tensorboardX fails before training
+        loggers.append(TensorBoardLogger(cfg.tensorboard_dir))
+    if cfg.csv_log is not None:
+        loggers.append(CSVLogger(cfg.csv_log, append=cfg.resume))
+    return loggers
 
 
 def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], DeviceHandle]:
     """Train the digits CNN; returns the trainer, its history and the device used."""
+    loggers = _loggers(cfg)
+    try:
+        return _train(cfg, loggers)
+    finally:
+        for logger in loggers:
+            logger.close()
+
+
+def _train(cfg: DigitsConfig,
+           loggers: list[MetricsLogger]) -> tuple[Trainer, list[EpochMetrics], DeviceHandle]:
     with device(cfg.device) as dev:
         data = DigitsDataset()
         train_set, test_set = random_split(data, [0.8, 0.2], seed=cfg.seed)
@@ -85,7 +108,7 @@ def train_digits(cfg: DigitsConfig) -> tuple[Trainer, list[EpochMetrics], Device
                           epochs=cfg.epochs, scheduler=scheduler,
                           checkpoint_dir=cfg.checkpoint_dir, resume=cfg.resume,
                           progress=cfg.progress, amp=cfg.amp, on_epoch_end=cfg.on_epoch_end,
-                          capture=cfg.capture)
+                          capture=cfg.capture, loggers=loggers, log_every=cfg.log_every)
         if cfg.on_epoch_end is not None:
             for restored in trainer.history:
                 cfg.on_epoch_end(restored)

@@ -4,9 +4,10 @@ finite (NOTE [ Checking the loss without a sync per step ] in :mod:`._divergence
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -28,6 +29,7 @@ from ._checkpoint import (
     save_training_checkpoint,
 )
 from ._divergence import CHECK_EVERY, DivergenceError
+from ._loggers import MetricsLogger
 from ._step import ScalarTally, TrainStep, hits
 
 __all__ = ["EpochMetrics", "Trainer"]
@@ -79,6 +81,16 @@ class Trainer:
             step eagerly. A step that cannot be captured warns once and runs eagerly.
         prefetch: upload the next batch on a second command queue while the current step
             runs (:class:`netcl.runtime.Prefetcher`; the NumPy backend has nothing to overlap).
+        loggers: where metrics go besides the history, e.g. a :class:`CSVLogger` and a
+            :class:`TensorBoardLogger`: after every epoch the tags ``epoch``,
+            ``epoch/train_loss``, ``epoch/train_accuracy``, ``epoch/val_loss``,
+            ``epoch/val_accuracy``, ``epoch/lr`` and ``epoch/seconds`` (plus ``epoch/<key>``
+            for numbers in ``EpochMetrics.extra``), at the global step (training steps done
+            so far). The Trainer flushes but does not close them.
+        log_every: also log ``step/loss``, ``step/accuracy`` and ``step/lr`` over each run
+            of ``log_every`` steps. The values come from the reads the divergence check makes
+            anyway (every 16 steps), so an interval is logged when its steps are read back,
+            never with an extra device sync.
 
     Raises:
         ValueError: ``epochs < 1``, or ``resume`` without a ``checkpoint_dir``.
@@ -126,9 +138,23 @@ class Trainer:
         on_epoch_end: EpochCallback | None = None,
         capture: bool = True,
         prefetch: bool = True,
+        loggers: Sequence[MetricsLogger] = (),
+        log_every: int | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
+        if log_every is not None and (isinstance(log_every, bool)
+                                      or not isinstance(log_every, int) or log_every < 1):
+            raise ValueError(f"Trainer: log_every must be None or an integer >= 1, got "
+                             f"{log_every!r}")
+        for logger in loggers:
+            if not callable(getattr(logger, "log_metrics", None)):
+                raise TypeError(f"Trainer: loggers must have log_metrics(metrics, step), got "
+                                f"{type(logger).__name__}")
+        self.loggers, self.log_every = list(loggers), log_every
+        self.global_step = 0  # training steps done, over every epoch (the loggers' x axis)
+        # the interval being summed for log_every (it may span the end of an epoch)
+        self._interval = _Interval(self) if log_every and self.loggers else None
         if resume and checkpoint_dir is None:
             raise ValueError("Trainer: resume=True needs a checkpoint_dir")
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
@@ -163,6 +189,8 @@ class Trainer:
                                str(path))
         self.start_epoch = int(meta["epoch"]) + 1
         self.history = history
+        if hasattr(self.train_loader, "__len__"):
+            self.global_step = self.start_epoch * len(self.train_loader)
         if scaler_state:
             self.scaler.load_state_dict(scaler_state)
 
@@ -240,7 +268,27 @@ class Trainer:
                             bar.set_postfix(acc=f"{tally.accuracy:.3f}")
         tally.drain()
         self.step.sync()
+        self.global_step += tally.step
         return tally.mean_loss, tally.accuracy
+
+    def _log(self, values: dict[str, float | None], step: int) -> None:
+        for logger in self.loggers:
+            logger.log_metrics(values, step)
+
+    def _log_epoch(self, m: EpochMetrics) -> None:
+        values: dict[str, float | None] = {
+            "epoch": m.epoch, "epoch/train_loss": m.train_loss,
+            "epoch/train_accuracy": m.train_accuracy, "epoch/val_loss": m.val_loss,
+            "epoch/val_accuracy": m.val_accuracy, "epoch/lr": m.lr, "epoch/seconds": m.seconds,
+        }
+        for key, value in m.extra.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                values[f"epoch/{key}"] = value
+        self._log(values, self.global_step)
+        for logger in self.loggers:
+            flush = getattr(logger, "flush", None)
+            if callable(flush):
+                flush()
 
     def evaluate(self, loader: Any) -> tuple[float, float]:
         """Mean loss and accuracy over ``loader`` in eval mode, without recording."""
@@ -279,6 +327,8 @@ class Trainer:
                 self.scheduler.step()
             metrics.seconds = time.perf_counter() - start
             self.history.append(metrics)
+            if self.loggers:
+                self._log_epoch(metrics)
             if self.checkpoint_path is not None and (
                 (epoch + 1) % self.checkpoint_every == 0 or epoch + 1 == self.epochs
             ):
@@ -310,6 +360,8 @@ class _Tally:
         self.scalars = ScalarTally(CHECK_EVERY)
         self.step = 0  # steps drained so far
         self.loss_sum, self.counted, self.correct, self.seen = 0.0, 0, 0, 0
+        self.rows: list[int] = []  # batch rows of the steps not drained yet
+        self.interval = trainer._interval
 
     @property
     def pending(self) -> int:
@@ -321,6 +373,7 @@ class _Tally:
         now (a replay overwrites them)."""
         self.scalars.put(*outputs)
         self.seen += rows
+        self.rows.append(rows)
 
     @property
     def mean_loss(self) -> float:
@@ -346,6 +399,9 @@ class _Tally:
                 self._diverged(first_step + int(i), float(losses[i]), bool(skipped[i]))
         self.loss_sum += float(losses[finite].sum())
         self.counted += int(finite.sum())
+        rows, self.rows = self.rows[:len(losses)], self.rows[len(losses):]
+        if self.interval is not None:
+            self.interval.add(first_step, losses, columns[1], rows)
 
     def _diverged(self, step: int, loss: float, skipped: bool) -> None:
         t = self.trainer
@@ -361,6 +417,32 @@ class _Tally:
             f"gradients{kept}",
             epoch=self.epoch, step=step, loss=loss,
         )
+
+
+class _Interval:
+    """Per-interval logging (``Trainer(log_every=k)``): folds in the steps each drain reads
+    back and logs every ``k``-th global step's interval."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.every = int(trainer.log_every or 1)
+        self.loss_sum, self.counted, self.hits, self.rows = 0.0, 0, 0, 0
+
+    def add(self, first_step: int, losses: np.ndarray[Any, Any], hits: np.ndarray[Any, Any],
+            rows: list[int]) -> None:
+        t = self.trainer
+        for i, loss in enumerate(losses.tolist()):
+            if math.isfinite(loss):
+                self.loss_sum += loss
+                self.counted += 1
+            self.hits += int(hits[i])
+            self.rows += rows[i] if i < len(rows) else 0
+            step = t.global_step + first_step + i + 1
+            if step % self.every == 0:
+                t._log({"step/loss": self.loss_sum / max(self.counted, 1),
+                        "step/accuracy": self.hits / max(self.rows, 1),
+                        "step/lr": float(t.optimizer.param_groups[0]["lr"])}, step)
+                self.loss_sum, self.counted, self.hits, self.rows = 0.0, 0, 0, 0
 
 
 def _history_of(saved: Any, path: Path) -> list[EpochMetrics]:
