@@ -95,6 +95,7 @@ def test_tuned_conv2d_matches_the_rule_in_every_direction(dev: DeviceHandle) -> 
                      x, gy)]
 
     cpu = manager.default("cpu")
+    assert cpu is not None
     reference = [_run(cpu, lambda xt, wt: conv2d(xt, wt, padding=1), x, w),
                  _run(cpu, lambda gt, wt: conv2d_backward_data(gt, wt, x.shape, padding=1),
                       gy, w),

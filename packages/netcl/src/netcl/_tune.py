@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -180,7 +180,7 @@ def tune(model_or_name: str | Module, input_shape: Sequence[int] | None = None,
         shape, name, spec = tuple(input_shape), type(model_or_name).__name__, None
     start = time.perf_counter()
     with _device(device) as dev:
-        model = model_or_name if spec is None else spec.build(dev.queue)
+        model = spec.build(dev.queue) if spec is not None else cast(Module, model_or_name)
         if spec is not None and dtype != "float32":
             model = model.to(dtype=dtype)
         rng = np.random.default_rng(0)

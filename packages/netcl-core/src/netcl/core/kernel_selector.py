@@ -302,7 +302,7 @@ class KernelSelector:
         times = dict(timings)
         rule_label = Candidate(rule).label
         _autotune.record(_autotune.TuneRecord(
-            fam.name, slot[1], fam.key(query), rule_label, times.get(rule_label),
+            fam.name, cast(tuple[Any, ...], slot[1]), fam.key(query), rule_label, times.get(rule_label),
             None if best is None else best[1].label, None if best is None else best[0],
             tuple(timings), complete))
         won = None if best is None else Tuned(best[1].variant, best[1].params)
