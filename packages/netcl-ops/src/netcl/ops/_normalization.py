@@ -1,6 +1,7 @@
 """Batch norm (training and eval, optionally fused with ReLU) and layer norm, with their backward
-computations. Statistics are per-channel (batch norm) or per-row (layer norm) work-group
-reductions in local memory; normalizing is one elementwise kernel.
+computations. Batch-norm statistics are per-channel partial sums over several work-groups
+per channel, added in order by a second launch (NOTE [ Batch norm kernels ] in
+``._norm_kernels``); layer norm's are one work-group per row. Normalizing is one kernel.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
-from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch
 from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor
@@ -23,207 +22,9 @@ from ._common import check_tensor, empty, launch_1d, same_device
 from ._dtype_policy import kernel_scalar, np_compute
 from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
+from ._norm_kernels import GROUP, bn_geometry, bn_launch_2d, bn_splits, normalization_family
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
-
-GROUP = 256
-
-_SRC = """
-#define GROUP 256
-// Every tensor argument comes with its element offset (x, xo): each kernel first moves its
-// pointers there, so views with an offset work as in every other op.
-
-// Sum of LD(x, base(j)) over j < count, reduced across the work-group.
-inline CT group_sum(CT v, __local CT* acc) {
-  int lid = get_local_id(0);
-  acc[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = GROUP / 2; s > 0; s >>= 1) {
-    if (lid < s) acc[lid] += acc[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  CT r = acc[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
-
-// One work-group per channel: batch mean, 1/std, and the running-statistics update.
-__kernel void bn_stats(__global const T* x, const long xo, __global CT* mean, const long meano,
-                       __global CT* invstd, const long invstdo, __global T* run_mean,
-                       const long run_meano, __global T* run_var, const long run_varo,
-                       const int N, const int C, const int HW, const CT eps, const CT momentum,
-                       const int update_running) {
-  __local CT acc[GROUP];
-  x += xo; mean += meano; invstd += invstdo; run_mean += run_meano; run_var += run_varo;
-  int c = get_group_id(0), lid = get_local_id(0);
-  int M = N * HW;
-  CT s = (CT)0;
-  for (int j = lid; j < M; j += GROUP) s += LD(x, ((long)(j / HW) * C + c) * HW + j % HW);
-  CT mu = group_sum(s, acc) / M;
-  CT q = (CT)0;
-  for (int j = lid; j < M; j += GROUP) {
-    CT d = LD(x, ((long)(j / HW) * C + c) * HW + j % HW) - mu;
-    q += d * d;
-  }
-  CT var = group_sum(q, acc) / M;
-  if (lid == 0) {
-    mean[c] = mu;
-    invstd[c] = rsqrt(var + eps);
-    if (update_running) {
-      CT unbiased = M > 1 ? var * M / (M - 1) : var;
-      ST(run_mean, c, ((CT)1 - momentum) * LD(run_mean, c) + momentum * mu);
-      ST(run_var, c, ((CT)1 - momentum) * LD(run_var, c) + momentum * unbiased);
-    }
-  }
-}
-
-// y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
-__kernel void bn_apply(__global const T* x, const long xo, __global T* y, const long yo,
-                       __global const CT* mean, const long meano, __global const CT* invstd,
-                       const long invstdo, __global const T* run_mean, const long run_meano,
-                       __global const T* run_var, const long run_varo, __global const T* w,
-                       const long wo, __global const T* b, const long bo, const int total,
-                       const int C, const int HW, const CT eps, const int use_running,
-                       const int affine, const int relu) {
-  x += xo; y += yo; mean += meano; invstd += invstdo; run_mean += run_meano;
-  run_var += run_varo; w += wo; b += bo;
-  int i = get_global_id(0);
-  if (i >= total) return;
-  int c = (i / HW) % C;
-  CT mu = use_running ? (CT)LD(run_mean, c) : mean[c];
-  CT inv = use_running ? rsqrt((CT)LD(run_var, c) + eps) : invstd[c];
-  CT v = ((CT)LD(x, i) - mu) * inv;
-  if (affine) v = v * (CT)LD(w, c) + (CT)LD(b, c);
-  if (relu) v = fmax(v, (CT)0);
-  ST(y, i, v);
-}
-
-// One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
-__kernel void bn_backward_reduce(__global const T* g, const long go, __global const T* x,
-                                 const long xo, __global const CT* mean, const long meano,
-                                 __global const CT* invstd, const long invstdo,
-                                 __global CT* sum_g, const long sum_go, __global CT* sum_gx,
-                                 const long sum_gxo, const int N, const int C, const int HW) {
-  __local CT acc[GROUP];
-  g += go; x += xo; mean += meano; invstd += invstdo; sum_g += sum_go; sum_gx += sum_gxo;
-  int c = get_group_id(0), lid = get_local_id(0);
-  int M = N * HW;
-  CT mu = mean[c], inv = invstd[c];
-  CT s1 = (CT)0, s2 = (CT)0;
-  for (int j = lid; j < M; j += GROUP) {
-    long i = ((long)(j / HW) * C + c) * HW + j % HW;
-    CT gv = LD(g, i);
-    s1 += gv;
-    s2 += gv * ((CT)LD(x, i) - mu) * inv;
-  }
-  CT t1 = group_sum(s1, acc);
-  CT t2 = group_sum(s2, acc);
-  if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
-}
-
-__kernel void bn_backward_dx(__global const T* g, const long go, __global const T* x,
-                             const long xo, __global T* dx, const long dxo,
-                             __global const CT* mean, const long meano,
-                             __global const CT* invstd, const long invstdo,
-                             __global const CT* sum_g, const long sum_go,
-                             __global const CT* sum_gx, const long sum_gxo, __global const T* w,
-                             const long wo, const int total, const int C, const int HW,
-                             const int M, const int affine) {
-  g += go; x += xo; dx += dxo; mean += meano; invstd += invstdo; sum_g += sum_go;
-  sum_gx += sum_gxo; w += wo;
-  int i = get_global_id(0);
-  if (i >= total) return;
-  int c = (i / HW) % C;
-  CT inv = invstd[c];
-  CT xhat = ((CT)LD(x, i) - mean[c]) * inv;
-  CT scale = affine ? (CT)LD(w, c) * inv : inv;
-  ST(dx, i, scale * ((CT)LD(g, i) - sum_g[c] / M - xhat * sum_gx[c] / M));
-}
-
-// One work-group per row of D elements.
-__kernel void ln_forward(__global const T* x, const long xo, __global T* y, const long yo,
-                         __global CT* mean, const long meano, __global CT* rstd,
-                         const long rstdo, __global const T* w, const long wo,
-                         __global const T* b, const long bo, const int D, const CT eps,
-                         const int affine) {
-  __local CT acc[GROUP];
-  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
-  int r = get_group_id(0), lid = get_local_id(0);
-  const __global T* xr = x + (long)r * D;
-  CT s = (CT)0;
-  for (int j = lid; j < D; j += GROUP) s += LD(xr, j);
-  CT mu = group_sum(s, acc) / D;
-  CT q = (CT)0;
-  for (int j = lid; j < D; j += GROUP) { CT d = LD(xr, j) - mu; q += d * d; }
-  CT inv = rsqrt(group_sum(q, acc) / D + eps);
-  for (int j = lid; j < D; j += GROUP) {
-    CT v = ((CT)LD(xr, j) - mu) * inv;
-    if (affine) v = v * (CT)LD(w, j) + (CT)LD(b, j);
-    ST(y, (long)r * D + j, v);
-  }
-  if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
-}
-
-__kernel void ln_backward_dx(__global const T* g, const long go, __global const T* x,
-                             const long xo, __global T* dx, const long dxo,
-                             __global const CT* mean, const long meano, __global const CT* rstd,
-                             const long rstdo, __global const T* w, const long wo, const int D,
-                             const int affine) {
-  __local CT acc[GROUP];
-  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
-  int r = get_group_id(0), lid = get_local_id(0);
-  long base = (long)r * D;
-  CT mu = mean[r], inv = rstd[r];
-  CT s1 = (CT)0, s2 = (CT)0;
-  for (int j = lid; j < D; j += GROUP) {
-    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
-    s1 += dxh;
-    s2 += dxh * ((CT)LD(x, base + j) - mu) * inv;
-  }
-  CT m1 = group_sum(s1, acc) / D;
-  CT m2 = group_sum(s2, acc) / D;
-  for (int j = lid; j < D; j += GROUP) {
-    CT xhat = ((CT)LD(x, base + j) - mu) * inv;
-    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
-    ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
-  }
-}
-
-// One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
-__kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
-                                 const long xo, __global const CT* mean, const long meano,
-                                 __global const CT* rstd, const long rstdo, __global T* gw,
-                                 const long gwo, __global T* gb, const long gbo, const int R,
-                                 const int D) {
-  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
-  int j = get_global_id(0);
-  if (j >= D) return;
-  CT sw = (CT)0, sb = (CT)0;
-  for (int r = 0; r < R; ++r) {
-    CT gv = LD(g, (long)r * D + j);
-    sb += gv;
-    sw += gv * ((CT)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
-  }
-  ST(gw, j, sw);
-  ST(gb, j, sb);
-}
-"""
-
-
-_NORM_KERNELS = ("bn_stats", "bn_apply", "bn_backward_reduce", "bn_backward_dx", "ln_forward",
-                 "ln_backward_dx", "ln_backward_params")
-
-
-def _normalization_golden() -> list[tuple[str, tuple[str]]]:
-    return [(f"normalization/norm-{dt}", (dt,)) for dt in FLOAT_DTYPES]
-
-
-@kernel_family("ops.normalization", golden=_normalization_golden)
-def normalization_family(dtype: str) -> KernelSource:
-    """The batch and layer norm program for ``dtype``: the statistics kernels run one
-    work-group of ``GROUP`` items per channel or row, the elementwise ones ``launch_1d``."""
-    return KernelSource(_SRC, _NORM_KERNELS, dtype, Geometry(local=GROUP))
-
 
 def _check_affine(op: str, weight: Tensor | None, bias: Tensor | None) -> None:
     """The kernels apply weight and bias together: one alone would be ignored, so refuse it."""
@@ -335,19 +136,24 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     sdt = stat_dtype(x.dtype)
     mean = empty(q, (c,), sdt)
     invstd = empty(q, (c,), sdt)
+    kernels = normalization_family(x.context, x.dtype).kernels
     if training:
-        stats = normalization_family(x.context, x.dtype).kernels["bn_stats"]
+        groups, chunk = bn_splits(q.device, c, n * hw)
+        part = empty(q, (c * groups * 2,), sdt)
+        launch(q, kernels["bn_partial"], (c * groups * GROUP,), (GROUP,),
+               *view_args(x, x, mean, part), n, c, hw, groups, chunk, 0)
         upd = running_mean is not None and running_var is not None
-        launch(q, stats, (c * GROUP,), (GROUP,),
-               *view_args(x, mean, invstd, _or(running_mean, mean), _or(running_var, x)), n,
-               c, hw, kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd))
+        launch_1d(q, kernels["bn_finalize"], c,
+                  *view_args(part, x, mean, invstd, _or(running_mean, x), _or(running_var, x),
+                             mean, mean, x, x), n, c, hw, groups,
+                  kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd), 0)
     y = empty(q, x.shape, x.dtype)
-    apply = normalization_family(x.context, x.dtype).kernels["bn_apply"]
     affine = weight is not None and bias is not None
-    launch_1d(q, apply, x.size, *view_args(x, y, mean, invstd, _or(running_mean, x),
-                                           _or(running_var, x), _or(weight, x), _or(bias, x)),
-              x.size, c, hw, kernel_scalar(op, eps, sdt), int(not training), int(affine),
-              int(fused))
+    vec, items = bn_geometry(hw, x, y)
+    bn_launch_2d(q, kernels["bn_apply"], items, n * c, x, y, mean, invstd,
+                 _or(running_mean, x), _or(running_var, x), _or(weight, x), _or(bias, x),
+                 n * c, c, hw, kernel_scalar(op, eps, sdt), int(not training), int(affine),
+                 int(fused), int(vec))
     if fuse_relu and not fused:
         from ._elementwise import relu
 
@@ -442,18 +248,23 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
         return _batch_norm_backward_numpy(grad, x, mean, invstd, weight)
     q = x.queue
     sdt = stat_dtype(x.dtype)
+    kernels = normalization_family(x.context, x.dtype).kernels
+    groups, chunk = bn_splits(q.device, c, m)
+    part = empty(q, (c * groups * 2,), sdt)
+    launch(q, kernels["bn_partial"], (c * groups * GROUP,), (GROUP,),
+           *view_args(x, grad, mean, part), n, c, hw, groups, chunk, 1)
     sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
-    red = normalization_family(x.context, x.dtype).kernels["bn_backward_reduce"]
-    launch(q, red, (c * GROUP,), (GROUP,), *view_args(grad, x, mean, invstd, sum_g_t, sum_gx_t),
-           n, c, hw)
+    wdt = x.dtype if weight is None else weight.dtype  # the same (_check_dtypes)
+    dw, db = empty(q, (c,), wdt), empty(q, (c,), wdt)
+    launch_1d(q, kernels["bn_finalize"], c,
+              *view_args(part, x, mean, invstd, x, x, sum_g_t, sum_gx_t, dw, db), n, c, hw,
+              groups, kernel_scalar(op, 0.0, sdt), kernel_scalar(op, 0.0, sdt), 0, 1)
     dx_t = empty(q, x.shape, x.dtype)
-    kdx = normalization_family(x.context, x.dtype).kernels["bn_backward_dx"]
-    launch_1d(q, kdx, x.size, *view_args(grad, x, dx_t, mean, invstd, sum_g_t, sum_gx_t,
-                                         _or(weight, x)), x.size, c, hw, m, int(weight is not None))
-    from ._elementwise_binary import cast
-
-    wdt = x.dtype if weight is None else weight.dtype
-    return dx_t, cast(sum_gx_t, wdt), cast(sum_g_t, wdt)
+    vec, items = bn_geometry(hw, grad, x, dx_t)
+    bn_launch_2d(q, kernels["bn_backward_dx"], items, n * c, grad, x, dx_t, mean, invstd,
+                 sum_g_t, sum_gx_t, _or(weight, x), n * c, c, hw, m, int(weight is not None),
+                 int(vec))
+    return dx_t, dw, db
 
 
 def _batch_norm_backward_numpy(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,

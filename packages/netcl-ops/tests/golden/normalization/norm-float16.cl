@@ -20,10 +20,16 @@
 #define CT float
 #define LD(p, i) vload_half((i), (p))
 #define ST(p, i, v) vstore_half((v), (i), (p))
+#define LD4(p, i) vload_half4((i), (p))
+#define ST4(p, i, v) vstore_half4((v), (i), (p))
 
 #define GROUP 256
 // Every tensor argument comes with its element offset (x, xo): each kernel first moves its
 // pointers there, so views with an offset work as in every other op.
+#define V4_(t) t##4
+#define V4(t) V4_(t)
+#define CVT4_(t) convert_##t##4
+#define CVT4(t) CVT4_(t)
 
 // Sum of LD(x, base(j)) over j < count, reduced across the work-group.
 inline CT group_sum(CT v, __local CT* acc) {
@@ -39,97 +45,145 @@ inline CT group_sum(CT v, __local CT* acc) {
   return r;
 }
 
-// One work-group per channel: batch mean, 1/std, and the running-statistics update.
-__kernel void bn_stats(__global const T* x, const long xo, __global CT* mean, const long meano,
-                       __global CT* invstd, const long invstdo, __global T* run_mean,
-                       const long run_meano, __global T* run_var, const long run_varo,
-                       const int N, const int C, const int HW, const CT eps, const CT momentum,
-                       const int update_running) {
+// G work-groups per channel, one pass: partial sums (forward: x - K, (x - K)^2; backward: g,
+// g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of the channel's N * HW.
+__kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
+                         __global const CT* mean, const long meano, __global CT* part,
+                         const long parto, const int N, const int C, const int HW,
+                         const int G, const int chunk, const int backward) {
   __local CT acc[GROUP];
-  x += xo; mean += meano; invstd += invstdo; run_mean += run_meano; run_var += run_varo;
-  int c = get_group_id(0), lid = get_local_id(0);
-  int M = N * HW;
-  CT s = (CT)0;
-  for (int j = lid; j < M; j += GROUP) s += LD(x, ((long)(j / HW) * C + c) * HW + j % HW);
-  CT mu = group_sum(s, acc) / M;
-  CT q = (CT)0;
-  for (int j = lid; j < M; j += GROUP) {
-    CT d = LD(x, ((long)(j / HW) * C + c) * HW + j % HW) - mu;
-    q += d * d;
-  }
-  CT var = group_sum(q, acc) / M;
-  if (lid == 0) {
-    mean[c] = mu;
-    invstd[c] = rsqrt(var + eps);
-    if (update_running) {
-      CT unbiased = M > 1 ? var * M / (M - 1) : var;
-      ST(run_mean, c, ((CT)1 - momentum) * LD(run_mean, c) + momentum * mu);
-      ST(run_var, c, ((CT)1 - momentum) * LD(run_var, c) + momentum * unbiased);
+  x += xo; g += go; mean += meano; part += parto;
+  const int lid = get_local_id(0);
+  const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
+  const int M = N * HW;
+  const int j0 = p * chunk + lid, j1 = min(M, (p + 1) * chunk);
+  int n = j0 / HW, h = j0 - n * HW;
+  const int dn = GROUP / HW, dh = GROUP - dn * HW;
+  CT s1 = (CT)0, s2 = (CT)0;
+  if (backward) {
+    const CT mu = mean[c];
+    for (int j = j0; j < j1; j += GROUP) {
+      const long i = ((long)n * C + c) * HW + h;
+      const CT gv = LD(g, i);
+      s1 += gv;
+      s2 += gv * ((CT)LD(x, i) - mu);
+      n += dn; h += dh;
+      if (h >= HW) { h -= HW; ++n; }
     }
+  } else {
+    const CT K = LD(x, (long)c * HW);
+    for (int j = j0; j < j1; j += GROUP) {
+      const CT d = (CT)LD(x, ((long)n * C + c) * HW + h) - K;
+      s1 += d;
+      s2 += d * d;
+      n += dn; h += dh;
+      if (h >= HW) { h -= HW; ++n; }
+    }
+  }
+  s1 = group_sum(s1, acc);
+  s2 = group_sum(s2, acc);
+  if (lid == 0) {
+    part[2 * get_group_id(0)] = s1;
+    part[2 * get_group_id(0) + 1] = s2;
+  }
+}
+
+// One item per channel: its G partials in order. Forward: mean, 1/std, running statistics.
+// Backward: sum_g, sum_gx (= sum g * xhat) and the weight and bias gradients in T.
+__kernel void bn_finalize(__global const CT* part, const long parto, __global const T* x,
+                          const long xo, __global CT* mean, const long meano,
+                          __global CT* invstd, const long invstdo, __global T* run_mean,
+                          const long run_meano, __global T* run_var, const long run_varo,
+                          __global CT* sum_g, const long sum_go, __global CT* sum_gx,
+                          const long sum_gxo, __global T* dw, const long dwo, __global T* db,
+                          const long dbo, const int N, const int C, const int HW, const int G,
+                          const CT eps, const CT momentum, const int update_running,
+                          const int backward) {
+  part += parto; x += xo; mean += meano; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  CT s1 = (CT)0, s2 = (CT)0;
+  for (int p = 0; p < G; ++p) {
+    s1 += part[2 * (c * G + p)];
+    s2 += part[2 * (c * G + p) + 1];
+  }
+  const int M = N * HW;
+  if (backward) {  // invstd is the forward's
+    const CT inv = invstd[c];
+    sum_g[c] = s1;
+    sum_gx[c] = s2 * inv;
+    ST(dw, c, s2 * inv);
+    ST(db, c, s1);
+    return;
+  }
+  const CT d = s1 / M;
+  const CT var = max(s2 / M - d * d, (CT)0);
+  const CT mu = (CT)LD(x, (long)c * HW) + d;
+  mean[c] = mu;
+  invstd[c] = rsqrt(var + eps);
+  if (update_running) {
+    CT unbiased = M > 1 ? var * M / (M - 1) : var;
+    ST(run_mean, c, ((CT)1 - momentum) * LD(run_mean, c) + momentum * mu);
+    ST(run_var, c, ((CT)1 - momentum) * LD(run_var, c) + momentum * unbiased);
   }
 }
 
 // y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
+// 2-D: (HW, or HW / 4 4-vectors with vec, over N * C planes).
 __kernel void bn_apply(__global const T* x, const long xo, __global T* y, const long yo,
                        __global const CT* mean, const long meano, __global const CT* invstd,
                        const long invstdo, __global const T* run_mean, const long run_meano,
                        __global const T* run_var, const long run_varo, __global const T* w,
-                       const long wo, __global const T* b, const long bo, const int total,
+                       const long wo, __global const T* b, const long bo, const int planes,
                        const int C, const int HW, const CT eps, const int use_running,
-                       const int affine, const int relu) {
+                       const int affine, const int relu, const int vec) {
   x += xo; y += yo; mean += meano; invstd += invstdo; run_mean += run_meano;
   run_var += run_varo; w += wo; b += bo;
-  int i = get_global_id(0);
-  if (i >= total) return;
-  int c = (i / HW) % C;
-  CT mu = use_running ? (CT)LD(run_mean, c) : mean[c];
-  CT inv = use_running ? rsqrt((CT)LD(run_var, c) + eps) : invstd[c];
-  CT v = ((CT)LD(x, i) - mu) * inv;
-  if (affine) v = v * (CT)LD(w, c) + (CT)LD(b, c);
-  if (relu) v = fmax(v, (CT)0);
-  ST(y, i, v);
-}
-
-// One work-group per channel: sum(g) and sum(g * xhat) -> grad_bias, grad_weight.
-__kernel void bn_backward_reduce(__global const T* g, const long go, __global const T* x,
-                                 const long xo, __global const CT* mean, const long meano,
-                                 __global const CT* invstd, const long invstdo,
-                                 __global CT* sum_g, const long sum_go, __global CT* sum_gx,
-                                 const long sum_gxo, const int N, const int C, const int HW) {
-  __local CT acc[GROUP];
-  g += go; x += xo; mean += meano; invstd += invstdo; sum_g += sum_go; sum_gx += sum_gxo;
-  int c = get_group_id(0), lid = get_local_id(0);
-  int M = N * HW;
-  CT mu = mean[c], inv = invstd[c];
-  CT s1 = (CT)0, s2 = (CT)0;
-  for (int j = lid; j < M; j += GROUP) {
-    long i = ((long)(j / HW) * C + c) * HW + j % HW;
-    CT gv = LD(g, i);
-    s1 += gv;
-    s2 += gv * ((CT)LD(x, i) - mu) * inv;
+  const int plane = get_global_id(1), k = get_global_id(0);
+  if (plane >= planes || k >= (vec ? HW >> 2 : HW)) return;
+  const int c = plane % C;
+  const CT mu = use_running ? (CT)LD(run_mean, c) : mean[c];
+  const CT inv = use_running ? rsqrt((CT)LD(run_var, c) + eps) : invstd[c];
+  const CT sc = affine ? inv * (CT)LD(w, c) : inv;
+  const CT sh = affine ? (CT)LD(b, c) : (CT)0;
+  const long base = (long)plane * HW;
+  if (vec) {
+    V4(CT) v = (LD4(x + base, k) - mu) * sc + sh;
+    if (relu) v = fmax(v, (V4(CT))0);
+    ST4(y + base, k, v);
+  } else {
+    CT v = ((CT)LD(x, base + k) - mu) * sc + sh;
+    if (relu) v = fmax(v, (CT)0);
+    ST(y, base + k, v);
   }
-  CT t1 = group_sum(s1, acc);
-  CT t2 = group_sum(s2, acc);
-  if (lid == 0) { sum_g[c] = t1; sum_gx[c] = t2; }
 }
 
+// dx = w * invstd * (g - sum_g / M - xhat * sum_gx / M), 2-D as bn_apply.
 __kernel void bn_backward_dx(__global const T* g, const long go, __global const T* x,
                              const long xo, __global T* dx, const long dxo,
                              __global const CT* mean, const long meano,
                              __global const CT* invstd, const long invstdo,
                              __global const CT* sum_g, const long sum_go,
                              __global const CT* sum_gx, const long sum_gxo, __global const T* w,
-                             const long wo, const int total, const int C, const int HW,
-                             const int M, const int affine) {
+                             const long wo, const int planes, const int C, const int HW,
+                             const int M, const int affine, const int vec) {
   g += go; x += xo; dx += dxo; mean += meano; invstd += invstdo; sum_g += sum_go;
   sum_gx += sum_gxo; w += wo;
-  int i = get_global_id(0);
-  if (i >= total) return;
-  int c = (i / HW) % C;
-  CT inv = invstd[c];
-  CT xhat = ((CT)LD(x, i) - mean[c]) * inv;
-  CT scale = affine ? (CT)LD(w, c) * inv : inv;
-  ST(dx, i, scale * ((CT)LD(g, i) - sum_g[c] / M - xhat * sum_gx[c] / M));
+  const int plane = get_global_id(1), k = get_global_id(0);
+  if (plane >= planes || k >= (vec ? HW >> 2 : HW)) return;
+  const int c = plane % C;
+  const CT inv = invstd[c], mu = mean[c];
+  const CT scale = affine ? (CT)LD(w, c) * inv : inv;
+  const CT mg = sum_g[c] / M, mgx = sum_gx[c] / M;
+  const long base = (long)plane * HW;
+  if (vec) {
+    const V4(CT) xhat = (LD4(x + base, k) - mu) * inv;
+    ST4(dx + base, k, scale * (LD4(g + base, k) - mg - xhat * mgx));
+  } else {
+    const CT xhat = ((CT)LD(x, base + k) - mu) * inv;
+    ST(dx, base + k, scale * ((CT)LD(g, base + k) - mg - xhat * mgx));
+  }
 }
 
 // One work-group per row of D elements.

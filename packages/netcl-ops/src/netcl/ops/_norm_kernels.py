@@ -1,0 +1,331 @@
+"""The batch and layer norm kernel program (one per dtype) and the batch-norm launches.
+
+# NOTE [ Batch norm kernels ]
+# Statistics (forward: mean and 1/std; backward: sum(g) and sum(g * xhat)) of a channel's
+# M = N * HW elements, HW contiguous per image, in two launches:
+# - ``bn_partial``: G work-groups of GROUP items per channel (G chosen so that C * G fills the
+#   device, about 8 groups per compute unit), group p summing the elements p * chunk ..
+#   (p + 1) * chunk of the channel in one pass: the forward sums (x - K) and (x - K)^2 with
+#   K the channel's first element (a shift that keeps the one-pass variance accurate far from
+#   0), the backward g and g * (x - mean); (n, h) advance by GROUP without a division per
+#   element; a local-memory tree, then (C, G, 2) partials;
+# - ``bn_finalize``: one item per channel adds its G partials in order (bitwise reproducible:
+#   no atomics), then the mean, 1/std and the running statistics, or the weight and bias
+#   gradients (in T: no cast launch afterwards).
+# Normalizing (``bn_apply``) and the input gradient (``bn_backward_dx``) are 2-D launches,
+# (HW or HW / 4, N * C): the channel comes from the plane index once per item, and where HW
+# and every offset are multiples of 4 each item moves a 4-vector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
+from netcl.core.kernels.primitives import launch
+from netcl.core.tensor import Tensor
+
+from ._launch import view_args
+
+__all__ = ["GROUP", "bn_geometry", "bn_launch_2d", "bn_splits", "normalization_family"]
+
+GROUP = 256
+_GROUPS_PER_CU = 8
+
+_SRC = """
+#define GROUP 256
+// Every tensor argument comes with its element offset (x, xo): each kernel first moves its
+// pointers there, so views with an offset work as in every other op.
+#define V4_(t) t##4
+#define V4(t) V4_(t)
+#define CVT4_(t) convert_##t##4
+#define CVT4(t) CVT4_(t)
+
+// Sum of LD(x, base(j)) over j < count, reduced across the work-group.
+inline CT group_sum(CT v, __local CT* acc) {
+  int lid = get_local_id(0);
+  acc[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = GROUP / 2; s > 0; s >>= 1) {
+    if (lid < s) acc[lid] += acc[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  CT r = acc[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+// G work-groups per channel, one pass: partial sums (forward: x - K, (x - K)^2; backward: g,
+// g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of the channel's N * HW.
+__kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
+                         __global const CT* mean, const long meano, __global CT* part,
+                         const long parto, const int N, const int C, const int HW,
+                         const int G, const int chunk, const int backward) {
+  __local CT acc[GROUP];
+  x += xo; g += go; mean += meano; part += parto;
+  const int lid = get_local_id(0);
+  const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
+  const int M = N * HW;
+  const int j0 = p * chunk + lid, j1 = min(M, (p + 1) * chunk);
+  int n = j0 / HW, h = j0 - n * HW;
+  const int dn = GROUP / HW, dh = GROUP - dn * HW;
+  CT s1 = (CT)0, s2 = (CT)0;
+  if (backward) {
+    const CT mu = mean[c];
+    for (int j = j0; j < j1; j += GROUP) {
+      const long i = ((long)n * C + c) * HW + h;
+      const CT gv = LD(g, i);
+      s1 += gv;
+      s2 += gv * ((CT)LD(x, i) - mu);
+      n += dn; h += dh;
+      if (h >= HW) { h -= HW; ++n; }
+    }
+  } else {
+    const CT K = LD(x, (long)c * HW);
+    for (int j = j0; j < j1; j += GROUP) {
+      const CT d = (CT)LD(x, ((long)n * C + c) * HW + h) - K;
+      s1 += d;
+      s2 += d * d;
+      n += dn; h += dh;
+      if (h >= HW) { h -= HW; ++n; }
+    }
+  }
+  s1 = group_sum(s1, acc);
+  s2 = group_sum(s2, acc);
+  if (lid == 0) {
+    part[2 * get_group_id(0)] = s1;
+    part[2 * get_group_id(0) + 1] = s2;
+  }
+}
+
+// One item per channel: its G partials in order. Forward: mean, 1/std, running statistics.
+// Backward: sum_g, sum_gx (= sum g * xhat) and the weight and bias gradients in T.
+__kernel void bn_finalize(__global const CT* part, const long parto, __global const T* x,
+                          const long xo, __global CT* mean, const long meano,
+                          __global CT* invstd, const long invstdo, __global T* run_mean,
+                          const long run_meano, __global T* run_var, const long run_varo,
+                          __global CT* sum_g, const long sum_go, __global CT* sum_gx,
+                          const long sum_gxo, __global T* dw, const long dwo, __global T* db,
+                          const long dbo, const int N, const int C, const int HW, const int G,
+                          const CT eps, const CT momentum, const int update_running,
+                          const int backward) {
+  part += parto; x += xo; mean += meano; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  CT s1 = (CT)0, s2 = (CT)0;
+  for (int p = 0; p < G; ++p) {
+    s1 += part[2 * (c * G + p)];
+    s2 += part[2 * (c * G + p) + 1];
+  }
+  const int M = N * HW;
+  if (backward) {  // invstd is the forward's
+    const CT inv = invstd[c];
+    sum_g[c] = s1;
+    sum_gx[c] = s2 * inv;
+    ST(dw, c, s2 * inv);
+    ST(db, c, s1);
+    return;
+  }
+  const CT d = s1 / M;
+  const CT var = max(s2 / M - d * d, (CT)0);
+  const CT mu = (CT)LD(x, (long)c * HW) + d;
+  mean[c] = mu;
+  invstd[c] = rsqrt(var + eps);
+  if (update_running) {
+    CT unbiased = M > 1 ? var * M / (M - 1) : var;
+    ST(run_mean, c, ((CT)1 - momentum) * LD(run_mean, c) + momentum * mu);
+    ST(run_var, c, ((CT)1 - momentum) * LD(run_var, c) + momentum * unbiased);
+  }
+}
+
+// y = (x - mean) * invstd * w + b (optionally ReLU); eval mode reads the running variance.
+// 2-D: (HW, or HW / 4 4-vectors with vec, over N * C planes).
+__kernel void bn_apply(__global const T* x, const long xo, __global T* y, const long yo,
+                       __global const CT* mean, const long meano, __global const CT* invstd,
+                       const long invstdo, __global const T* run_mean, const long run_meano,
+                       __global const T* run_var, const long run_varo, __global const T* w,
+                       const long wo, __global const T* b, const long bo, const int planes,
+                       const int C, const int HW, const CT eps, const int use_running,
+                       const int affine, const int relu, const int vec) {
+  x += xo; y += yo; mean += meano; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; w += wo; b += bo;
+  const int plane = get_global_id(1), k = get_global_id(0);
+  if (plane >= planes || k >= (vec ? HW >> 2 : HW)) return;
+  const int c = plane % C;
+  const CT mu = use_running ? (CT)LD(run_mean, c) : mean[c];
+  const CT inv = use_running ? rsqrt((CT)LD(run_var, c) + eps) : invstd[c];
+  const CT sc = affine ? inv * (CT)LD(w, c) : inv;
+  const CT sh = affine ? (CT)LD(b, c) : (CT)0;
+  const long base = (long)plane * HW;
+  if (vec) {
+    V4(CT) v = (LD4(x + base, k) - mu) * sc + sh;
+    if (relu) v = fmax(v, (V4(CT))0);
+    ST4(y + base, k, v);
+  } else {
+    CT v = ((CT)LD(x, base + k) - mu) * sc + sh;
+    if (relu) v = fmax(v, (CT)0);
+    ST(y, base + k, v);
+  }
+}
+
+// dx = w * invstd * (g - sum_g / M - xhat * sum_gx / M), 2-D as bn_apply.
+__kernel void bn_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano,
+                             __global const CT* invstd, const long invstdo,
+                             __global const CT* sum_g, const long sum_go,
+                             __global const CT* sum_gx, const long sum_gxo, __global const T* w,
+                             const long wo, const int planes, const int C, const int HW,
+                             const int M, const int affine, const int vec) {
+  g += go; x += xo; dx += dxo; mean += meano; invstd += invstdo; sum_g += sum_go;
+  sum_gx += sum_gxo; w += wo;
+  const int plane = get_global_id(1), k = get_global_id(0);
+  if (plane >= planes || k >= (vec ? HW >> 2 : HW)) return;
+  const int c = plane % C;
+  const CT inv = invstd[c], mu = mean[c];
+  const CT scale = affine ? (CT)LD(w, c) * inv : inv;
+  const CT mg = sum_g[c] / M, mgx = sum_gx[c] / M;
+  const long base = (long)plane * HW;
+  if (vec) {
+    const V4(CT) xhat = (LD4(x + base, k) - mu) * inv;
+    ST4(dx + base, k, scale * (LD4(g + base, k) - mg - xhat * mgx));
+  } else {
+    const CT xhat = ((CT)LD(x, base + k) - mu) * inv;
+    ST(dx, base + k, scale * ((CT)LD(g, base + k) - mg - xhat * mgx));
+  }
+}
+
+// One work-group per row of D elements.
+__kernel void ln_forward(__global const T* x, const long xo, __global T* y, const long yo,
+                         __global CT* mean, const long meano, __global CT* rstd,
+                         const long rstdo, __global const T* w, const long wo,
+                         __global const T* b, const long bo, const int D, const CT eps,
+                         const int affine) {
+  __local CT acc[GROUP];
+  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
+  int r = get_group_id(0), lid = get_local_id(0);
+  const __global T* xr = x + (long)r * D;
+  CT s = (CT)0;
+  for (int j = lid; j < D; j += GROUP) s += LD(xr, j);
+  CT mu = group_sum(s, acc) / D;
+  CT q = (CT)0;
+  for (int j = lid; j < D; j += GROUP) { CT d = LD(xr, j) - mu; q += d * d; }
+  CT inv = rsqrt(group_sum(q, acc) / D + eps);
+  for (int j = lid; j < D; j += GROUP) {
+    CT v = ((CT)LD(xr, j) - mu) * inv;
+    if (affine) v = v * (CT)LD(w, j) + (CT)LD(b, j);
+    ST(y, (long)r * D + j, v);
+  }
+  if (lid == 0) { mean[r] = mu; rstd[r] = inv; }
+}
+
+__kernel void ln_backward_dx(__global const T* g, const long go, __global const T* x,
+                             const long xo, __global T* dx, const long dxo,
+                             __global const CT* mean, const long meano, __global const CT* rstd,
+                             const long rstdo, __global const T* w, const long wo, const int D,
+                             const int affine) {
+  __local CT acc[GROUP];
+  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
+  int r = get_group_id(0), lid = get_local_id(0);
+  long base = (long)r * D;
+  CT mu = mean[r], inv = rstd[r];
+  CT s1 = (CT)0, s2 = (CT)0;
+  for (int j = lid; j < D; j += GROUP) {
+    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
+    s1 += dxh;
+    s2 += dxh * ((CT)LD(x, base + j) - mu) * inv;
+  }
+  CT m1 = group_sum(s1, acc) / D;
+  CT m2 = group_sum(s2, acc) / D;
+  for (int j = lid; j < D; j += GROUP) {
+    CT xhat = ((CT)LD(x, base + j) - mu) * inv;
+    CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
+    ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
+  }
+}
+
+// One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
+__kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global const CT* mean, const long meano,
+                                 __global const CT* rstd, const long rstdo, __global T* gw,
+                                 const long gwo, __global T* gb, const long gbo, const int R,
+                                 const int D) {
+  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
+  int j = get_global_id(0);
+  if (j >= D) return;
+  CT sw = (CT)0, sb = (CT)0;
+  for (int r = 0; r < R; ++r) {
+    CT gv = LD(g, (long)r * D + j);
+    sb += gv;
+    sw += gv * ((CT)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
+  }
+  ST(gw, j, sw);
+  ST(gb, j, sb);
+}
+"""
+
+_NORM_KERNELS = ("bn_partial", "bn_finalize", "bn_apply", "bn_backward_dx", "ln_forward",
+                 "ln_backward_dx", "ln_backward_params")
+
+
+def _vector_defines(dtype: str) -> str:
+    """``LD4``/``ST4``: the 4-vector at ``p + 4 * i`` in the compute type (``p`` 4-aligned)."""
+    if dtype == "float16":
+        return ("#define LD4(p, i) vload_half4((i), (p))\n"
+                "#define ST4(p, i, v) vstore_half4((v), (i), (p))\n")
+    return ("#define LD4(p, i) CVT4(CT)(((__global const V4(T)*)(p))[(i)])\n"
+            "#define ST4(p, i, v) (((__global V4(T)*)(p))[(i)] = CVT4(T)(v))\n")
+
+
+def _normalization_golden() -> list[tuple[str, tuple[str]]]:
+    return [(f"normalization/norm-{dt}", (dt,)) for dt in FLOAT_DTYPES]
+
+
+@kernel_family("ops.normalization", golden=_normalization_golden)
+def normalization_family(dtype: str) -> KernelSource:
+    """The batch and layer norm program for ``dtype``: the statistics kernels run work-groups
+    of ``GROUP`` items (per channel part, or per row), the elementwise ones 2-D or 1-D."""
+    return KernelSource(_vector_defines(dtype) + _SRC, _NORM_KERNELS, dtype,
+                        Geometry(local=GROUP))
+
+
+_units: dict[Any, int] = {}
+
+
+def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
+    """``(G, chunk)``: work-groups per channel for ``bn_partial`` and the elements each sums
+    (NOTE [ Batch norm kernels ]): about 8 groups per compute unit over all channels, at
+    least 16 elements per item.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> bn_splits(NS(max_compute_units=132), 64, 128 * 1024)
+        (17, 7711)
+    """
+    try:
+        units = _units[device]
+    except KeyError:
+        units = _units[device] = max(1, int(device.max_compute_units))
+    except TypeError:  # an unhashable stand-in
+        units = max(1, int(device.max_compute_units))
+    groups = max(1, min(-(-_GROUPS_PER_CU * units // max(c, 1)), m // (GROUP * 16)))
+    return groups, -(-m // groups)
+
+
+def bn_geometry(hw: int, *tensors: Tensor) -> tuple[bool, int]:
+    """``(vec, items per plane)``: 4-vectors where ``hw`` and every offset are multiples of 4."""
+    vec = hw % 4 == 0 and all(t.offset % 4 == 0 for t in tensors)
+    return vec, hw // 4 if vec else hw
+
+
+def bn_launch_2d(queue: Any, kernel: Any, items: int, planes: int, *args: Any) -> None:
+    """``kernel`` over (``items`` per plane, ``planes``) in work-groups of GROUP items."""
+    if items <= 0 or planes <= 0:
+        return
+    l0 = min(GROUP, 1 << max(0, items - 1).bit_length())
+    l1 = GROUP // l0
+    launch(queue, kernel, (-(-items // l0) * l0, -(-planes // l1) * l1), (l0, l1),
+           *view_args(*args))
+
