@@ -459,6 +459,10 @@ class Tensor(TensorMethods):
         except Exception:
             pass
 
+    def _narrow_view(self, start: int, shape: tuple[int, ...]) -> Tensor:
+        """:func:`narrow_view` (what basic indexing returns for a contiguous run)."""
+        return narrow_view(self, start, shape)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         host = self.to_host()
         if dtype is not None:
@@ -588,9 +592,9 @@ def _view(t: Tensor, dims: tuple[int, ...], start: int) -> Tensor:
     t.wait()
     array = None
     if t.array is not None:
-        flat = t.array.reshape(-1)
-        array = flat[start:start + math.prod(dims)].reshape(dims) if start else \
-            t.array.reshape(dims)
+        n = math.prod(dims)
+        array = t.array.reshape(dims) if n == t.size else \
+            t.array.reshape(-1)[start:start + n].reshape(dims)
     view = Tensor(
         buffer=t.buffer,
         shape=dims,

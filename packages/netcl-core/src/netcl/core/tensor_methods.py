@@ -240,6 +240,8 @@ class TensorMethods:
 
         def to_host(self) -> np.ndarray[Any, Any]: ...
 
+        def _narrow_view(self: _TM, start: int, shape: tuple[int, ...]) -> _TM: ...
+
     __hash__ = object.__hash__
     __array_priority__ = 1000  # ndarray <op> Tensor defers to the Tensor's reflected op
 
@@ -338,7 +340,7 @@ class TensorMethods:
         if not self.requires_grad:
             run = _contiguous_run(self.shape, key)
             if run is not None:
-                return lookup("narrow_view")(self, run[0], run[1])  # type: ignore[no-any-return]
+                return self._narrow_view(run[0], run[1])
         return lookup("getitem")(self, key)  # type: ignore[no-any-return]
 
     def _advanced_index(self: _TM, key: Any) -> _TM:

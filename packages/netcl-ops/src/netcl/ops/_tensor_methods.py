@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from netcl.core.placement import resolve_queue
-from netcl.core.tensor import Tensor, narrow_view, reshape
+from netcl.core.tensor import Tensor, reshape
 from netcl.core.tensor_methods import register
 
 from ._creation import fill
@@ -106,7 +106,7 @@ METHODS: dict[str, Callable[..., Any]] = {
     "gelu": gelu, "getitem": getitem, "gt": gt, "index_select": index_select, "le": le,
     "leaky_relu": leaky_relu, "log": log, "log_softmax": log_softmax, "lt": lt,
     "matmul": matmul, "max": max, "maximum": maximum, "mean": mean, "min": min,
-    "minimum": minimum, "mul": mul, "narrow_view": narrow_view, "ne": ne, "neg": neg,
+    "minimum": minimum, "mul": mul, "ne": ne, "neg": neg,
     "permute": permute, "pow": pow, "reciprocal": reciprocal, "relu": relu, "rsqrt": rsqrt,
     "sigmoid": sigmoid, "sign": sign, "silu": silu, "softmax": softmax, "sqrt": sqrt,
     "squeeze": squeeze, "sub": sub, "sum": sum, "tanh": tanh, "to_device": to_device,
