@@ -262,7 +262,7 @@ class KernelSelector:
         rule = fam.rule(profile, query)
         seen: list[Candidate] = []
         for c in (Candidate(rule), *tuner.candidates(profile, query, rule)):
-            if c not in seen and variant_applies(c.variant, profile, query):
+            if c not in seen and _applies(c.variant, profile, query):
                 seen.append(c)
         timings: list[tuple[str, float | None]] = []
         best: tuple[float, Candidate] | None = None
@@ -302,7 +302,8 @@ class KernelSelector:
         times = dict(timings)
         rule_label = Candidate(rule).label
         _autotune.record(_autotune.TuneRecord(
-            fam.name, cast(tuple[Any, ...], slot[1]), fam.key(query), rule_label, times.get(rule_label),
+            fam.name, cast(tuple[Any, ...], slot[1]), fam.key(query), rule_label,
+            times.get(rule_label),
             None if best is None else best[1].label, None if best is None else best[0],
             tuple(timings), complete))
         won = None if best is None else Tuned(best[1].variant, best[1].params)
@@ -545,6 +546,14 @@ class KernelSelector:
         except (OSError, TypeError) as exc:
             warnings.warn(f"KernelSelector: could not save autotune winners: {exc!r}",
                           RuntimeWarning, stacklevel=3)
+
+
+def _applies(variant: AnyVariant, profile: ExtendedDeviceProfile, query: Any) -> bool:
+    """``variant_applies``, false for a candidate whose variant is not registered."""
+    try:
+        return variant_applies(variant, profile, query)
+    except KernelFamilyError:
+        return False
 
 
 # --- per-device selectors and the ops-facing shortcuts ---------------------------------
