@@ -16,6 +16,7 @@ from netcl.core.kernel_selector import KernelConfig, KernelSelector, KernelVaria
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
+from netcl.ops import _conv_winograd
 from netcl.ops._conv import conv2d, conv2d_backward_data, conv2d_backward_weight
 from netcl.ops._conv_geometry import conv_geometry
 from netcl.ops._conv_igemm import (
@@ -506,6 +507,32 @@ def test_winograd_gradients(dev: DeviceHandle, sample: int, dtype: str) -> None:
                          "data")
         assert KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, wide).variant is (
             IMPLICIT_TILED)
+
+
+@pytest.mark.parametrize("xs", [(9, 5, 17, 17), (12, 5, 16, 16)], ids=["rest", "even"])
+def test_winograd_weight_gradient_split(dev: DeviceHandle, xs: tuple[int, ...],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """NOTE [ Split Winograd weight gradient ]: the reduction over tiles cut into slices (729
+    tiles: a full slice and a shorter one; 768: three full ones) and summed in order."""
+    if dev.backend != "cl":
+        pytest.skip("the Winograd kernels run on OpenCL devices")
+    monkeypatch.setattr(_conv_winograd, "_SPLIT_PER_UNIT", 10_000)  # as many slices as fit
+    sums = []
+    family = _conv_winograd.gemm_family
+
+    def spy(context: Any, params: Any) -> Any:
+        sums.append(params)
+        return family(context, params)
+
+    monkeypatch.setattr(_conv_winograd, "gemm_family", spy)
+    ws = (7, xs[1], 3, 3)
+    x, w = arr(*xs), arr(*ws)
+    gy = arr(*ref_conv(x, w, None, 1, 1).shape)
+    with force_variant(KernelVariant.CONV2D_WINOGRAD):
+        check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, 1, 1),
+                 lambda xa, g: ref_backward(xa, np.zeros(ws), g, 1, 1, 1, 1)[1],
+                 (x, gy), dtype="float32", scale=CONV2D.scale)
+    assert sums, "the split path did not run"
 
 
 @pytest.mark.parametrize(("shape", "tiles"), [
