@@ -13,6 +13,7 @@ MODULES = [
     "netcl.data._loader",
     "netcl.data._samplers",
     "netcl.data.augment",
+    "netcl.data.transforms",
     "netcl.data.filters",
     "netcl.data.shared_batch",
     "netcl.data.augment_gpu",

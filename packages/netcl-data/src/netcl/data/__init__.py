@@ -2,7 +2,8 @@
 
 Datasets, a :class:`DataLoader` whose worker processes hand batches over through a
 shared-memory ring (:mod:`netcl.data.shared_batch`), batch augmentation on the CPU
-(:mod:`netcl.data.augment`, :mod:`netcl.data.filters`) and on an OpenCL device
+(:mod:`netcl.data.augment`, :mod:`netcl.data.filters`), per-sample torchvision-style
+transforms (:mod:`netcl.data.transforms`), samplers with PyTorch's names, and on an OpenCL device
 (:mod:`netcl.data.augment_gpu`, needs pyopencl). It emits NumPy batches and imports no other
 netcl layer, so any compute layer can consume it.
 """
@@ -10,6 +11,7 @@ netcl layer, so any compute layer can consume it.
 from . import augment as augment
 from . import filters as filters
 from . import shared_batch as shared_batch
+from . import transforms as transforms
 from .__about__ import __version__ as __version__
 from ._collate import default_collate as default_collate
 from ._datasets import ArrayDataset as ArrayDataset
@@ -47,4 +49,5 @@ __all__ = [
     "filters",
     "random_split",
     "shared_batch",
+    "transforms",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -53,14 +53,38 @@ def _check_batch_indices(op: str, indices: npt.ArrayLike, n: int) -> IndexArray:
     return idx
 
 
+SampleTransform = Callable[[Any], Any]
+
+
+def _check_transforms(op: str, transform: Any, target_transform: Any) -> None:
+    for name, fn in (("transform", transform), ("target_transform", target_transform)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{op}: {name} must be callable or None, got {type(fn).__name__}")
+
+
+def _apply(item: tuple[Any, ...], transform: SampleTransform | None,
+           target_transform: SampleTransform | None) -> tuple[Any, ...]:
+    if transform is None and target_transform is None:
+        return item
+    first = item[0] if transform is None else transform(item[0])
+    if len(item) < 2:
+        return (first,)
+    second = item[1] if target_transform is None else target_transform(item[1])
+    return (first, second, *item[2:])
+
+
 class ArrayDataset:
     """A dataset over NumPy arrays that share their first dimension.
 
     Item ``i`` is the tuple ``(arrays[0][i], arrays[1][i], ...)``. Batches are gathered with
-    one fancy index per array (``get_batch``), not item by item.
+    one fancy index per array (``get_batch``), not item by item, unless a per-sample transform
+    is given.
 
     Args:
         *arrays: one or more arrays with the same length along axis 0.
+        transform: applied to ``arrays[0][i]`` of each item (a :mod:`netcl.data.transforms`
+            pipeline, torchvision-style: ``transform(x) -> x``).
+        target_transform: applied to ``arrays[1][i]``.
 
     Raises:
         TypeError: an argument is not an array, or none is given.
@@ -76,7 +100,12 @@ class ArrayDataset:
         ((2, 3), [0, 5])
     """
 
-    def __init__(self, *arrays: npt.NDArray[Any]) -> None:
+    def __init__(self, *arrays: npt.NDArray[Any], transform: SampleTransform | None = None,
+                 target_transform: SampleTransform | None = None) -> None:
+        _check_transforms("ArrayDataset", transform, target_transform)
+        if target_transform is not None and len(arrays) < 2:
+            raise ValueError("ArrayDataset: target_transform needs a second (target) array")
+        self.transform, self.target_transform = transform, target_transform
         if not arrays:
             raise TypeError("ArrayDataset: needs at least one array, got none")
         for k, arr in enumerate(arrays):
@@ -100,12 +129,17 @@ class ArrayDataset:
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
         i = _check_index("ArrayDataset", index, len(self))
-        return tuple(a[i] for a in self.arrays)
+        item = tuple(a[i] for a in self.arrays)
+        return _apply(item, self.transform, self.target_transform)
 
     def get_batch(self, indices: npt.ArrayLike) -> tuple[npt.NDArray[Any], ...]:
-        """Return the collated batch for ``indices`` (one gather per array)."""
+        """Return the collated batch for ``indices`` (one gather per array, or item by item
+        through the per-sample transforms)."""
         idx = _check_batch_indices("ArrayDataset.get_batch", indices, len(self))
-        return tuple(a[idx] for a in self.arrays)
+        if self.transform is None and self.target_transform is None:
+            return tuple(a[idx] for a in self.arrays)
+        batch: tuple[npt.NDArray[Any], ...] = default_collate([self[int(i)] for i in idx])
+        return batch
 
 
 class DigitsDataset(ArrayDataset):
@@ -113,6 +147,10 @@ class DigitsDataset(ArrayDataset):
 
     Items are ``(image, label)``: the image is float32 of shape ``(1, 8, 8)`` scaled to
     ``[0, 1]`` and the label an int64. Needs scikit-learn: ``pip install 'netcl-data[digits]'``.
+
+    Args:
+        transform: applied to each image (per sample, as in :class:`ArrayDataset`).
+        target_transform: applied to each label.
 
     Raises:
         ImportError: scikit-learn is not installed.
@@ -123,7 +161,8 @@ class DigitsDataset(ArrayDataset):
         (1797, (1797, 1, 8, 8), dtype('float32'))
     """
 
-    def __init__(self) -> None:
+    def __init__(self, transform: SampleTransform | None = None,
+                 target_transform: SampleTransform | None = None) -> None:
         try:
             from sklearn.datasets import load_digits
         except ImportError as exc:
@@ -134,7 +173,8 @@ class DigitsDataset(ArrayDataset):
         bunch = load_digits()
         images = (np.asarray(bunch.images, dtype=np.float32) / np.float32(16.0))[:, None]
         labels = np.asarray(bunch.target, dtype=np.int64)
-        super().__init__(np.ascontiguousarray(images), labels)
+        super().__init__(np.ascontiguousarray(images), labels, transform=transform,
+                         target_transform=target_transform)
         self.images: npt.NDArray[np.float32] = self.arrays[0]
         self.labels: npt.NDArray[np.int64] = self.arrays[1]
 
@@ -166,6 +206,9 @@ class ImageFolder:
         size: ``(height, width)`` to resize every image to (bilinear), or None to keep sizes.
         mode: a Pillow mode, ``"RGB"`` or ``"L"``.
         extensions: file suffixes (lower case) that count as images.
+        transform: applied to each image, the uint8 ``(C, H, W)`` array (a
+            :mod:`netcl.data.transforms` pipeline; start it with ``ConvertImageDtype()``).
+        target_transform: applied to each label.
 
     Raises:
         ImportError: Pillow is not installed.
@@ -186,8 +229,12 @@ class ImageFolder:
         size: tuple[int, int] | None = None,
         mode: str = "RGB",
         extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        transform: SampleTransform | None = None,
+        target_transform: SampleTransform | None = None,
     ) -> None:
         _require_pillow("ImageFolder")
+        _check_transforms("ImageFolder", transform, target_transform)
+        self.transform, self.target_transform = transform, target_transform
         if mode not in ("RGB", "L"):
             raise ValueError(f"ImageFolder: mode must be 'RGB' or 'L', got {mode!r}")
         if size is not None and (
@@ -219,7 +266,7 @@ class ImageFolder:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> tuple[npt.NDArray[np.uint8], np.int64]:
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
         path, label = self.samples[_check_index("ImageFolder", index, len(self))]
         image_module = _require_pillow("ImageFolder")
         with image_module.open(path) as img:
@@ -228,7 +275,8 @@ class ImageFolder:
                 img = img.resize((self.size[1], self.size[0]), image_module.Resampling.BILINEAR)
             arr = np.asarray(img, dtype=np.uint8)
         chw = arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
-        return np.ascontiguousarray(chw), np.int64(label)
+        return _apply((np.ascontiguousarray(chw), np.int64(label)), self.transform,
+                      self.target_transform)
 
 
 class Subset:

@@ -15,6 +15,7 @@ import numpy as np
 # Distinct spawn-key tags keep the shuffle stream and the per-batch streams independent.
 _SHUFFLE_TAG = 0
 _BATCH_TAG = 1
+_SAMPLE_TAG = 2
 
 
 def fresh_seed() -> int:
@@ -31,4 +32,11 @@ def batch_rng(seed: int, epoch: int, batch_index: int) -> np.random.Generator:
     """Return the generator that a batch's transform draws from."""
     return np.random.default_rng(
         np.random.SeedSequence(seed, spawn_key=(epoch, _BATCH_TAG, batch_index))
+    )
+
+
+def sample_rng(seed: int, epoch: int, batch_index: int) -> np.random.Generator:
+    """Return the generator that a batch's per-sample transforms draw from, in item order."""
+    return np.random.default_rng(
+        np.random.SeedSequence(seed, spawn_key=(epoch, _SAMPLE_TAG, batch_index))
     )
