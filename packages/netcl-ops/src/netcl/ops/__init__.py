@@ -107,6 +107,7 @@ from ._pooling import avg_pool2d_backward as avg_pool2d_backward
 from ._pooling import global_avg_pool2d as global_avg_pool2d
 from ._pooling import max_pool2d as max_pool2d
 from ._pooling import max_pool2d_backward as max_pool2d_backward
+from ._precision import get_float32_matmul_precision, set_float32_matmul_precision
 
 # isort: split
 
@@ -211,4 +212,6 @@ __all__ = [
     "bias_add",
     "build_matmul_kernel",
     "matmul",
+    "get_float32_matmul_precision",
+    "set_float32_matmul_precision",
 ]

@@ -34,6 +34,8 @@ from ._launch import device_buffer, queue_facts
 from ._matmul_family import VARIANT_NAMES, for_device, gemm_family, gemm_params
 from ._matmul_launch import Operand, run_gemm, select_gemm
 from ._matmul_mma import matmul_mma, mma_applicable
+from ._matmul_mma_tf32 import matmul_tf32, tf32_applicable
+from ._precision import tf32_allowed
 
 __all__ = ["MatmulKernel", "build_matmul_kernel", "matmul"]
 
@@ -107,6 +109,10 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
         >>> matmul(a, a, transpose_b=True).to_host().tolist()
         [[5.0, 14.0], [14.0, 50.0]]
     """
+    if (tf32_allowed() and forced_variant("matmul") is None
+            and tf32_applicable(a, b, transpose_a, transpose_b)):
+        # float32 on TF32 tensor cores, opted into (NOTE [ Precision under capture ])
+        return matmul_tf32(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     if isinstance(a, Tensor) and a.array is None and isinstance(b, Tensor) and b.array is None:
         key = _plan_key(a, b, transpose_a, transpose_b)
         known = _plans.get(key)
