@@ -76,10 +76,18 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
       if (r < R) { const CT v = vk; ST(out, base + r, RESULT); }
     }
   } else {  /* online max and sum in one read, then the write pass reads again */
-    for (IDX r = l; r < R; r += L) {
+    IDX r = l;
+    for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
+      const CT v0 = LD(x, xo + base + r), v1 = LD(x, xo + base + r + L);
+      const CT v2 = LD(x, xo + base + r + 2 * L), v3 = LD(x, xo + base + r + 3 * L);
+      const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
+      if (m4 > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - m4); m = m4; }
+      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+    }
+    for (; r < R; r += L) {
       const CT v = LD(x, xo + base + r);
-      if (v > m || isnan(v)) { sum = (m == -INFINITY ? (CT)0 : sum * exp(m - v)) + (CT)1; m = v; }
-      else sum += exp(v - m);
+      if (v > m || isnan(v)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - v); m = v; }
+      if (m != -INFINITY) sum += exp(v - m);
     }
     group_max_sum(&m, &sum, bm, bs, l, L);
     if (m == INFINITY) sum = NAN;
