@@ -109,7 +109,8 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     variant = get_kernel_selector(queue.device).select_reduction_kernel(job.R, kind).variant
     if (variant is not KernelVariant.REDUCTION_SEQUENTIAL and job.inner == 1 and not argmax
             and n_out > 0):
-        return _run_rows(job, variant, local, acc, shape, key)
+        return _run_rows(job, variant is KernelVariant.REDUCTION_WORKGROUP, local, acc, shape,
+                         key)
     # columns: a warp's lanes read 32 consecutive elements (128 bytes) of a row where it can
     lj = 1 if job.inner == 1 else builtins.min(32 if job.inner >= 32 else 16, local)
     lr = local // lj
@@ -174,13 +175,14 @@ def _compute_units(device: Any) -> int:
     return units
 
 
-def _run_rows(job: _Job, variant: KernelVariant, local: int, acc: str,
+def _run_rows(job: _Job, split: bool, local: int, acc: str,
               shape: tuple[int, ...] | None, key: tuple[Any, ...] | None) -> Tensor:
-    """``red_vec``: ``job`` (inner == 1, not argmax) with G work-groups per row (NOTE [ Row
-    reductions ]); G > 1 writes (outer, G) partials, reduced by another :func:`_run`."""
+    """``red_vec``: ``job`` (inner == 1, not argmax) with G work-groups per row where ``split``
+    (REDUCTION_WORKGROUP; NOTE [ Row reductions ]); G > 1 writes (outer, G) partials, reduced
+    by another :func:`_run`."""
     queue = job.x.queue
     n_out = job.outer
-    if variant is KernelVariant.REDUCTION_WORKGROUP:
+    if split:
         lanes = local
         groups = _groups_per_row(queue.device, job.outer, job.R, lanes)
     else:  # about 4 vectors per lane, whole warps
