@@ -9,7 +9,9 @@ for scale) and prints the device time (OpenCL profiling events, best of ``REPEAT
 ``INNER`` calls) beside torch float16's (CUDA events), then a ResNet-18 step total (each layer
 times its count: default tiles, best tiles per layer, torch). Build logs are printed in full
 on a failure. Each layer runs in a child process, so a crash (an illegal address) costs one
-layer, not the run. Finally ``pytest packages/netcl-ops/tests/test_conv_mma.py`` on the GPU
+layer, not the run. Then the TF32 GEMM (``set_float32_matmul_precision("high")``) at 2048^3
+and 4096^3 beside netcl's float32 GEMM and torch float32/TF32, and finally
+``pytest packages/netcl-ops/tests/test_conv_mma.py test_precision.py`` on the GPU
 (``--no-tests`` skips it).
 
 Run from the repository root:  bash scripts/gpu/gpu_run.sh benchmarks/probe_conv_mma.py
@@ -201,6 +203,52 @@ def run_layer(index: int, batch: int) -> list[dict[str, Any]]:
     return rows
 
 
+def tf32_section() -> None:
+    """TF32 GEMM (set_float32_matmul_precision("high")): error against float64 and TFLOP/s
+    beside netcl's float32 GEMM and torch float32 / TF32 (in a child process)."""
+    t = torch_module()
+    q = manager.default("cl").queue
+    rng = np.random.default_rng(5)
+    configs = [Tf32Config(), Tf32Config(bm=128, bn=128, bk=32, warps_m=2, warps_n=4),
+               Tf32Config(bm=64, bn=64, warps_m=2, warps_n=2),
+               Tf32Config(bm=128, bn=64, bk=32, warps_m=2, warps_n=2)]
+    for size in (2048, 4096):
+        a = rng.standard_normal((size, size), dtype=np.float32)
+        b = rng.standard_normal((size, size), dtype=np.float32)
+        xa, xb = Tensor.from_host(q, a), Tensor.from_host(q, b)
+        flop = 2.0 * size**3
+        want = a.astype(np.float64) @ b.astype(np.float64) if size == 2048 else None
+        lines = []
+        for name, fn in [("netcl float32 (highest)", lambda xa=xa, xb=xb: matmul(xa, xb))] + [
+                (f"netcl tf32 {c.label()}",
+                 lambda c=c, xa=xa, xb=xb: matmul_tf32(xa, xb, config=c)) for c in configs]:
+            try:
+                got = fn().to_host()
+                err = ("" if want is None else
+                       f" err {float(np.abs(got - want).max() / np.abs(want).max()):.2e}")
+                ms = netcl_time(fn)
+                lines.append(f"  {name:<34} {flop / ms / 1e9:8.1f} TFLOP/s{err}")
+            except Exception as exc:
+                lines.append(f"  {name}: FAILED\n" + "".join(
+                    traceback.format_exception(exc))[-4000:])
+        set_float32_matmul_precision("high")
+        try:
+            got = matmul(xa, xb).to_host()
+            if want is not None:
+                err = float(np.abs(got - want).max() / np.abs(want).max())
+                lines.append(f"  matmul under 'high' err {err:.2e}")
+        finally:
+            set_float32_matmul_precision("highest")
+        ca, cb = t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
+        for tf32 in (False, True):
+            t.backends.cuda.matmul.allow_tf32 = tf32
+            ms = torch_time(t, lambda ca=ca, cb=cb: ca @ cb)
+            lines.append(f"  torch {'tf32' if tf32 else 'float32':<28} "
+                         f"{flop / ms / 1e9:8.1f} TFLOP/s")
+        t.backends.cuda.matmul.allow_tf32 = False
+        print(f"TF32 GEMM {size}^3:\n" + "\n".join(lines), flush=True)
+
+
 def fmt(row: dict[str, Any]) -> str:
     head = f"{row['layer']:<20} {row['dir']:<8} {row['config']:<22} "
     if "skip" in row:
@@ -222,7 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tests", action="store_true")
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "/tmp/out"),
                                                        "probe_conv_mma.json"))
+    parser.add_argument("--tf32", action="store_true", help="(internal) the TF32 section")
     args = parser.parse_args(argv)
+    if args.tf32:
+        tf32_section()
+        return 0
     if args.layer is not None:
         rows = run_layer(args.layer, args.batch)
         print("ROWS " + json.dumps(rows))
@@ -282,12 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                 best[key] = {"tiles": r["tiles"], "ms": str(r["ms"])}
     print("best tiles per layer and direction: " + json.dumps(
         {k: v["tiles"] for k, v in best.items()}), flush=True)
+    if not DRY:
+        proc = subprocess.run([sys.executable, __file__, "--tf32"], capture_output=True,
+                              text=True, timeout=300)
+        print(proc.stdout[-5000:] + ("" if proc.returncode == 0 else proc.stderr[-5000:]),
+              flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"rows": all_rows, "totals": totals}, indent=1))
     if not args.no_tests:
         env = {**os.environ, "NETCL_DEVICE": "cl"}
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "packages/netcl-ops/tests/test_conv_mma.py"], cwd=ROOT, env=env,
+                               "packages/netcl-ops/tests/test_conv_mma.py",
+                               "packages/netcl-ops/tests/test_precision.py"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=900)
         print(proc.stdout[-6000:] + proc.stderr[-3000:], flush=True)
     return 0
