@@ -4,6 +4,7 @@ work-groups, var's squared deviations, integer dtypes, and bitwise-equal repeate
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,9 @@ from netcl.ops.testing import check_op
 ROW_VARIANTS = [KernelVariant.REDUCTION_PARALLEL, KernelVariant.REDUCTION_WORKGROUP]
 FLOATS = ["float32", "float16", "float64"]
 LENGTHS = [1, 7, 33, 257, 4095, 4097, 70001]
-KINDS = [("sum", ops.sum, np.sum), ("mean", ops.mean, np.mean), ("max", ops.max, np.max),
-         ("min", ops.min, np.min)]
+Kind = tuple[str, Callable[..., Any], Callable[..., Any]]
+KINDS: list[Kind] = [("sum", ops.sum, np.sum), ("mean", ops.mean, np.mean),
+                     ("max", ops.max, np.max), ("min", ops.min, np.min)]
 
 
 def _x(shape: tuple[int, ...]) -> Any:
