@@ -6,12 +6,14 @@ exactly for crop, flip, erase and normalise (kernels are built with ``FP_CONTRAC
 the same float32 steps), and to float32 rounding for colour jitter (its per-image mean is a
 reduction, summed in another order).
 
-Batches are :class:`pyopencl.array.Array` of dtype uint8 or float32, C-contiguous,
-``(N, C, H, W)``. The command queue is handed in (this layer imports no other netcl layer) and
-must be in order. Each program is built once per context and dtype, its ``cl.Kernel`` objects
-kept; per-image parameters (offsets, flags, boxes, factors) travel in one small device buffer
-per queue that is reused from call to call, so a call allocates only its output arrays (pass
-``allocator``, e.g. a :class:`pyopencl.tools.MemoryPool`, to pool those too).
+Batches are :class:`pyopencl.array.Array` or netcl Tensors (recognised by their interface) of
+dtype uint8 or float32, C-contiguous, ``(N, C, H, W)``. The command queue is handed in (this
+layer imports no other netcl layer) and must be in order. Each program is built once per
+context and dtype, its ``cl.Kernel`` objects kept; per-image parameters (offsets, flags,
+boxes, factors) travel in one small device buffer per queue that is reused from call to call,
+so a call allocates only its output arrays (pass ``allocator``, e.g. a
+:class:`pyopencl.tools.MemoryPool`, to pool those too; a Tensor's result comes from its
+device's pool).
 
 Needs pyopencl: ``pip install 'netcl-data[opencl]'``. Where this layer picks a device by
 itself (:func:`default_queue`, :func:`opencl_devices`) it obeys netcl-core's probe verdicts,
@@ -635,30 +637,91 @@ def _check_device_batch(x: object) -> Shape:
     return (n, c, h, w)
 
 
+def _is_tensor(x: object) -> bool:
+    """A netcl Tensor, recognised by its interface (this layer imports no other netcl layer)."""
+    return all(hasattr(x, a) for a in ("backend", "buffer", "offset", "queue", "shape",
+                                       "dtype")) and hasattr(type(x), "from_shape")
+
+
+def _tensor_view(queue: cl.CommandQueue, x: Any) -> cl_array.Array:
+    """A device array over a netcl Tensor's storage (no copy)."""
+    dtype = np.dtype(str(x.dtype))
+    if dtype not in _CTYPES:
+        raise TypeError(
+            f"augment_gpu.apply: x must be uint8 or float32, got {x.dtype} (convert it first)"
+        )
+    if x.queue is not queue and hasattr(x, "wait"):
+        x.wait()  # produced on another queue: its pending work must finish first
+    return cl_array.Array(queue, tuple(x.shape), dtype, data=x.buffer,
+                          offset=int(x.offset) * dtype.itemsize)
+
+
+def _apply_tensor(queue: cl.CommandQueue | None, transform: augment.Transform[Any], x: Any,
+                  params: Any, allocator: Any) -> Any:
+    """:func:`apply` on a netcl Tensor: a Tensor of the same class comes back. On the NumPy
+    backend the CPU transform runs (same results); on OpenCL the kernels read the tensor's
+    buffer and the last one writes into a new tensor's (from its device's pool)."""
+    queue = x.queue if queue is None else queue
+    if x.backend != "cl":
+        out = transform.apply(np.asarray(x.to_host()), params)
+        return type(x).from_host(x.queue, out)
+    view = _tensor_view(queue, x)
+    shape, dtype = _check_device_batch(view), view.dtype
+    for t, _ in _flatten(transform, params):
+        op = _DEVICE_OPS.get(type(t))
+        if op is not None:
+            shape, dtype = t.output_shape(shape), op.out_dtype(dtype)
+    result = type(x).from_shape(x.queue, shape, dtype.name, fill=None)
+    if 0 in shape:
+        return result
+
+    def last(nbytes: int) -> Any:  # the final stage writes straight into ``result``
+        return result.buffer
+
+    y = _run(queue, transform, view, params, allocator, last)
+    if y.base_data is not result.buffer:  # pragma: no cover - every stage allocates once
+        raise RuntimeError("augment_gpu.apply: the last stage did not write the result tensor")
+    return result
+
+
 def apply(
-    queue: cl.CommandQueue,
+    queue: cl.CommandQueue | None,
     transform: augment.Transform[Any],
-    x: cl_array.Array,
+    x: Any,
     params: Any,
     *,
     allocator: Any = None,
-) -> cl_array.Array:
+) -> Any:
     """Run ``transform`` with ``params`` (from ``transform.draw``) on the device batch ``x``.
 
     Args:
-        queue: an in-order command queue on the context that holds ``x``.
+        queue: an in-order command queue on the context that holds ``x`` (None: the queue of
+            ``x`` when it is a netcl Tensor).
         transform: one of the :mod:`netcl.data.augment` transforms, or a Compose of them.
-        x: the batch, a C-contiguous uint8 or float32 :class:`pyopencl.array.Array`.
+        x: the batch: a C-contiguous uint8 or float32 :class:`pyopencl.array.Array`, or a
+            netcl Tensor (a Tensor comes back: on OpenCL computed by the kernels from the
+            tensor's buffer with no copy, on the NumPy backend by ``transform.apply``).
         params: what ``transform.draw(rng, x.shape)`` returned.
         allocator: passed to :func:`pyopencl.array.empty` for the output arrays.
 
     Returns:
-        A new device array, equal to ``transform.apply(x.get(), params)``.
+        A new device array (or Tensor), equal to ``transform.apply(x.get(), params)``.
 
     Raises:
-        TypeError: ``x`` is not a uint8/float32 device array, or a transform has no kernel.
+        TypeError: ``x`` is not a uint8/float32 device array or Tensor, or a transform has no
+            kernel.
         ValueError: the queue is out of order, or ``x``/``params`` have the wrong shape.
     """
+    if _is_tensor(x):
+        return _apply_tensor(queue, transform, x, params, allocator)
+    if queue is None:
+        raise TypeError("augment_gpu.apply: queue is None and x is not a netcl Tensor; pass "
+                        "the command queue that holds x")
+    return _run(queue, transform, x, params, allocator, None)
+
+
+def _run(queue: cl.CommandQueue, transform: augment.Transform[Any], x: cl_array.Array,
+         params: Any, allocator: Any, last_allocator: Any) -> cl_array.Array:
     if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
         raise ValueError(
             "augment_gpu.apply: needs an in-order command queue (its parameter buffer is "
@@ -678,7 +741,13 @@ def apply(
         shape, dtype = t.output_shape(shape), op.out_dtype(dtype)
     if x.size == 0 or 0 in shape:  # nothing to compute, and an empty NDRange is an error
         return cl_array.empty(queue, shape, dtype, allocator=allocator)
+    if not stages and last_allocator is not None:  # nothing to run: copy into the result
+        y = cl_array.empty(queue, shape, dtype, allocator=last_allocator)
+        cl.enqueue_copy(queue, _buffer(y), _buffer(x), byte_count=x.nbytes,
+                        src_offset=x.offset)
+        return y
     meta, offsets = _meta_buffer(queue).upload(queue, [st.meta for _, st in stages])
-    for (op, st), off in zip(stages, offsets, strict=True):
-        x = op.run(queue, st, x, meta, off, allocator)
+    for k, ((op, st), off) in enumerate(zip(stages, offsets, strict=True)):
+        final = k == len(stages) - 1 and last_allocator is not None
+        x = op.run(queue, st, x, meta, off, last_allocator if final else allocator)
     return x
