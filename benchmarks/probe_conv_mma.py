@@ -43,6 +43,7 @@ except ImportError:  # a checkout without the packages installed
 
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
+from netcl.ops import matmul, set_float32_matmul_precision
 from netcl.ops._conv_geometry import ConvGeometry, conv_geometry
 from netcl.ops._conv_mma import (
     ConvMmaConfig,
@@ -52,6 +53,7 @@ from netcl.ops._conv_mma import (
     weight_split,
 )
 from netcl.ops._matmul_mma import mma_verdict
+from netcl.ops._matmul_mma_tf32 import Tf32Config, matmul_tf32
 from netcl.runtime import profile
 
 ROOT = Path(__file__).resolve().parents[1]
