@@ -20,6 +20,7 @@ from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, launch_1d, same_device
 from ._dtype_policy import kernel_scalar, np_compute
+from ._elementwise import relu
 from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
 from ._norm_kernels import GROUP, bn_geometry, bn_launch_2d, bn_splits, normalization_family
@@ -155,8 +156,6 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                  n * c, c, hw, kernel_scalar(op, eps, sdt), int(not training), int(affine),
                  int(fused), int(vec))
     if fuse_relu and not fused:
-        from ._elementwise import relu
-
         y = relu(y)
     return (y, mean, invstd) if training else y
 
