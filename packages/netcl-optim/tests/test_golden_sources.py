@@ -40,7 +40,7 @@ def test_golden_source(name: str) -> None:
 
 def test_the_matrix_is_the_optimizer_family_s() -> None:
     assert [f.name for f in families("optim.")] == ["optim.kernels"]
-    assert len(SOURCES) == 3 * (3 + 1) + 2  # (3 updates + norm) x 3 dtypes + clip, tick
+    assert len(SOURCES) == 3 * (6 + 1) + 2  # (6 updates + norm) x 3 dtypes + clip, tick
 
 
 def test_no_stale_golden_files() -> None:

@@ -19,13 +19,16 @@ from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
 from netcl.optim import (
     SGD,
+    Adagrad,
     Adam,
     AdamW,
     CosineAnnealingLR,
     Momentum,
+    NAdam,
     Optimizer,
+    RAdam,
     ReduceLROnPlateau,
-    RMSProp,
+    RMSprop,
     StepLR,
     WarmupCosine,
     clip_grad_norm,
@@ -84,6 +87,62 @@ def ref_rmsprop(p: Any, grads: Any, lr: float, alpha: float = 0.99, eps: float =
     return p
 
 
+def ref_adagrad(p: Any, grads: Any, lr: float, lr_decay: float = 0.0, weight_decay: float = 0.0,
+                initial_accumulator_value: float = 0.0, eps: float = 1e-10) -> Any:
+    acc = np.full_like(p, initial_accumulator_value)
+    for t, g in enumerate(grads, start=1):
+        g = g + weight_decay * p
+        acc = acc + g * g
+        p = p - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(acc) + eps)
+    return p
+
+
+def ref_radam(p: Any, grads: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+              eps: float = 1e-8, weight_decay: float = 0.0,
+              decoupled_weight_decay: bool = False) -> Any:
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    b1, b2 = betas
+    rho_inf = 2 / (1 - b2) - 1
+    for t, g in enumerate(grads, start=1):
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1**t)
+        rho_t = rho_inf - 2 * t * b2**t / (1 - b2**t)
+        if rho_t > 5:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            p = p - lr * m_hat * rect * math.sqrt(1 - b2**t) / (np.sqrt(v) + eps)
+        else:
+            p = p - lr * m_hat
+    return p
+
+
+def ref_nadam(p: Any, grads: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+              eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+              decoupled_weight_decay: bool = False) -> Any:
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    b1, b2 = betas
+    prod = 1.0
+    for t, g in enumerate(grads, start=1):
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        mu = b1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+        mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
+        prod *= mu
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        denom = np.sqrt(v / (1 - b2**t)) + eps
+        p = p - lr * (1 - mu) / (1 - prod) * g / denom
+        p = p - lr * mu_next / (1 - prod * mu_next) * m / denom
+    return p
+
+
 CASES: list[tuple[str, Callable[..., Optimizer], Callable[..., Any], dict[str, Any]]] = [
     ("sgd", SGD, ref_sgd, {"lr": 0.05}),
     ("sgd_wd", SGD, ref_sgd, {"lr": 0.05, "weight_decay": 0.1}),
@@ -95,9 +154,19 @@ CASES: list[tuple[str, Callable[..., Optimizer], Callable[..., Any], dict[str, A
     ("adam_l2", Adam, ref_adam, {"lr": 0.01, "weight_decay": 0.1, "betas": (0.8, 0.99)}),
     ("adamw", AdamW, lambda p, g, **k: ref_adam(p, g, decoupled=True, **k),
      {"lr": 0.01, "weight_decay": 0.1}),
-    ("rmsprop", RMSProp, ref_rmsprop, {"lr": 0.01}),
-    ("rmsprop_centered_momentum", RMSProp, ref_rmsprop,
+    ("rmsprop", RMSprop, ref_rmsprop, {"lr": 0.01}),
+    ("rmsprop_centered_momentum", RMSprop, ref_rmsprop,
      {"lr": 0.01, "momentum": 0.5, "centered": True, "weight_decay": 0.01}),
+    ("adagrad", Adagrad, ref_adagrad, {"lr": 0.05, "lr_decay": 0.01, "weight_decay": 0.01,
+                                       "initial_accumulator_value": 0.1}),
+    # STEPS = 25 crosses rho_t = 5 (at t = 6 for b2 = 0.999): both branches of RAdam
+    ("radam", RAdam, ref_radam, {"lr": 0.01, "weight_decay": 0.01}),
+    ("radam_decoupled", RAdam, ref_radam, {"lr": 0.01, "weight_decay": 0.1, "betas": (0.8, 0.99),
+                                           "decoupled_weight_decay": True}),
+    ("nadam", NAdam, ref_nadam, {"lr": 0.01, "weight_decay": 0.01}),
+    ("nadam_decoupled", NAdam, ref_nadam, {"lr": 0.01, "weight_decay": 0.1,
+                                           "momentum_decay": 0.05,
+                                           "decoupled_weight_decay": True}),
 ]
 
 
@@ -326,7 +395,8 @@ def test_clip_grad_norm_float16_gradients(dev: DeviceHandle) -> None:
 # -- step counts on the device, the found-inf flag ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["sgd_momentum_damp", "adamw", "rmsprop_centered_momentum"])
+@pytest.mark.parametrize("name", ["sgd_momentum_damp", "adamw", "rmsprop_centered_momentum",
+                                  "adagrad", "radam", "nadam_decoupled"])
 def test_found_inf_flag_makes_the_step_a_no_op(dev: DeviceHandle, name: str) -> None:
     """``step(found_inf=flag)``: a set flag leaves parameters, state and step counts alone (on
     the device: nothing read back); a clear one steps as ``step()`` does."""

@@ -1,5 +1,6 @@
 """Gradient clipping by global norm: ``clip_grad_norm`` (returns a float, one host read) and
-``clip_grad_norm_device`` (no host synchronisation: the norm and the scale stay on the device).
+``clip_grad_norm_device`` (no host synchronisation: the norm and the scale stay on the device);
+and ``clip_grad_value_`` (PyTorch's: clamp every gradient element, on the device).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import numpy as np
 from netcl.core.recording import numpy_call, numpy_update
 from netcl.core.tensor import Tensor
 
-from ._kernels import NORM_GROUPS, clip_factor, scale_by_factor, sum_squares_into
+from ._kernels import NORM_GROUPS, clamp_values, clip_factor, scale_by_factor, sum_squares_into
 
-__all__ = ["clip_grad_norm", "clip_grad_norm_device"]
+__all__ = ["clip_grad_norm", "clip_grad_norm_device", "clip_grad_value_"]
 
 
 def _grads(params: Iterable[Tensor], op: str) -> list[Tensor]:
@@ -68,6 +69,33 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     return float(result[0])
 
 
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]`` in place, on the device
+    (PyTorch's ``torch.nn.utils.clip_grad_value_``; NaN stays NaN). Parameters without a
+    gradient are skipped.
+
+    Raises:
+        ValueError: ``clip_value`` is negative.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> w = Tensor.from_host(q, np.zeros(3)); w.grad = Tensor.from_host(q, [-3.0, 0.5, 4.0])
+        >>> clip_grad_value_([w], 1.0)
+        >>> w.grad.to_host().tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    if clip_value < 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
+    params = [parameters] if isinstance(parameters, Tensor) else parameters
+    for g in _grads(params, "clip_grad_value_"):
+        if g.array is not None:
+            numpy_update(_clamp_np, g.array, float(clip_value))
+        else:
+            clamp_values(g, clip_value)
+
+
 # -- NumPy backend (NOTE [ NumPy work under a recorder ] in netcl.core.recording) -------------
 
 def _norm_np(arrays: list[Any], max_norm: float) -> tuple[Any, Any]:
@@ -82,3 +110,7 @@ def _scale_np(arrays: list[Any], exact: np.ndarray[Any, Any]) -> None:
     for a in arrays:  # float16 is scaled in float32 and rounded once, as on the device
         np.multiply(a, scale, out=a, dtype=np.promote_types(a.dtype, np.float32),
                     casting="same_kind")
+
+
+def _clamp_np(a: Any, limit: float) -> None:
+    np.clip(a, -limit, limit, out=a)

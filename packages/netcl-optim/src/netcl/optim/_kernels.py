@@ -52,8 +52,10 @@ from netcl.core.kernels.family import (
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
-__all__ = ["EXTENSIONS", "clip_factor", "optim_family", "program_source", "run_tick",
-           "run_update", "scale_by_factor", "state_dtype", "sum_squares_into"]
+from ._update_sources import UPDATES
+
+__all__ = ["EXTENSIONS", "clamp_values", "clip_factor", "optim_family", "program_source",
+           "run_tick", "run_update", "scale_by_factor", "state_dtype", "sum_squares_into"]
 
 REDUCE_GROUP = 256
 
@@ -136,6 +138,7 @@ __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __glob
   ST(p, i, param - (CT)lr * step);
 }
 """,
+    **UPDATES,
 }
 
 _TICK = """
@@ -175,6 +178,13 @@ __kernel void sum_squares(__global const T* x, const int n, __global float* part
 __kernel void scale_by(__global T* x, const int n, __global const float* factor) {
   int i = get_global_id(0);
   if (i < n) ST(x, i, LD(x, i) * (CT)factor[1]);
+}
+
+__kernel void clamp_by(__global T* x, const int n, const float limit) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  const CT v = LD(x, i), lim = (CT)limit;
+  ST(x, i, v < -lim ? -lim : (v > lim ? lim : v));  // NaN stays NaN, as PyTorch's clamp
 }
 """
 
@@ -220,8 +230,8 @@ EXTENSIONS = "cl_khr_fp64"
 """The extensions the golden headers are rendered for: fp64 pragmas for float64, never fp16."""
 
 
-_PROGRAMS = {"norm": (_NORM, ("sum_squares", "scale_by")), "clip": (_CLIP, ("clip_factor",)),
-             "tick": (_TICK, ("optim_tick",))}
+_PROGRAMS = {"norm": (_NORM, ("sum_squares", "scale_by", "clamp_by")),
+             "clip": (_CLIP, ("clip_factor",)), "tick": (_TICK, ("optim_tick",))}
 
 
 def _source(program: str, dtype: str) -> KernelSource:
@@ -285,6 +295,16 @@ def clip_factor(partial: Tensor, out: Tensor, max_norm: float) -> None:
     kernel = _kernel(partial.context, "clip_factor", "clip", "float32")
     launch(partial.queue, kernel, (REDUCE_GROUP,), (REDUCE_GROUP,), partial,
            np.int32(partial.size), out, np.float32(max_norm))
+
+
+def clamp_values(x: Tensor, limit: float) -> None:
+    """``x = clamp(x, -limit, limit)`` in place, on the device (NaN stays NaN)."""
+    if x.size == 0:
+        return
+    built = optim_family(x.context, "norm", x.dtype)
+    gsize, lsize = grid_1d(x.size, local_size_1d(x.queue.device))
+    launch(x.queue, built.kernels["clamp_by"], gsize, lsize, x, np.int32(x.size),
+           np.float32(limit))
 
 
 def scale_by_factor(x: Tensor, factor: Tensor) -> None:

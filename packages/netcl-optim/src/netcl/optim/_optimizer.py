@@ -1,4 +1,5 @@
-"""Optimizers: the ``Optimizer`` base with param groups, and SGD, Momentum, Adam, AdamW, RMSProp.
+"""Optimizers: the ``Optimizer`` base with param groups, and SGD, Momentum, Adam, AdamW, RMSprop
+(``RMSProp``: its deprecated old name).
 
 Each update rule follows PyTorch's documented formula. On OpenCL it is one kernel launch per
 parameter plus one per step for the step counts (state and step counts kept on the device: NOTE
@@ -15,6 +16,7 @@ rounded to float16 once, and their state is float32 (see NOTE [ float16 paramete
 from __future__ import annotations
 
 import abc
+import warnings
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
@@ -28,7 +30,7 @@ from netcl.core.tensor import Tensor, copy_from_host
 from ._kernels import run_update, state_dtype
 from ._steps import STRIDE, ParamState, StepCounts, StepRef, check_found_inf
 
-__all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp"]
+__all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp", "RMSprop"]
 
 ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]]
 
@@ -123,12 +125,23 @@ class Optimizer(abc.ABC):
 
         return ParamState(read_step)
 
-    def _state_for(self, index: int, p: Tensor) -> dict[str, Any]:
+    def _state_shape(self, name: str, p: Tensor) -> tuple[int, ...]:
+        """The shape of state tensor ``name`` of parameter ``p`` (``p``'s by default)."""
+        return p.shape
+
+    def _state_fill(self, name: str, group: Mapping[str, Any]) -> float:
+        """The initial value of state tensor ``name`` (0 by default)."""
+        return 0.0
+
+    def _state_for(self, index: int, p: Tensor, group: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
         state = self.state.get(index)
         if state is None:
             state = self._new_state(index)
             for name in self.state_names:
-                t = Tensor.from_shape(p.queue, p.shape, state_dtype(p.dtype), fill=0)
+                fill = self._state_fill(name, group if group is not None else self.defaults)
+                t = Tensor.from_shape(p.queue, self._state_shape(name, p),
+                                      state_dtype(p.dtype), fill=fill)
                 t.persistent = True
                 state[name] = t
             self.state[index] = state
@@ -180,7 +193,8 @@ class Optimizer(abc.ABC):
                 counts.set_hyper(self._hyper_pairs())
             counts.tick(tuple(item[0] for item in items), skip)
             for i, p, g, group in items:
-                self._update(p, g, self._state_for(i, p), group, StepRef(counts.steps, i, skip))
+                self._update(p, g, self._state_for(i, p, group), group,
+                             StepRef(counts.steps, i, skip))
 
     def _bias_betas(self, group: Mapping[str, Any]) -> tuple[float, float]:
         """The ``(1 - b1, 1 - b2)`` whose bias corrections the tick computes for ``group``'s
@@ -258,9 +272,13 @@ class Optimizer(abc.ABC):
         params = self._params()
         for i, s in state_dict["state"].items():
             for k, v in s.items():
-                if k != "step" and isinstance(v, np.ndarray) and v.shape != params[int(i)].shape:
+                if k == "step" or not isinstance(v, np.ndarray):
+                    continue
+                want = self._state_shape(k, params[int(i)])
+                if v.shape != want:
                     raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} has "
-                                     f"shape {v.shape}, parameter is {params[int(i)].shape}")
+                                     f"shape {v.shape}, expected {want} (parameter "
+                                     f"{params[int(i)].shape})")
         for mine, theirs in zip(self.param_groups, groups):
             mine.update({k: v for k, v in theirs.items() if k != "params"})
         self.state = {}
@@ -379,8 +397,8 @@ class AdamW(Adam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-class RMSProp(Optimizer):
-    """RMSProp as PyTorch's ``RMSprop``: ``s = a s + (1 - a) g^2``; optional centering and
+class RMSprop(Optimizer):
+    """RMSprop (PyTorch's name and formula): ``s = a s + (1 - a) g^2``; optional centering and
     momentum; ``p -= lr * g / (sqrt(s) + eps)``."""
 
     state_names = ("square_avg", "momentum_buffer", "grad_avg")
@@ -389,7 +407,7 @@ class RMSProp(Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
                  centered: bool = False) -> None:
         if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"RMSProp: alpha must be in [0, 1], got {alpha}")
+            raise ValueError(f"{type(self).__name__}: alpha must be in [0, 1], got {alpha}")
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps,
                                   "weight_decay": weight_decay, "momentum": momentum,
                                   "centered": centered})
@@ -405,6 +423,30 @@ class RMSProp(Optimizer):
             return
         numpy_update(_rmsprop_np, p.array, g.array, sq.array, buf.array, gavg.array,
                      step.skip.array, lr, alpha, eps, wd, mom, bool(centered))
+
+
+class RMSProp(RMSprop):
+    """Deprecated: the old name of :class:`RMSprop` (PyTorch's spelling); it warns once per
+    optimizer built and behaves the same.
+
+    Examples:
+        >>> import warnings
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> w = Tensor.from_host(manager.default("cpu").queue, np.ones(2))
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     _ = RMSProp([w])
+        >>> caught[0].category.__name__
+        'DeprecationWarning'
+    """
+
+    def __init__(self, params: ParamsArg, lr: float = 1e-2, alpha: float = 0.99,
+                 eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 centered: bool = False) -> None:
+        warnings.warn("netcl.optim.RMSProp is deprecated: use netcl.optim.RMSprop "
+                      "(PyTorch's name)", DeprecationWarning, stacklevel=2)
+        super().__init__(params, lr, alpha, eps, weight_decay, momentum, centered)
 
 
 # -- NumPy backend ----------------------------------------------------------------------------

@@ -28,25 +28,40 @@ __all__ = ["CosineAnnealingLR", "LRScheduler", "ReduceLROnPlateau", "StepLR", "W
 
 
 class LRScheduler:
-    """Base: remembers each group's base lr and sets ``lr = base * factor(epoch)``."""
+    """Base: remembers each group's base lr and sets ``lr = base * factor(epoch)``.
+
+    The base lr is the group's ``"initial_lr"`` (set from its lr by the first scheduler built
+    on the optimizer, as PyTorch does), so schedulers chained on one optimizer
+    (:class:`SequentialLR`) all start from the lr the user chose. Learning rates are set on
+    the host, between steps: the update kernels take them as scalars.
+    """
 
     def __init__(self, optimizer: Optimizer) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected an Optimizer, got "
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
-        self.base_lrs = [float(g["lr"]) for g in optimizer.param_groups]
+        self.base_lrs = [float(g.setdefault("initial_lr", g["lr"]))
+                         for g in optimizer.param_groups]
         self.last_epoch = 0
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         """The learning rate for ``epoch`` given the group's base lr."""
         return base_lr
 
+    def lrs_at(self, epoch: int) -> list[float]:
+        """Every group's learning rate for ``epoch``."""
+        return [self.lr_at(base, epoch) for base in self.base_lrs]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make ``epoch`` the current one and set every group's lr for it."""
+        self.last_epoch = epoch
+        for group, lr in zip(self.optimizer.param_groups, self.lrs_at(epoch)):
+            group["lr"] = lr
+
     def step(self) -> None:
         """Advance one epoch and set every group's lr."""
-        self.last_epoch += 1
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-            group["lr"] = self.lr_at(base, self.last_epoch)
+        self.set_epoch(self.last_epoch + 1)
 
     def get_last_lr(self) -> list[float]:
         """The current lr of every group."""
@@ -100,8 +115,7 @@ class WarmupCosine(LRScheduler):
                              f"{warmup_steps} and {total_steps}")
         super().__init__(optimizer)
         self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
-        for group, base in zip(optimizer.param_groups, self.base_lrs):
-            group["lr"] = self.lr_at(base, 0)
+        self.set_epoch(0)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         if epoch < self.warmup_steps:

@@ -44,3 +44,10 @@ __kernel void scale_by(__global T* x, const int n, __global const float* factor)
   int i = get_global_id(0);
   if (i < n) ST(x, i, LD(x, i) * (CT)factor[1]);
 }
+
+__kernel void clamp_by(__global T* x, const int n, const float limit) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  const CT v = LD(x, i), lim = (CT)limit;
+  ST(x, i, v < -lim ? -lim : (v > lim ? lim : v));  // NaN stays NaN, as PyTorch's clamp
+}

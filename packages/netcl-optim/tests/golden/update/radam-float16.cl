@@ -1,0 +1,50 @@
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define NETCL_LOAD(p, i) ((p)[(i)])
+#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
+#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
+#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define NETCL_ADD(a, b) ((a) + (b))
+#define NETCL_SUB(a, b) ((a) - (b))
+#define NETCL_MUL(a, b) ((a) * (b))
+#define NETCL_DIV(a, b) ((a) / (b))
+#define NETCL_NEG(a) (-(a))
+#define NETCL_SQR(a) ((a) * (a))
+#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
+#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define S float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define REDUCE_GROUP 256
+
+__kernel void radam(__global T* p, __global const T* g, __global S* m, __global S* v,
+                    __global const float* steps, __global const int* skip, const int n,
+                    const int index, const float lr, const float b1, const float b2,
+                    const float one_minus_b2, const float eps, const float wd,
+                    const int decoupled) {
+  int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  const CT t = (CT)steps[3 * index];
+  const CT bc1 = (CT)steps[3 * index + 1], bc2 = (CT)steps[3 * index + 2];  // 1 - b^t
+  CT param = LD(p, i);
+  CT grad = LD(g, i);
+  if (decoupled) param *= (CT)(1.0f - lr * wd); else grad += (CT)wd * param;
+  const CT mi = (CT)b1 * m[i] + (CT)(1.0f - b1) * grad;
+  const CT vi = (CT)b2 * v[i] + (CT)one_minus_b2 * grad * grad;
+  m[i] = (S)mi;
+  v[i] = (S)vi;
+  const CT rho_inf = (CT)2 / (CT)one_minus_b2 - (CT)1;
+  const CT rho_t = rho_inf - (CT)2 * t * ((CT)1 - bc2) / bc2;
+  CT step = mi / bc1;
+  if (rho_t > (CT)5) {
+    const CT rect = sqrt((rho_t - (CT)4) * (rho_t - (CT)2) * rho_inf
+                         / ((rho_inf - (CT)4) * (rho_inf - (CT)2) * rho_t));
+    step *= sqrt(bc2) / (sqrt(vi) + (CT)eps) * rect;
+  }
+  ST(p, i, param - (CT)lr * step);
+}
