@@ -95,3 +95,24 @@ def test_garbage_collection_stops_persistent_workers() -> None:
     del kept
     gc.collect()
     assert mp.active_children() == []
+
+
+class _Faulty:
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i: int) -> Any:
+        if i == 7:
+            raise KeyError(f"item {i} is missing")
+        return np.full(2, i, np.float32), np.int64(i)
+
+
+@needs_fork
+def test_an_error_stops_persistent_workers_and_the_next_epoch_starts_new_ones() -> None:
+    loader = DataLoader(_Faulty(), batch_size=3, num_workers=2, persistent_workers=True,
+                        multiprocessing_context="fork", timeout=30)
+    for _ in range(2):
+        with pytest.raises(KeyError, match="item 7 is missing"):
+            list(loader)
+        assert mp.active_children() == [] and loader.worker_pids == []
+    loader.close()
