@@ -1,0 +1,101 @@
+"""The PyTorch-style root: lazy submodules, dtype names, factories with device=/dtype=,
+manual_seed, the default device and netcl.utils.data, on every device."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import netcl
+import netcl.nn as nn
+from netcl.core.device import DeviceHandle, manager
+from netcl.utils.data import DataLoader, TensorDataset
+
+
+def test_lazy_submodules_and_names() -> None:
+    assert netcl.nn is nn and netcl.optim.__name__ == "netcl.optim"
+    assert netcl.autograd.__name__ == "netcl.autograd" and netcl.data.__name__ == "netcl.data"
+    assert netcl.utils.data.DataLoader is DataLoader
+    assert netcl.no_grad is netcl.autograd.no_grad and netcl.Tape is netcl.autograd.Tape
+    assert (netcl.float32, netcl.float, netcl.half, netcl.long, netcl.int, netcl.bool) == (
+        "float32", "float32", "float16", "int64", "int32", "uint8")
+    assert {"nn", "float32", "tensor", "manual_seed"} <= set(dir(netcl))
+    with pytest.raises(AttributeError, match="has no attribute 'cuda'"):
+        netcl.cuda
+
+
+def test_factories_on_every_device(dev: DeviceHandle) -> None:
+    z = netcl.zeros(3, 5, device=dev)
+    assert z.queue is dev.queue and z.shape == (3, 5) and z.dtype == "float32"
+    assert netcl.zeros((2, 3), dtype=netcl.long, device=dev).tolist() == [[0, 0, 0]] * 2
+    assert netcl.ones([7], device=dev).tolist() == [1.0] * 7
+    assert netcl.full((2,), 3, device=dev).dtype == "int64"
+    assert netcl.empty(4, device=dev).shape == (4,)
+    assert netcl.arange(1, 7, 2, device=dev).tolist() == [1, 3, 5]
+    t = netcl.tensor([[1, 2], [3, 4]], device=dev)
+    assert t.dtype == "int64" and t.tolist() == [[1, 2], [3, 4]]
+    f = netcl.tensor(np.ones((2, 2)), dtype=netcl.float16, device=dev, requires_grad=True)
+    assert f.dtype == "float16" and f.requires_grad
+    assert netcl.from_numpy(np.arange(3, dtype=np.int32), device=dev).dtype == "int32"
+    assert netcl.zeros_like(t).queue is dev.queue and netcl.ones_like(t).tolist() == [[1, 1]] * 2
+    r = netcl.rand(33, device=dev).to_host()
+    assert r.shape == (33,) and ((r >= 0) & (r < 1)).all()
+    assert netcl.randn(2, 7, device=dev).shape == (2, 7)
+    with pytest.raises(TypeError, match="zeros: sizes must be ints"):
+        netcl.zeros(2.5)
+
+
+def test_manual_seed_repeats_init_dropout_and_random(dev: DeviceHandle) -> None:
+    def draw() -> tuple[list[float], list[float], list[float]]:
+        netcl.manual_seed(1234)
+        layer = netcl.nn.Linear(3, 2, device=dev)
+        noise = netcl.randn(5, device=dev).tolist()
+        drop = netcl.nn.Dropout(0.5)
+        drop.train()
+        mask = drop(netcl.ones(9, device=dev)).tolist()
+        return layer.weight.tolist(), noise, mask
+
+    assert draw() == draw()
+
+
+def test_manual_seed_repeats_the_loader_order() -> None:
+    ds = TensorDataset(np.arange(20.0), np.arange(20))
+
+    def order() -> list[int]:
+        netcl.manual_seed(5)
+        return [int(v) for _, y in DataLoader(ds, batch_size=4, shuffle=True) for v in y.tolist()]
+
+    first = order()
+    assert first == order() and sorted(first) == list(range(20)) and first != list(range(20))
+
+
+def test_set_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NETCL_DEVICE", raising=False)
+    chosen = netcl.set_default_device("cpu")
+    assert os.environ["NETCL_DEVICE"] == "cpu"
+    assert netcl.get_default_device() is chosen is manager.default("cpu")
+    assert netcl.tensor([1.0]).backend == "cpu"
+    assert netcl.device("numpy") is chosen
+    handles = manager.all_handles()
+    if len(handles) > 1:  # an OpenCL device: chosen by index, new tensors go there
+        cl = netcl.set_default_device(handles[0])
+        assert os.environ["NETCL_DEVICE"].startswith("cl:")
+        assert netcl.zeros(2).queue is cl.queue
+    with pytest.raises(ValueError, match="unknown device selector"):
+        netcl.set_default_device("no-such-device-xyz")
+
+
+def test_tensor_dataset_and_loader_yield_tensors(dev: DeviceHandle) -> None:
+    x = netcl.tensor(np.arange(14.0, dtype=np.float32).reshape(7, 2), device=dev)
+    y = netcl.tensor(np.arange(7), device=dev)
+    ds = TensorDataset(x, y)
+    assert len(ds) == 7
+    batches = list(DataLoader(ds, batch_size=3))
+    assert [b[0].shape for b in batches] == [(3, 2), (3, 2), (1, 2)]
+    xb, yb = batches[0]
+    assert xb.backend == "cpu" and yb.dtype == "int64"  # CPU tensors, as PyTorch's loader
+    assert xb.to(dev).queue is dev.queue and xb.to(dev).tolist() == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="same first dimension"):
+        TensorDataset(x, netcl.tensor([1, 2]))
