@@ -115,3 +115,17 @@ def test_bitwise_reproducible(dev: DeviceHandle, variant: KernelVariant | None) 
             first, second = run(), run()
     for a, b in zip(first, second, strict=True):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+@pytest.mark.parametrize("variant", ROW_VARIANTS, ids=lambda v: v.name)
+def test_columns_split_over_work_groups(dev: DeviceHandle, variant: KernelVariant) -> None:
+    """Column reductions (inner > 1) split R into enough chunks to fill the device in both
+    work-group variants: partials, then a second stage; the same bits on a second run."""
+    with force_variant(variant):
+        for shape, axis in (((4097, 65), 0), ((3, 2049, 40), 1), ((1000, 7), 0)):
+            for _, op, ref in KINDS:
+                check_op(dev, op, ref, (_x(shape),), {"axis": axis}, scale=10.0)
+            check_op(dev, ops.argmax, lambda a, axis: np.argmax(a, axis=axis),
+                     (np.round(_x(shape)),), {"axis": axis})
+        x = Tensor.from_host(dev.queue, _x((4097, 65)).astype(np.float32))
+        assert ops.sum(x, axis=0).to_host().tobytes() == ops.sum(x, axis=0).to_host().tobytes()

@@ -7,11 +7,13 @@
 # ``select_reduction_kernel(R, kind)``):
 # - REDUCTION_SEQUENTIAL: one work item per output loops over R (coalesced across inner);
 # - REDUCTION_PARALLEL: one work-group per (outer index, tile of inner), local size (LJ, LR)
-#   with LJ = 1 for inner == 1 and 16 otherwise; LR lanes stride over R, then a local-memory
-#   tree reduction;
+#   with LJ = 1 for inner == 1, 32 for inner >= 32 (a warp reads 128 contiguous bytes of a
+#   row), else 16; LR lanes stride over R, then a local-memory tree reduction;
 # - REDUCTION_WORKGROUP: the same kernel with R split into G chunks (G work-groups per
 #   output), writing (outer, G, inner) partials in the accumulator dtype (plus indices for
 #   argmax), reduced again by the selector's choice for G: multi-stage for large R.
+#   Columns (inner > 1) split R in both work-group variants, into enough chunks that all
+#   the work-groups together fill the device (8 per compute unit).
 # Rows (inner == 1; sum, mean, max, min, var; NOTE [ Row reductions ]) take ``red_vec`` in the
 # two work-group variants instead of ``red_grp``.
 # Accumulators: float32 for float16/float32, float64 for float64, int64 for integer sums.
@@ -116,8 +118,13 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     lr = local // lj
     tiles = -(-job.inner // lj)
     chunks = 1
-    if variant is KernelVariant.REDUCTION_WORKGROUP and lr * _CHUNK_PER_LANE < job.R:
-        budget = builtins.max(1, _MAX_CHUNKS // builtins.max(1, job.outer * tiles))
+    columns = job.inner > 1 and variant is not KernelVariant.REDUCTION_SEQUENTIAL
+    if ((variant is KernelVariant.REDUCTION_WORKGROUP or columns)
+            and lr * _CHUNK_PER_LANE < job.R):
+        # columns: enough work-groups to fill the device, else at most _MAX_CHUNKS of them
+        target = (_ROW_GROUPS_PER_CU * _compute_units(queue.device) if columns
+                  else _MAX_CHUNKS)
+        budget = builtins.max(1, target // builtins.max(1, job.outer * tiles))
         chunks = builtins.min(-(-job.R // (lr * _CHUNK_PER_LANE)), budget)
     staged = chunks > 1
     partial = n_out * chunks
