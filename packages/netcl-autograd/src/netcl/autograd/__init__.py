@@ -43,6 +43,7 @@ from ._losses import mse_loss as mse_loss
 from ._losses import nll_loss as nll_loss
 from ._ops_extra import backward_hook as backward_hook
 from ._ops_extra import conv_transpose2d as conv_transpose2d
+from ._ops_extra_modes import inference_mode as inference_mode
 from ._tape import Backward as Backward
 from ._tape import Node as Node
 from ._tape import Tape as Tape
@@ -72,6 +73,7 @@ __all__ = [
     "differentiable",
     "enable_grad",
     "gradcheck",
+    "inference_mode",
     "is_recording",
     "jit",
     "mse_loss",

@@ -70,6 +70,10 @@ from ._resnet import resnet152 as resnet152
 # lowest layer with random ops: NOTE [ The default generator ] there)
 from netcl.ops import manual_seed as manual_seed
 
+# isort: split
+# PyTorch's torch.inference_mode: netcl.autograd.no_grad's semantics
+from netcl.autograd import inference_mode as inference_mode
+
 __all__ = [
     "AdaptiveAvgPool2d",
     "ELU",
@@ -128,6 +132,7 @@ __all__ = [
     "amp",
     "autocast",
     "functional",
+    "inference_mode",
     "init",
     "manual_seed",
 ]

@@ -29,6 +29,8 @@ __all__ = [
     "kaiming_uniform_",
     "normal_",
     "ones_",
+    "orthogonal_",
+    "trunc_normal_",
     "uniform_",
     "xavier_normal_",
     "xavier_uniform_",
@@ -126,3 +128,68 @@ def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
                     rng: np.random.Generator | None = None) -> Tensor:
     """N(0, std^2) with ``std = gain / sqrt(fan)`` (He et al.)."""
     return normal_(t, 0.0, _kaiming_std(t, a, mode, nonlinearity), rng)
+
+
+_TRUNC_ROUNDS = 1000  # redraws before an interval of (almost) no mass is reported
+
+
+def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0, rng: np.random.Generator | None = None) -> Tensor:
+    """Fill with N(mean, std^2) truncated to ``[a, b]`` (absolute bounds, as PyTorch's
+    ``trunc_normal_``): values outside are drawn again, so the distribution is exactly the
+    truncated normal.
+
+    Raises:
+        ValueError: ``a >= b``, ``std <= 0``, or an interval the normal almost never reaches.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> w = Tensor.from_shape(manager.default("cpu").queue, (100, 7))
+        >>> v = trunc_normal_(w, std=0.02, a=-0.04, b=0.04, rng=np.random.default_rng(0))
+        >>> bool(np.abs(v.to_host()).max() <= 0.04)
+        True
+    """
+    if not a < b or std <= 0:
+        raise ValueError(f"trunc_normal_: need a < b and std > 0, got a={a}, b={b}, std={std}")
+    gen = _rng(rng)
+    values = gen.normal(mean, std, t.shape)
+    for _ in range(_TRUNC_ROUNDS):
+        outside = (values < a) | (values > b)
+        count = int(outside.sum())
+        if not count:
+            return copy_from_host(t, values)
+        values[outside] = gen.normal(mean, std, count)
+    raise ValueError(f"trunc_normal_: [{a}, {b}] is too far in the tail of N({mean}, {std}^2) "
+                     f"to sample by redrawing")
+
+
+def orthogonal_(t: Tensor, gain: float = 1.0, rng: np.random.Generator | None = None
+                ) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix times ``gain`` (Saxe et al.; PyTorch's
+    ``orthogonal_``): the Q of the QR decomposition of a normal matrix, signs fixed by R's
+    diagonal, over the tensor viewed as ``(shape[0], prod(shape[1:]))``.
+
+    Raises:
+        ValueError: fewer than 2 dims.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> w = Tensor.from_shape(manager.default("cpu").queue, (3, 5), dtype="float64")
+        >>> q = orthogonal_(w, rng=np.random.default_rng(0)).to_host()
+        >>> bool(np.allclose(q @ q.T, np.eye(3)))
+        True
+    """
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: needs a tensor of at least 2 dims, got shape {t.shape}")
+    rows = t.shape[0]
+    cols = t.size // rows
+    flat = _rng(rng).normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q *= np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return copy_from_host(t, (gain * q).reshape(t.shape))
