@@ -68,6 +68,7 @@ from netcl.core.selection import (
     register_family,
     register_variant,
     registry_generation,
+    time_candidate,
     tuner_for,
     variant_applies,
 )
@@ -284,9 +285,8 @@ class KernelSelector:
                     break
                 start = time.perf_counter()
                 try:
-                    call = bench(self._configure(fam, query, c))
-                    call()
-                    elapsed = min(timed(call) for _ in range(tuner.repeats))
+                    elapsed = time_candidate(bench(self._configure(fam, query, c)),
+                                             tuner.repeats)
                 except Exception as exc:  # a kernel that fails to build or run here loses
                     warnings.warn(f"{fn}: {fam.name} candidate {c.label} failed on "
                                   f"{profile.name} for {fam.key(query)!r}: {exc!r}",

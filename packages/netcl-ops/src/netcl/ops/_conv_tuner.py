@@ -69,9 +69,10 @@ def conv_candidates(profile: ExtendedDeviceProfile, q: ConvQuery,
     return out
 
 
-def _blocking(queue: Any, runner: Callable[..., Any], *args: Any) -> Callable[[], None]:
-    def call() -> None:
-        runner(*args)
+def _blocking(queue: Any, runner: Callable[..., Any], *args: Any) -> Callable[[int], None]:
+    def call(n: int) -> None:
+        for _ in range(n):
+            runner(*args)
         queue.finish()
 
     return call
@@ -90,7 +91,7 @@ def conv_bench(device: Any, profile: ExtendedDeviceProfile, q: ConvQuery) -> Ben
         x = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 5)
         out = scratch(queue, (g.n, g.k, g.oh, g.ow), dtype, 6)
 
-        def forward(config: KernelConfig) -> Callable[[], None]:
+        def forward(config: KernelConfig) -> Callable[[int], None]:
             return _blocking(queue, RUNNERS[config.variant], x, w, None, g, out, config)
 
         return forward
@@ -98,14 +99,14 @@ def conv_bench(device: Any, profile: ExtendedDeviceProfile, q: ConvQuery) -> Ben
     if q.direction == "data":
         dx = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 8)
 
-        def data(config: KernelConfig) -> Callable[[], None]:
+        def data(config: KernelConfig) -> Callable[[int], None]:
             runner = DATA_RUNNERS.get(config.variant, _data_columns)
             return _blocking(queue, runner, gy, w, g, dx, config)
 
         return data
     x = scratch(queue, (g.n, g.c, g.h, g.w), dtype, 9)
 
-    def weight(config: KernelConfig) -> Callable[[], None]:
+    def weight(config: KernelConfig) -> Callable[[int], None]:
         runner = WEIGHT_RUNNERS.get(config.variant, _weight_columns)
         return _blocking(queue, runner, x, gy, g, w, config)
 

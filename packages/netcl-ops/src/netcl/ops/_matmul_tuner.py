@@ -13,8 +13,8 @@ shape class, the rule's pick and a few neighbours from the GEMM knob space:
 
 A shape class is ``(M, N, K)`` each rounded up to a power of two, and the dtype. Timing runs
 the ``nn`` layout on scratch matrices of the query's exact sizes (random values, never the
-caller's), each candidate once to build and warm up, then three times, ``queue.finish()``
-after each.
+caller's): each candidate once to build and warm up, then the best of three samples of
+runs back to back (``netcl.core.selection.time_candidate``).
 
 Examples:
     >>> from netcl.core.device_profile import extended_profile
@@ -114,11 +114,12 @@ def matmul_bench(device: Any, profile: ExtendedDeviceProfile, q: MatmulQuery) ->
     b = scratch(queue, (q.K, q.N), q.dtype, 2)
     c = scratch(queue, (q.M, q.N), q.dtype, 3)
 
-    def bench(config: KernelConfig) -> Callable[[], None]:
+    def bench(config: KernelConfig) -> Callable[[int], None]:
         oa, ob, oc = operand(a, q.K), operand(b, q.N), operand(c, q.N)
 
-        def run() -> None:
-            run_gemm(queue, config, q.dtype, oa, ob, oc, q.M, q.N, q.K)
+        def run(n: int) -> None:
+            for _ in range(n):
+                run_gemm(queue, config, q.dtype, oa, ob, oc, q.M, q.N, q.K)
             queue.finish()
 
         return run

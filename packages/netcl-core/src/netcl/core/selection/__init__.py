@@ -49,6 +49,7 @@ from ._tuning import class_op as class_op
 from ._tuning import params_of as params_of
 from ._tuning import pow2_bucket as pow2_bucket
 from ._tuning import register_tuner as register_tuner
+from ._tuning import time_candidate as time_candidate
 from ._tuning import tuner_for as tuner_for
 from ._variants import FAMILIES as FAMILIES
 from ._variants import AnyVariant as AnyVariant
@@ -91,6 +92,7 @@ __all__ = [
     "register_tuner",
     "register_variant",
     "registry_generation",
+    "time_candidate",
     "tuner_for",
     "variant_applies",
     "variant_named",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,14 +43,19 @@ __all__ = [
     "params_of",
     "pow2_bucket",
     "register_tuner",
+    "time_candidate",
     "tuner_for",
 ]
 
 Params = tuple[tuple[str, Any], ...]
 """A candidate's overrides: sorted ``(name, value)`` pairs of JSON scalars."""
 
-Bench = Callable[[KernelConfig], Callable[[], None]]
-"""config -> a callable that runs that config once on scratch data and blocks until done."""
+Bench = Callable[[KernelConfig], Callable[[int], None]]
+"""config -> ``run(n)``: run that config ``n`` times back to back on scratch data, then block
+until the device is done (one ``queue.finish()``)."""
+
+SAMPLE_S = 0.002  # a timed sample lasts about this long: many short runs per sample
+MAX_INNER = 64
 
 # KernelConfig fields a candidate may set; every other name goes into ``extra``
 _FIELDS = ("tile_m", "tile_n", "tile_k", "work_per_thread", "local_size_1d", "local_size_2d",
@@ -151,7 +157,8 @@ class FamilyTuner:
             pick (no params) first; those that do not apply to the query are skipped.
         bench: (the selector's device, profile, query) -> a :data:`Bench` over scratch data
             of the query's shapes, or ``None`` where nothing can be timed (no OpenCL device).
-        repeats: timed runs per candidate after one warm-up; the best counts.
+        repeats: timed samples per candidate after one warm-up run; the best counts
+            (:func:`time_candidate`).
     """
 
     shape_class: Callable[[Any], tuple[Any, ...]]
@@ -205,3 +212,28 @@ def pow2_bucket(n: int) -> int:
         [0, 1, 4, 64, 128, 1024]
     """
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+def _timed(run: Callable[[int], None], n: int) -> float:
+    start = time.perf_counter()
+    run(n)
+    return time.perf_counter() - start
+
+
+def time_candidate(run: Callable[[int], None], repeats: int) -> float:
+    """Seconds one run of ``run`` takes: after a warm-up run (builds, first-launch costs), the
+    best of ``repeats`` samples, each ``inner`` runs back to back then one wait, ``inner``
+    chosen so that a sample lasts about 2 ms (at most 64): short kernels are timed at their
+    throughput, not at one launch-and-wait latency.
+
+    Examples:
+        >>> runs = []  # run(n) records n: a warm-up, a probe, then samples of many runs
+        >>> time_candidate(runs.append, 3) < 0.01, runs[:2], max(runs) > 1
+        (True, [1, 1], True)
+    """
+    run(1)
+    once = _timed(run, 1)
+    inner = max(1, min(MAX_INNER, int(SAMPLE_S / max(once, 1e-9))))
+    if inner == 1:
+        return min([once, *(_timed(run, 1) for _ in range(repeats - 1))])
+    return min(_timed(run, inner) / inner for _ in range(repeats))
