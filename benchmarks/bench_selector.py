@@ -20,6 +20,13 @@ the selection once more, interleaved, so a slow spell of the machine hits them a
 The reference printed beside each row is NumPy on the host (the netcl NumPy backend's own
 path for that op) in the same run.
 
+``--autotune`` sets the selector's tuning policy for the run (``NETCL_AUTOTUNE``; default: the
+environment's, ``auto``: on for GPUs, off on CPU devices). With tuning on, the selection is
+made (and its shape class tuned, within ``--budget`` seconds) when the cases are built, so
+the timed selection is what users get by default on that device; a row then also names the
+tuned config (``tuned``) where its class has a winner. A forced variant always runs with
+its default parameters (forcing wins over tuned winners).
+
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_selector.py \\
         --device cl --out bench_selector.json
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable
@@ -46,6 +54,7 @@ except ImportError:  # running from a checkout without the packages installed
 from _timing import per_call_samples
 
 import netcl.ops as ops
+from netcl.core.autotune import autotune_mode, budget_left
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.kernel_selector import (
     AnyVariant,
@@ -78,9 +87,16 @@ class Case:
 
     def __init__(self, family: str, name: str, call: Callable[[], Any],
                  reference: Callable[[], Any], variants: list[AnyVariant],
-                 selected: AnyVariant) -> None:
+                 selected: AnyVariant, tuned: str | None = None) -> None:
         self.family, self.name, self.call, self.reference = family, name, call, reference
-        self.variants, self.selected = variants, selected
+        self.variants, self.selected, self.tuned = variants, selected, tuned
+
+
+def _tuned(sel: KernelSelector, family: str, *args: Any) -> str | None:
+    """The label of the tuned winner of this call's shape class, if there is one."""
+    fam = family_named(family)
+    won = sel.lookup_class_winner(family, fam.parse(*args))
+    return None if won is None else won.label
 
 
 def _applicable(sel: KernelSelector, family: str, *args: Any) -> list[AnyVariant]:
@@ -140,7 +156,8 @@ def cases(handle: DeviceHandle, quick: bool) -> list[Case]:
                     if not (v is V.MATMUL_NAIVE and m > 1024)]
         out.append(Case("matmul", f"{m}x{m}x{m}", partial(ops.matmul, ta, tb),
                         partial(np.matmul, a, b), variants,
-                        sel.select_matmul_kernel(m, m, m).variant))
+                        sel.select_matmul_kernel(m, m, m).variant,
+                        _tuned(sel, "matmul", m, m, m)))
 
     batch = 32 if gpu else 4
     convs = [  # (N, C, H, K, R, stride, padding): the digits CNN, ResNet-18 CIFAR layers
@@ -162,7 +179,8 @@ def cases(handle: DeviceHandle, quick: bool) -> list[Case]:
             "conv2d", f"N{nb} {c}-{k} {h}x{h} {r}x{r} s{s}",
             partial(ops.conv2d, tx, tw, stride=s, padding=p),
             lambda: None, variants,
-            sel.select_conv2d_kernel(nb, c, h, h, k, r, r, s, p).variant))
+            sel.select_conv2d_kernel(nb, c, h, h, k, r, r, s, p).variant,
+            _tuned(sel, "conv2d", nb, c, h, h, k, r, r, s, p)))
     return out
 
 
@@ -185,7 +203,7 @@ def run(device: str, repeat: int, quick: bool, rounds: int = 3) -> dict[str, Any
         row: dict[str, Any] = {"family": case.family, "case": case.name, "times_ms": {
             k: t * 1e3 for k, t in times.items()}, "selected": case.selected.name,
             "selected_ms": selected * 1e3, "fastest": best,
-            "sel_over_best": selected / times[best]}
+            "sel_over_best": selected / times[best], "tuned": case.tuned}
         if case.family != "conv2d":
             row["numpy_ms"] = throughput(case.reference, lambda: None, repeat) * 1e3
         row["same_variant"] = best == case.selected.name
@@ -195,7 +213,8 @@ def run(device: str, repeat: int, quick: bool, rounds: int = 3) -> dict[str, Any
     meta = {"device": f"{handle.platform_name} / {handle.device_name}",
             "device_type": get_kernel_selector(handle.cl_device).profile.device_type,
             "host": platform.platform(), "python": platform.python_version(),
-            "numpy": np.__version__, "repeat": repeat, "rounds": rounds, "tie": TIE}
+            "numpy": np.__version__, "repeat": repeat, "rounds": rounds, "tie": TIE,
+            "autotune": autotune_mode(), "autotune_budget_left_s": budget_left()}
     return {"meta": meta, "rows": rows}
 
 
@@ -210,6 +229,7 @@ def _line(row: dict[str, Any]) -> str:
 
     times = " ".join(f"{name(k)}={t:.3f}" for k, t in row["times_ms"].items())
     numpy = f" numpy={row['numpy_ms']:.3f}" if "numpy_ms" in row else ""
+    numpy += f" tuned {row['tuned']}" if row.get("tuned") else ""
     flag = "SLOWER" if not row["ok"] else "ok" if row["sel_over_best"] <= TIE else "ok (same)"
     return (f"{row['family']:<11} {row['case']:<28} {times} | selected {name(row['selected'])}"
             f" {row['selected_ms']:.3f} ms, fastest {name(row['fastest'])}, sel/best "
@@ -223,11 +243,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="CPU-sized cases on any device")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--autotune", choices=("auto", "on", "off"), default=None,
+                        help="the selector's tuning policy (NETCL_AUTOTUNE; default: the "
+                        "environment's)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of tuning allowed (NETCL_AUTOTUNE_BUDGET_S)")
     args = parser.parse_args(argv)
+    if args.autotune is not None:
+        os.environ["NETCL_AUTOTUNE"] = args.autotune
+    if args.budget is not None:
+        os.environ["NETCL_AUTOTUNE_BUDGET_S"] = str(args.budget)
     result = run(args.device, args.repeat, args.quick, args.rounds)
     rows = result["rows"]
-    print(f"device: {result['meta']['device']}; selector picked the fastest variant (or one "
-          f"within {TIE:.2f}x) in {sum(r['ok'] for r in rows)} of {len(rows)} size classes")
+    print(f"device: {result['meta']['device']}; autotune {result['meta']['autotune']}; "
+          f"selector picked the fastest variant (or one within {TIE:.2f}x) in "
+          f"{sum(r['ok'] for r in rows)} of {len(rows)} size classes")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
         print(f"wrote {args.out}")
