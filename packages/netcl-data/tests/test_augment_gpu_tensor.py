@@ -32,7 +32,8 @@ def netcl_dev(request: pytest.FixtureRequest) -> Any:
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_tensor_in_tensor_out_equals_cpu(netcl_dev: Any, dtype: type) -> None:
-    x = np.random.default_rng(3).integers(0, 256, (5, 3, 13, 11)).astype(dtype)
+    x: np.ndarray[Any, Any] = np.random.default_rng(3).integers(0, 256, (5, 3, 13, 11)).astype(
+        dtype)
     params = PIPELINE.draw(np.random.default_rng(4), x.shape)
     t = core.Tensor.from_host(netcl_dev.queue, x)
     out = augment_gpu.apply(None, PIPELINE, t, params)

@@ -71,6 +71,7 @@ def test_intervals_span_epochs_and_need_no_extra_sync(tmp_path: Path) -> None:
     from netcl.core import manager
 
     dev = manager.default("cpu")
+    assert dev is not None
     path = tmp_path / "m.csv"
     _trainer(dev, [CSVLogger(path)], log_every=4, epochs=2).fit()
     assert [int(r["step"]) for r in _rows(path) if r["step/loss"]] == [4, 8, 12]
@@ -121,8 +122,8 @@ def test_tensorboard_event_files_hold_the_history(dev: DeviceHandle, tmp_path: P
     got = scalars["epoch/train_loss"]
     assert [s for s, _ in got] == [STEPS, 2 * STEPS, 3 * STEPS]
     np.testing.assert_allclose([v for _, v in got], [m.train_loss for m in history], rtol=1e-6)
-    np.testing.assert_allclose([v for _, v in scalars["epoch/val_accuracy"]],
-                               [m.val_accuracy for m in history], rtol=1e-6)
+    np.testing.assert_allclose(np.array([v for _, v in scalars["epoch/val_accuracy"]]),
+                               np.array([m.val_accuracy for m in history], float), rtol=1e-6)
     assert [s for s, _ in scalars["step/loss"]] == list(range(3, 3 * STEPS + 1, 3))
 
 
