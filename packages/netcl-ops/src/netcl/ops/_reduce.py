@@ -96,11 +96,12 @@ def _acc_dtype(kind: str, dtype: str) -> str:
 
 
 def _run(job: _Job, shape: tuple[int, ...] | None = None,
-         key: tuple[Any, ...] | None = None) -> Tensor:
+         chain: list[_Stage] | None = None) -> Tensor:
     """The result of ``job`` as a flat (outer * inner,) tensor: values, or argmax indices.
 
     With ``shape`` a one-stage sum, max or min writes a tensor of that shape (outer * inner
-    elements) instead, and with ``key`` its launch is remembered (NOTE [ Reduction launches ]).
+    elements) instead. A sum, max or min with a ``chain`` appends each of its launches to it
+    (NOTE [ Reduction launches ]).
     """
     queue = job.x.queue
     kind = job.kind
@@ -112,7 +113,7 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     if (variant is not KernelVariant.REDUCTION_SEQUENTIAL and job.inner == 1 and not argmax
             and n_out > 0):
         return _run_rows(job, variant is KernelVariant.REDUCTION_WORKGROUP, local, acc, shape,
-                         key)
+                         chain)
     # columns: a warp's lanes read 32 consecutive elements (128 bytes) of a row where it can
     lj = 1 if job.inner == 1 else builtins.min(32 if job.inner >= 32 else 16, local)
     lr = local // lj
@@ -149,19 +150,20 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
         pass
     elif variant is KernelVariant.REDUCTION_SEQUENTIAL:
         launch_items(queue, kernel(queue.context, prog, "red_seq"), n_out, *args)
-        if direct and key is not None:
-            _remember(key, kernel(queue.context, prog, "red_seq"),
-                      (-(-n_out // local) * local,), (local,), args, values)
+        if chain is not None:
+            chain.append(_stage(kernel(queue.context, prog, "red_seq"),
+                                (-(-n_out // local) * local,), (local,), args, values))
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
         grid, lsize = (tiles * lj, job.outer * chunks * lr), (lj, lr)
         args += [idx(chunks), idx(chunk)]
         launch_nd(queue, kernel(queue.context, prog, "red_grp"), grid, lsize, *args)
-        if direct and key is not None:
-            _remember(key, kernel(queue.context, prog, "red_grp"), grid, lsize, args, values)
+        if chain is not None:
+            chain.append(_stage(kernel(queue.context, prog, "red_grp"), grid, lsize, args,
+                                values))
     if staged:
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
-                         job.scale, None, indices))
+                         job.scale, None, indices), None, chain)
     return values if indices is None else indices
 
 
@@ -183,7 +185,7 @@ def _compute_units(device: Any) -> int:
 
 
 def _run_rows(job: _Job, split: bool, local: int, acc: str,
-              shape: tuple[int, ...] | None, key: tuple[Any, ...] | None) -> Tensor:
+              shape: tuple[int, ...] | None, chain: list[_Stage] | None) -> Tensor:
     """``red_vec``: ``job`` (inner == 1, not argmax) with G work-groups per row where ``split``
     (REDUCTION_WORKGROUP; NOTE [ Row reductions ]); G > 1 writes (outer, G) partials, reduced
     by another :func:`_run`."""
@@ -211,10 +213,11 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
     kern = kernel(queue.context, prog, "red_vec")
     grid, lsize = (n_out * groups * lanes,), (lanes,)
     launch_nd(queue, kern, grid, lsize, *args)
-    if direct and key is not None:
-        _remember(key, kern, grid, lsize, args, values)
+    if chain is not None:
+        chain.append(_stage(kern, grid, lsize, args, values))
     if staged:
-        return _run(_Job(job.kind, values, 0, job.outer, groups, 1, job.out_dtype, job.scale))
+        return _run(_Job(job.kind, values, 0, job.outer, groups, 1, job.out_dtype, job.scale),
+                    None, chain)
     return values
 
 
@@ -223,34 +226,46 @@ def _buffer(t: Tensor | None) -> Any:
 
 
 # NOTE [ Reduction launches ]
-# A one-stage reduction of a tensor whose reduced axes are adjacent (no permuting copy) is one
-# launch whose kernel, sizes and arguments depend only on the op, the input's shape, dtype and
-# offset, the axes, keepdims, the scale and the selector's epoch; the first call remembers
-# them, and a repeated call allocates the result and launches with only the input and output
-# buffers filled in, skipping the planning and the kernel selection. Bounded, cleared when full.
+# A sum, mean, max or min of a tensor whose reduced axes are adjacent (no permuting copy) is
+# one launch, or a chain of them (partials, then their reduction), whose kernels, sizes and
+# arguments depend only on the op, the input's shape, dtype and offset, the axes, keepdims,
+# the scale and the selector's epoch; the first call remembers them, and a repeated call
+# allocates each stage's output and launches with only the input and output buffers filled in
+# (stage k reads stage k - 1's output), skipping the planning and the kernel selection.
+# Bounded, cleared when full.
 
 
 @dataclass(frozen=True)
-class _Launch:
+class _Stage:
     kernel: Any
     grid: tuple[int, ...]
     local: tuple[int, ...]
     args: tuple[Any, ...]  # kernel form; the input (0) and output (2) buffers left None
-    shape: tuple[int, ...]
+    size: int  # elements written
     dtype: str
+
+
+@dataclass(frozen=True)
+class _Launch:
+    stages: tuple[_Stage, ...]
+    shape: tuple[int, ...]  # of the last stage's output, the result
 
 
 _launches: dict[tuple[Any, ...], _Launch] = {}
 _MAX_LAUNCHES = 4096
 
 
-def _remember(key: tuple[Any, ...], kern: Any, grid: tuple[int, ...], lsize: tuple[int, ...],
-              args: list[Any], values: Tensor) -> None:
+def _stage(kern: Any, grid: tuple[int, ...], lsize: tuple[int, ...], args: list[Any],
+           values: Tensor) -> _Stage:
     frozen = [np.array(a) if isinstance(a, np.float64) else a for a in args]
     frozen[0] = frozen[2] = None
+    return _Stage(kern, grid, lsize, tuple(frozen), values.size, values.dtype)
+
+
+def _remember(key: tuple[Any, ...], chain: list[_Stage], shape: tuple[int, ...]) -> None:
     if len(_launches) >= _MAX_LAUNCHES:
         _launches.clear()
-    _launches[key] = _Launch(kern, grid, lsize, tuple(frozen), values.shape, values.dtype)
+    _launches[key] = _Launch(tuple(chain), shape)
 
 
 def _launch_key(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: str,
@@ -260,12 +275,16 @@ def _launch_key(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out
 
 
 def _run_remembered(entry: _Launch, x: Tensor) -> Tensor:
-    out = output_tensor(x.queue, entry.shape, entry.dtype)
-    args = list(entry.args)
-    args[0] = _buffer(x)
-    args[2] = device_buffer(out)
-    launch_values(x.queue, entry.kernel, entry.grid, entry.local, args)
-    return out
+    last = len(entry.stages) - 1
+    src = x
+    for k, stage in enumerate(entry.stages):
+        out = output_tensor(x.queue, entry.shape if k == last else (stage.size,), stage.dtype)
+        args = list(stage.args)
+        args[0] = _buffer(src)
+        args[2] = device_buffer(out)
+        launch_values(x.queue, stage.kernel, stage.grid, stage.local, args)
+        src = out
+    return src
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -311,8 +330,11 @@ def _reduce_cl(kind: str, x: Tensor, axes: tuple[int, ...], keepdims: bool, out_
             return _run_remembered(entry, x)
     src, outer, R, inner = _plan(kind, x, axes)
     shape = _out_shape(x, axes, keepdims)
+    chain: list[_Stage] | None = [] if key is not None and src is x and kind != "argmax" else None
     flat = _run(_Job(kind, src, src.offset, outer, R, inner, out_dtype, scale, aux), shape,
-                key if src is x else None)
+                chain)
+    if chain and key is not None and math.prod(shape) > 0:
+        _remember(key, chain, shape)
     return flat if flat.shape == shape else reshape(flat, shape)
 
 
