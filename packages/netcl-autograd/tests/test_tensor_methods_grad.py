@@ -156,3 +156,16 @@ def test_autograd_reductions_take_dim_and_keepdim(dev: DeviceHandle) -> None:
         agops.sum(x, 1, dim=0)
     with pytest.raises(TypeError, match="log_softmax: got both"):
         agops.log_softmax(x, 0, dim=0)
+
+
+def test_in_place_writes_on_recorded_tensors_are_refused(dev: DeviceHandle) -> None:
+    w = leaf(dev, np.array([1.0, 2.0]))
+    w += 1  # nothing records outside a tape: allowed (as an optimizer step)
+    with ag.Tape():
+        with pytest.raises(RuntimeError, match=r"add_: an in-place write .*no_grad"):
+            w += 1
+        with pytest.raises(RuntimeError, match="zero_: an in-place write"):
+            w.zero_()
+        with ag.no_grad():
+            w.sub_(w.grad if w.grad is not None else 0.5)  # a manual SGD step
+    assert w.tolist() == [1.5, 2.5]

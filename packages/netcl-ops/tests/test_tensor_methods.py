@@ -251,3 +251,30 @@ def test_factories_take_device_and_dtype(dev: DeviceHandle) -> None:
 def test_string_device_selectors() -> None:
     assert ops.zeros("cpu", (2,)).backend == "cpu"
     assert ops.ones(None, (1,), device="numpy").queue is manager.default("cpu").queue
+
+
+def test_in_place_ops_write_through_views(dev: DeviceHandle) -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = Tensor.from_host(dev.queue, a)
+    alias = x
+    x += 1
+    assert x is alias and x.tolist() == (a + 1).tolist()
+    x -= np.float32(2)
+    x *= 2
+    x /= 4
+    want = (a - 1) * 2 / 4
+    assert_close(x.to_host(), want)
+    x[1].zero_()  # a view of row 1
+    want[1] = 0
+    assert_close(x.to_host(), want)
+    x[2].add_(Tensor.from_host(dev.queue, np.ones(4, np.float32)), alpha=3)
+    want[2] += 3
+    assert_close(x.to_host(), want)
+    x.clamp_(0, 2).sub_(1, alpha=0.5)
+    assert_close(x.to_host(), np.clip(want, 0, 2) - 0.5)
+    row = Tensor.from_host(dev.queue, np.array([1, 2, 3, 4], np.int64))
+    assert x.copy_(row).to_host().tolist() == [[1.0, 2.0, 3.0, 4.0]] * 3  # broadcast + cast
+    x.fill_(7)
+    assert x.tolist() == [[7.0] * 4] * 3
+    with pytest.raises(ValueError, match=r"broadcast_to: cannot broadcast shape \(5,\)"):
+        x.copy_(Tensor.from_host(dev.queue, np.ones(5, np.float32)))

@@ -82,9 +82,9 @@ from ._ops_movement import (
 )
 from ._ops_nn import matmul
 from ._ops_reduce import log_softmax, max, mean, min, softmax, sum, var
-from ._tape import Node, Tape, _accumulate, _state, detach
+from ._tape import Node, Tape, _accumulate, _state, detach, is_recording
 
-__all__ = ["METHODS", "backward", "implicit_tape", "implicit_tape_enabled"]
+__all__ = ["METHODS", "backward", "check_inplace", "implicit_tape", "implicit_tape_enabled"]
 
 
 def backward(t: Tensor, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
@@ -109,6 +109,21 @@ def backward(t: Tensor, gradient: Tensor | None = None, retain_graph: bool = Fal
         _RUNNER._run(root, seed, retain_graph, None)
     else:
         _accumulate(t, seed, {})
+
+
+def check_inplace(t: Tensor, op: str) -> None:
+    """Refuse ``t.add_(...)`` (and ``+=``, ``zero_``, ...) where it would be recorded: the
+    write is not differentiable, so the gradient would be silently wrong (as PyTorch refuses).
+
+    Raises:
+        RuntimeError: ``t`` requires grad and recording is on (do it under ``no_grad``).
+    """
+    if t.requires_grad and is_recording():
+        raise RuntimeError(
+            f"Tensor.{op}: an in-place write to a tensor that requires grad cannot be recorded; "
+            "do it inside `with netcl.no_grad():` (as an optimizer step does), or write "
+            "`x = x + y` to record it"
+        )
 
 
 _RUNNER = Tape()  # never entered: its reverse pass reads nothing of the tape itself
@@ -188,7 +203,8 @@ def implicit_tape_enabled() -> bool:
 #: slot name -> recording op (the differentiable slots of :mod:`netcl.core.tensor_methods`)
 METHODS: dict[str, Callable[..., Any]] = {
     "abs": abs, "add": add, "backward": backward, "broadcast_to": broadcast_to, "cast": cast,
-    "clamp": clamp, "contiguous": contiguous, "copy": copy, "detach": detach, "div": div,
+    "check_inplace": check_inplace, "clamp": clamp, "contiguous": contiguous, "copy": copy,
+    "detach": detach, "div": div,
     "exp": exp, "flatten": flatten, "gather": gather, "gelu": gelu, "getitem": getitem,
     "index_select": index_select, "leaky_relu": leaky_relu, "log": log,
     "log_softmax": log_softmax, "matmul": matmul, "max": max, "maximum": maximum,

@@ -35,7 +35,7 @@ from .dtypes import FLOAT_DTYPES, canonical_dtype, check_host_dtype, numpy_dtype
 from .memory import BufferHandle, BufferPool, get_persistent_pool
 from .process import track_owner
 from .recording import state as recording_state
-from .tensor_methods import Size, TensorMethods
+from .tensor_methods import Size, TensorMethods, lookup
 
 __all__ = [
     "CPU_BACKEND",
@@ -458,6 +458,48 @@ class Tensor(TensorMethods):
             self._retire_zero_copy()
         except Exception:
             pass
+
+    def copy_(self, src: Any) -> Tensor:
+        """Overwrite this tensor's data with ``src`` in place (PyTorch's ``copy_``); returns it.
+
+        ``src`` is a Tensor on the same device (broadcast to this shape and cast to this
+        dtype by ops) or host data (:func:`copy_from_host`). Everything holding this tensor,
+        and every view of its storage, sees the new values. In-place writes are not recorded
+        by autograd.
+
+        Raises:
+            ValueError: ``src`` is on another device, or ``src`` cannot broadcast to this
+                shape; or a graph capture is running (a device-to-device copy is not
+                capturable).
+
+        Examples:
+            >>> from netcl.core.device import manager
+            >>> q = manager.default("cpu").queue
+            >>> t = Tensor.from_shape(q, (2,))
+            >>> t.copy_(Tensor.from_host(q, [3.0, 4.0])).to_host().tolist()
+            [3.0, 4.0]
+        """
+        if not isinstance(src, Tensor):
+            return copy_from_host(self, np.broadcast_to(np.asarray(src), self.shape))
+        check_same_device("Tensor.copy_", self, src)
+        if src.shape != self.shape:
+            src = lookup("broadcast_to")(src, self.shape)
+        if src.dtype != self.dtype:
+            src = lookup("cast")(src, self.dtype)
+        if src is self or self.size == 0:
+            return self
+        self.wait()
+        src.wait()
+        if self.array is not None:
+            self.array[...] = src.to_host()
+            return self
+        if recording_state.recorder is not None:
+            raise ValueError("Tensor.copy_: an in-place device copy cannot be captured; "
+                             "write the update as an op whose result you keep")
+        itemsize = numpy_dtype(self.dtype).itemsize
+        cl().enqueue_copy(self.queue, self.buffer, src.buffer, byte_count=self.nbytes,
+                          dst_offset=self.offset * itemsize, src_offset=src.offset * itemsize)
+        return self
 
     def _narrow_view(self, start: int, shape: tuple[int, ...]) -> Tensor:
         """:func:`narrow_view` (what basic indexing returns for a contiguous run)."""

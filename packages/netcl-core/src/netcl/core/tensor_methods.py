@@ -220,6 +220,20 @@ def _contiguous_run(shape: tuple[int, ...], key: Any) -> tuple[int, tuple[int, .
     return start, tuple(out)
 
 
+def _scaled(o: Any, alpha: float) -> Any:
+    """``alpha * o`` for a Tensor or a number ``o`` (``add_(other, alpha=)``)."""
+    if alpha == 1 or o is NotImplemented:
+        return o
+    return o * alpha if isinstance(o, (int, float)) else _binary("mul", o, alpha)
+
+
+def _check_inplace(t: Any, op: str) -> None:
+    """Let autograd refuse an in-place write it would not record (slot ``check_inplace``)."""
+    check = registered("check_inplace")
+    if check is not None:
+        check(t, op)
+
+
 def _binary(name: str, a: Any, b: Any) -> Any:
     return lookup(name)(a, b)
 
@@ -241,6 +255,8 @@ class TensorMethods:
         def to_host(self) -> np.ndarray[Any, Any]: ...
 
         def _narrow_view(self: _TM, start: int, shape: tuple[int, ...]) -> _TM: ...
+
+        def copy_(self: _TM, src: Any) -> _TM: ...
 
     __hash__ = object.__hash__
     __array_priority__ = 1000  # ndarray <op> Tensor defers to the Tensor's reflected op
@@ -682,12 +698,54 @@ class TensorMethods:
         """:meth:`detach` (PyTorch's ``x.data``)."""
         return self.detach()
 
+    def __iadd__(self: _TM, other: Any) -> _TM:
+        return self.add_(other)
+
+    def __isub__(self: _TM, other: Any) -> _TM:
+        return self.sub_(other)
+
+    def __imul__(self: _TM, other: Any) -> _TM:
+        return self.mul_(other)
+
+    def __itruediv__(self: _TM, other: Any) -> _TM:
+        return self.div_(other)
+
+    def add_(self: _TM, other: Any, alpha: float = 1) -> _TM:
+        """``self += alpha * other`` in place (not recorded by autograd, as a ``no_grad``
+        update); returns the tensor."""
+        _check_inplace(self, "add_")
+        o = _scaled(_operand(self, other), alpha)
+        return self.copy_(_binary("add", self, o))
+
+    def sub_(self: _TM, other: Any, alpha: float = 1) -> _TM:
+        """``self -= alpha * other`` in place; returns the tensor."""
+        _check_inplace(self, "sub_")
+        o = _scaled(_operand(self, other), alpha)
+        return self.copy_(_binary("sub", self, o))
+
+    def mul_(self: _TM, other: Any) -> _TM:
+        """``self *= other`` in place; returns the tensor."""
+        _check_inplace(self, "mul_")
+        return self.copy_(_binary("mul", self, _operand(self, other)))
+
+    def div_(self: _TM, other: Any) -> _TM:
+        """``self /= other`` in place; returns the tensor."""
+        _check_inplace(self, "div_")
+        return self.copy_(_binary("div", self, _operand(self, other)))
+
+    def clamp_(self: _TM, min: float | None = None, max: float | None = None) -> _TM:
+        """Clamp in place; returns the tensor."""
+        _check_inplace(self, "clamp_")
+        return self.copy_(lookup("clamp")(self, min, max))
+
     def zero_(self: _TM) -> _TM:
         """Fill with 0 in place; returns the tensor."""
+        _check_inplace(self, "zero_")
         return lookup("fill")(self, 0)  # type: ignore[no-any-return]
 
     def fill_(self: _TM, value: float) -> _TM:
         """Fill with ``value`` in place; returns the tensor."""
+        _check_inplace(self, "fill_")
         return lookup("fill")(self, value)  # type: ignore[no-any-return]
 
     # -- dtype casts (last: ``float``/``int``/``type`` as method names would shadow the
