@@ -1,8 +1,10 @@
 """``Tensor``: a contiguous n-d array on a device (an OpenCL buffer or a NumPy array).
 
-A tensor is contiguous with an element ``offset`` into its storage; :func:`reshape` is the only
-view. Everything else (transpose, slicing, concat) is an op in ``netcl.ops``. A tensor given back
-with :meth:`Tensor.release` raises ``ValueError`` on every later use (see the class docstring).
+A tensor is contiguous with an element ``offset`` into its storage; :func:`reshape` and
+:func:`narrow_view` (one contiguous run, what ``x[1]`` or ``x[2:5]`` is) are the only views.
+Everything else (transpose, strided slicing, concat) is an op in ``netcl.ops``; the Tensor's
+PyTorch-style methods and operators call them (:mod:`netcl.core.tensor_methods`). A tensor given
+back with :meth:`Tensor.release` raises ``ValueError`` on every later use (see the class docstring).
 
 Examples:
     >>> import numpy as np
@@ -201,6 +203,9 @@ class Tensor(TensorMethods):
     # weak references to the views reshape made of this tensor, which release() retires too
     _views: list[weakref.ref[Tensor]] | None = field(default=None, init=False, repr=False)
     _released: bool = field(default=False, init=False, repr=False)
+    # Tensor.size, made once (a Size is an int subclass: building one per read cost ~10x a
+    # plain attribute read, and ops read the element count several times per call)
+    _size: Size | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         recorder = recording_state.recorder
@@ -339,7 +344,10 @@ class Tensor(TensorMethods):
         """Number of elements: an int that PyTorch code can also call, ``x.size()`` giving the
         shape and ``x.size(d)`` one dimension (NOTE [ Tensor.size ] in
         :mod:`netcl.core.tensor_methods`)."""
-        return Size(math.prod(self.shape), self.shape)
+        size = self._size
+        if size is None or size._shape is not self.shape:
+            size = self._size = Size(math.prod(self.shape), self.shape)
+        return size
 
     @property
     def ndim(self) -> int:
