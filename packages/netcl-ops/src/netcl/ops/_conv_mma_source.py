@@ -310,6 +310,12 @@ _DERIVED = """\
 #define A_CHUNKS (BM * BK / 8)
 #define B_CHUNKS (BK * BN / 8)
 #define SHARED_ADDR(p) ((uint)(size_t)(p))
+/* reduction index k -> window tap (channel c, kh, kw); a step of ``step`` taps (< 2 wraps) */
+#define TAP_SPLIT(c, kh, kw, k) do { c = (k) / KHKW; kw = (k) - c * KHKW; kh = kw / KW; \\
+    kw -= kh * KW; } while (0)
+#define TAP_STEP(c, kh, kw, step) do { kw += (step) % KW; kh += ((step) / KW) % KH; \\
+    c += (step) / KHKW; if (kw >= KW) { kw -= KW; ++kh; } if (kh >= KH) { kh -= KH; ++c; } \\
+} while (0)
 """
 
 # Per k-tile: the reduction column ``ak`` of this work-item's A elements, a pointer to its
@@ -344,42 +350,47 @@ _B_INIT = {
     const int th0 = b_ih + PH, tw0 = b_q - b_ih * WW + PW;
     __global const ushort* const bp = BS + b_n * (OC * PIX);""",
     "weight": """\
-    const int b_row = tid % BK, b_col0 = tid / BK;""",
+    const int b_row = tid % BK, b_col0 = tid / BK;
+    int jc0, jkh0, jkw0;
+    TAP_SPLIT(jc0, jkh0, jkw0, n0 + b_col0);""",
 }
 
-# Per k-tile (weight gradient only): the output pixel of this work-item's reduction row.
+# Per k-tile: the window tap (channel, kh, kw) of this work-item's first B element, stepped
+# from element to element by TAP_STEP (no divisions in the element loop).
 _B_SETUP = {
-    "forward": "",
-    "data": "",
+    "forward": """\
+        int bc, bkh, bkw;
+        TAP_SPLIT(bc, bkh, bkw, k0 + b_row0);""",
+    "data": """\
+        int boc, bkh, bkw;
+        TAP_SPLIT(boc, bkh, bkw, k0 + b_row0);""",
     "weight": """\
         const int bk_ = k0 + b_row, b_kok = bk_ < GK;
         const int b_n = bk_ / PIX, b_p = bk_ - b_n * PIX, b_oh = b_p / OW;
         const int ih0 = b_oh * SH - PH, iw0 = (b_p - b_oh * OW) * SW - PW;
-        __global const ushort* const bp = BS + b_n * (CC * HWI);""",
+        __global const ushort* const bp = BS + b_n * (CC * HWI);
+        int bc = jc0, bkh = jkh0, bkw = jkw0;""",
 }
 
 _B_ELEM = {
     "forward": """\
-            const int k = k0 + b_row0 + e * (NT / BN);
-            const int ci = k / KHKW, rr = k - ci * KHKW, kh = rr / KW;
-            const int ih = ih0 + kh * DH, iw = iw0 + (rr - kh * KW) * DW;
-            vb[e] = (b_jok && k < GK && (uint)ih < (uint)HH && (uint)iw < (uint)WW)
-                ? bp[(ci * HH + ih) * WW + iw] : (ushort)0;
+            const int ih = ih0 + bkh * DH, iw = iw0 + bkw * DW;
+            vb[e] = (b_jok && bc < CC && (uint)ih < (uint)HH && (uint)iw < (uint)WW)
+                ? bp[(bc * HH + ih) * WW + iw] : (ushort)0;
+            TAP_STEP(bc, bkh, bkw, NT / BN);
 """,
     "data": """\
-            const int k = k0 + b_row0 + e * (NT / BN);
-            const int oc = k / KHKW, rr = k - oc * KHKW, kh = rr / KW;
-            const int th = th0 - kh * DH, tw = tw0 - (rr - kh * KW) * DW;
+            const int th = th0 - bkh * DH, tw = tw0 - bkw * DW;
             const int oh = th / SH, ow = tw / SW;
-            vb[e] = (b_jok && k < GK && th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw
-                     && oh < OH && ow < OW) ? bp[(oc * OH + oh) * OW + ow] : (ushort)0;
+            vb[e] = (b_jok && boc < OC && th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw
+                     && oh < OH && ow < OW) ? bp[(boc * OH + oh) * OW + ow] : (ushort)0;
+            TAP_STEP(boc, bkh, bkw, NT / BN);
 """,
     "weight": """\
-            const int j = n0 + b_col0 + e * (NT / BK);
-            const int ci = j / KHKW, rr = j - ci * KHKW, kh = rr / KW;
-            const int ih = ih0 + kh * DH, iw = iw0 + (rr - kh * KW) * DW;
-            vb[e] = (b_kok && j < GN && (uint)ih < (uint)HH && (uint)iw < (uint)WW)
-                ? bp[(ci * HH + ih) * WW + iw] : (ushort)0;
+            const int ih = ih0 + bkh * DH, iw = iw0 + bkw * DW;
+            vb[e] = (b_kok && bc < CC && (uint)ih < (uint)HH && (uint)iw < (uint)WW)
+                ? bp[(bc * HH + ih) * WW + iw] : (ushort)0;
+            TAP_STEP(bc, bkh, bkw, NT / BK);
 """,
 }
 
