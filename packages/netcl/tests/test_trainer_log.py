@@ -12,10 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.metrics import f1_score, recall_score
 
 import netcl.autograd as ag
+from netcl import metrics
 from netcl._plot import plot_history, require_matplotlib, write_plot
 from netcl.core.device import DeviceHandle
+from netcl.core.tensor import Tensor
 from netcl.nn import Linear
 from netcl.optim import SGD
 from netcl.trainer import CSVLogger, EpochMetrics, TensorBoardLogger, Trainer
@@ -151,3 +154,35 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     assert b"<svg" in svg.read_bytes()[:400]
     with pytest.raises(ValueError, match="history is empty"):
         plot_history([], out)
+
+
+def test_metrics_on_the_held_out_batches(dev: DeviceHandle, tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    model = Linear(3, 4, queue=dev.queue, rng=np.random.default_rng(1))
+    chosen = {"f1": metrics.F1Score(4), "recall": metrics.Recall(4, average=None),
+              "top2": metrics.Accuracy(top_k=2)}
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), ag.cross_entropy, _batches(),
+                      _batches(1), device=dev, epochs=2, progress=False,
+                      loggers=[CSVLogger(path)], metrics=chosen, checkpoint_dir=tmp_path)
+    last = trainer.fit()[-1]
+    model.eval()
+    scores = np.concatenate([model(Tensor.from_host(dev.queue, x)).to_host()
+                             for x, _ in _batches(1)])
+    target = np.concatenate([y for _, y in _batches(1)])
+    pred = scores.argmax(1)
+    assert last.extra["val_f1"] == pytest.approx(
+        f1_score(target, pred, labels=range(4), average="macro", zero_division=0), abs=1e-6)
+    np.testing.assert_allclose(last.extra["val_recall"], recall_score(
+        target, pred, labels=range(4), average=None, zero_division=0), atol=1e-6)
+    top2 = np.mean([(s > s[t]).sum() < 2 for s, t in zip(scores, target)])
+    assert last.extra["val_top2"] == pytest.approx(top2)
+    row = _rows(path)[-1]
+    assert float(row["epoch/val_f1"]) == pytest.approx(last.extra["val_f1"])
+    assert float(row["epoch/val_recall/3"]) == pytest.approx(last.extra["val_recall"][3])
+    resumed = Trainer(model, SGD(model.parameters(), lr=0.1), ag.cross_entropy, _batches(),
+                      _batches(1), device=dev, epochs=2, progress=False, metrics=chosen,
+                      checkpoint_dir=tmp_path, resume=True)
+    assert resumed.history[-1].extra == last.extra  # the values survive the checkpoint
+    with pytest.raises(ValueError, match="give a val_loader"):
+        Trainer(model, SGD(model.parameters(), lr=0.1), ag.cross_entropy, _batches(),
+                device=dev, metrics=chosen)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -20,6 +20,7 @@ import netcl.ops as ops
 from netcl.core.device import DeviceHandle, get_active_device
 from netcl.core.tensor import Tensor
 from netcl.io import CheckpointError
+from netcl.metrics import Metric
 from netcl.nn.amp import GradScaler, autocast
 from netcl.runtime import Prefetcher
 
@@ -87,6 +88,10 @@ class Trainer:
             ``epoch/val_accuracy``, ``epoch/lr`` and ``epoch/seconds`` (plus ``epoch/<key>``
             for numbers in ``EpochMetrics.extra``), at the global step (training steps done
             so far). The Trainer flushes but does not close them.
+        metrics: :mod:`netcl.metrics` accumulators (e.g. ``{"f1": F1Score(10)}``) updated on
+            the device with every held-out batch's logits and labels and read once per epoch:
+            ``EpochMetrics.extra["val_<name>"]`` (a list for per-class values), logged as
+            ``epoch/val_<name>`` (``epoch/val_<name>/<class>``). Needs ``val_loader``.
         log_every: also log ``step/loss``, ``step/accuracy`` and ``step/lr`` over each run
             of ``log_every`` steps. The values come from the reads the divergence check makes
             anyway (every 16 steps), so an interval is logged when its steps are read back,
@@ -140,6 +145,7 @@ class Trainer:
         prefetch: bool = True,
         loggers: Sequence[MetricsLogger] = (),
         log_every: int | None = None,
+        metrics: Mapping[str, Metric] | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
@@ -152,6 +158,15 @@ class Trainer:
                 raise TypeError(f"Trainer: loggers must have log_metrics(metrics, step), got "
                                 f"{type(logger).__name__}")
         self.loggers, self.log_every = list(loggers), log_every
+        self.metrics = dict(metrics or {})
+        for name, metric in self.metrics.items():
+            if not (callable(getattr(metric, "update", None))
+                    and callable(getattr(metric, "compute", None))):
+                raise TypeError(f"Trainer: metric {name!r} must have update() and compute() "
+                                f"(a netcl.metrics.Metric), got {type(metric).__name__}")
+        if self.metrics and val_loader is None:
+            raise ValueError("Trainer: metrics are computed on the held-out batches; give a "
+                             "val_loader")
         self.global_step = 0  # training steps done, over every epoch (the loggers' x axis)
         # the interval being summed for log_every (it may span the end of an epoch)
         self._interval = _Interval(self) if log_every and self.loggers else None
@@ -284,6 +299,8 @@ class Trainer:
         for key, value in m.extra.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 values[f"epoch/{key}"] = value
+            elif isinstance(value, list) and all(isinstance(v, int | float) for v in value):
+                values.update({f"epoch/{key}/{k}": v for k, v in enumerate(value)})
         self._log(values, self.global_step)
         for logger in self.loggers:
             flush = getattr(logger, "flush", None)
@@ -296,11 +313,15 @@ class Trainer:
         losses: list[Tensor] = []
         hit: list[Tensor] = []
         seen = 0
+        for metric in self.metrics.values():
+            metric.reset()
         with ag.no_grad(), closing(self._on_device(loader)) as batches:
             for xt, yt in batches:
                 logits, loss = self._forward(xt, yt)
                 losses.append(loss)
                 hit.append(hits(logits, yt))
+                for metric in self.metrics.values():
+                    metric.update(logits, yt)  # device ops; read once, in fit
                 seen += xt.shape[0]
         total_loss = float(_read_back(losses).sum())
         correct = int(_read_back(hit).sum())
@@ -323,6 +344,10 @@ class Trainer:
                                    lr=float(self.optimizer.param_groups[0]["lr"]))
             if self.val_loader is not None:
                 metrics.val_loss, metrics.val_accuracy = self.evaluate(self.val_loader)
+                for name, metric in self.metrics.items():
+                    value = metric.compute()
+                    metrics.extra[f"val_{name}"] = (value.tolist() if isinstance(value, np.ndarray)
+                                                    else float(value))
             if self.scheduler is not None:
                 self.scheduler.step()
             metrics.seconds = time.perf_counter() - start
