@@ -6,7 +6,9 @@ picks, and every device that failed its probe with the reason and what to do abo
 ``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends; its
 training step is captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
 ``--profile trace.json`` profiles the run (every kernel's launches and device time, sorted, and
-a Chrome trace in ``trace.json``).
+a Chrome trace in ``trace.json``); ``--plot curves.png`` draws loss and accuracy per epoch
+(matplotlib: ``netcl[plot]``), ``--log-csv`` and ``--tensorboard DIR`` log the metrics
+(``netcl[tensorboard]``), ``--log-every K`` every K steps too.
 ``netcl tune MODEL`` runs one training step of ``digits-cnn`` or ``resnet18`` with autotuning
 on and stores each shape class's fastest kernel for this device and driver (:mod:`netcl._tune`).
 ``netcl cache info`` lists every file cache netcl keeps (its folder, entries and size) and
@@ -51,6 +53,7 @@ from netcl.core.env import env_flag
 from netcl.io import CheckpointError
 from netcl.runtime import profile
 
+from ._plot import add_plot_argument, require_matplotlib, write_plot
 from ._tune import add_tune_parser, tune_command
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -162,6 +165,8 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     out = out or sys.stdout
     if args.profile is not None:  # device times need a profiling queue, made with the device
         os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")
+    if args.plot is not None:
+        require_matplotlib()  # a missing extra fails before training, not after
     dev = select_device(args.device)
     print(f"device: {dev}", file=out, flush=True)
 
@@ -172,7 +177,8 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
                        lr=args.lr, seed=args.seed, workers=args.workers,
                        checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                        progress=not args.no_progress, amp=args.amp, on_epoch_end=report,
-                       capture=not args.no_capture)
+                       capture=not args.no_capture, csv_log=args.log_csv,
+                       tensorboard_dir=args.tensorboard, log_every=args.log_every)
     if args.profile is None:
         _, history, _ = train_digits(cfg)
     else:
@@ -180,6 +186,7 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
             _, history, _ = train_digits(cfg)
     final = history[-1].val_accuracy if history else None
     print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran", file=out)
+    write_plot(args.plot, history, out)
     if args.profile is not None:
         prof.export_chrome_trace(args.profile)
         print(prof.table(), file=out)
@@ -307,6 +314,14 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--profile", metavar="TRACE.json", default=None,
                     help="profile the run: print each kernel's launches and device time, "
                     "sorted, and write a Chrome trace (Perfetto, chrome://tracing) to this file")
+    add_plot_argument(tp)
+    tp.add_argument("--log-csv", metavar="METRICS.csv", default=None,
+                    help="write per-epoch (and --log-every) metrics to this CSV file")
+    tp.add_argument("--tensorboard", metavar="DIR", default=None,
+                    help="write TensorBoard event files to DIR (needs pip install "
+                    "'netcl[tensorboard]')")
+    tp.add_argument("--log-every", type=_positive_int, default=None, metavar="K",
+                    help="also log loss and accuracy every K training steps")
     add_tune_parser(sub)
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
              "cache too unless POCL_CACHE_DIR names a folder of yours")
