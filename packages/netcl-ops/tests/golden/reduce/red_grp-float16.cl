@@ -35,6 +35,29 @@
 #define SMALLER(v, a) (isnan(v) || (v) < (a))
 #define BETTER(v, vi, a, ai) (isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || ((v) > (a) || ((v) == (a) && (vi) < (ai)))))
 
+#define STEP_SUM(a, v) ((a) += (v))
+#define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }
+#define STEP_MAX(a, v) { const ACC w_ = (v); if (BIGGER(w_, a)) (a) = w_; }
+#define STEP_MIN(a, v) { const ACC w_ = (v); if (SMALLER(w_, a)) (a) = w_; }
+#define MERGE(kind, a, b) \
+  ((kind) == 0 ? (a) + (b) : ((kind) == 1 ? BIGGER(b, a) : SMALLER(b, a)) ? (b) : (a))
+// Elements r0, r0 + rs, ... < r1 of a column (stride apart): four loads in flight per step
+// into four accumulators, merged in a fixed order (the same bits on every run). The three
+// extra accumulators start from a: accumulate is always entered with the kind's identity.
+#define UNROLLED4(STEP) { \
+    ACC b1 = a, b2 = a, b3 = a; \
+    IDX r = r0; \
+    for (; r + 3 * rs < r1; r += 4 * rs) { \
+      const ACC v0 = LDI(x, xo + base + r * stride); \
+      const ACC v1 = LDI(x, xo + base + (r + rs) * stride); \
+      const ACC v2 = LDI(x, xo + base + (r + 2 * rs) * stride); \
+      const ACC v3 = LDI(x, xo + base + (r + 3 * rs) * stride); \
+      STEP(a, v0); STEP(b1, v1); STEP(b2, v2); STEP(b3, v3); \
+    } \
+    for (; r < r1; r += rs) STEP(a, LDI(x, xo + base + r * stride)); \
+    a = MERGE(kind, MERGE(kind, a, b1), MERGE(kind, b2, b3)); \
+  }
+
 inline void accumulate(const int kind, __global const TI* x, const IDX xo,
                        __global const long* xi, const IDX xio, const int in_idx,
                        const int has_aux, const ACC m, const IDX base, const IDX stride,
@@ -45,25 +68,16 @@ inline void accumulate(const int kind, __global const TI* x, const IDX xo,
   switch (kind) {
     case 0:
       if (has_aux) {
-        for (IDX r = r0; r < r1; r += rs) {
-          const ACC d = LDI(x, xo + base + r * stride) - m;
-          a += d * d;
-        }
+        UNROLLED4(STEP_SQ)
       } else {
-        for (IDX r = r0; r < r1; r += rs) a += LDI(x, xo + base + r * stride);
+        UNROLLED4(STEP_SUM)
       }
       break;
     case 1:
-      for (IDX r = r0; r < r1; r += rs) {
-        const ACC v = LDI(x, xo + base + r * stride);
-        if (BIGGER(v, a)) a = v;
-      }
+      UNROLLED4(STEP_MAX)
       break;
     case 2:
-      for (IDX r = r0; r < r1; r += rs) {
-        const ACC v = LDI(x, xo + base + r * stride);
-        if (SMALLER(v, a)) a = v;
-      }
+      UNROLLED4(STEP_MIN)
       break;
     default:
       for (IDX r = r0; r < r1; r += rs) {
@@ -152,13 +166,6 @@ __kernel void red_grp(
     const IDX t = head + 4 * nvec + l; \
     if (l < 4 && t < R) STEP(a1, LDI(x, start + t)); \
   }
-#define STEP_SUM(a, v) ((a) += (v))
-#define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }
-#define STEP_MAX(a, v) { const ACC w_ = (v); if (BIGGER(w_, a)) (a) = w_; }
-#define STEP_MIN(a, v) { const ACC w_ = (v); if (SMALLER(w_, a)) (a) = w_; }
-#define MERGE(kind, a, b) \
-  ((kind) == 0 ? (a) + (b) : ((kind) == 1 ? BIGGER(b, a) : SMALLER(b, a)) ? (b) : (a))
-
 __kernel void red_vec(
     __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
     __global const ACC* aux, const IDX auxo,
