@@ -12,6 +12,7 @@ MODULES = [
     "netcl.data._datasets",
     "netcl.data._loader",
     "netcl.data._samplers",
+    "netcl.data._seed",
     "netcl.data.augment",
     "netcl.data.transforms",
     "netcl.data.filters",

@@ -18,7 +18,9 @@ from netcl.data import (
     SequentialSampler,
     SubsetRandomSampler,
     WeightedRandomSampler,
+    manual_seed,
 )
+from netcl.data import transforms as T
 
 torch_data = pytest.importorskip("torch.utils.data", reason="PyTorch compares the semantics")
 torch = pytest.importorskip("torch")
@@ -159,3 +161,24 @@ def test_loader_sampler_order_equals_pytorch_for_sequential_batches() -> None:
     theirs = torch_data.DataLoader(torch_data.TensorDataset(torch.arange(23)), batch_size=4,
                                    drop_last=True)
     assert _labels(ours) == [b[0].tolist() for b in theirs]
+
+
+def test_manual_seed_repeats_what_is_drawn_without_a_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # put the module state back afterwards: other tests expect unseeded draws
+    monkeypatch.setattr("netcl.data._sampler._seeds", None)
+    monkeypatch.setattr("netcl.data.transforms._default_rng", np.random.default_rng())
+    def draw() -> tuple[Any, ...]:
+        loader = DataLoader(_ds(), batch_size=5, shuffle=True)
+        sampler = RandomSampler(range(9))
+        return loader.seed, _labels(loader), list(sampler), T.RandomCrop(2)(np.zeros((1, 3, 3)))
+
+    manual_seed(123)
+    first = draw()
+    manual_seed(123)
+    again = draw()
+    assert first[:3] == again[:3]
+    np.testing.assert_array_equal(first[3], again[3])
+    assert draw()[0] != first[0]  # the stream goes on: the next loader gets another seed
+    with pytest.raises(TypeError, match="seed must be an integer >= 0"):
+        manual_seed(-1)

@@ -28,6 +28,7 @@ from ._samplers import Sampler as Sampler
 from ._samplers import SequentialSampler as SequentialSampler
 from ._samplers import SubsetRandomSampler as SubsetRandomSampler
 from ._samplers import WeightedRandomSampler as WeightedRandomSampler
+from ._seed import manual_seed as manual_seed
 
 __all__ = [
     "__version__",
@@ -47,6 +48,7 @@ __all__ = [
     "augment",
     "default_collate",
     "filters",
+    "manual_seed",
     "random_split",
     "shared_batch",
     "transforms",

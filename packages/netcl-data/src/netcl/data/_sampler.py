@@ -18,8 +18,22 @@ _BATCH_TAG = 1
 _SAMPLE_TAG = 2
 
 
+# Set by :func:`seed_fresh_seeds`: then the seeds drawn for loaders and samplers built without
+# one repeat from run to run (netcl.manual_seed calls it through netcl.data.manual_seed).
+_seeds: np.random.Generator | None = None
+
+
+def seed_fresh_seeds(seed: int) -> None:
+    """Make every later :func:`fresh_seed` come from a generator seeded by ``seed``."""
+    global _seeds
+    _seeds = np.random.default_rng(seed)
+
+
 def fresh_seed() -> int:
-    """Return a seed drawn from the OS entropy pool (used when the caller gives none)."""
+    """Return a seed for a caller that gives none: from the OS entropy pool, or from the
+    generator :func:`seed_fresh_seeds` seeded."""
+    if _seeds is not None:
+        return int(_seeds.integers(0, 1 << 63))
     return int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)  # type: ignore[arg-type]
 
 
