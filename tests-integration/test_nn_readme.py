@@ -17,7 +17,7 @@ README = Path(__file__).parents[1] / "packages" / "netcl-nn" / "README.md"
 
 def _first_block() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    return blocks[0]
+    return str(blocks[0])
 
 
 @pytest.fixture

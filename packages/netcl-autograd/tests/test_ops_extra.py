@@ -47,7 +47,7 @@ def ref_conv_transpose2d(x: Array, w: Array, b: Array | None = None, stride: Any
 
 
 _R = np.random.default_rng(0)
-CASES = {
+CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, Any]]] = {
     "plain": ((1, 3, 4, 5), (3, 2, 3, 3), True, {}),
     "stride_pad_outpad": ((2, 3, 3, 5), (3, 5, 3, 2), True,
                           {"stride": 2, "padding": 1, "output_padding": 1}),

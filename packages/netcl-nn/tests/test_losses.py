@@ -31,17 +31,17 @@ Array = np.ndarray[Any, Any]
 
 # -- NumPy references (float64), PyTorch's formulas ---------------------------------------------
 
-def _log_softmax(x: Array) -> Array:
+def _log_softmax(x: Array) -> Any:
     z = x - x.max(axis=1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def _reduce(per: Array, reduction: str) -> Array:
+def _reduce(per: Array, reduction: str) -> Any:
     return per if reduction == "none" else (per.sum() if reduction == "sum" else per.mean())
 
 
 def ref_cross_entropy(x: Array, y: Array, weight: Array | None = None, ignore_index: int = -100,
-                      reduction: str = "mean", label_smoothing: float = 0.0) -> Array:
+                      reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
     logp = _log_softmax(x)
     classes = x.shape[1]
     w = np.ones(classes) if weight is None else weight
@@ -62,7 +62,7 @@ def ref_cross_entropy(x: Array, y: Array, weight: Array | None = None, ignore_in
 
 
 def ref_nll(logp: Array, y: Array, weight: Array | None = None, ignore_index: int = -100,
-            reduction: str = "mean") -> Array:
+            reduction: str = "mean") -> Any:
     w = np.ones(logp.shape[1]) if weight is None else weight
     keep = y != ignore_index
     safe = np.where(keep, y, 0)
@@ -73,31 +73,31 @@ def ref_nll(logp: Array, y: Array, weight: Array | None = None, ignore_index: in
     return _reduce(per, reduction)
 
 
-def ref_smooth_l1(a: Array, b: Array, reduction: str = "mean", beta: float = 1.0) -> Array:
+def ref_smooth_l1(a: Array, b: Array, reduction: str = "mean", beta: float = 1.0) -> Any:
     d = np.abs(a - b)
     per = d if beta == 0 else np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
     return _reduce(per, reduction)
 
 
-def ref_huber(a: Array, b: Array, reduction: str = "mean", delta: float = 1.0) -> Array:
+def ref_huber(a: Array, b: Array, reduction: str = "mean", delta: float = 1.0) -> Any:
     d = np.abs(a - b)
     return _reduce(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
 
 
-def ref_bce(p: Array, t: Array, weight: Array | None = None, reduction: str = "mean") -> Array:
+def ref_bce(p: Array, t: Array, weight: Array | None = None, reduction: str = "mean") -> Any:
     per = -(t * np.maximum(np.log(p), -100) + (1 - t) * np.maximum(np.log(1 - p), -100))
     return _reduce(per if weight is None else per * weight, reduction)
 
 
 def ref_bce_logits(x: Array, t: Array, weight: Array | None = None, reduction: str = "mean",
-                   pos_weight: Array | None = None) -> Array:
+                   pos_weight: Array | None = None) -> Any:
     log_sig, log_not = -np.logaddexp(0, -x), -np.logaddexp(0, x)
     pw = 1.0 if pos_weight is None else pos_weight
     per = -(pw * t * log_sig + (1 - t) * log_not)
     return _reduce(per if weight is None else per * weight, reduction)
 
 
-def ref_kl(x: Array, t: Array, reduction: str = "mean", log_target: bool = False) -> Array:
+def ref_kl(x: Array, t: Array, reduction: str = "mean", log_target: bool = False) -> Any:
     if log_target:
         per = np.exp(t) * (t - x)
     else:

@@ -39,10 +39,11 @@ def test_apply_visits_children_first_and_returns_the_module() -> None:
 
 
 def test_num_parameters() -> None:
-    net = Sequential(Conv2d(1, 8, 3, device="cpu"), BatchNorm1d(8, device="cpu"),
-                     Linear(8, 10, bias=False, device="cpu"))
+    bn = BatchNorm1d(8, device="cpu")
+    net = Sequential(Conv2d(1, 8, 3, device="cpu"), bn, Linear(8, 10, bias=False, device="cpu"))
     assert net.num_parameters() == (8 * 9 + 8) + (8 + 8) + 80
-    net[1].weight.requires_grad = False  # type: ignore[union-attr]
+    assert bn.weight is not None
+    bn.weight.requires_grad = False
     assert net.num_parameters(trainable_only=True) == net.num_parameters() - 8
     shared = Linear(2, 2, device="cpu")
     assert Sequential(shared, shared).num_parameters() == 6  # each parameter once

@@ -96,11 +96,11 @@ class PReLU(Module):
             raise ValueError(f"PReLU: num_parameters must be a positive int, got "
                              f"{num_parameters!r}")
         q, dt = placement("PReLU", device, dtype, queue)
-        self.num_parameters = num_parameters
+        self.num_prelu_parameters = num_parameters
         self.weight = Parameter.from_shape(q, (num_parameters,), dt, fill=float(init))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.prelu(x, self.weight)
 
     def extra_repr(self) -> str:
-        return f"num_parameters={self.num_parameters}"
+        return f"num_parameters={self.num_prelu_parameters}"

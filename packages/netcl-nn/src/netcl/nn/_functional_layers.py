@@ -299,8 +299,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
         if padding == "valid":
             padding = 0
         else:
-            input, padding = _same_padding(_tensor("conv2d", input), weight.shape[2:4],
-                                           _pair(dilation))
+            kernel = (weight.shape[2], weight.shape[3])
+            input, padding = _same_padding(_tensor("conv2d", input), kernel, _pair(dilation))
     return _ops.conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 

@@ -144,7 +144,9 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound, rng)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
+        # F.conv2d takes padding strings; mypy sees the star-imported autograd signature
+        return F.conv2d(x, self.weight, self.bias, stride=self.stride,
+                        padding=self.padding,  # type: ignore[arg-type]
                         dilation=self.dilation, groups=self.groups)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -16,6 +16,8 @@ from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
 from netcl.core.tensor import Tensor, copy_from_host
 
 __all__ = ["HookHandle", "Module", "Parameter", "placement"]
+
+_M = TypeVar("_M", bound="Module")  # methods that return the module itself
 
 
 @dataclass(eq=False, repr=False)
@@ -180,7 +182,7 @@ class Module:
         for _, b in self.named_buffers():
             yield b
 
-    def apply(self, fn: Callable[[Module], Any]) -> Module:
+    def apply(self: _M, fn: Callable[[Module], Any]) -> _M:
         """Call ``fn`` on every child (recursively, children first) and then on this module;
         returns this module (PyTorch's ``Module.apply``: custom initialisation).
 
@@ -216,13 +218,13 @@ class Module:
 
     # -- modes, grads ----------------------------------------------------------------------
 
-    def train(self, mode: bool = True) -> Module:
+    def train(self: _M, mode: bool = True) -> _M:
         """Training mode (dropout active, batch norm uses batch statistics) for the whole tree."""
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
         return self
 
-    def eval(self) -> Module:
+    def eval(self: _M) -> _M:
         """Evaluation mode: ``train(False)``."""
         return self.train(False)
 
@@ -269,7 +271,7 @@ class Module:
         for k in set(own) & set(state):
             copy_from_host(own[k], _host(state[k]))
 
-    def to(self, device: DeviceHandle | str | Any = None, dtype: Any = None) -> Module:
+    def to(self: _M, device: DeviceHandle | str | Any = None, dtype: Any = None) -> _M:
         """Move every parameter and buffer to ``device`` (a selector string such as ``"cpu"``
         or ``"cl"``, a DeviceHandle or a queue; None keeps each where it is) and cast the
         floating-point ones to ``dtype`` (None keeps theirs). ``to(dtype)`` alone, with a dtype

@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from netcl.autograd import ops as _ops
 from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set, by design)
@@ -23,6 +24,8 @@ from netcl.core.tensor import Tensor
 from . import _functional_layers as _layers
 from . import _functional_losses as _losses
 from ._autocast import is_autocast_enabled, runs_in_autocast_dtype, runs_in_float32
+
+IntPair = int | tuple[int, int]
 
 __all__ = [
     *_ops_all,
@@ -113,12 +116,12 @@ def _cast_optional(t: Tensor | None, dtype: str) -> Tensor | None:
 # float16 activations float16, and binary elementwise ops on float16 and float32 promote to
 # float32 (the ops' own rule).
 matmul = runs_in_autocast_dtype(_ops.matmul)
-conv2d = runs_in_autocast_dtype(_layers.conv2d)
+_conv2d = runs_in_autocast_dtype(_layers.conv2d)
 conv1d = runs_in_autocast_dtype(_layers.conv1d)
 conv_transpose2d = runs_in_autocast_dtype(_layers.conv_transpose2d)
 
-softmax = runs_in_float32(_layers.softmax)
-log_softmax = runs_in_float32(_layers.log_softmax)
+_softmax = runs_in_float32(_layers.softmax)
+_log_softmax = runs_in_float32(_layers.log_softmax)
 group_norm = runs_in_float32(_layers.group_norm)
 cross_entropy = runs_in_float32(_losses.cross_entropy)
 nll_loss = runs_in_float32(_losses.nll_loss)
@@ -140,11 +143,91 @@ pow = runs_in_float32(_ops.pow)
 # the rest of the torch.nn.functional layer set (no autocast policy: they run in their dtype)
 adaptive_max_pool2d = _layers.adaptive_max_pool2d
 check_padding_mode = _layers.check_padding_mode
-dropout = _layers.dropout
 dropout2d = _layers.dropout2d
 elu = _layers.elu
 hardswish = _layers.hardswish
 interpolate = _layers.interpolate
 prelu = _layers.prelu
-relu = _layers.relu
 relu6 = _layers.relu6
+
+
+# The five below replace star-imported netcl.autograd.ops functions with PyTorch's wider
+# signatures (padding strings, dim/dtype, training/inplace), hence the no-redef.
+
+def conv2d(  # type: ignore[no-redef]
+        input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+        padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D convolution, ``torch.nn.functional.conv2d``'s arguments (``padding`` also
+    ``'same'``/``'valid'``); float16 under autocast.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.ones((1, 1, 4, 4)))
+        >>> w = Tensor.from_host(q, np.ones((1, 1, 3, 3)))
+        >>> conv2d(x, w, padding="same").to_host()[0, 0, 0].tolist()
+        [4.0, 6.0, 6.0, 4.0]
+    """
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def softmax(  # type: ignore[no-redef]
+        input: Tensor, dim: int | None = None, dtype: Any = None, *,
+        axis: int | None = None) -> Tensor:
+    """Softmax along ``dim`` (``axis`` also accepted; default the last dim), float32 under
+    autocast.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.zeros((1, 2)))
+        >>> softmax(x, dim=1).to_host().tolist()
+        [[0.5, 0.5]]
+    """
+    return _softmax(input, dim, dtype, axis=axis)
+
+
+def log_softmax(  # type: ignore[no-redef]
+        input: Tensor, dim: int | None = None, dtype: Any = None, *,
+        axis: int | None = None) -> Tensor:
+    """Log-softmax along ``dim`` (``axis`` also accepted; default the last dim), float32 under
+    autocast.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.zeros((1, 2)))
+        >>> [round(float(v), 4) for v in log_softmax(x, dim=1).to_host()[0]]
+        [-0.6931, -0.6931]
+    """
+    return _log_softmax(input, dim, dtype, axis=axis)
+
+
+def dropout(  # type: ignore[no-redef]
+        input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+        seed: int | None = None, offset: int | None = None) -> Tensor:
+    """``torch.nn.functional.dropout`` (``inplace`` ignored; ``seed``/``offset`` name a
+    Philox stream, else the default generator).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones(4))
+        >>> dropout(x, 0.5, training=False) is x
+        True
+    """
+    return _layers.dropout(input, p, training, inplace, seed=seed, offset=offset)
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:  # type: ignore[no-redef]
+    """``max(x, 0)`` (``inplace`` accepted and ignored).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([-1.0, 2.0]))
+        >>> relu(x).to_host().tolist()
+        [0.0, 2.0]
+    """
+    return _layers.relu(input, inplace)

@@ -80,7 +80,9 @@ class LambdaLR(LRScheduler):
                  lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]]) -> None:
         super().__init__(optimizer)
         groups = len(optimizer.param_groups)
-        lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * groups
+        lambdas: list[Callable[[int], float]] = (
+            list(lr_lambda) if isinstance(lr_lambda, (list, tuple))
+            else [lr_lambda] * groups)  # type: ignore[list-item]
         if len(lambdas) != groups or not all(callable(f) for f in lambdas):
             raise ValueError(f"LambdaLR: expected one callable or {groups} (one per param "
                              f"group), got {lr_lambda!r}")
@@ -143,7 +145,7 @@ class OneCycleLR(LRScheduler):
                              f"{anneal_strategy!r}")
         groups = optimizer.param_groups
         maxes = ([float(m) for m in max_lr] if isinstance(max_lr, (list, tuple))
-                 else [float(max_lr)] * len(groups))
+                 else [float(max_lr)] * len(groups))  # type: ignore[arg-type]
         if len(maxes) != len(groups):
             raise ValueError(f"OneCycleLR: expected {len(groups)} max_lr values, got {max_lr}")
         self.total_steps, self.anneal_strategy = int(total_steps), anneal_strategy
