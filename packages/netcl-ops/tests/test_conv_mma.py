@@ -22,7 +22,13 @@ from netcl.ops._conv_mma import (
     conv_dims,
     weight_split,
 )
-from netcl.ops._conv_mma_source import CONV_DIRECTIONS, ConvDims, conv_mma_source, gemm_dims
+from netcl.ops._conv_mma_source import (
+    CONV_DIRECTIONS,
+    ConvDims,
+    _b_variant,
+    conv_mma_source,
+    gemm_dims,
+)
 from netcl.ops._matmul_mma import MMA_ENV, mma_available
 
 RNG = np.random.default_rng(16)
@@ -31,11 +37,12 @@ RNG = np.random.default_rng(16)
 EMULATED = ConvMmaConfig(bm=32, bn=32, warps_m=1, warps_n=2, emulate=True)
 
 # (input shape, weight shape, stride, padding, dilation): odd sizes, strides, 1x1, edges.
+# Rows of 16 and 8 (output) pixels take the chunked B gathers (NOTE [ Chunked B gather ]).
 GEOMETRIES = [
-    ((2, 3, 7, 9), (5, 3, 3, 3), 1, 1, 1),
-    ((3, 5, 8, 6), (10, 5, 3, 3), 2, 1, 1),
+    ((2, 3, 7, 16), (5, 3, 3, 3), 1, 1, 1),
+    ((3, 5, 8, 16), (10, 5, 3, 3), 2, 1, 1),
     ((1, 4, 9, 7), (7, 4, 3, 2), (2, 1), (0, 2), (1, 2)),
-    ((2, 40, 6, 6), (36, 40, 1, 1), 2, 0, 1),
+    ((2, 40, 6, 16), (36, 40, 1, 1), 2, 0, 1),
 ]
 
 
@@ -97,6 +104,8 @@ def check(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any], terms: int) -> 
 def test_routing_answers_without_raising(dev: DeviceHandle) -> None:
     g = geometry(GEOMETRIES[0])
     ok = mma_available(dev.queue)
+    assert _b_variant("forward", conv_dims(g), EMULATED) == "forward_chunk"
+    assert _b_variant("data", conv_dims(geometry(GEOMETRIES[2])), EMULATED) == "data"
     for direction in CONV_DIRECTIONS:
         assert conv2d_mma_applicable(dev.queue, g, "float16", direction) is ok
         assert not conv2d_mma_applicable(dev.queue, g, "float32", direction)

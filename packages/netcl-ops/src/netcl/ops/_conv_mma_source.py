@@ -208,13 +208,15 @@ def conv_mma_source(direction: str, dims: ConvDims, config: ConvMmaConfig,
     nt = c.threads
     cwa, cwb = c.bk // 8, c.bn // 8
     d = dims
+    key = _b_variant(direction, d, c)
+    chunked = key.endswith("_chunk")
     defines = {
         "BM": c.bm, "BN": c.bn, "BK": c.bk, "WARPS_M": c.warps_m, "WARPS_N": c.warps_n,
         "STAGES": 2, "CWA": cwa, "CWB": cwb, "GM": rows, "GN": cols, "GK": red,
         "NB": d.n, "CC": d.c, "HH": d.h, "WW": d.w, "OC": d.k, "KH": d.r, "KW": d.s,
         "OH": d.oh, "OW": d.ow, "SH": d.sh, "SW": d.sw, "PH": d.ph, "PW": d.pw, "DH": d.dh,
         "DW": d.dw, "KHKW": d.r * d.s, "PIX": d.oh * d.ow, "HWI": d.h * d.w,
-        "A_PER": c.bm * c.bk // nt, "B_PER": c.bk * c.bn // nt,
+        "A_PER": c.bm * c.bk // nt, "B_PER": c.bk * c.bn // nt, "B_CH": c.bk * cwb // nt,
         "A_STRIDE": _A_STRIDE[direction], "C_STRIDE": _C_STRIDE[direction],
     }
     lines = [f"#define {k} {v}" for k, v in defines.items()]
@@ -222,6 +224,7 @@ def conv_mma_source(direction: str, dims: ConvDims, config: ConvMmaConfig,
         f"#define SWZ_A(r, c) {_swizzle(cwa)}",
         f"#define SWZ_B(r, c) {_swizzle(cwb)}",
         f"#define KERNEL_NAME {conv_mma_kernel_name(direction)}",
+        "#define VB_DECL " + ("uint4 vb[B_CH]" if chunked else "ushort vb[B_PER]"),
         "#define OUT_T " + ("half" if c.out_f16 and not partial else "float"),
         "#define STORE1(p, v) " + _store(c.out_f16 and not partial),
         "#define FIN_T " + ("half" if c.out_f16 else "float"),
@@ -230,11 +233,11 @@ def conv_mma_source(direction: str, dims: ConvDims, config: ConvMmaConfig,
     frags = Template(FRAG_A_TEXT + FRAG_B_TEXT)
     mmas = Template(MMAS_TEXT)
     body = Template(_KERNEL).substitute(
-        b_init=_B_INIT[direction],
-        load_next=_loads(direction, c, "kt + 1"),
-        load_first=_loads(direction, c, "kt_begin"),
-        store_first=_stores(direction, c, "0"),
-        store_next=_stores(direction, c, "st ^ 1"),
+        b_init=_B_INIT[key],
+        load_next=_loads(key, "kt + 1"),
+        load_first=_loads(key, "kt_begin"),
+        store_first=_stores(key, "0"),
+        store_next=_stores(key, "st ^ 1"),
         frags_first=frags.substitute(fa="af[0]", fb="bf[0]", st="0", ks="0").rstrip("\n"),
         frags_next=frags.substitute(fa="af[(ks + 1) & 1]", fb="bf[(ks + 1) & 1]", st="nst",
                                     ks="((ks + 1) % (BK / 16))").rstrip("\n"),
@@ -247,17 +250,28 @@ def conv_mma_source(direction: str, dims: ConvDims, config: ConvMmaConfig,
     return "\n".join(lines) + "\n" + _DERIVED + ptx + body + wsum
 
 
-def _loads(direction: str, c: ConvMmaConfig, kt: str) -> str:
+def _b_variant(direction: str, d: ConvDims, c: ConvMmaConfig) -> str:
+    """The B gather: ``<direction>_chunk`` (NOTE [ Chunked B gather ]) where eight consecutive
+    GEMM columns always share an image row, else ``<direction>``."""
+    cwb = c.bn // 8
+    fits = c.threads % cwb == 0 and (c.bk * cwb) % c.threads == 0
+    width = {"forward": d.ow, "data": d.w}.get(direction, 1)
+    return f"{direction}_chunk" if fits and width % 8 == 0 else direction
+
+
+def _loads(key: str, kt: str) -> str:
     """Global -> registers of k-tile ``kt`` (NOTE [ Conv gather mapping ])."""
+    direction = key.removesuffix("_chunk")
     setup_b = _B_SETUP[direction] + "\n" if _B_SETUP[direction] else ""
+    count = "B_CH" if key.endswith("_chunk") else "B_PER"
     return (_LOADS.replace("KT_EXPR", kt).replace("A_SETUP\n", _A_SETUP[direction] + "\n")
-            .replace("B_SETUP\n", setup_b).replace("B_ELEM\n", _B_ELEM[direction]))
+            .replace("B_SETUP\n", setup_b).replace("B_ELEM\n", _B_ELEM[key])
+            .replace("B_COUNT", count))
 
 
-def _stores(direction: str, c: ConvMmaConfig, st: str) -> str:
+def _stores(key: str, st: str) -> str:
     """Registers -> local stage ``st``, swizzled."""
-    rc = _B_STORE_RC["weight" if direction == "weight" else "columns"]
-    return _STORES.replace("ST_EXPR", st).replace("B_RC", rc)
+    return _STORES.replace("B_STORE\n", _B_STORE[key]).replace("ST_EXPR", st)
 
 
 _LOADS = """\
@@ -271,7 +285,7 @@ A_SETUP
         }
 B_SETUP
         #pragma unroll
-        for (int e = 0; e < B_PER; ++e) {
+        for (int e = 0; e < B_COUNT; ++e) {
 B_ELEM
         }
     }
@@ -283,18 +297,36 @@ _STORES = """\
         const int r = a_row0 + e * (NT / BK);
         hA[(((ST_EXPR) * A_CHUNKS + r * CWA + SWZ_A(r, a_col >> 3)) << 3) + (a_col & 7)] = va[e];
     }
+B_STORE
+"""
+
+_COLUMN_STORE = """\
     #pragma unroll
     for (int e = 0; e < B_PER; ++e) {
-        B_RC
+        const int r = b_row0 + e * (NT / BN), cc = b_col;
         hB[(((ST_EXPR) * B_CHUNKS + r * CWB + SWZ_B(r, cc >> 3)) << 3) + (cc & 7)] = vb[e];
     }
 """
-
-_B_STORE_RC = {
-    "weight": "const int r = b_row, cc = b_col0 + e * (NT / BK);",
-    "columns": "const int r = b_row0 + e * (NT / BN), cc = b_col;",
+_CHUNK_STORE = """\
+    #pragma unroll
+    for (int e = 0; e < B_CH; ++e) {
+        const int r = b_row0 + e * (NT / CWB);
+        sB[(ST_EXPR) * B_CHUNKS + r * CWB + SWZ_B(r, b_cc)] = vb[e];
+    }
+"""
+_B_STORE = {
+    "forward": _COLUMN_STORE,
+    "data": _COLUMN_STORE,
+    "weight": """\
+    #pragma unroll
+    for (int e = 0; e < B_PER; ++e) {
+        const int r = b_row, cc = b_col0 + e * (NT / BK);
+        hB[(((ST_EXPR) * B_CHUNKS + r * CWB + SWZ_B(r, cc >> 3)) << 3) + (cc & 7)] = vb[e];
+    }
+""",
+    "forward_chunk": _CHUNK_STORE,
+    "data_chunk": _CHUNK_STORE,
 }
-
 
 _BIAS = "has_bias ? vload_half(m, (__global const half*)bias) : 0.0f"
 
@@ -349,6 +381,18 @@ _B_INIT = {
     const int b_n = bj / HWI, b_q = bj - b_n * HWI, b_ih = b_q / WW;
     const int th0 = b_ih + PH, tw0 = b_q - b_ih * WW + PW;
     __global const ushort* const bp = BS + b_n * (OC * PIX);""",
+    "forward_chunk": """\
+    const int b_cc = tid % CWB, b_row0 = tid / CWB;
+    const int bj = n0 + b_cc * 8, b_jok = bj < GN;
+    const int b_n = bj / PIX, b_p = bj - b_n * PIX, b_oh = b_p / OW;
+    const int ih0 = b_oh * SH - PH, iw0 = (b_p - b_oh * OW) * SW - PW;
+    __global const ushort* const bp = BS + b_n * (CC * HWI);""",
+    "data_chunk": """\
+    const int b_cc = tid % CWB, b_row0 = tid / CWB;
+    const int bj = n0 + b_cc * 8, b_jok = bj < GN;
+    const int b_n = bj / HWI, b_q = bj - b_n * HWI, b_ih = b_q / WW;
+    const int th0 = b_ih + PH, tw0 = b_q - b_ih * WW + PW;
+    __global const ushort* const bp = BS + b_n * (OC * PIX);""",
     "weight": """\
     const int b_row = tid % BK, b_col0 = tid / BK;
     int jc0, jkh0, jkw0;
@@ -372,7 +416,42 @@ _B_SETUP = {
         int bc = jc0, bkh = jkh0, bkw = jkw0;""",
 }
 
+# NOTE [ Chunked B gather ]
+# Where eight consecutive GEMM columns (output pixels of ``forward``, input pixels of
+# ``data``) always lie in one image row (the row width a multiple of 8), a work-item gathers
+# a whole 16-byte chunk of the B tile: one window tap and one row test for eight elements,
+# eight loads from one row pointer, one 16-byte local store.
+_PACK = """\
+            vb[e] = (uint4)((uint)h[0] | ((uint)h[1] << 16), (uint)h[2] | ((uint)h[3] << 16),
+                            (uint)h[4] | ((uint)h[5] << 16), (uint)h[6] | ((uint)h[7] << 16));
+"""
+
 _B_ELEM = {
+    "forward_chunk": """\
+            const int ih = ih0 + bkh * DH, iwb = iw0 + bkw * DW;
+            const int rok = b_jok && bc < CC && (uint)ih < (uint)HH;
+            __global const ushort* const row = bp + (bc * HH + ih) * WW + iwb;
+            ushort h[8];
+            #pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                h[i] = (rok && (uint)(iwb + i * SW) < (uint)WW) ? row[i * SW] : (ushort)0;
+            }
+""" + _PACK + """\
+            TAP_STEP(bc, bkh, bkw, NT / CWB);
+""",
+    "data_chunk": """\
+            const int th = th0 - bkh * DH, twb = tw0 - bkw * DW, oh = th / SH;
+            const int rok = b_jok && boc < OC && th >= 0 && oh * SH == th && oh < OH;
+            __global const ushort* const row = bp + (boc * OH + oh) * OW;
+            ushort h[8];
+            #pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const int tw = twb + i, ow = tw / SW;
+                h[i] = (rok && tw >= 0 && ow * SW == tw && ow < OW) ? row[ow] : (ushort)0;
+            }
+""" + _PACK + """\
+            TAP_STEP(boc, bkh, bkw, NT / CWB);
+""",
     "forward": """\
             const int ih = ih0 + bkh * DH, iw = iw0 + bkw * DW;
             vb[e] = (b_jok && bc < CC && (uint)ih < (uint)HH && (uint)iw < (uint)WW)
@@ -431,7 +510,8 @@ void KERNEL_NAME(__global const ushort* restrict AS, const long off_a,
     __local ushort* const hB = (__local ushort*)sB;
     const int a_col = tid % BK, a_row0 = tid / BK;
 $b_init
-    ushort va[A_PER], vb[B_PER];
+    ushort va[A_PER];
+    VB_DECL;
     float acc[MI][NI][4];
     #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
