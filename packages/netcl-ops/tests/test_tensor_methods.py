@@ -185,6 +185,8 @@ def test_to_dtype_device_and_casts(dev: DeviceHandle) -> None:
     assert other.dtype == "int32"
     with pytest.raises(ValueError, match="unknown device selector"):
         x.to("no-such-device-xyz")
+    if dev.backend == "cl":  # Tensor.device is the pyopencl.Device
+        assert on_cpu.to(x.device).queue is dev.queue
 
 
 def test_ndarray_and_list_operands(dev: DeviceHandle) -> None:

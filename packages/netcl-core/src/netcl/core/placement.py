@@ -3,7 +3,8 @@
 A *device* argument is anything the PyTorch-style surface accepts: ``None`` (the active
 device), a selector string as :class:`~netcl.core.device.DeviceManager` reads it (``"cpu"`` or
 ``"numpy"`` for the NumPy backend, ``"cl"``, ``"gpu"``, ``"cl:P:D"``, ``"auto"``, or a name
-fragment such as ``"pthread"``), a :class:`~netcl.core.device.DeviceHandle`, or a queue.
+fragment such as ``"pthread"``), a :class:`~netcl.core.device.DeviceHandle`, a
+``pyopencl.Device`` (what ``Tensor.device`` gives, so ``x.to(y.device)`` works), or a queue.
 
 The default device (what ``None`` means) is, in order: the innermost
 ``with netcl.core.device.device(...)`` block of the thread, then :func:`set_default_device`'s
@@ -39,8 +40,11 @@ def device(spec: Any = "auto") -> DeviceHandle:
     if spec is None:
         return get_active_device()
     if not isinstance(spec, str):
-        raise ValueError(f"device: expected a selector string, a DeviceHandle or None, got "
-                         f"{type(spec).__name__} {spec!r}")
+        for handle in manager.all_handles() if hasattr(spec, "platform") else ():
+            if handle.cl_device == spec:  # a pyopencl.Device: what Tensor.device gives
+                return handle
+        raise ValueError(f"device: expected a selector string, a DeviceHandle, a "
+                         f"pyopencl.Device or None, got {type(spec).__name__} {spec!r}")
     handle = manager.default(spec)
     if handle is None:
         raise RuntimeError(f"device: no usable device matches {spec!r} on this machine; "
