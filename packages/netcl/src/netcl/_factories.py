@@ -153,9 +153,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 def manual_seed(seed: int) -> ops.Generator:
     """Seed everything netcl draws without an explicit seed (PyTorch's ``torch.manual_seed``):
     parameter initialisation of layers built without ``rng=``, dropout masks, ``rand``/``randn``
-    (the default generator of :mod:`netcl.ops`), and the shuffle order of a DataLoader built
-    without ``generator=`` where netcl-data offers ``netcl.data.manual_seed``. Returns the
-    default generator.
+    (the default generator of :mod:`netcl.ops`), and the shuffle order of DataLoaders built
+    without ``generator=`` (``netcl.data.manual_seed``). Returns the default generator.
 
     Examples:
         >>> import netcl
@@ -166,7 +165,5 @@ def manual_seed(seed: int) -> ops.Generator:
         True
     """
     generator = ops.manual_seed(seed)
-    seed_data = getattr(netcl.data, "manual_seed", None)  # netcl-data may predate it
-    if seed_data is not None:
-        seed_data(seed)
+    netcl.data.manual_seed(seed)
     return generator

@@ -5,9 +5,8 @@
 netcl-data (:mod:`netcl.data`) imports no compute layer and hands out NumPy batches; this
 :class:`DataLoader` is that loader (workers, samplers, every option) with each batch's arrays
 wrapped as Tensors on the NumPy backend, as PyTorch's loader yields CPU tensors: the loop moves
-them with ``x.to(device)`` (no copy when the device is the NumPy backend). A loader built
-without ``generator=`` (or ``seed=``) takes its shuffle seed from netcl's default generator, so
-``netcl.manual_seed`` repeats the order.
+them with ``x.to(device)`` (no copy when the device is the NumPy backend). ``netcl.manual_seed``
+seeds the shuffle of loaders built without ``generator=`` (through ``netcl.data.manual_seed``).
 
 Examples:
     >>> import numpy as np
@@ -32,7 +31,6 @@ import netcl.data as _data
 from netcl.core.device import manager
 from netcl.core.dtypes import canonical_dtype
 from netcl.core.tensor import Tensor
-from netcl.ops import default_generator
 
 __all__ = ["DataLoader", "Dataset", "TensorDataset", "random_split"]
 
@@ -64,13 +62,6 @@ class TensorDataset(_data.ArrayDataset):
 class DataLoader(_data.DataLoader):
     """:class:`netcl.data.DataLoader` whose batches are netcl Tensors on the NumPy backend
     (see the module docstring); every argument is netcl.data's."""
-
-    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
-        if kwargs.get("generator") is None and kwargs.get("seed") is None:
-            kwargs.pop("generator", None)
-            kwargs.pop("seed", None)
-            kwargs["generator"] = int(default_generator.numpy_generator().integers(2**62))
-        super().__init__(dataset, *args, **kwargs)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         queue = manager.default("cpu").queue
