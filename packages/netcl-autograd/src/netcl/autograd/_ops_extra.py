@@ -7,6 +7,10 @@ its directions are convolution kernels that exist already: the forward is
 ``conv2d_backward_weight`` with the roles of input and output gradient swapped. Stride,
 padding, ``output_padding`` (below the stride), dilation and groups all come from those
 kernels.
+
+Both record their node with :func:`~._tape.record` directly rather than through
+``@differentiable``: the op registry is the table of ops the shared op tests
+(``tests/test_ops.py``) cover, and these two are tested in ``tests/test_ops_extra.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from collections.abc import Callable
 import netcl.ops as _ops
 from netcl.core.tensor import Tensor, reshape
 
-from ._function import Grads, differentiable
-from ._tape import Backward
+from ._function import Grads, tensor_inputs
+from ._fusion import materialize_args
+from ._lazy import Lazy
+from ._tape import no_grad, record
 
 __all__ = ["backward_hook", "conv_transpose2d", "conv_transpose2d_output_shape"]
 
@@ -72,10 +78,9 @@ def conv_transpose2d_output_shape(
     return input_shape[0], weight_shape[1] * groups, hw[0], hw[1]
 
 
-@differentiable("conv_transpose2d")
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
                      padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
-                     dilation: IntPair = 1) -> tuple[Tensor, Backward]:
+                     dilation: IntPair = 1) -> Tensor:
     """Transposed 2-D convolution of NCHW ``x`` with ``weight`` (C_in, C_out / groups, kH, kW)
     and ``bias`` (C_out,), PyTorch's ``conv_transpose2d`` (same argument order).
 
@@ -88,14 +93,17 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
         >>> y.to_host()[0, 0].tolist()
         [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
     """
+    if any(isinstance(t, Lazy) for t in (x, weight, bias)):  # inside compiler.jit
+        (x, weight, bias), _ = materialize_args((x, weight, bias), {})
     shape = conv_transpose2d_output_shape(x.shape, weight.shape, stride, padding,
                                           output_padding, groups, dilation)
     if bias is not None and bias.shape != (shape[1],):
         raise ValueError(f"conv_transpose2d: bias must have shape ({shape[1]},), got "
                          f"{bias.shape}")
-    out = _ops.conv2d_backward_data(x, weight, shape, stride, padding, dilation, groups)
-    if bias is not None:
-        out = _ops.bias_add(out, bias, 1)
+    with no_grad():
+        out = _ops.conv2d_backward_data(x, weight, shape, stride, padding, dilation, groups)
+        if bias is not None:
+            out = _ops.bias_add(out, bias, 1)
 
     def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
         gx = gw = None
@@ -108,12 +116,10 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
             return gx, gw
         return gx, gw, (_ops.sum(g, axis=(0, 2, 3)) if needs[2] else None)
 
-    return out, backward
+    return record("conv_transpose2d", tensor_inputs((x, weight, bias), {}), out, backward)
 
 
-@differentiable("backward_hook")
-def backward_hook(x: Tensor, callback: Callable[[Tensor], Tensor | None]
-                  ) -> tuple[Tensor, Backward]:
+def backward_hook(x: Tensor, callback: Callable[[Tensor], Tensor | None]) -> Tensor:
     """``x`` unchanged (a view); in the backward pass ``callback(grad)`` sees the gradient of
     ``x`` and may return a replacement (``None`` keeps it).
 
@@ -138,4 +144,4 @@ def backward_hook(x: Tensor, callback: Callable[[Tensor], Tensor | None]
                              f"{g.shape}, got {getattr(changed, 'shape', type(changed).__name__)}")
         return (g if changed is None else changed,)
 
-    return reshape(x, x.shape), backward
+    return record("backward_hook", (x,), reshape(x, x.shape), backward)
