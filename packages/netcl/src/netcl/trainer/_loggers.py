@@ -9,12 +9,13 @@ adds no device sync.
 
 # NOTE [ Why tensorboardX ]
 TensorBoard's event format is TFRecord framing around ``Event`` protocol buffers. The
-maintained writers are ``tensorboardX`` (pure Python; needs numpy, packaging and protobuf:
-a 88 kB wheel plus a 340 kB protobuf wheel, measured with ``pip download tensorboardX``),
-``torch.utils.tensorboard`` (needs torch, about 800 MB, and the ``tensorboard`` package with
-its own dependencies) and TensorFlow's ``tf.summary`` (larger still). tensorboardX writes the
-same files as the others for scalars, and installs in a second, so it is the optional extra
-``netcl[tensorboard]``; nothing else in netcl imports it.
+maintained writers are ``tensorboardX`` (pure Python; needs numpy, packaging and protobuf: an
+88 kB wheel plus a 340 kB protobuf wheel, measured with ``pip download tensorboardX``),
+``torch.utils.tensorboard`` (needs torch, and the ``tensorboard`` package: a 5.5 MB wheel that
+pulls grpcio, absl-py, markdown, werkzeug, setuptools and tensorboard-data-server) and
+TensorFlow's ``tf.summary`` (larger still). tensorboardX writes the same files for scalars and
+installs in a second, so it is the optional extra ``netcl[tensorboard]``; nothing else in netcl
+imports it (``tensorboard --logdir`` itself is only needed to look at the files).
 """
 
 from __future__ import annotations
