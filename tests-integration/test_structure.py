@@ -31,12 +31,6 @@ KNOWN_LAZY: dict[str, str] = {
     "netcl-ops/src/netcl/ops/_common.py: netcl.core.tensor":
         "no circle (the module imports netcl.core.tensor at the top already); the file is being "
         "restructured with the kernel builders (issue 14 item 3)",
-    "netcl-ops/src/netcl/ops/_normalization.py: netcl.ops._elementwise":
-        "no circle (_elementwise does not import _normalization); the file is being "
-        "restructured with the kernel builders (issue 14 item 3)",
-    "netcl-ops/src/netcl/ops/_normalization.py: netcl.ops._elementwise_binary":
-        "no circle (_elementwise_binary does not import _normalization); the file is being "
-        "restructured with the kernel builders (issue 14 item 3)",
 }
 # Function-level imports of netcl modules that are there on purpose, each with its reason.
 ALLOWED_LAZY: dict[str, str] = {
