@@ -1,7 +1,7 @@
-"""``softmax_row`` (NOTE [ Softmax kernels ] in netcl.ops._softmax) on both of its paths: rows
-held in registers (at most 16 elements per lane) and longer rows through the online max and
-rescaled sum; odd lengths, special values on the online path, offset views, float16/float64,
-and bitwise-equal repeated runs."""
+"""``softmax_row`` (NOTE [ Softmax kernels ] in netcl.ops._softmax) on each of its paths: rows
+held in registers (at most 32 elements per lane), longer rows through the online max and
+rescaled sum, in scalars or 4-vectors; every path forced at several lane counts; odd
+lengths, special values, offset views, float16/float64, and bitwise-equal repeated runs."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.core.testing import supports_dtype
+from netcl.ops._softmax import row_plan, softmax_rows
 from netcl.ops.testing import check_op
 
 PAR = KernelVariant.REDUCTION_PARALLEL
 FLOATS = ["float32", "float16", "float64"]
-# 4097 and longer exceed 16 per lane at 256 lanes: the online path
-LENGTHS = [1, 7, 33, 257, 1000, 4095, 4097, 9001]
+# beyond 8192 (32 per lane at 256 lanes) the online path: 4-vectors for 9000, scalars for 9001
+LENGTHS = [1, 7, 33, 257, 1000, 4095, 4097, 8192, 9000, 9001]
 
 
 def _x(shape: tuple[int, ...]) -> Any:
@@ -50,10 +51,14 @@ def test_row_lengths(dev: DeviceHandle, dtype: str) -> None:
 
 def test_special_values_on_the_online_path(dev: DeviceHandle) -> None:
     """A NaN makes the row NaN; +inf too (inf - inf); -inf elements are 0; an all -inf row is
-    NaN -- as the registers path and NumPy (here on 5000-element rows)."""
-    n = 5000
+    NaN -- on every path (rows of 1000, 9000 and 9001 elements)."""
+    for n in (1000, 9000, 9001):
+        _special(dev, n)
+
+
+def _special(dev: DeviceHandle, n: int) -> None:
     x = _x((5, n))
-    x[0, 4321] = np.nan
+    x[0, n - 7] = np.nan
     x[1, 17] = np.inf
     x[2, ::3] = -np.inf
     x[3, :] = -np.inf
@@ -82,3 +87,30 @@ def test_bitwise_reproducible(dev: DeviceHandle) -> None:
         x = Tensor.from_host(dev.queue, _x((7, n)).astype(np.float32))
         for op in (ops.softmax, ops.log_softmax):
             assert op(x).to_host().tobytes() == op(x).to_host().tobytes()
+
+
+@pytest.mark.parametrize("path", [0, 1, 2], ids=lambda p: ["registers", "online", "online4"][p])
+def test_forced_paths_and_lanes(dev: DeviceHandle, path: int) -> None:
+    if dev.backend != "cl":
+        pytest.skip("softmax_row is an OpenCL kernel")
+    for n in (4, 7, 1000, 1001, 4096):
+        x = _x((3, n))
+        xt = Tensor.from_host(dev.queue, x.astype(np.float32))
+        for lanes in (1, 32, 64, 256):
+            if (path == 0 and n > 32 * lanes) or (path == 2 and n % 4):
+                with pytest.raises(ValueError, match="row plan"):
+                    softmax_rows(xt, False, lanes, path)
+                continue
+            for take_log, ref in ((False, _softmax), (True, _log_softmax)):
+                got = softmax_rows(xt, take_log, lanes, path).to_host()
+                np.testing.assert_allclose(got, ref(x.astype(np.float32).astype(np.float64)),
+                                           rtol=1e-4, atol=1e-6)
+
+
+def test_row_plan() -> None:
+    assert row_plan(1024, 0, 256) == (32, 0)
+    assert row_plan(4096, 0, 256) == (128, 0)
+    assert row_plan(8193, 0, 256) == (256, 1)
+    assert row_plan(9000, 2, 256) == (256, 1)  # an unaligned start: scalars
+    with pytest.raises(ValueError, match="row plan"):
+        row_plan(100, 0, 256, lanes=48)

@@ -5,11 +5,13 @@
 # ``select_reduction_kernel(R, "max")``:
 # - REDUCTION_SEQUENTIAL: one work item per (outer, inner) position walks R three times
 #   (max, sum of exp, write); coalesced across inner, so it also serves every inner > 1;
-# - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: one work-group per row of
-#   32..local lanes (about 8 elements each). A row of at most 16 per lane is read once into
-#   registers (max, then sum of exp, both local-memory trees, then the write): one read and one
+# - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: ``softmax_row``, one work-group
+#   per row (:func:`row_plan`). A row of at most 32 elements per lane (the fewest lanes, 32 up
+#   to the local size: a 32-lane group is one warp, its barriers cheap) is read once into
+#   registers (max, then sum of exp, local-memory trees, then the write): one read and one
 #   write of each element. A longer row takes an online max and rescaled sum in one read
-#   (merged across lanes as (max, sum) pairs), then the write pass reads it again.
+#   (4-vectors where the rows are 4-aligned; merged across lanes as (max, sum) pairs), then
+#   the write pass reads it again.
 # float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.dtypes import FLOAT_DTYPES
+from netcl.core.dtypes import FLOAT_DTYPES, c_type
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
@@ -45,8 +47,8 @@ from ._launch import (
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
-_VPL = 16  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
-_ROW_PER_LANE = 8  # ... and about how many it is given: lanes = R / 8 rounded up to 2^k
+_VPL = 32  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
+ROW_PATHS = ("registers", "online", "online4")  # softmax_row's ``path`` argument, by number
 
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
 # to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
@@ -57,6 +59,7 @@ _SOURCE = (
 
 _KERNELS = {
     "softmax_row": """
+/* (max, sum of exp(v - max)) pairs merged across the work-group. */
 inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const IDX l,
                           const IDX L)
 {
@@ -77,54 +80,84 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
   *s = bs[0];
 }
 
+/* Fold v into the running (m, sum) of exp(. - m); m4 is the max of the elements folded. */
+#define RESCALE(m4) \\
+  if ((m4) > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - (m4)); m = (m4); }
+#define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
+#define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
+
+/* path 0: the row in registers (R <= VPL * L): one read, one write.
+   path 1: online max and sum in one read, then the write pass reads the row again.
+   path 2: path 1 in 4-vectors (R and the row starts multiples of 4).
+   Each lane's (max, sum) pair, merged by one tree; the barriers sit outside the branches. */
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
-                          const int take_log, const IDX R)
+                          const int take_log, const IDX R, const int path)
 {
   __local CT bm[LMAX], bs[LMAX];
   const IDX L = get_local_size(0), l = get_local_id(0);
   const IDX base = get_group_id(0) * R;
+  __global const T* xr = x + xo + base;
+  __global T* yr = out + base;
+  const IDX R4 = R >> 2;
   CT m = -INFINITY, sum = 0;
-  if (R <= VPL * L) {  /* the row in registers: one read, one write */
-    CT v[VPL];
+  CT v[VPL];
+  if (path == 0) {
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const IDX r = l + k * L;
-      v[k] = r < R ? LD(x, xo + base + r) : -INFINITY;
+      v[k] = r < R ? LD(xr, r) : -INFINITY;
       m = MAXNAN(m, v[k]);
     }
-    group_max_sum(&m, &sum, bm, bs, l, L);  /* the max (sums are 0 yet) */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    sum = 0;
+    if (m != -INFINITY) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) if (l + k * L < R) sum += exp(v[k] - m);
-    CT lm = m;
-    group_max_sum(&lm, &sum, bm, bs, l, L);
-    if (m == INFINITY) sum = NAN;
-    const CT lse = log(sum);
+      for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+    }
+  } else if (path == 1) {
+    IDX r = l;
+    for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
+      const CT v0 = LD(xr, r), v1 = LD(xr, r + L), v2 = LD(xr, r + 2 * L);
+      const CT v3 = LD(xr, r + 3 * L);
+      const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
+      RESCALE(m4)
+      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+    }
+    for (; r < R; r += L) {
+      const CT u = LD(xr, r);
+      RESCALE(u)
+      if (m != -INFINITY) sum += exp(u - m);
+    }
+  } else {
+    IDX i = l;
+    for (; i + L < R4; i += 2 * L) {  /* two 4-vectors in flight */
+      const CT4 a = LD4(xr, i), b = LD4(xr, i + L);
+      const CT m8 = MAXNAN(MAX4(a), MAX4(b));
+      RESCALE(m8)
+      if (m != -INFINITY) sum += EXPSUM4(a) + EXPSUM4(b);
+    }
+    if (i < R4) {
+      const CT4 a = LD4(xr, i);
+      const CT m4 = MAX4(a);
+      RESCALE(m4)
+      if (m != -INFINITY) sum += EXPSUM4(a);
+    }
+  }
+  group_max_sum(&m, &sum, bm, bs, l, L);
+  if (m == INFINITY) sum = NAN;
+  const CT lse = log(sum);
+  if (path == 0) {
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const IDX r = l + k * L;
       const CT vk = v[k];
-      if (r < R) { const CT v = vk; ST(out, base + r, RESULT); }
+      if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
     }
-  } else {  /* online max and sum in one read, then the write pass reads again */
-    IDX r = l;
-    for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
-      const CT v0 = LD(x, xo + base + r), v1 = LD(x, xo + base + r + L);
-      const CT v2 = LD(x, xo + base + r + 2 * L), v3 = LD(x, xo + base + r + 3 * L);
-      const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
-      if (m4 > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - m4); m = m4; }
-      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+  } else if (path == 1) {
+    for (IDX r = l; r < R; r += L) { const CT v = LD(xr, r); ST(yr, r, RESULT); }
+  } else {
+    for (IDX i = l; i < R4; i += L) {
+      const CT4 a = LD4(xr, i);
+      ST4(yr, i, take_log ? a - m - lse : exp(a - m) / sum);
     }
-    for (; r < R; r += L) {
-      const CT v = LD(x, xo + base + r);
-      if (v > m || isnan(v)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - v); m = v; }
-      if (m != -INFINITY) sum += exp(v - m);
-    }
-    group_max_sum(&m, &sum, bm, bs, l, L);
-    if (m == INFINITY) sum = NAN;
-    const CT lse = log(sum);
-    for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
   }
 }
 """,
@@ -178,11 +211,22 @@ __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
 # at a later call (a replay cannot read device data inside the step).
 
 
-def _program_source(name: str, local: int, wide: bool) -> str:
+def _vector_defines(dtype: str) -> str:
+    """``CT4`` and ``LD4``/``ST4``: the 4-vector at ``p + 4 * i`` (``p`` 4-aligned)."""
+    if dtype == "float16":
+        return ("#define CT4 float4\n#define LD4(p, i) vload_half4((i), (p))\n"
+                "#define ST4(p, i, v) vstore_half4((v), (i), (p))\n")
+    ct = c_type(dtype)
+    return (f"#define CT4 {ct}4\n#define LD4(p, i) (((__global const {ct}4*)(p))[(i)])\n"
+            f"#define ST4(p, i, v) (((__global {ct}4*)(p))[(i)] = (v))\n")
+
+
+def _program_source(name: str, local: int, wide: bool, dtype: str = "float32") -> str:
     """Kernel ``name`` (``softmax_row`` or ``softmax_col``) for work-groups of ``local`` items,
     with 64-bit indices if ``wide``; the dtype header comes from :func:`softmax_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
-    return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{_SOURCE}{_KERNELS[name]}"
+    vectors = _vector_defines(dtype) if name == "softmax_row" else ""
+    return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{vectors}{_SOURCE}{_KERNELS[name]}"
 
 
 def _nll_source(label_dtype: str, wide: bool) -> str:
@@ -209,7 +253,7 @@ def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide), ("nll_k",), dtype)
     geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
-    return KernelSource(_program_source(kernel, local, wide), (kernel,), dtype, geometry)
+    return KernelSource(_program_source(kernel, local, wide, dtype), (kernel,), dtype, geometry)
 
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
@@ -243,11 +287,62 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
         args += [idx(outer), idx(R), idx(inner)]
     else:
         kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide, local).kernel
-        lanes = min(local, max(32, 1 << ((R - 1) // _ROW_PER_LANE).bit_length()))
+        lanes, path = row_plan(R, x.offset, local)
         grid, lsize = (outer * lanes,), (lanes,)
-        args.append(idx(R))
+        args += [idx(R), np.int32(path)]
     launch_values(x.queue, kernel, grid, lsize, args)
     remember(key, kernel, grid, lsize, args, [(0, out)], [1])
+    return out
+
+
+def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
+             path: int | None = None) -> tuple[int, int]:
+    """``(lanes, path)`` of ``softmax_row`` for rows of ``R`` elements from element ``offset``
+    (NOTE [ Softmax kernels ]): by default the fewest lanes (a power of two, 32 to ``local``)
+    that hold the row in registers, ``_VPL`` each; a longer row takes the online path, in
+    4-vectors where ``R`` and ``offset`` are multiples of 4. ``lanes`` and ``path`` force them.
+
+    Raises:
+        ValueError: a forced plan that cannot run (lanes not a power of two in 1..local, the
+            registers path for a row longer than ``_VPL * lanes``, 4-vectors on unaligned rows).
+
+    Examples:
+        >>> row_plan(1000, 0, 256), row_plan(50257, 0, 256), row_plan(50256, 0, 256)
+        ((32, 0), (256, 1), (256, 2))
+    """
+    if lanes is None:
+        lanes = min(local, max(32, 1 << ((R - 1) // _VPL).bit_length()))
+    vec = R % 4 == 0 and offset % 4 == 0
+    fits = R <= _VPL * lanes  # noqa: SIM300 (R, the row length, is no constant)
+    if path is None:
+        path = 0 if fits else 2 if vec else 1
+    if (not 0 < lanes <= local or lanes & (lanes - 1) or path not in (0, 1, 2)
+            or (path == 0 and not fits) or (path == 2 and not vec)):
+        raise ValueError(f"softmax: row plan ({lanes} lanes, path {path}) cannot run rows of "
+                         f"{R} elements from offset {offset} (local size {local})")
+    return lanes, path
+
+
+def softmax_rows(x: Tensor, take_log: bool, lanes: int | None = None,
+                 path: int | None = None) -> Tensor:
+    """Softmax (log-softmax with ``take_log``) over the last axis of an OpenCL tensor with
+    ``softmax_row`` and a given :func:`row_plan`, for benchmarks and tests (no selection).
+
+    Raises:
+        ValueError: an empty or 0-d tensor, or a plan that cannot run (:func:`row_plan`).
+    """
+    if x.ndim == 0 or x.size == 0:
+        raise ValueError(f"softmax_rows: needs a non-empty tensor with an axis, got {x.shape}")
+    R = x.shape[-1]
+    local = local_size(x.queue.device)
+    lanes, path = row_plan(R, x.offset, local, lanes, path)
+    out = empty(x.queue, x.shape, x.dtype)
+    _, idx = index_defs(x.offset + x.size)
+    kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, idx is np.int64,
+                            local).kernel
+    launch_values(x.queue, kernel, ((x.size // R) * lanes,), (lanes,),
+                  [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(take_log),
+                   idx(R), np.int32(path)])
     return out
 
 

@@ -22,7 +22,7 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define IDX int
 #define LMAX 256
-#define VPL 16
+#define VPL 32
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
 

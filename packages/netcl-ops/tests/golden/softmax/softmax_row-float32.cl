@@ -21,10 +21,14 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define IDX int
 #define LMAX 256
-#define VPL 16
+#define VPL 32
+#define CT4 float4
+#define LD4(p, i) (((__global const float4*)(p))[(i)])
+#define ST4(p, i, v) (((__global float4*)(p))[(i)] = (v))
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
 
+/* (max, sum of exp(v - max)) pairs merged across the work-group. */
 inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const IDX l,
                           const IDX L)
 {
@@ -45,53 +49,83 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
   *s = bs[0];
 }
 
+/* Fold v into the running (m, sum) of exp(. - m); m4 is the max of the elements folded. */
+#define RESCALE(m4) \
+  if ((m4) > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - (m4)); m = (m4); }
+#define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
+#define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
+
+/* path 0: the row in registers (R <= VPL * L): one read, one write.
+   path 1: online max and sum in one read, then the write pass reads the row again.
+   path 2: path 1 in 4-vectors (R and the row starts multiples of 4).
+   Each lane's (max, sum) pair, merged by one tree; the barriers sit outside the branches. */
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
-                          const int take_log, const IDX R)
+                          const int take_log, const IDX R, const int path)
 {
   __local CT bm[LMAX], bs[LMAX];
   const IDX L = get_local_size(0), l = get_local_id(0);
   const IDX base = get_group_id(0) * R;
+  __global const T* xr = x + xo + base;
+  __global T* yr = out + base;
+  const IDX R4 = R >> 2;
   CT m = -INFINITY, sum = 0;
-  if (R <= VPL * L) {  /* the row in registers: one read, one write */
-    CT v[VPL];
+  CT v[VPL];
+  if (path == 0) {
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const IDX r = l + k * L;
-      v[k] = r < R ? LD(x, xo + base + r) : -INFINITY;
+      v[k] = r < R ? LD(xr, r) : -INFINITY;
       m = MAXNAN(m, v[k]);
     }
-    group_max_sum(&m, &sum, bm, bs, l, L);  /* the max (sums are 0 yet) */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    sum = 0;
+    if (m != -INFINITY) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) if (l + k * L < R) sum += exp(v[k] - m);
-    CT lm = m;
-    group_max_sum(&lm, &sum, bm, bs, l, L);
-    if (m == INFINITY) sum = NAN;
-    const CT lse = log(sum);
+      for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+    }
+  } else if (path == 1) {
+    IDX r = l;
+    for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
+      const CT v0 = LD(xr, r), v1 = LD(xr, r + L), v2 = LD(xr, r + 2 * L);
+      const CT v3 = LD(xr, r + 3 * L);
+      const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
+      RESCALE(m4)
+      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+    }
+    for (; r < R; r += L) {
+      const CT u = LD(xr, r);
+      RESCALE(u)
+      if (m != -INFINITY) sum += exp(u - m);
+    }
+  } else {
+    IDX i = l;
+    for (; i + L < R4; i += 2 * L) {  /* two 4-vectors in flight */
+      const CT4 a = LD4(xr, i), b = LD4(xr, i + L);
+      const CT m8 = MAXNAN(MAX4(a), MAX4(b));
+      RESCALE(m8)
+      if (m != -INFINITY) sum += EXPSUM4(a) + EXPSUM4(b);
+    }
+    if (i < R4) {
+      const CT4 a = LD4(xr, i);
+      const CT m4 = MAX4(a);
+      RESCALE(m4)
+      if (m != -INFINITY) sum += EXPSUM4(a);
+    }
+  }
+  group_max_sum(&m, &sum, bm, bs, l, L);
+  if (m == INFINITY) sum = NAN;
+  const CT lse = log(sum);
+  if (path == 0) {
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const IDX r = l + k * L;
       const CT vk = v[k];
-      if (r < R) { const CT v = vk; ST(out, base + r, RESULT); }
+      if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
     }
-  } else {  /* online max and sum in one read, then the write pass reads again */
-    IDX r = l;
-    for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
-      const CT v0 = LD(x, xo + base + r), v1 = LD(x, xo + base + r + L);
-      const CT v2 = LD(x, xo + base + r + 2 * L), v3 = LD(x, xo + base + r + 3 * L);
-      const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
-      if (m4 > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - m4); m = m4; }
-      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+  } else if (path == 1) {
+    for (IDX r = l; r < R; r += L) { const CT v = LD(xr, r); ST(yr, r, RESULT); }
+  } else {
+    for (IDX i = l; i < R4; i += L) {
+      const CT4 a = LD4(xr, i);
+      ST4(yr, i, take_log ? a - m - lse : exp(a - m) / sum);
     }
-    for (; r < R; r += L) {
-      const CT v = LD(x, xo + base + r);
-      if (v > m || isnan(v)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - v); m = v; }
-      if (m != -INFINITY) sum += exp(v - m);
-    }
-    group_max_sum(&m, &sum, bm, bs, l, L);
-    if (m == INFINITY) sum = NAN;
-    const CT lse = log(sum);
-    for (IDX r = l; r < R; r += L) { const CT v = LD(x, xo + base + r); ST(out, base + r, RESULT); }
   }
 }
