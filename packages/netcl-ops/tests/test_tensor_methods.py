@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import netcl.ops as ops
-from netcl.core.device import DeviceHandle, manager
+from netcl.core.device import DeviceHandle
 from netcl.core.shapes import BroadcastError
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
@@ -252,7 +252,7 @@ def test_factories_take_device_and_dtype(dev: DeviceHandle) -> None:
 
 def test_string_device_selectors() -> None:
     assert ops.zeros("cpu", (2,)).backend == "cpu"
-    assert ops.ones(None, (1,), device="numpy").queue is manager.default("cpu").queue
+    assert ops.ones(None, (1,), device="numpy").backend == "cpu"
 
 
 def test_in_place_ops_write_through_views(dev: DeviceHandle) -> None:
@@ -280,3 +280,17 @@ def test_in_place_ops_write_through_views(dev: DeviceHandle) -> None:
     assert x.tolist() == [[7.0] * 4] * 3
     with pytest.raises(ValueError, match=r"broadcast_to: cannot broadcast shape \(5,\)"):
         x.copy_(Tensor.from_host(dev.queue, np.ones(5, np.float32)))
+
+
+def test_setitem_writes_contiguous_runs(dev: DeviceHandle) -> None:
+    a = np.zeros((3, 4), dtype=np.float32)
+    x = Tensor.from_host(dev.queue, a)
+    x[1] = 5
+    x[2, 1:3] = Tensor.from_host(dev.queue, np.array([1.0, 2.0], dtype=np.float32))
+    x[0] = [7.0, 8.0, 9.0, 10.0]
+    a[1] = 5
+    a[2, 1:3] = [1.0, 2.0]
+    a[0] = [7.0, 8.0, 9.0, 10.0]
+    assert x.tolist() == a.tolist()
+    with pytest.raises(TypeError, match=r"__setitem__: only an index selecting one contiguous"):
+        x[:, 1] = 0

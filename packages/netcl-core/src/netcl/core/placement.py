@@ -45,11 +45,11 @@ def device(spec: Any = "auto") -> DeviceHandle:
                 return handle
         raise ValueError(f"device: expected a selector string, a DeviceHandle, a "
                          f"pyopencl.Device or None, got {type(spec).__name__} {spec!r}")
-    handle = manager.default(spec)
-    if handle is None:
+    found = manager.default(spec)
+    if found is None:
         raise RuntimeError(f"device: no usable device matches {spec!r} on this machine; "
                            f"devices: {', '.join(str(h) for h in manager.all_handles())}")
-    return handle
+    return found
 
 
 def resolve_queue(spec: Any, op: str = "device") -> Any:

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 import netcl.data as _data
-from netcl.core.device import manager
 from netcl.core.dtypes import canonical_dtype
+from netcl.core.placement import device
 from netcl.core.tensor import Tensor
 
 __all__ = ["DataLoader", "Dataset", "TensorDataset", "random_split"]
@@ -64,7 +64,7 @@ class DataLoader(_data.DataLoader):
     (see the module docstring); every argument is netcl.data's."""
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        queue = manager.default("cpu").queue
+        queue = device("cpu").queue
         for batch in super().__iter__():
             yield _tensors(batch, queue)
 
