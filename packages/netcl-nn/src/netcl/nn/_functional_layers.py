@@ -444,6 +444,18 @@ def _resample_axis(x: Tensor, axis: int, size: int, scale: float | None, mode: s
     return _ops.add(a, _ops.mul(_ops.sub(b, a), _raw.reshape(lam, tuple(shape))))
 
 
+def _repeat(x: Tensor, factors: list[int]) -> Tensor:
+    """Nearest upsampling by whole ``factors``: each element repeated as a block, a broadcast of
+    a ``(N, C, H, 1, W, 1)`` view (its gradient a sum over the blocks: a reduction kernel,
+    where index selects would spread through one-hot matrices)."""
+    spatial = x.shape[2:]
+    expanded = [d for n in spatial for d in (n, 1)]
+    blocks = [d for n, f in zip(spatial, factors) for d in (n, f)]
+    view = _ops.reshape(x, (*x.shape[:2], *expanded))
+    out = _ops.broadcast_to(view, (*x.shape[:2], *blocks))
+    return _ops.reshape(out, (*x.shape[:2], *(n * f for n, f in zip(spatial, factors))))
+
+
 _MODES = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,)}
 
 
@@ -489,6 +501,9 @@ def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
         scales = [None if recompute_scale_factor else s for s in factors]
     if len(sizes) != spatial or min(sizes) < 1:
         raise ValueError(f"interpolate: output size {sizes} does not fit input {x.shape}")
+    if mode == "nearest" and all(o % n == 0 and (s is None or s == o // n)
+                                 for o, n, s in zip(sizes, x.shape[2:], scales)):
+        return _repeat(x, [o // n for o, n in zip(sizes, x.shape[2:])])
     for k in range(spatial):
         x = _resample_axis(x, 2 + k, sizes[k], scales[k], "nearest" if mode == "nearest"
                            else "linear", bool(align_corners))

@@ -15,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -138,7 +139,7 @@ class NAdam(Optimizer):
         m, v, mu = state["exp_avg"], state["exp_avg_sq"], state["mu_product"]
         if p.array is None:
             run_update("nadam", p, [g, m, v, mu], step.steps, step.index, step.skip,
-                       lr, b1, b2, eps, wd, psi, decoupled)
+                       lr, b1, b2, eps, wd, psi * math.log(0.96), decoupled)
             return
         numpy_update(_nadam_np, p.array, g.array, m.array, v.array, mu.array, step.steps.array,
                      STRIDE * step.index, step.skip.array, lr, b1, b2, eps, wd, psi, decoupled)

@@ -26,14 +26,14 @@ __kernel void nadam(__global T* p, __global const T* g, __global S* m, __global 
                     __global S* mu_product, __global const float* steps,
                     __global const int* skip, const int n, const int index, const float lr,
                     const float b1, const float b2, const float eps, const float wd,
-                    const float psi, const int decoupled) {
+                    const float psi_log, const int decoupled) {
   int i = get_global_id(0);
   if (i >= n || skip[0]) return;
   const float tf = steps[3 * index];
   const int t = (int)tf;
   const CT bc2 = (CT)steps[3 * index + 2];
-  const CT mu = (CT)b1 * ((CT)1 - (CT)0.5 * pow((CT)0.96, (CT)tf * (CT)psi));
-  const CT mu_next = (CT)b1 * ((CT)1 - (CT)0.5 * pow((CT)0.96, ((CT)tf + (CT)1) * (CT)psi));
+  const CT mu = (CT)b1 * ((CT)1 - (CT)0.5 * exp((CT)tf * (CT)psi_log));
+  const CT mu_next = (CT)b1 * ((CT)1 - (CT)0.5 * exp(((CT)tf + (CT)1) * (CT)psi_log));
   const CT prod = (CT)mu_product[(t - 1) & 1] * mu;  // NOTE [ NAdam's momentum product ]
   if (i == 0) mu_product[t & 1] = (S)prod;
   CT param = LD(p, i);
