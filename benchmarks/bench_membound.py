@@ -48,6 +48,8 @@ except ImportError:  # running from a checkout without the packages installed
 import netcl.ops as ops
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
+from netcl.ops import _reduce
+from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_rows
 from netcl.runtime import profile
 
 Arrays = dict[str, np.ndarray[Any, Any]]
@@ -234,7 +236,8 @@ def netcl_device_time(fn: Callable[[], Any], repeat: int, inner: int
                                "the device was first used")
         stats = prof.summary()
         samples.append(float(sum([s.device_us or 0.0 for s in stats])) / 1e6 / inner)
-        kernels = [f"{s.name}x{s.launches // inner}" for s in stats]
+        kernels = [f"{s.name}x{s.launches // inner}:{(s.device_us or 0.0) / inner:.1f}us"
+                   for s in stats]
     return samples, kernels
 
 
@@ -366,8 +369,59 @@ class Bench:
         print(_line(row), flush=True)
 
 
+def softmax_plan_cases(quick: bool) -> list[Case]:
+    """``softmax_row`` at every lane count and path that can run (``row_plan``), to pick the
+    default plan per row length; ``default`` is what ``ops.softmax`` runs."""
+    shapes = ([(512, 1024), (64, 50257), (64, 50256)] if quick else
+              [(4096, 1024), (32768, 1000), (256, 50257), (256, 50256)])
+    cases = []
+    for dims in shapes:
+        n = int(np.prod(dims))
+        R = dims[1]
+        for lanes in (32, 64, 128, 256):
+            for path, name in enumerate(ROW_PATHS):
+                try:
+                    row_plan(R, 0, 256, lanes, path)
+                except ValueError:
+                    continue
+                cases.append(Case(f"sm L{lanes} {name}", _shape(dims), _normal(*dims),
+                                  _plan_call(lanes, path), lambda th, t: th.softmax(t["x"], -1),
+                                  8 * n))
+    return cases
+
+
+def _plan_call(lanes: int, path: int) -> Callable[[dict[str, Tensor]], Any]:
+    def call(t: dict[str, Tensor]) -> Any:
+        if t["x"].array is not None:  # the NumPy reference
+            return ops.softmax(t["x"])
+        return softmax_rows(t["x"], False, lanes, path)
+    return call
+
+
+def split_cases(quick: bool) -> list[Case]:
+    """Whole-tensor sums with red_vec's rows split into 2, 4, 8 (the default), 16 or 32
+    work-groups per compute unit (``_reduce._ROW_GROUPS_PER_CU``)."""
+    n = 1 << 16 if quick else 1 << 24
+    return [Case(f"sum all G/CU={g}", str(n), _normal(n), _split_sum(g),
+                 lambda th, t: th.sum(t["x"]), 4 * n) for g in (2, 4, 8, 16, 32)]
+
+
+def _split_sum(per_cu: int) -> Callable[[dict[str, Tensor]], Any]:
+    def call(t: dict[str, Tensor]) -> Any:
+        saved = _reduce._ROW_GROUPS_PER_CU
+        _reduce._ROW_GROUPS_PER_CU = per_cu
+        _reduce._launches.clear()  # remembered launches keep the split they were planned with
+        try:
+            return ops.sum(t["x"])
+        finally:
+            _reduce._ROW_GROUPS_PER_CU = saved
+            _reduce._launches.clear()
+    return call
+
+
 GROUPS = {"reduce": reduction_cases, "softmax": softmax_cases, "norm": norm_cases,
-          "pool": pool_cases, "elementwise": elementwise_cases}
+          "pool": pool_cases, "elementwise": elementwise_cases, "plans": softmax_plan_cases,
+          "splits": split_cases}
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -375,7 +429,7 @@ def _line(r: dict[str, Any]) -> str:
         v = r.get(key)
         return f"{v:{width}{fmt}}" if isinstance(v, float) else " " * (width - 1) + "-"
 
-    head = f"{r['op']:<15} {r['shape']:<17}"
+    head = f"{r['op']:<18} {r['shape']:<17}"
     if "error" in r:
         return f"{head} FAILED {r['error']}"
     tail = " ".join(r.get("kernels", []))
@@ -384,7 +438,7 @@ def _line(r: dict[str, Any]) -> str:
             f" {num('err', '.1e', 8)}  {tail}")
 
 
-HEADER = (f"{'op':<15} {'shape':<17} {'ms':>9} {'wall ms':>9} {'torch ms':>9} {'x torch':>7}"
+HEADER = (f"{'op':<18} {'shape':<17} {'ms':>9} {'wall ms':>9} {'torch ms':>9} {'x torch':>7}"
           f" {'GB/s':>7} {'%copy':>6} {'err':>8}  kernels")
 
 
