@@ -416,15 +416,28 @@ def _nearest_index(size_in: int, size_out: int, scale: float | None) -> list[Any
     return [src.astype(np.int32)]
 
 
-def _linear_index(size_in: int, size_out: int, scale: float | None, align: bool,
-                  dtype: str) -> list[Any]:
+def _linear_matrix(size_in: int, size_out: int, scale: float | None, align: bool,
+                   dtype: str) -> list[Any]:
+    """The ``(size_out, size_in)`` matrix of linear interpolation weights along one axis:
+    row ``o`` holds ``1 - lam`` at ``lo`` and ``lam`` at ``hi`` (PyTorch's source index)."""
     s = _source_scale(size_in, size_out, scale, align)
     dst = np.arange(size_out, dtype=np.float64)
     src = dst * s if align else np.maximum((dst + 0.5) * s - 0.5, 0.0)
     lo = np.minimum(np.floor(src).astype(np.int64), size_in - 1)
     hi = np.where(lo < size_in - 1, lo + 1, lo)
-    lam = (src - lo).astype(dtype)
-    return [lo.astype(np.int32), hi.astype(np.int32), lam]
+    lam = src - lo
+    matrix = np.zeros((size_out, size_in))
+    np.add.at(matrix, (np.arange(size_out), lo), 1.0 - lam)
+    np.add.at(matrix, (np.arange(size_out), hi), lam)
+    return [matrix.astype(dtype)]
+
+
+# NOTE [ Linear resampling as a matmul ]
+# Along one axis, linear interpolation is a product with a (size_out, size_in) matrix of two
+# nonzeros per row. As gathers (two index selects and a lerp) the forward is cheap, but the
+# gradient of an index select spreads through a one-hot matrix built per call; as a matmul,
+# forward and both gradients run on the GEMM kernels. Bilinear x2 of (8, 64, 32, 32), forward
+# and backward on PoCL's CPU device: 536 ms with gathers, about 100 ms as matmuls.
 
 
 def _resample_axis(x: Tensor, axis: int, size: int, scale: float | None, mode: str,
@@ -436,12 +449,15 @@ def _resample_axis(x: Tensor, axis: int, size: int, scale: float | None, mode: s
         (index,) = _table(("nearest", size_in, size, scale), x.queue,
                           lambda: _nearest_index(size_in, size, scale))
         return _ops.index_select(x, axis, index)
-    lo, hi, lam = _table(("linear", size_in, size, scale, align, x.dtype), x.queue,
-                         lambda: _linear_index(size_in, size, scale, align, x.dtype))
-    a, b = _ops.index_select(x, axis, lo), _ops.index_select(x, axis, hi)
-    shape = [1] * x.ndim
-    shape[axis] = size
-    return _ops.add(a, _ops.mul(_ops.sub(b, a), _raw.reshape(lam, tuple(shape))))
+    (matrix,) = _table(("linear", size_in, size, scale, align, x.dtype), x.queue,
+                       lambda: _linear_matrix(size_in, size, scale, align, x.dtype))
+    lead, tail = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    shape = (*x.shape[:axis], size, *x.shape[axis + 1:])
+    if tail == 1:
+        rows = _ops.reshape(x, (lead, size_in))
+        return _ops.reshape(_ops.matmul(rows, matrix, transpose_b=True), shape)
+    blocks = _ops.reshape(x, (lead, size_in, tail))
+    return _ops.reshape(_ops.matmul(matrix, blocks), shape)
 
 
 def _repeat(x: Tensor, factors: list[int]) -> Tensor:
@@ -467,7 +483,9 @@ def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
     ``scale_factor`` (``torch.nn.functional.interpolate``): ``mode`` ``"nearest"``,
     ``"linear"`` (3-D) or ``"bilinear"`` (4-D), PyTorch's source-index rules (``align_corners``
     for the linear modes; with ``scale_factor`` the index scale is ``1 / scale_factor`` unless
-    ``recompute_scale_factor``). Index selects along each axis and a lerp, differentiable.
+    ``recompute_scale_factor``). Differentiable: nearest by whole factors is a broadcast view,
+    other nearest sizes index selects, the linear modes a matmul per axis (NOTE [ Linear
+    resampling as a matmul ]).
 
     Raises:
         ValueError: neither or both of ``size`` and ``scale_factor``, an unknown mode or one
