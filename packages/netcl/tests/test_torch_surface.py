@@ -99,3 +99,32 @@ def test_tensor_dataset_and_loader_yield_tensors(dev: DeviceHandle) -> None:
     assert xb.to(dev).queue is dev.queue and xb.to(dev).tolist() == [[0, 1], [2, 3], [4, 5]]
     with pytest.raises(ValueError, match="same first dimension"):
         TensorDataset(x, netcl.tensor([1, 2]))
+
+
+def test_free_functions_as_pytorch(dev: DeviceHandle) -> None:
+    a = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    x = netcl.tensor(a, device=dev)
+    values, indices = netcl.max(x, 1)
+    assert values.tolist() == a.max(1).tolist() and indices.tolist() == a.argmax(1).tolist()
+    assert netcl.min(x).item() == a.min() and netcl.argmin(x, dim=0).tolist() == \
+        a.argmin(0).tolist()
+    assert netcl.sum(x > 0).item() == int((a > 0).sum())
+    np.testing.assert_allclose(netcl.mean(x, dim=1).to_host(), a.mean(1), rtol=1e-5)
+    assert netcl.cat([x, x], dim=1).shape == (3, 10) and netcl.stack([x, x], 1).shape == (3, 2, 5)
+    np.testing.assert_allclose(netcl.where(x > 0, x, 0.0).to_host(), np.where(a > 0, a, 0))
+    np.testing.assert_allclose(netcl.clamp(netcl.abs(x), max=1.0).to_host(),
+                               np.minimum(np.abs(a), 1.0))
+    np.testing.assert_allclose(netcl.sigmoid(netcl.exp(netcl.log(netcl.sqrt(abs(x))))).to_host(),
+                               1 / (1 + np.exp(-np.sqrt(np.abs(a)))), rtol=1e-5)
+    assert netcl.flatten(x).shape == (15,) and netcl.reshape(x, (5, -1)).shape == (5, 3)
+    assert netcl.numel(x) == 15 and netcl.is_tensor(x) and not netcl.is_tensor(a)
+    assert netcl.maximum(x, 0.0).tolist() == np.maximum(a, 0).tolist()
+    assert netcl.tanh(netcl.minimum(x, 0.0)).shape == (3, 5)
+
+
+def test_free_functions_record(dev: DeviceHandle) -> None:
+    w = netcl.tensor([1.0, -2.0, 3.0], device=dev, requires_grad=True)
+    with netcl.Tape():
+        loss = netcl.sum(netcl.cat([w, w * 2]) ** 2)
+    loss.backward()
+    assert w.grad is not None and w.grad.tolist() == [10.0, -20.0, 30.0]

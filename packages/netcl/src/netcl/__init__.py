@@ -9,7 +9,9 @@ PyTorch-style code reads the same: ``import netcl`` gives the layers as lazy sub
 ``netcl.utils.data``, ``netcl.core``, ...), ``netcl.no_grad``, the dtypes (``netcl.float32``,
 ``netcl.long``, ... are dtype names), factories (``netcl.tensor``, ``netcl.zeros``,
 ``netcl.ones``, ``netcl.full``, ``netcl.empty``, ``netcl.rand``, ``netcl.randn``,
-``netcl.arange``, ``netcl.from_numpy``) and ``netcl.manual_seed``.
+``netcl.arange``, ``netcl.from_numpy``), PyTorch's free functions on tensors (``netcl.max(x,
+1)``, ``netcl.sum``, ``netcl.cat``, ``netcl.stack``, ``netcl.where``, ...) and
+``netcl.manual_seed``.
 
 Choosing the device: ``netcl.device("cl")`` returns a device handle (``"cpu"`` is the NumPy
 backend, ``"cl"`` the best OpenCL device, ``"gpu"``, ``"cl:P:D"`` platform and device index,
@@ -65,6 +67,28 @@ if TYPE_CHECKING:
     from netcl._factories import tensor as tensor
     from netcl._factories import zeros as zeros
     from netcl._factories import zeros_like as zeros_like
+    from netcl._functions import abs as abs
+    from netcl._functions import argmax as argmax
+    from netcl._functions import argmin as argmin
+    from netcl._functions import cat as cat
+    from netcl._functions import clamp as clamp
+    from netcl._functions import exp as exp
+    from netcl._functions import flatten as flatten
+    from netcl._functions import is_tensor as is_tensor
+    from netcl._functions import log as log
+    from netcl._functions import max as max
+    from netcl._functions import maximum as maximum
+    from netcl._functions import mean as mean
+    from netcl._functions import min as min
+    from netcl._functions import minimum as minimum
+    from netcl._functions import numel as numel
+    from netcl._functions import reshape as reshape
+    from netcl._functions import sigmoid as sigmoid
+    from netcl._functions import sqrt as sqrt
+    from netcl._functions import stack as stack
+    from netcl._functions import sum as sum
+    from netcl._functions import tanh as tanh
+    from netcl._functions import where as where
     from netcl.autograd import Tape as Tape
     from netcl.autograd import enable_grad as enable_grad
     from netcl.autograd import no_grad as no_grad
@@ -100,6 +124,10 @@ _SHORTCUTS: dict[str, str] = {
     "device": "netcl.core.placement",
     "get_default_device": "netcl.core.placement",
     "set_default_device": "netcl.core.placement",
+    **{name: "netcl._functions" for name in (
+        "abs", "argmax", "argmin", "cat", "clamp", "exp", "flatten", "is_tensor", "log", "max",
+        "maximum", "mean", "min", "minimum", "numel", "reshape", "sigmoid", "sqrt", "stack",
+        "sum", "tanh", "where")},
     **{name: "netcl._factories" for name in (
         "arange", "empty", "from_numpy", "full", "manual_seed", "ones", "ones_like", "rand",
         "randn", "tensor", "zeros", "zeros_like")},
@@ -121,29 +149,51 @@ __all__ = [
     "Tape",
     "Tensor",
     "__version__",
+    "abs",
     "arange",
+    "argmax",
+    "argmin",
     "bias_add",
     "build_matmul_kernel",
+    "cat",
+    "clamp",
     "conv2d",
     "device",
     "elementwise_binary",
     "empty",
     "enable_grad",
+    "exp",
+    "flatten",
     "from_numpy",
     "full",
     "get_default_device",
+    "is_tensor",
+    "log",
     "manual_seed",
     "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
     "no_grad",
+    "numel",
     "ones",
     "ones_like",
     "rand",
     "randn",
     "reduce_sum",
     "relu",
+    "reshape",
     "set_default_device",
+    "sigmoid",
     "softmax",
+    "sqrt",
+    "stack",
+    "sum",
+    "tanh",
     "tensor",
+    "where",
     "zeros",
     "zeros_like",
 ]
