@@ -41,8 +41,8 @@ def cl_dev(dev: DeviceHandle) -> DeviceHandle:
 def dropout_resnet18(q: Any) -> Sequential:
     """ResNet-18 at width 4 with a dropout between the pooled features and the classifier."""
     net = resnet18(num_classes=CLASSES, stem="cifar", width=4, queue=q)
-    return Sequential(net.stem, net.layer1, net.layer2, net.layer3, net.layer4, net.pool,
-                      net.flatten, Dropout(0.25), net.fc)
+    return Sequential(net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2,
+                      net.layer3, net.layer4, net.avgpool, net.flatten, Dropout(0.25), net.fc)
 
 
 @dataclass

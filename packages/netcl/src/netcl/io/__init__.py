@@ -18,6 +18,8 @@ from ._model import save_model as save_model
 from ._safetensors import load_safetensors as load_safetensors
 from ._safetensors import save_safetensors as save_safetensors
 from ._torch_file import load_torch_state_dict as load_torch_state_dict
+from ._weights import read_weights as read_weights
 
 __all__ = ["CheckpointError", "load_model", "load_safetensors", "load_tensors",
-           "load_torch_state_dict", "save_model", "save_safetensors", "save_tensors"]
+           "load_torch_state_dict", "read_weights", "save_model", "save_safetensors",
+           "save_tensors"]
