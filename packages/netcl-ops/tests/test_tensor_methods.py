@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -9,11 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+import netcl.core.tensor_methods as tensor_methods
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle
 from netcl.core.shapes import BroadcastError
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
+from netcl.ops._tensor_methods import METHODS
 
 
 @dataclass(frozen=True)
@@ -294,3 +298,11 @@ def test_setitem_writes_contiguous_runs(dev: DeviceHandle) -> None:
     assert x.tolist() == a.tolist()
     with pytest.raises(TypeError, match=r"__setitem__: only an index selecting one contiguous"):
         x[:, 1] = 0
+
+
+def test_netcl_ops_fills_every_slot_the_methods_call() -> None:
+    source = inspect.getsource(tensor_methods)
+    called = set(re.findall(r'(?:lookup|_binary)\("(\w+)"', source))
+    autograd_only = {"backward"}  # check_inplace is optional (registered() not lookup())
+    assert called - autograd_only <= set(METHODS), sorted(called - autograd_only - set(METHODS))
+    assert {"add", "getitem", "sum", "to_device", "cast"} <= called  # the scan found them
