@@ -306,3 +306,23 @@ def test_netcl_ops_fills_every_slot_the_methods_call() -> None:
     autograd_only = {"backward"}  # check_inplace is optional (registered() not lookup())
     assert called - autograd_only <= set(METHODS), sorted(called - autograd_only - set(METHODS))
     assert {"add", "getitem", "sum", "to_device", "cast"} <= called  # the scan found them
+
+
+@pytest.mark.parametrize("shape", [(1,), (33,), (257,), (1, 7, 1)])
+def test_operators_in_float16_and_odd_sizes(dev: DeviceHandle, shape: tuple[int, ...]) -> None:
+    a = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    x = Tensor.from_host(dev.queue, a).half()
+    y = ((x * 2 - 1) / 4 + x.abs()).float()
+    assert x.dtype == "float16" and y.dtype == "float32" and y.shape == shape
+    h = a.astype(np.float16).astype(np.float64)
+    assert_close(y.to_host(), (h * 2 - 1) / 4 + np.abs(h), "float16", scale=2)
+    assert_close(x.sum().float().item(), h.sum(), "float16", scale=4 * len(a.reshape(-1)) ** 0.5)
+
+
+def test_zero_d_tensors(dev: DeviceHandle) -> None:
+    s = Tensor.from_host(dev.queue, np.float32(2.5))
+    assert s.shape == () and s.size == 1 and s.size() == () and s.numel() == 1
+    assert (s * 2).item() == 5.0 and float(s + s) == 5.0 and (s > 2).item() == 1
+    assert s.sum().item() == 2.5 and s.reshape(1).tolist() == [2.5] and s.tolist() == 2.5
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d Tensor"):
+        len(s)
