@@ -194,3 +194,16 @@ def test_broken_torch_files_are_typed_errors(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="holds 20 bytes") as err:
         load_torch_state_dict(tmp_path / "cut.pt", use_torch=False)
     assert err.value.kind == "truncated"
+
+
+def test_zero_dimensional_tensors_keep_their_shape(tmp_path: Path) -> None:
+    """A 0-d array (BatchNorm's num_batches_tracked) is written and read back as 0-d."""
+    from netcl.io import load_tensors, save_tensors
+
+    scalar = np.array(7, np.int64)
+    save_tensors(tmp_path / "c.netcl", {"n": scalar})
+    assert load_tensors(tmp_path / "c.netcl")[0]["n"].shape == ()
+    save_safetensors(tmp_path / "c.safetensors", {"n": scalar})
+    got = load_file(tmp_path / "c.safetensors")["n"]
+    assert got.shape == () and int(got) == 7
+    assert load_safetensors(tmp_path / "c.safetensors")["n"].shape == ()

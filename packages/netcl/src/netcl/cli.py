@@ -11,6 +11,8 @@ a Chrome trace in ``trace.json``); ``--plot curves.png`` draws loss and accuracy
 (``netcl[tensorboard]``), ``--log-every K`` every K steps too.
 ``netcl tune MODEL`` runs one training step of ``digits-cnn`` or ``resnet18`` with autotuning
 on and stores each shape class's fastest kernel for this device and driver (:mod:`netcl._tune`).
+``netcl export WEIGHTS OUT.onnx`` writes a trained model (``--model digits-cnn`` by default)
+as ONNX (:mod:`netcl.onnx`).
 ``netcl cache info`` lists every file cache netcl keeps (its folder, entries and size) and
 ``netcl cache clear [NAME ...]`` empties them, all by default (see :mod:`netcl.core.caches`).
 
@@ -53,6 +55,7 @@ from netcl.core.env import env_flag
 from netcl.io import CheckpointError
 from netcl.runtime import profile
 
+from ._export_cli import add_export_parser, export_command
 from ._plot import add_plot_argument, require_matplotlib, write_plot
 from ._tune import add_tune_parser, tune_command
 
@@ -323,6 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--log-every", type=_positive_int, default=None, metavar="K",
                     help="also log loss and accuracy every K training steps")
     add_tune_parser(sub)
+    add_export_parser(sub)
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
              "cache too unless POCL_CACHE_DIR names a folder of yours")
     cp = sub.add_parser("cache", help="list or clear netcl's file caches",
@@ -390,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.cache_command == "info":
                     return cache_info_command()
                 return cache_clear_command(args.names)
+            if args.command == "export":
+                return export_command(args)
             if args.command == "tune":
                 try:
                     return tune_command(args, select_device=select_device)

@@ -32,7 +32,7 @@ _FORMAT = "netcl-checkpoint-1"
 def _digest(tensors: Mapping[str, np.ndarray[Any, Any]], meta_json: str) -> str:
     h = hashlib.sha256()
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name])
+        arr = np.asarray(tensors[name], order="C")  # 0-d stays 0-d (ascontiguousarray: 1-d)
         h.update(f"{name}\0{arr.dtype.str}\0{arr.shape}\0".encode())
         h.update(arr.tobytes())
     h.update(meta_json.encode())
@@ -72,7 +72,7 @@ def save_tensors(
             raise TypeError(f"save_tensors: {name!r} has dtype {value.dtype}, which a "
                             f"checkpoint cannot hold (bool, integers, float16/32/64 only)")
         # little-endian, as the file stores it, so the digest matches what a load returns
-        arrays[name] = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        arrays[name] = np.asarray(value, dtype=value.dtype.newbyteorder("<"), order="C")
     try:
         meta_json = json.dumps(dict(meta or {}), sort_keys=True, allow_nan=True)
     except (TypeError, ValueError) as err:  # ValueError: a circular reference

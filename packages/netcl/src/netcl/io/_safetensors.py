@@ -88,7 +88,7 @@ def _array(fn: str, name: Any, value: Any) -> np.ndarray[Any, Any]:
     if safetensors_dtype(value.dtype) is None:
         raise TypeError(f"{fn}: {name!r} has dtype {value.dtype}, which safetensors cannot "
                         f"hold (bool, integers, float16/32/64)")
-    return np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+    return np.asarray(value, dtype=value.dtype.newbyteorder("<"), order="C")  # 0-d kept
 
 
 def save_safetensors(
