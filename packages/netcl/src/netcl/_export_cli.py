@@ -47,7 +47,10 @@ def export_command(args: argparse.Namespace, out: Any = None) -> int:
     """Run ``netcl export`` for parsed ``args``; returns 0."""
     out = out if out is not None else sys.stdout
     build, shape = MODELS[args.model]
-    queue = manager.default("cpu").queue
+    cpu = manager.default("cpu")  # the NumPy backend: always there, and exact
+    if cpu is None:
+        raise RuntimeError("export: the NumPy backend is missing")
+    queue = cpu.queue
     model: Module = build(queue)
     model.load_state_dict(read_weights(args.weights))
     x = Tensor.from_host(queue, np.zeros(shape, np.float32))
