@@ -378,10 +378,10 @@ def softmax_plan_cases(quick: bool) -> list[Case]:
     for dims in shapes:
         n = int(np.prod(dims))
         R = dims[1]
-        for lanes in (32, 64, 128, 256):
+        for lanes in (32, 64, 128, 256, 512, 1024):
             for path, name in enumerate(ROW_PATHS):
                 try:
-                    row_plan(R, 0, 256, lanes, path)
+                    row_plan(R, 0, 1024, lanes, path)
                 except ValueError:
                     continue
                 cases.append(Case(f"sm L{lanes} {name}", _shape(dims), _normal(*dims),

@@ -20,8 +20,9 @@ from netcl.ops.testing import check_op
 
 PAR = KernelVariant.REDUCTION_PARALLEL
 FLOATS = ["float32", "float16", "float64"]
-# beyond 8192 (32 per lane at 256 lanes) the online path: 4-vectors for 9000, scalars for 9001
-LENGTHS = [1, 7, 33, 257, 1000, 4095, 4097, 8192, 9000, 9001]
+# beyond 32 per lane at the kernel's most lanes (1024 where it can) the online path:
+# 4-vectors for 40000, scalars for 40001
+LENGTHS = [1, 7, 33, 257, 1000, 4095, 4097, 9001, 40000, 40001]
 
 
 def _x(shape: tuple[int, ...]) -> Any:
@@ -51,8 +52,8 @@ def test_row_lengths(dev: DeviceHandle, dtype: str) -> None:
 
 def test_special_values_on_the_online_path(dev: DeviceHandle) -> None:
     """A NaN makes the row NaN; +inf too (inf - inf); -inf elements are 0; an all -inf row is
-    NaN -- on every path (rows of 1000, 9000 and 9001 elements)."""
-    for n in (1000, 9000, 9001):
+    NaN -- on every path (rows of 1000, 40000 and 40001 elements)."""
+    for n in (1000, 40000, 40001):
         _special(dev, n)
 
 
@@ -96,7 +97,7 @@ def test_forced_paths_and_lanes(dev: DeviceHandle, path: int) -> None:
     for n in (4, 7, 1000, 1001, 4096):
         x = _x((3, n))
         xt = Tensor.from_host(dev.queue, x.astype(np.float32))
-        for lanes in (1, 32, 64, 256):
+        for lanes in (1, 32, 64, 256, 1024):
             if (path == 0 and n > 32 * lanes) or (path == 2 and n % 4):
                 with pytest.raises(ValueError, match="row plan"):
                     softmax_rows(xt, False, lanes, path)
@@ -108,9 +109,10 @@ def test_forced_paths_and_lanes(dev: DeviceHandle, path: int) -> None:
 
 
 def test_row_plan() -> None:
-    assert row_plan(1024, 0, 256) == (32, 0)
-    assert row_plan(4096, 0, 256) == (128, 0)
+    assert row_plan(1024, 0, 1024) == (32, 0)
+    assert row_plan(4096, 0, 1024) == (128, 0)
     assert row_plan(8193, 0, 256) == (256, 1)
     assert row_plan(9000, 2, 256) == (256, 1)  # an unaligned start: scalars
+    assert row_plan(40000, 0, 1024) == (1024, 2)
     with pytest.raises(ValueError, match="row plan"):
         row_plan(100, 0, 256, lanes=48)

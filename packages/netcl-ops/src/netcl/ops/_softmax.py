@@ -7,11 +7,12 @@
 #   (max, sum of exp, write); coalesced across inner, so it also serves every inner > 1;
 # - REDUCTION_PARALLEL / REDUCTION_WORKGROUP with inner == 1: ``softmax_row``, one work-group
 #   per row (:func:`row_plan`). A row of at most 32 elements per lane (the fewest lanes, 32 up
-#   to the local size: a 32-lane group is one warp, its barriers cheap) is read once into
-#   registers (max, then sum of exp, local-memory trees, then the write): one read and one
-#   write of each element. A longer row takes an online max and rescaled sum in one read
-#   (4-vectors where the rows are 4-aligned; merged across lanes as (max, sum) pairs), then
-#   the write pass reads it again.
+#   to 1024 or what the kernel allows: a 32-lane group is one warp, its barriers cheap; long
+#   rows get the most lanes, loads in flight for the few groups there are) is read once into
+#   registers, then written: one read and one write of each element. A longer row takes an
+#   online max and rescaled sum in one read (4-vectors where the rows are 4-aligned), then the
+#   write pass reads it again. Either way each lane's (max, sum) pair is merged by one
+#   local-memory tree.
 # float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels._local_size import kernel_local_limits
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
@@ -286,8 +288,9 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
         grid, lsize = (-(-items // local) * local,), (local,)
         args += [idx(outer), idx(R), idx(inner)]
     else:
-        kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide, local).kernel
-        lanes, path = row_plan(R, x.offset, local)
+        kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
+                                _ROW_LANES_MAX).kernel
+        lanes, path = row_plan(R, x.offset, _most_lanes(kernel, x.queue.device))
         grid, lsize = (outer * lanes,), (lanes,)
         args += [idx(R), np.int32(path)]
     launch_values(x.queue, kernel, grid, lsize, args)
@@ -295,20 +298,35 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return out
 
 
+_ROW_LANES_MAX = 1024  # softmax_row's programs are built for work-groups of up to this many
+_row_limits: dict[Any, int] = {}  # kernel -> the most lanes it launches with (a power of two)
+
+
+def _most_lanes(kernel: Any, device: Any) -> int:
+    """The largest power of two <= 1024 lanes ``kernel`` can run with on ``device`` (its
+    registers may allow fewer than the device's maximum work-group size)."""
+    most = _row_limits.get(kernel)
+    if most is None:
+        largest = max(1, min(_ROW_LANES_MAX, kernel_local_limits(kernel, device)[1]))
+        most = _row_limits[kernel] = 1 << (largest.bit_length() - 1)
+    return most
+
+
 def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
              path: int | None = None) -> tuple[int, int]:
     """``(lanes, path)`` of ``softmax_row`` for rows of ``R`` elements from element ``offset``
-    (NOTE [ Softmax kernels ]): by default the fewest lanes (a power of two, 32 to ``local``)
-    that hold the row in registers, ``_VPL`` each; a longer row takes the online path, in
-    4-vectors where ``R`` and ``offset`` are multiples of 4. ``lanes`` and ``path`` force them.
+    with work-groups of at most ``local`` lanes (NOTE [ Softmax kernels ]): by default the
+    fewest lanes (a power of two from 32) that hold the row in registers, ``_VPL`` each; a
+    longer row takes the online path on ``local`` lanes, in 4-vectors where ``R`` and
+    ``offset`` are multiples of 4. ``lanes`` and ``path`` force them.
 
     Raises:
         ValueError: a forced plan that cannot run (lanes not a power of two in 1..local, the
             registers path for a row longer than ``_VPL * lanes``, 4-vectors on unaligned rows).
 
     Examples:
-        >>> row_plan(1000, 0, 256), row_plan(50257, 0, 256), row_plan(50256, 0, 256)
-        ((32, 0), (256, 1), (256, 2))
+        >>> row_plan(1000, 0, 1024), row_plan(50257, 0, 1024), row_plan(50256, 0, 1024)
+        ((32, 0), (1024, 1), (1024, 2))
     """
     if lanes is None:
         lanes = min(local, max(32, 1 << ((R - 1) // _VPL).bit_length()))
@@ -334,12 +352,11 @@ def softmax_rows(x: Tensor, take_log: bool, lanes: int | None = None,
     if x.ndim == 0 or x.size == 0:
         raise ValueError(f"softmax_rows: needs a non-empty tensor with an axis, got {x.shape}")
     R = x.shape[-1]
-    local = local_size(x.queue.device)
-    lanes, path = row_plan(R, x.offset, local, lanes, path)
-    out = empty(x.queue, x.shape, x.dtype)
     _, idx = index_defs(x.offset + x.size)
     kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, idx is np.int64,
-                            local).kernel
+                            _ROW_LANES_MAX).kernel
+    lanes, path = row_plan(R, x.offset, _most_lanes(kernel, x.queue.device), lanes, path)
+    out = empty(x.queue, x.shape, x.dtype)
     launch_values(x.queue, kernel, ((x.size // R) * lanes,), (lanes,),
                   [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(take_log),
                    idx(R), np.int32(path)])
