@@ -144,3 +144,26 @@ def test_earlier_netcl_names_still_load() -> None:
     fresh.load_state_dict(old)
     for key, t in net.state_dict().items():
         np.testing.assert_array_equal(fresh.state_dict()[key].to_host(), t.to_host())
+
+
+def test_from_torch_and_to_torch_round_trip(dev: DeviceHandle) -> None:
+    from netcl.io import from_torch, to_torch
+
+    torch.manual_seed(3)
+    net = _TorchResNet(_Basic, [2, 2, 2, 2], classes=5, width=4)
+    _trained_stats(net, (2, 3, 17, 17))
+    mine = resnet18(num_classes=5, width=4, queue=dev.queue)
+    mine.load_state_dict(from_torch(net))
+    mine.eval()
+    back = _TorchResNet(_Basic, [2, 2, 2, 2], classes=5, width=4)
+    back.load_state_dict(to_torch(mine))
+    back.eval()
+    x = torch.randn(2, 3, 17, 17)
+    with torch.no_grad():
+        want, again = net(x).numpy(), back(x).numpy()
+    np.testing.assert_array_equal(again, want)
+    got = mine(from_torch(x, dev.queue)).to_host()
+    assert _rel(got, want) <= 1e-5
+    assert isinstance(from_torch(x, dev.queue), Tensor)
+    with pytest.raises(TypeError, match="expected a torch Module"):
+        from_torch([1, 2])

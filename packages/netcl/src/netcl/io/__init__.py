@@ -17,9 +17,11 @@ from ._model import load_model as load_model
 from ._model import save_model as save_model
 from ._safetensors import load_safetensors as load_safetensors
 from ._safetensors import save_safetensors as save_safetensors
+from ._torch_convert import from_torch as from_torch
+from ._torch_convert import to_torch as to_torch
 from ._torch_file import load_torch_state_dict as load_torch_state_dict
 from ._weights import read_weights as read_weights
 
-__all__ = ["CheckpointError", "load_model", "load_safetensors", "load_tensors",
+__all__ = ["CheckpointError", "from_torch", "load_model", "load_safetensors", "load_tensors",
            "load_torch_state_dict", "read_weights", "save_model", "save_safetensors",
-           "save_tensors"]
+           "save_tensors", "to_torch"]
