@@ -12,6 +12,7 @@ from netcl.cli import main
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
 from netcl.io import read_weights
+from netcl.onnx import load
 from netcl.trainer._digits import digits_cnn
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the exported file")
@@ -44,6 +45,8 @@ def test_export_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixtu
         None, {"input": x})[0]
     np.testing.assert_array_equal(got.argmax(1), want.argmax(1))
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    again = load(onnx_path, queue=q)(Tensor.from_host(q, x)).to_host()  # and back into netcl
+    assert np.abs(again - want).max() <= 1e-5 * np.abs(want).max()
 
 
 def test_export_of_a_missing_file_fails_in_one_line(tmp_path: Path,

@@ -167,3 +167,46 @@ def test_from_torch_and_to_torch_round_trip(dev: DeviceHandle) -> None:
     assert isinstance(from_torch(x, dev.queue), Tensor)
     with pytest.raises(TypeError, match="expected a torch Module"):
         from_torch([1, 2])
+
+
+def test_safetensors_round_trip_with_pytorch(tmp_path: Path) -> None:
+    """safetensors.torch writes a torch state dict that netcl loads; netcl writes one that
+    safetensors.torch reads into the torch model, bitwise both ways."""
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(5)
+    net = _TorchResNet(_Basic, [2, 2, 2, 2], classes=5, width=4)
+    _trained_stats(net, (2, 3, 17, 17))
+    save_file(net.state_dict(), str(tmp_path / "torch.safetensors"))
+    mine = resnet18(num_classes=5, width=4, queue=None,
+                    weights=str(tmp_path / "torch.safetensors"))
+    for key, value in net.state_dict().items():
+        np.testing.assert_array_equal(mine.state_dict()[key].to_host(), value.numpy())
+    save_safetensors(tmp_path / "netcl.safetensors", mine.state_dict())
+    back = _TorchResNet(_Basic, [2, 2, 2, 2], classes=5, width=4)
+    back.load_state_dict(load_file(str(tmp_path / "netcl.safetensors")))
+    for key, value in net.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+
+
+def test_torch_onnx_export_of_torchvision_layout_resnet18_loads(dev: DeviceHandle,
+                                                                 tmp_path: Path) -> None:
+    """An ONNX file torch.onnx.export writes for a torchvision-layout ResNet-18 (BatchNorm
+    folded into the convolutions, Gemm classifier) runs in netcl."""
+    from netcl.onnx import load
+
+    pytest.importorskip("onnx", reason="the netcl[onnx] extra")
+    torch.manual_seed(6)
+    net = _TorchResNet(_Basic, [2, 2, 2, 2], classes=7, width=8)
+    _trained_stats(net, (2, 3, 33, 33))
+    x = torch.randn(3, 3, 33, 33)
+    path = tmp_path / "resnet18.onnx"
+    try:
+        torch.onnx.export(net, (x,), str(path), input_names=["input"], output_names=["output"],
+                          opset_version=17, dynamo=False)
+    except Exception as err:  # torch's exporter needs packages of its own
+        pytest.skip(f"torch.onnx.export unavailable: {err}")
+    with torch.no_grad():
+        want = net(x).numpy()
+    got = load(path, queue=dev.queue)(Tensor.from_host(dev.queue, x.numpy())).to_host()
+    assert _rel(got, want) <= 1e-5, f"{dev.device_name}: {_rel(got, want):.2e}"
