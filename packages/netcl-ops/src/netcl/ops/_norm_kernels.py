@@ -3,12 +3,13 @@
 # NOTE [ Batch norm kernels ]
 # Statistics (forward: mean and 1/std; backward: sum(g) and sum(g * xhat)) of a channel's
 # M = N * HW elements, HW contiguous per image, in two launches:
-# - ``bn_partial``: G work-groups of GROUP items per channel (G chosen so that C * G fills the
+# - ``bn_partial``: G work-groups of 64..GROUP items per channel (about 16 elements per item;
+#   G chosen so that C * G fills the
 #   device, about 8 groups per compute unit), group p summing the elements p * chunk ..
 #   (p + 1) * chunk of the channel in one pass: the forward sums (x - K) and (x - K)^2 with
 #   K the channel's first element (a shift that keeps the one-pass variance accurate far from
-#   0), the backward g and g * (x - mean); (n, h) advance by GROUP without a division per
-#   element; a local-memory tree, then (C, G, 2) partials;
+#   0), the backward g and g * (x - mean); (n, h) advance by the group size without a division
+#   per element; one local-memory tree for both sums, then (C, G, 2) partials;
 # - ``bn_finalize``: one item per channel adds its G partials in order (bitwise reproducible:
 #   no atomics), then the mean, 1/std and the running statistics, or the weight and bias
 #   gradients (in T: no cast launch afterwards).
@@ -28,7 +29,8 @@ from netcl.core.tensor import Tensor
 
 from ._launch import view_args
 
-__all__ = ["GROUP", "bn_geometry", "bn_launch_2d", "bn_splits", "normalization_family"]
+__all__ = ["GROUP", "bn_geometry", "bn_lanes", "bn_launch_2d", "bn_splits",
+           "normalization_family"]
 
 GROUP = 256
 _GROUPS_PER_CU = 8
@@ -56,24 +58,38 @@ inline CT group_sum(CT v, __local CT* acc) {
   return r;
 }
 
-// G work-groups per channel, one pass: partial sums (forward: x - K, (x - K)^2; backward: g,
-// g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of the channel's N * HW.
+// Both sums across a work-group of L (a power of two <= GROUP) items: one tree.
+inline void group_sum2(CT* a, CT* b, __local CT* acc, __local CT* acc2, const int L) {
+  const int lid = get_local_id(0);
+  acc[lid] = *a;
+  acc2[lid] = *b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = L / 2; s > 0; s >>= 1) {
+    if (lid < s) { acc[lid] += acc[lid + s]; acc2[lid] += acc2[lid + s]; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *a = acc[0];
+  *b = acc2[0];
+}
+
+// G work-groups of L items per channel, one pass: partial sums (forward: x - K, (x - K)^2;
+// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW.
 __kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
                          __global const CT* mean, const long meano, __global CT* part,
                          const long parto, const int N, const int C, const int HW,
                          const int G, const int chunk, const int backward) {
-  __local CT acc[GROUP];
+  __local CT acc[GROUP], acc2[GROUP];
   x += xo; g += go; mean += meano; part += parto;
-  const int lid = get_local_id(0);
+  const int lid = get_local_id(0), L = get_local_size(0);
   const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
   const int M = N * HW;
   const int j0 = p * chunk + lid, j1 = min(M, (p + 1) * chunk);
   int n = j0 / HW, h = j0 - n * HW;
-  const int dn = GROUP / HW, dh = GROUP - dn * HW;
+  const int dn = L / HW, dh = L - dn * HW;
   CT s1 = (CT)0, s2 = (CT)0;
   if (backward) {
     const CT mu = mean[c];
-    for (int j = j0; j < j1; j += GROUP) {
+    for (int j = j0; j < j1; j += L) {
       const long i = ((long)n * C + c) * HW + h;
       const CT gv = LD(g, i);
       s1 += gv;
@@ -83,7 +99,7 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
     }
   } else {
     const CT K = LD(x, (long)c * HW);
-    for (int j = j0; j < j1; j += GROUP) {
+    for (int j = j0; j < j1; j += L) {
       const CT d = (CT)LD(x, ((long)n * C + c) * HW + h) - K;
       s1 += d;
       s2 += d * d;
@@ -91,8 +107,7 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
       if (h >= HW) { h -= HW; ++n; }
     }
   }
-  s1 = group_sum(s1, acc);
-  s2 = group_sum(s2, acc);
+  group_sum2(&s1, &s2, acc, acc2, L);
   if (lid == 0) {
     part[2 * get_group_id(0)] = s1;
     part[2 * get_group_id(0) + 1] = s2;
@@ -312,6 +327,16 @@ def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
         units = max(1, int(device.max_compute_units))
     groups = max(1, min(-(-_GROUPS_PER_CU * units // max(c, 1)), m // (GROUP * 16)))
     return groups, -(-m // groups)
+
+
+def bn_lanes(chunk: int) -> int:
+    """Items per ``bn_partial`` work-group: about 16 elements each, 64 to GROUP.
+
+    Examples:
+        >>> bn_lanes(2048), bn_lanes(7711), bn_lanes(10)
+        (128, 256, 64)
+    """
+    return min(GROUP, max(64, 1 << max(0, chunk // 16 - 1).bit_length()))
 
 
 def bn_geometry(hw: int, *tensors: Tensor) -> tuple[bool, int]:

@@ -23,7 +23,14 @@ from ._dtype_policy import kernel_scalar, np_compute
 from ._elementwise import relu
 from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
-from ._norm_kernels import GROUP, bn_geometry, bn_launch_2d, bn_splits, normalization_family
+from ._norm_kernels import (
+    GROUP,
+    bn_geometry,
+    bn_lanes,
+    bn_launch_2d,
+    bn_splits,
+    normalization_family,
+)
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
 
@@ -141,7 +148,8 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training:
         groups, chunk = bn_splits(q.device, c, n * hw)
         part = empty(q, (c * groups * 2,), sdt)
-        launch(q, kernels["bn_partial"], (c * groups * GROUP,), (GROUP,),
+        lanes = bn_lanes(chunk)
+        launch(q, kernels["bn_partial"], (c * groups * lanes,), (lanes,),
                *view_args(x, x, mean, part), n, c, hw, groups, chunk, 0)
         upd = running_mean is not None and running_var is not None
         launch_1d(q, kernels["bn_finalize"], c,
@@ -250,7 +258,8 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
     kernels = normalization_family(x.context, x.dtype).kernels
     groups, chunk = bn_splits(q.device, c, m)
     part = empty(q, (c * groups * 2,), sdt)
-    launch(q, kernels["bn_partial"], (c * groups * GROUP,), (GROUP,),
+    lanes = bn_lanes(chunk)
+    launch(q, kernels["bn_partial"], (c * groups * lanes,), (lanes,),
            *view_args(x, grad, mean, part), n, c, hw, groups, chunk, 1)
     sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
     wdt = x.dtype if weight is None else weight.dtype  # the same (_check_dtypes)

@@ -45,24 +45,38 @@ inline CT group_sum(CT v, __local CT* acc) {
   return r;
 }
 
-// G work-groups per channel, one pass: partial sums (forward: x - K, (x - K)^2; backward: g,
-// g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of the channel's N * HW.
+// Both sums across a work-group of L (a power of two <= GROUP) items: one tree.
+inline void group_sum2(CT* a, CT* b, __local CT* acc, __local CT* acc2, const int L) {
+  const int lid = get_local_id(0);
+  acc[lid] = *a;
+  acc2[lid] = *b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = L / 2; s > 0; s >>= 1) {
+    if (lid < s) { acc[lid] += acc[lid + s]; acc2[lid] += acc2[lid + s]; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *a = acc[0];
+  *b = acc2[0];
+}
+
+// G work-groups of L items per channel, one pass: partial sums (forward: x - K, (x - K)^2;
+// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW.
 __kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
                          __global const CT* mean, const long meano, __global CT* part,
                          const long parto, const int N, const int C, const int HW,
                          const int G, const int chunk, const int backward) {
-  __local CT acc[GROUP];
+  __local CT acc[GROUP], acc2[GROUP];
   x += xo; g += go; mean += meano; part += parto;
-  const int lid = get_local_id(0);
+  const int lid = get_local_id(0), L = get_local_size(0);
   const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
   const int M = N * HW;
   const int j0 = p * chunk + lid, j1 = min(M, (p + 1) * chunk);
   int n = j0 / HW, h = j0 - n * HW;
-  const int dn = GROUP / HW, dh = GROUP - dn * HW;
+  const int dn = L / HW, dh = L - dn * HW;
   CT s1 = (CT)0, s2 = (CT)0;
   if (backward) {
     const CT mu = mean[c];
-    for (int j = j0; j < j1; j += GROUP) {
+    for (int j = j0; j < j1; j += L) {
       const long i = ((long)n * C + c) * HW + h;
       const CT gv = LD(g, i);
       s1 += gv;
@@ -72,7 +86,7 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
     }
   } else {
     const CT K = LD(x, (long)c * HW);
-    for (int j = j0; j < j1; j += GROUP) {
+    for (int j = j0; j < j1; j += L) {
       const CT d = (CT)LD(x, ((long)n * C + c) * HW + h) - K;
       s1 += d;
       s2 += d * d;
@@ -80,8 +94,7 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
       if (h >= HW) { h -= HW; ++n; }
     }
   }
-  s1 = group_sum(s1, acc);
-  s2 = group_sum(s2, acc);
+  group_sum2(&s1, &s2, acc, acc2, L);
   if (lid == 0) {
     part[2 * get_group_id(0)] = s1;
     part[2 * get_group_id(0) + 1] = s2;
