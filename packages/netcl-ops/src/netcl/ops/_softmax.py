@@ -25,12 +25,11 @@ import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
-from netcl.core.kernels._local_size import kernel_local_limits
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
 from netcl.core.keywords import resolve_dim
-from netcl.core.recording import check_flag
+from netcl.core.recording import check_flag, pyopencl
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
@@ -307,7 +306,12 @@ def _most_lanes(kernel: Any, device: Any) -> int:
     registers may allow fewer than the device's maximum work-group size)."""
     most = _row_limits.get(kernel)
     if most is None:
-        largest = max(1, min(_ROW_LANES_MAX, kernel_local_limits(kernel, device)[1]))
+        try:
+            allowed = int(kernel.get_work_group_info(
+                pyopencl().kernel_work_group_info.WORK_GROUP_SIZE, device))
+        except Exception:  # a driver without the query: the device's limit
+            allowed = int(device.max_work_group_size)
+        largest = max(1, min(_ROW_LANES_MAX, allowed))
         most = _row_limits[kernel] = 1 << (largest.bit_length() - 1)
     return most
 
