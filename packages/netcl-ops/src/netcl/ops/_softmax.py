@@ -49,6 +49,8 @@ from ._launch import (
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
 _VPL = 32  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
+_ROW_PER_LANE = 32  # ... and how many row_plan gives each (lanes: R / this, 32 to the most)
+_ONLINE_LANES = 1024  # lanes (at most) for rows too long for registers
 ROW_PATHS = ("registers", "online", "online4")  # softmax_row's ``path`` argument, by number
 
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
@@ -333,9 +335,11 @@ def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
         ((32, 0), (1024, 1), (1024, 2))
     """
     if lanes is None:
-        lanes = min(local, max(32, 1 << ((R - 1) // _VPL).bit_length()))
+        lanes = min(local, max(32, 1 << ((R - 1) // _ROW_PER_LANE).bit_length()))
+        if R > _VPL * lanes:  # noqa: SIM300 (R, the row length, is no constant)
+            lanes = min(local, _ONLINE_LANES)
     vec = R % 4 == 0 and offset % 4 == 0
-    fits = R <= _VPL * lanes  # noqa: SIM300 (R, the row length, is no constant)
+    fits = R <= _VPL * lanes  # noqa: SIM300
     if path is None:
         path = 0 if fits else 2 if vec else 1
     if (not 0 < lanes <= local or lanes & (lanes - 1) or path not in (0, 1, 2)
