@@ -368,3 +368,30 @@ def test_references_match_torch() -> None:
     x, w = _R.standard_normal((1, 2, 5, 6)), _R.standard_normal((3, 2, 2, 3))
     np.testing.assert_allclose(ref_conv2d_same(x, w), tf.conv2d(t(x), t(w), padding="same"),
                                atol=1e-12)
+
+
+def test_batchnorm_counts_batches_and_loads_torch_state(dev: DeviceHandle) -> None:
+    bn = BatchNorm2d(3, device=dev)
+    x = Tensor.from_host(dev.queue, _R.standard_normal((4, 3, 5, 5)).astype(np.float32))
+    bn(x)
+    bn(x)
+    bn.eval()
+    bn(x)  # eval forwards do not count
+    state = bn.state_dict()
+    assert state["num_batches_tracked"].shape == () and state["num_batches_tracked"].dtype == (
+        "int64")
+    assert int(state["num_batches_tracked"].to_host()) == 2
+    fresh = BatchNorm2d(3, device=dev)
+    fresh.load_state_dict({k: v.to_host() for k, v in state.items()})
+    assert int(fresh.num_batches_tracked.to_host()) == 2
+    torch = pytest.importorskip("torch")
+    tb = torch.nn.BatchNorm2d(3)
+    for _ in range(3):
+        tb(torch.randn(4, 3, 5, 5))
+    fresh.load_state_dict({k: v.numpy() for k, v in tb.state_dict().items()})
+    assert int(fresh.state_dict()["num_batches_tracked"].to_host()) == 3
+    np.testing.assert_allclose(fresh.running_var.to_host(), tb.running_var.numpy(), rtol=1e-6)
+    back = tb.load_state_dict({k: torch.from_numpy(np.asarray(v.to_host()))
+                               for k, v in bn.state_dict().items()})
+    assert not back.missing_keys and not back.unexpected_keys
+    assert int(tb.num_batches_tracked) == 2

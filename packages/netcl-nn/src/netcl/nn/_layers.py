@@ -22,6 +22,7 @@ from netcl.ops import Generator
 
 from . import functional as F
 from . import init
+from ._counter import count_up
 from ._module import Module, Parameter, placement
 
 __all__ = [
@@ -176,6 +177,7 @@ class _BatchNorm(Module):
     expected_ndim: tuple[int, ...] = ()
     running_mean: Tensor
     running_var: Tensor
+    num_batches_tracked: Tensor
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, queue: Any = None, *, device: Any = None,
@@ -193,12 +195,18 @@ class _BatchNorm(Module):
             self.bias = _param(where, (num_features,), fill=0)
         self.register_buffer("running_mean", Tensor.from_shape(q, (num_features,), dt, fill=0))
         self.register_buffer("running_var", Tensor.from_shape(q, (num_features,), dt, fill=1))
+        # PyTorch's count of training forwards, a 0-d int64 buffer (torchvision state dicts
+        # carry it): one single-work-item kernel per training forward (as PyTorch's add_),
+        # which a captured step replays too; netcl's batch norm does not read it.
+        self.register_buffer("num_batches_tracked", Tensor.from_shape(q, (), "int64", fill=0))
 
     def forward(self, x: Tensor) -> Tensor:
         name = type(self).__name__
         if x.ndim not in self.expected_ndim or x.shape[1] != self.num_features:
             raise ValueError(f"{name}: expected input of {self.expected_ndim} dims with "
                              f"{self.num_features} channels at dim 1, got {x.shape}")
+        if self.training:
+            count_up(self.num_batches_tracked)
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             training=self.training, momentum=self.momentum, eps=self.eps)
 

@@ -13,9 +13,9 @@ import numpy as np
 from netcl.autograd import backward_hook
 from netcl.core.device import DeviceHandle, get_active_device, manager
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
-from netcl.core.tensor import Tensor, copy_from_host
+from netcl.core.tensor import Tensor, copy_from_host, reshape
 
-__all__ = ["HookHandle", "Module", "Parameter", "placement"]
+__all__ = ["HookHandle", "Module", "Parameter", "placement", "write_host"]
 
 _M = TypeVar("_M", bound="Module")  # methods that return the module itself
 
@@ -269,7 +269,7 @@ class Module:
             raise ValueError(f"load_state_dict({type(self).__name__}): shape mismatch for "
                              + "; ".join(bad))
         for k in set(own) & set(state):
-            copy_from_host(own[k], _host(state[k]))
+            write_host(own[k], _host(state[k]))
 
     def to(self: _M, device: DeviceHandle | str | Any = None, dtype: Any = None) -> _M:
         """Move every parameter and buffer to ``device`` (a selector string such as ``"cpu"``
@@ -433,6 +433,13 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def write_host(t: Tensor, value: Any) -> None:
+    """``copy_from_host`` that also writes 0-d tensors (through a 1-element view: the core's
+    copy makes its host data at least 1-d)."""
+    target = reshape(t, (1,)) if t.ndim == 0 else t
+    copy_from_host(target, np.reshape(np.asarray(value), target.shape))
 
 
 def _host(value: Any) -> Any:
