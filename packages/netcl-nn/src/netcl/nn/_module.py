@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from netcl.autograd import backward_hook
-from netcl.core.device import DeviceHandle, get_active_device, manager
+from netcl.core.device import DeviceHandle, get_active_device
 from netcl.core.dtypes import FLOAT_DTYPES, canonical_dtype, numpy_dtype
+from netcl.core.placement import resolve_queue
 from netcl.core.tensor import Tensor, copy_from_host, reshape
 
 __all__ = ["HookHandle", "Module", "Parameter", "placement", "write_host"]
@@ -461,24 +462,18 @@ def _is_dtype_name(name: str) -> bool:
 
 def device_queue(op: str, device: DeviceHandle | str | Any) -> Any:
     """The queue of ``device``: a selector string (``"cpu"``, ``"cl"``, ``"cl:0:1"``, a name
-    fragment: :class:`netcl.core.device.DeviceManager`), a DeviceHandle, or a queue itself.
+    fragment), a DeviceHandle, a ``pyopencl.Device`` (``Tensor.device``) or a queue itself
+    (:func:`netcl.core.placement.resolve_queue`).
 
     Raises:
-        RuntimeError: no device matches the selector.
+        ValueError: an unknown selector.
+        RuntimeError: the selector matches no usable device.
 
     Examples:
         >>> device_queue("Linear", "cpu") is manager.default("cpu").queue
         True
     """
-    if isinstance(device, DeviceHandle):
-        return device.queue
-    if isinstance(device, str):
-        handle = manager.default(device)
-        if handle is None:
-            raise RuntimeError(f"{op}: no device matches {device!r} on this machine (try 'cpu', "
-                               "'cl' or 'gpu')")
-        return handle.queue
-    return device
+    return resolve_queue(device, op)
 
 
 def placement(op: str, device: Any = None, dtype: Any = None, queue: Any = None
