@@ -470,6 +470,7 @@ def device_queue(op: str, device: DeviceHandle | str | Any) -> Any:
         RuntimeError: the selector matches no usable device.
 
     Examples:
+        >>> from netcl.core.device import manager
         >>> device_queue("Linear", "cpu") is manager.default("cpu").queue
         True
     """
@@ -486,6 +487,7 @@ def placement(op: str, device: Any = None, dtype: Any = None, queue: Any = None
         TypeError: both ``device`` and ``queue`` given, or a non-float ``dtype``.
 
     Examples:
+        >>> from netcl.core.device import manager
         >>> q, dt = placement("Linear", device="cpu", dtype="float64")
         >>> q is manager.default("cpu").queue, dt
         (True, 'float64')
