@@ -108,14 +108,22 @@ def test_unsupported_onnx_op_is_named(tmp_path: Path) -> None:
         load(tmp_path / "erf.onnx")
 
 
-def test_loads_a_torch_onnx_export(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["cnn", "mlp"])
+def test_loads_a_torch_onnx_export(tmp_path: Path, kind: str) -> None:
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10)).eval()
-    x = torch.randn(4, 3, 16, 16)
+    if kind == "cnn":
+        net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 16, 3, stride=2, padding=1),
+            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+            torch.nn.Linear(16, 10)).eval()
+        x = torch.randn(4, 3, 16, 16)
+    else:
+        net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 33), torch.nn.Tanh(),
+                                  torch.nn.Dropout(0.3), torch.nn.Linear(33, 10),
+                                  torch.nn.LogSoftmax(dim=1)).eval()
+        x = torch.randn(5, 1, 8, 8)
     path = tmp_path / "torch.onnx"
     try:
         torch.onnx.export(net, (x,), str(path), input_names=["input"], output_names=["output"],
