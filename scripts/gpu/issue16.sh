@@ -29,6 +29,9 @@ else
     --device cl --both --kernels --json "$R/bench_capture_resnet.json"
   step bench_conv_layers_wgrad 70 python3 benchmarks/bench_conv_layers.py --set r18 \
     --layers 4,7,10 --repeat 3 --inner 3 --json "$R/bench_conv_layers_wgrad.json"
+  step bench_conv_layers_wgrad_imagenet 60 python3 benchmarks/bench_conv_layers.py \
+    --set r18-imagenet --layers 4,7 --variants --repeat 3 --inner 3 \
+    --json "$R/bench_conv_layers_wgrad_imagenet.json"
   step bench_ops_linalg 100 python3 benchmarks/bench_ops_linalg.py --device cl \
     --sizes 1024,4096,1000,4095,128x4096x4096,4096x128x4096 --repeat 3 \
     --out "$R/bench_ops_linalg.json"
