@@ -392,8 +392,8 @@ def test_batch_norm_of_a_float16_model_under_autocast_updates_its_running_stats(
     rm, rv = _t(dev, np.zeros(3), "float16"), _t(dev, np.ones(3), "float16")
     w, b = _t(dev, np.ones(3), "float16"), _t(dev, np.zeros(3), "float16")
     with autocast():
-        y = F.batch_norm(x, rm, rv, w, b)
-        y32 = F.batch_norm(x, None, None)
+        y = F.batch_norm(x, rm, rv, w, b, training=True)
+        y32 = F.batch_norm(x, None, None, training=True)
     assert (y.dtype, y32.dtype) == ("float16", "float32")
     expected = 0.1 * x.to_host().astype(np.float64).mean(axis=(0, 2, 3))
     assert_close(rm.to_host(), expected, "float16")

@@ -395,3 +395,49 @@ def test_batchnorm_counts_batches_and_loads_torch_state(dev: DeviceHandle) -> No
                                for k, v in bn.state_dict().items()})
     assert not back.missing_keys and not back.unexpected_keys
     assert int(tb.num_batches_tracked) == 2
+
+
+def ref_normalize(x: Array, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Any:
+    norm = (np.abs(x) ** p).sum(axis=dim, keepdims=True) ** (1 / p)
+    return x / np.maximum(norm, eps)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
+def test_normalize(dev: DeviceHandle, p: float) -> None:
+    check_grad(dev, F.normalize, ref_normalize, (_R.standard_normal((3, 5, 2)),),
+               {"p": p, "dim": 1}, scale=4)
+
+
+def test_functional_argument_orders_follow_torch(dev: DeviceHandle) -> None:
+    """Positional calls mean what they mean in PyTorch: avg_pool2d's ceil_mode comes before
+    count_include_pad, pad's third argument is the mode, batch_norm defaults to eval."""
+    x = Tensor.from_host(dev.queue, np.arange(1.0, 26.0, dtype=np.float32).reshape(1, 1, 5, 5))
+    assert F.avg_pool2d(x, 2, 2, 0, True).shape == (1, 1, 3, 3)  # ceil_mode=True (floor: 2)
+    corner = F.avg_pool2d(x, 2, 2, 1, False, False).to_host()[0, 0, 0, 0]
+    assert corner == 1.0  # count_include_pad=False: x[0, 0] alone, not 1/4
+    with pytest.raises(ValueError, match="divisor_override"):
+        F.avg_pool2d(x, 2, divisor_override=3)  # type: ignore[call-arg]
+    # mypy sees netcl.autograd.ops.pad's signature (functional star-imports it first)
+    padded = F.pad(x, (1, 0, 0, 2), "constant", -1.0).to_host()  # type: ignore[call-arg,arg-type]
+    assert padded.shape == (1, 1, 7, 6) and padded[0, 0, 0, 0] == -1.0
+    with pytest.raises(ValueError, match="only 'constant'"):
+        F.pad(x, (1, 1), "reflect")  # type: ignore[arg-type]
+    rm = Tensor.from_host(dev.queue, np.full(1, 10.0, np.float32))
+    rv = Tensor.from_host(dev.queue, np.full(1, 4.0, np.float32))
+    y = F.batch_norm(x, rm, rv)  # eval: the running statistics
+    np.testing.assert_allclose(y.to_host(), (x.to_host() - 10.0) / np.sqrt(4.0 + 1e-5),
+                               rtol=1e-5)
+    np.testing.assert_allclose(rm.to_host(), [10.0])  # not updated
+
+
+def test_functional_argument_orders_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    x = np.arange(25.0).reshape(1, 1, 5, 5)
+    want = torch.nn.functional.avg_pool2d(torch.from_numpy(x), 2, 2, 1, True, False).numpy()
+    got = F.avg_pool2d(Tensor.from_host(Linear(1, 1, device="cpu").weight.queue, x),
+                       2, 2, 1, True, False).to_host()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    xs = _R.standard_normal((3, 5, 2))
+    np.testing.assert_allclose(
+        ref_normalize(xs, 3.0), torch.nn.functional.normalize(torch.from_numpy(xs), 3.0),
+        rtol=1e-12)

@@ -368,7 +368,7 @@ class AvgPool2d(_Pool):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
-                            self.count_include_pad, self.ceil_mode)
+                            ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad)
 
 
 class AdaptiveAvgPool2d(Module):

@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from netcl.autograd import ops as _ops
@@ -29,6 +30,7 @@ IntPair = int | tuple[int, int]
 
 __all__ = [
     *_ops_all,
+    "normalize",
     *_layers.__all__,
     *_losses.__all__,
     "linear",
@@ -67,11 +69,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def batch_norm(  # type: ignore[no-redef]  # replaces the star-imported one
         x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
-        weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
+        weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
         momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """:func:`netcl.autograd.ops.batch_norm`. Under autocast the input, weight and bias are cast
-    to the running statistics' dtype (float32 without them): the statistics are updated in
-    place, so they cannot be cast themselves.
+    """:func:`netcl.autograd.ops.batch_norm` with ``torch.nn.functional.batch_norm``'s
+    defaults (``training=False``: the running statistics). Under autocast the input, weight
+    and bias are cast to the running statistics' dtype (float32 without them): the statistics
+    are updated in place, so they cannot be cast themselves.
 
     Examples:
         >>> import numpy as np
@@ -81,7 +84,7 @@ def batch_norm(  # type: ignore[no-redef]  # replaces the star-imported one
         >>> x = Tensor.from_host(q, np.array([[1.0], [3.0]]), dtype="float16")
         >>> rm, rv = Tensor.from_host(q, np.zeros(1)), Tensor.from_host(q, np.ones(1))
         >>> with autocast():
-        ...     y = batch_norm(x, rm, rv)
+        ...     y = batch_norm(x, rm, rv, training=True)
         >>> y.dtype, rm.to_host().tolist()
         ('float32', [0.20000000298023224])
     """
@@ -218,6 +221,70 @@ def dropout(  # type: ignore[no-redef]
         True
     """
     return _layers.dropout(input, p, training, inplace, seed=seed, offset=offset)
+
+
+def avg_pool2d(  # type: ignore[no-redef]
+        input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+        padding: IntPair = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+        divisor_override: int | None = None) -> Tensor:
+    """Average pooling in ``torch.nn.functional.avg_pool2d``'s argument order (``ceil_mode``
+    before ``count_include_pad``; :func:`netcl.autograd.ops.avg_pool2d` has them the other
+    way round). ``divisor_override`` is not supported.
+
+    Raises:
+        ValueError: ``divisor_override`` given.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.arange(9.0).reshape(1, 1, 3, 3))
+        >>> avg_pool2d(x, 2, 2, 0, True).to_host().reshape(-1).tolist()
+        [2.0, 3.5, 6.5, 8.0]
+    """
+    if divisor_override is not None:
+        raise ValueError("avg_pool2d: divisor_override is not supported")
+    return _ops.avg_pool2d(input, kernel_size, stride, padding, count_include_pad, ceil_mode)
+
+
+def pad(  # type: ignore[no-redef]
+        input: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None) -> Tensor:
+    """Constant padding, ``torch.nn.functional.pad``'s arguments: ``pad`` as (before, after)
+    pairs from the last dim backwards.
+
+    Raises:
+        ValueError: a ``mode`` other than ``"constant"`` (reflect, replicate and circular are
+            not supported).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.ones((1, 2)))
+        >>> pad(x, (1, 0), "constant", 5.0).to_host().tolist()
+        [[5.0, 1.0, 1.0]]
+    """
+    if mode != "constant":
+        raise ValueError(f"pad: mode {mode!r} is not supported (only 'constant')")
+    return _ops.pad(input, pad, 0.0 if value is None else float(value))
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (``torch.nn.functional.normalize``).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([[3.0, 4.0]]))
+        >>> normalize(x).to_host().tolist()
+        [[0.6000000238418579, 0.800000011920929]]
+    """
+    if p == 2.0:
+        norm = _ops.sqrt(_ops.sum(_ops.mul(input, input), dim, True))
+    elif p == 1.0:
+        norm = _ops.sum(_ops.abs(input), dim, True)
+    else:
+        norm = _ops.pow(_ops.sum(_ops.pow(_ops.abs(input), p), dim, True), 1.0 / p)
+    return _ops.div(input, _ops.maximum(norm, eps))
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # type: ignore[no-redef]
