@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,9 @@ def _selector(dev: DeviceHandle) -> str:
 
 
 @pytest.fixture
-def few_digits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``netcl train`` on the first 160 digits (128 to train on: 2 batches of 64 an epoch)."""
-    from netcl.data import ArrayDataset, DigitsDataset
-
-    full = DigitsDataset()
-    monkeypatch.setattr("netcl.trainer._digits.DigitsDataset",
-                        lambda: ArrayDataset(full.images[:160], full.labels[:160]))
+def few_digits(digits_subset: Callable[[int], None]) -> None:
+    """``netcl train`` on the first 160 digits."""
+    digits_subset(160)
 
 
 def _one_line(err: str) -> str:

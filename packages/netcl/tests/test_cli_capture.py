@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,9 @@ def _selector(dev: DeviceHandle) -> str:
 
 
 @pytest.fixture
-def few_digits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``netcl train`` on the first 300 digits (240 to train on: 3 full batches of 64 and one
-    of 48 an epoch)."""
-    from netcl.data import ArrayDataset, DigitsDataset
-
-    full = DigitsDataset()
-    monkeypatch.setattr("netcl.trainer._digits.DigitsDataset",
-                        lambda: ArrayDataset(full.images[:300], full.labels[:300]))
+def few_digits(digits_subset: Callable[[int], None]) -> None:
+    """``netcl train`` on the first 300 digits."""
+    digits_subset(300)
 
 
 def _epochs(out: str) -> list[str]:

@@ -3,6 +3,7 @@ with netcl's predictions; bad input is a one-line error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,9 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the exported f
 
 
 @pytest.fixture
-def few_digits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from netcl.data import ArrayDataset, DigitsDataset
-
-    full = DigitsDataset()
-    monkeypatch.setattr("netcl.trainer._digits.DigitsDataset",
-                        lambda: ArrayDataset(full.images[:300], full.labels[:300]))
+def few_digits(digits_subset: Callable[[int], None]) -> None:
+    """``netcl train`` on the first 300 digits."""
+    digits_subset(300)
 
 
 @pytest.mark.usefixtures("few_digits")

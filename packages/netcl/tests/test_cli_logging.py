@@ -4,6 +4,7 @@ each epoch's figures."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,9 @@ from netcl.cli import main
 
 
 @pytest.fixture
-def few_digits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first 300 digits (240 to train on: 4 batches of 64 an epoch)."""
-    from netcl.data import ArrayDataset, DigitsDataset
-
-    full = DigitsDataset()
-    monkeypatch.setattr("netcl.trainer._digits.DigitsDataset",
-                        lambda: ArrayDataset(full.images[:300], full.labels[:300]))
+def few_digits(digits_subset: Callable[[int], None]) -> None:
+    """``netcl train`` on the first 300 digits."""
+    digits_subset(300)
 
 
 @pytest.mark.usefixtures("few_digits")
