@@ -17,8 +17,10 @@ from netcl.core.tensor import Tensor
 from netcl.optim import (
     SGD,
     Adam,
+    ConstantLR,
     ExponentialLR,
     LambdaLR,
+    LinearLR,
     LRScheduler,
     MultiStepLR,
     NAdam,
@@ -120,6 +122,14 @@ def test_schedulers_match_torch() -> None:
     cases: list[tuple[Callable[[Any], Any], Callable[[Any], Any], int]] = [
         (lambda o: MultiStepLR(o, [2, 5], 0.3), lambda o: ts.MultiStepLR(o, [2, 5], 0.3), 7),
         (lambda o: ExponentialLR(o, 0.7), lambda o: ts.ExponentialLR(o, 0.7), 5),
+        (lambda o: LinearLR(o, 0.1, 0.9, total_iters=4),
+         lambda o: ts.LinearLR(o, 0.1, 0.9, total_iters=4), 6),
+        (lambda o: ConstantLR(o, 0.5, total_iters=3),
+         lambda o: ts.ConstantLR(o, 0.5, total_iters=3), 5),
+        (lambda o: SequentialLR(o, [LinearLR(o, 0.2, total_iters=3),
+                                    ExponentialLR(o, 0.8)], [3]),
+         lambda o: ts.SequentialLR(o, [ts.LinearLR(o, 0.2, total_iters=3),
+                                       ts.ExponentialLR(o, 0.8)], [3]), 6),
         (lambda o: LambdaLR(o, lambda e: 0.9**e + 0.1),
          lambda o: ts.LambdaLR(o, lambda e: 0.9**e + 0.1), 5),
         (lambda o: OneCycleLR(o, 0.8, total_steps=13),
@@ -157,6 +167,10 @@ def test_scheduler_errors() -> None:
         OneCycleLR(opt, 1.0, total_steps=3, anneal_strategy="exp")
     with pytest.raises(ValueError, match="gamma must be > 0"):
         ExponentialLR(opt, 0.0)
+    with pytest.raises(ValueError, match="start_factor must be in"):
+        LinearLR(opt, start_factor=0.0)
+    with pytest.raises(ValueError, match="factor must be in"):
+        ConstantLR(opt, factor=2.0)
     with pytest.raises(ValueError, match="milestones must be >= 0"):
         MultiStepLR(opt, [-1])
     with pytest.raises(TypeError, match="expected an Optimizer"):

@@ -23,8 +23,10 @@ from ._schedulers import LRScheduler as LRScheduler
 from ._schedulers import ReduceLROnPlateau as ReduceLROnPlateau
 from ._schedulers import StepLR as StepLR
 from ._schedulers import WarmupCosine as WarmupCosine
+from ._schedulers_extra import ConstantLR as ConstantLR
 from ._schedulers_extra import ExponentialLR as ExponentialLR
 from ._schedulers_extra import LambdaLR as LambdaLR
+from ._schedulers_extra import LinearLR as LinearLR
 from ._schedulers_extra import MultiStepLR as MultiStepLR
 from ._schedulers_extra import OneCycleLR as OneCycleLR
 from ._schedulers_extra import SequentialLR as SequentialLR
@@ -34,10 +36,12 @@ __all__ = [
     "Adagrad",
     "Adam",
     "AdamW",
+    "ConstantLR",
     "CosineAnnealingLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
+    "LinearLR",
     "Momentum",
     "MultiStepLR",
     "NAdam",

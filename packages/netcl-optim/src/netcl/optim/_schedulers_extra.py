@@ -1,4 +1,5 @@
-"""More of PyTorch's schedulers: ``MultiStepLR``, ``ExponentialLR``, ``LambdaLR``,
+"""More of PyTorch's schedulers: ``MultiStepLR``, ``ExponentialLR``, ``LinearLR``,
+``ConstantLR``, ``LambdaLR``,
 ``OneCycleLR`` (per step, cycling momentum too) and ``SequentialLR`` (one after another at
 milestones), closed forms of the epoch like the others in ``_schedulers.py``.
 
@@ -26,7 +27,8 @@ from typing import Any
 from ._optimizer import Optimizer
 from ._schedulers import LRScheduler
 
-__all__ = ["ExponentialLR", "LambdaLR", "MultiStepLR", "OneCycleLR", "SequentialLR"]
+__all__ = ["ConstantLR", "ExponentialLR", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR",
+           "SequentialLR"]
 
 
 class MultiStepLR(LRScheduler):
@@ -55,6 +57,57 @@ class ExponentialLR(LRScheduler):
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma**epoch
+
+
+class LinearLR(LRScheduler):
+    """``lr = base * f``, ``f`` going linearly from ``start_factor`` to ``end_factor`` over
+    ``total_iters`` epochs, then staying (a linear warm-up); set for epoch 0 at construction.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> from netcl.optim import SGD
+        >>> opt = SGD([Tensor.from_host(manager.default("cpu").queue, np.ones(1))], lr=1.0)
+        >>> sched = LinearLR(opt, start_factor=0.25, total_iters=3)
+        >>> lrs = [opt.param_groups[0]["lr"]]
+        >>> for _ in range(4):
+        ...     sched.step()
+        ...     lrs.append(sched.get_last_lr()[0])
+        >>> lrs
+        [0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5) -> None:
+        if not 0.0 < start_factor <= 1.0 or not 0.0 <= end_factor <= 1.0:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in "
+                             f"[0, 1], got {start_factor} and {end_factor}")
+        if total_iters < 1:
+            raise ValueError(f"LinearLR: total_iters must be >= 1, got {total_iters}")
+        super().__init__(optimizer)
+        self.start_factor, self.end_factor = float(start_factor), float(end_factor)
+        self.total_iters = int(total_iters)
+        self.set_epoch(0)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        done = min(epoch, self.total_iters) / self.total_iters
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
+
+
+class ConstantLR(LRScheduler):
+    """``lr = base * factor`` for the first ``total_iters`` epochs, then ``base``; set for
+    epoch 0 at construction."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3,
+                 total_iters: int = 5) -> None:
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        super().__init__(optimizer)
+        self.factor, self.total_iters = float(factor), int(total_iters)
+        self.set_epoch(0)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        return base_lr * (self.factor if epoch < self.total_iters else 1.0)
 
 
 class LambdaLR(LRScheduler):
