@@ -33,7 +33,9 @@ def test_export_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixtu
     onnx_path = tmp_path / "digits.onnx"
     assert main(["export", str(ckpt / "last.netcl"), str(onnx_path)]) == 0
     assert f"wrote {onnx_path}" in capsys.readouterr().out
-    q = manager.default("cpu").queue
+    cpu = manager.default("cpu")
+    assert cpu is not None
+    q = cpu.queue
     model = digits_cnn(q)
     model.load_state_dict(read_weights(ckpt / "last.netcl"))
     model.eval()

@@ -18,7 +18,9 @@ torch = pytest.importorskip("torch", reason="PyTorch is the reference")
 tnn = torch.nn
 
 
-class _Basic(tnn.Module):  # torchvision.models.resnet.BasicBlock's names and forward
+class _Basic(tnn.Module):  # type: ignore[misc,name-defined]  # torch is optional (Any)
+    """torchvision.models.resnet.BasicBlock's names and forward."""
+
     expansion = 1
 
     def __init__(self, cin: int, planes: int, stride: int, downsample: Any) -> None:
@@ -36,7 +38,9 @@ class _Basic(tnn.Module):  # torchvision.models.resnet.BasicBlock's names and fo
         return self.relu(self.bn2(self.conv2(out)) + idt)
 
 
-class _Bottleneck(tnn.Module):  # torchvision's Bottleneck (v1.5: stride on the 3x3)
+class _Bottleneck(tnn.Module):  # type: ignore[misc,name-defined]  # torch is optional (Any)
+    """torchvision's Bottleneck (v1.5: the stride on the 3x3)."""
+
     expansion = 4
 
     def __init__(self, cin: int, planes: int, stride: int, downsample: Any) -> None:
@@ -57,7 +61,9 @@ class _Bottleneck(tnn.Module):  # torchvision's Bottleneck (v1.5: stride on the 
         return self.relu(self.bn3(self.conv3(out)) + idt)
 
 
-class _TorchResNet(tnn.Module):  # torchvision.models.ResNet's names, with its width
+class _TorchResNet(tnn.Module):  # type: ignore[misc,name-defined]  # torch is optional (Any)
+    """torchvision.models.ResNet's names and forward, with its width."""
+
     def __init__(self, block: Any, layers: list[int], classes: int, width: int) -> None:
         super().__init__()
         self.conv1 = tnn.Conv2d(3, width, 7, 2, 3, bias=False)
