@@ -10,21 +10,18 @@ evaluation. The netcl program is that text with one mechanical rename, ``torch``
 device under test for netcl. Both must reach the same accuracy band (>= 0.95 held out); when
 torch is installed the PyTorch run is made here too and compared.
 
-Recording without a Tape: PyTorch records every op on a tensor that requires grad. netcl does
-so once ``netcl.autograd.ops.implicit_tape()`` is on (the Tape page makes recording happen only
-inside ``with Tape()``, so it is off by default); the ``implicit_tape`` fixture turns it on
-around the loop, outside the program text.
+Recording without a Tape: netcl, as PyTorch, records every op on a tensor that requires grad
+outside ``no_grad`` (``netcl.autograd.implicit_tape``, on by default), so ``loss.backward()``
+needs no ``with Tape()`` block.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import netcl.autograd.ops as agops
 from netcl.core.device import DeviceHandle
 
 pytest.importorskip("sklearn")
@@ -116,15 +113,6 @@ def run(source: str, device: Any, name: str) -> dict[str, float]:
     return results
 
 
-@pytest.fixture
-def implicit_tape() -> Iterator[None]:
-    before = agops.implicit_tape(True)
-    try:
-        yield
-    finally:
-        agops.implicit_tape(before)
-
-
 @pytest.fixture(scope="module")
 def pytorch_results() -> dict[str, float] | None:
     try:
@@ -143,7 +131,7 @@ def test_the_netcl_program_is_the_pytorch_program_renamed() -> None:
         assert line in source
 
 
-def test_pytorch_loop_on_netcl_reaches_the_band(dev: DeviceHandle, implicit_tape: None,
+def test_pytorch_loop_on_netcl_reaches_the_band(dev: DeviceHandle,
                                                 pytorch_results: dict[str, float] | None
                                                 ) -> None:
     results = run(netcl_loop(), dev, "netcl_loop")

@@ -47,10 +47,19 @@ def test_training_loop_of_the_spec(dev: DeviceHandle) -> None:
     assert_close(grad(w), np.array([[1.0, 2.0], [0.5, -1.0]]).T @ p / 2, "float32", scale=0.1)
 
 
-def test_records_only_inside_a_tape(dev: DeviceHandle) -> None:
+def test_records_when_an_input_requires_grad(dev: DeviceHandle) -> None:
     w = leaf(dev, [1.0, 2.0])
-    y = ops.mul(w, w)
-    assert not y.requires_grad and y.grad_fn is None
+    y = ops.mul(w, w)  # no tape: the implicit tape (NOTE [ Recording ]), as PyTorch
+    assert y.requires_grad and isinstance(y.grad_fn, ag.Node) and y.grad_fn.tape_ids == ()
+    assert ag.current_tape() is None and ag.is_recording()
+    with ag.no_grad():
+        assert not ops.mul(w, w).requires_grad
+    before = ag.implicit_tape(False)
+    try:
+        off = ops.mul(w, w)
+        assert not off.requires_grad and off.grad_fn is None and not ag.is_recording()
+    finally:
+        ag.implicit_tape(before)
     with ag.Tape() as tape:
         z = ops.mul(w, w)
         c = ops.mul(Tensor.from_host(dev.queue, np.ones(2)), 3.0)
@@ -152,7 +161,7 @@ def test_tapes_are_thread_local(dev: DeviceHandle) -> None:
         t = threading.Thread(target=worker)
         t.start()
         t.join()
-    assert seen == [(None, False)]
+    assert seen == [(None, True)]  # the worker recorded on the implicit tape, not on `tape`
     assert len(tape) == 0
 
 

@@ -1,10 +1,11 @@
-"""Tensor operators record under a tape, ``Tensor.backward`` and the implicit tape, and the
+"""Tensor operators record (with or without a tape), ``Tensor.backward``, and the
 dim/keepdim keywords of the differentiable reductions, on every device."""
 
 from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -76,64 +77,56 @@ def test_backward_matches_tape_backward_and_accumulates(dev: DeviceHandle) -> No
 
 def test_backward_without_recording_says_what_to_do(dev: DeviceHandle) -> None:
     w = leaf(dev, np.ones(2))
-    loss = (w * 2).sum()  # no tape, implicit tape off: nothing recorded
+    with ag.no_grad():
+        loss = (w * 2).sum()
     assert not loss.requires_grad
-    with pytest.raises(RuntimeError, match=r"does not require grad.*implicit_tape"):
+    with pytest.raises(RuntimeError, match=r"does not require grad.*no_grad"):
         loss.backward()
     with pytest.raises(ValueError, match="non-scalar loss needs grad="):
-        with ag.Tape():
-            y = w * 2
-        y.backward()
+        (w * 2).backward()
 
 
-def test_implicit_tape_records_without_a_tape_and_frees_with_the_graph(
-        dev: DeviceHandle) -> None:
+def test_records_without_a_tape_and_the_graph_frees_itself(dev: DeviceHandle) -> None:
     w = leaf(dev, np.array([1.0, 2.0]))
-    before = agops.implicit_tape()
-    try:
-        with ag.no_grad():
-            frozen = w * 3
-        assert not frozen.requires_grad
-        loss = ((w * 3 - 1) ** 2).sum()
-        loss.backward()
-        assert w.grad is not None and w.grad.tolist() == [12.0, 30.0]
-        # explicit tapes still work above it, and consume as before
-        with ag.Tape() as tape:
-            other = (w * w).sum()
-        tape.backward(other)
-        assert w.grad.tolist() == [14.0, 34.0]
-        # the implicit tape holds nodes weakly: a dropped graph is freed
-        tape_ = ag.current_tape()
-        assert tape_ is not None
-        del loss, other
-        gc.collect()
-        assert len(tape_) == 0
-        kept = (w * 5).sum()
-        assert len(tape_) == 2
-        del kept
-        gc.collect()
-        assert len(tape_) == 0
-    finally:
-        agops.implicit_tape(before)
-    assert ag.current_tape() is None and not ag.is_recording()
+    with ag.no_grad():
+        frozen = w * 3
+    assert not frozen.requires_grad
+    loss = ((w * 3 - 1) ** 2).sum()  # no tape: PyTorch's default
+    assert ag.current_tape() is None and loss.requires_grad
+    loss.backward()
+    assert w.grad is not None and w.grad.tolist() == [12.0, 30.0]
+    # explicit tapes still work, and consume as before
+    with ag.Tape() as tape:
+        other = (w * w).sum()
+    tape.backward(other)
+    assert w.grad.tolist() == [14.0, 34.0]
+    # nothing but the graph holds an implicit node: it goes with the last tensor of the graph
+    kept = (w * 5).sum()
+    node = weakref.ref(kept.grad_fn)
+    assert node() is not None
+    del kept
+    gc.collect()
+    assert node() is None
 
 
-def test_implicit_tape_is_per_thread(dev: DeviceHandle) -> None:
+def test_implicit_tape_off_records_only_inside_tapes(dev: DeviceHandle) -> None:
     w = leaf(dev, np.ones(1))
     seen: list[bool] = []
 
     def worker() -> None:
         seen.append((w * 2).requires_grad)
 
-    before = agops.implicit_tape()
+    before = agops.implicit_tape(False)
     try:
-        t = threading.Thread(target=worker)
+        assert not (w * 2).requires_grad
+        with ag.Tape():
+            assert (w * 2).requires_grad
+        t = threading.Thread(target=worker)  # process-wide: a thread sees it too
         t.start()
         t.join()
-        assert (w * 2).requires_grad
     finally:
         agops.implicit_tape(before)
-    assert seen == [False]
+    assert seen == [False] and (w * 2).requires_grad
 
 
 def test_autograd_fills_the_differentiable_slots() -> None:
@@ -160,7 +153,10 @@ def test_autograd_reductions_take_dim_and_keepdim(dev: DeviceHandle) -> None:
 
 def test_in_place_writes_on_recorded_tensors_are_refused(dev: DeviceHandle) -> None:
     w = leaf(dev, np.array([1.0, 2.0]))
-    w += 1  # nothing records outside a tape: allowed (as an optimizer step)
+    with pytest.raises(RuntimeError, match="add_: an in-place write"):
+        w += 1  # ops record without a tape too (as PyTorch refuses it on a leaf)
+    with ag.no_grad():
+        w += 1  # allowed: an optimizer step
     with ag.Tape():
         with pytest.raises(RuntimeError, match=r"add_: an in-place write .*no_grad"):
             w += 1

@@ -128,3 +128,18 @@ def test_free_functions_record(dev: DeviceHandle) -> None:
         loss = netcl.sum(netcl.cat([w, w * 2]) ** 2)
     loss.backward()
     assert w.grad is not None and w.grad.tolist() == [10.0, -20.0, 30.0]
+
+
+def test_eval_under_no_grad_records_nothing(dev: DeviceHandle) -> None:
+    netcl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7, device=dev), nn.ReLU(), nn.Linear(7, 3, device=dev))
+    x = netcl.randn(4, 5, device=dev)
+    model.eval()
+    with netcl.no_grad():
+        out = model(x)
+        assert not netcl.autograd.is_recording()
+    assert not out.requires_grad and out.grad_fn is None
+    train_out = model(x)  # no tape, no no_grad: recorded, as PyTorch
+    assert train_out.requires_grad and train_out.grad_fn is not None
+    train_out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())

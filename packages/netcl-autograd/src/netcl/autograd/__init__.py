@@ -8,7 +8,9 @@ The training loop of the architecture page::
     tape.backward(loss)
 
 Ops record on the active tape when an input has ``requires_grad``; ``tape.backward(loss)``
-accumulates into each leaf's ``.grad`` (until something resets it to ``None``). The
+accumulates into each leaf's ``.grad`` (until something resets it to ``None``). Outside a tape
+they record too, as in PyTorch (``loss.backward()``; :func:`implicit_tape` ``(False)`` limits
+recording to tapes); :func:`no_grad` turns recording off. The
 differentiable ops are in :mod:`netcl.autograd.ops`, the JIT compiler that fuses elementwise
 chains in :mod:`netcl.autograd.compiler`.
 
@@ -50,6 +52,7 @@ from ._tape import Tape as Tape
 from ._tape import current_tape as current_tape
 from ._tape import detach as detach
 from ._tape import enable_grad as enable_grad
+from ._tape import implicit_tape as implicit_tape
 from ._tape import is_recording as is_recording
 from ._tape import no_grad as no_grad
 from .compiler import jit as jit
@@ -73,6 +76,7 @@ __all__ = [
     "differentiable",
     "enable_grad",
     "gradcheck",
+    "implicit_tape",
     "inference_mode",
     "is_recording",
     "jit",

@@ -1,8 +1,12 @@
 """The Tape: what records ops, the node graph, and the reverse pass that fills ``.grad``.
 
 # NOTE [ Recording ]
-# Ops record only inside ``with Tape():`` (and outside ``no_grad``), and only when one of their
-# Tensor inputs has ``requires_grad``. A recorded op's output gets ``requires_grad=True`` and
+# Ops record when one of their Tensor inputs has ``requires_grad``, outside ``no_grad``, as in
+# PyTorch: inside ``with Tape():`` on every active tape, and with no tape active on none (the
+# implicit tape, the "Tape singleton" of the architecture page: the node is held by the graph
+# alone, so it lives as long as the tensors computed from it, and ``loss.backward()`` runs it).
+# ``implicit_tape(False)`` limits recording to ``with Tape()`` blocks (process-wide).
+# A recorded op's output gets ``requires_grad=True`` and
 # ``grad_fn``: its :class:`Node`, which holds the backward closure (and through it whatever the
 # closure captured), the nodes of its inputs (``grad_fn`` links) and the leaves among them. A
 # node never refers to intermediate tensors except through its closure, so a tensor lives
@@ -52,6 +56,8 @@ __all__ = [
     "current_tape",
     "detach",
     "enable_grad",
+    "implicit_tape",
+    "implicit_tape_enabled",
     "is_recording",
     "no_grad",
     "record",
@@ -69,6 +75,35 @@ class _State(threading.local):
 
 _state = _State()
 _tape_ids = itertools.count(1)
+# whether ops record with no tape active (NOTE [ Recording ]); process-wide, as PyTorch's
+_implicit = [True]
+
+
+def implicit_tape(enabled: bool = True) -> bool:
+    """Whether ops on tensors that require grad record with no ``with Tape()`` block active
+    (on by default, as PyTorch; NOTE [ Recording ]); returns the previous setting.
+    Process-wide. ``no_grad`` still turns recording off inside its block.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> w = Tensor.from_host(manager.default("cpu").queue, np.array([2.0]))
+        >>> w.requires_grad = True
+        >>> (w * w).requires_grad
+        True
+        >>> before = implicit_tape(False)
+        >>> (w * w).requires_grad, is_recording()
+        (False, False)
+        >>> _ = implicit_tape(before)
+    """
+    previous = _implicit[0]
+    _implicit[0] = bool(enabled)
+    return previous
+
+
+def implicit_tape_enabled() -> bool:
+    """Whether :func:`implicit_tape` is on."""
+    return _implicit[0]
 
 
 def current_tape() -> Tape | None:
@@ -85,7 +120,8 @@ def current_tape() -> Tape | None:
 
 
 def is_recording() -> bool:
-    """Whether an op run now would be recorded (a tape is active and grad is not disabled).
+    """Whether an op run now would be recorded: grad is not disabled, and a tape is active or
+    the implicit tape is on (the default; NOTE [ Recording ]).
 
     Examples:
         >>> with Tape():
@@ -93,9 +129,13 @@ def is_recording() -> bool:
         ...     with no_grad():
         ...         disabled = is_recording()
         >>> inside, disabled, is_recording()
-        (True, False, False)
+        (True, False, True)
+        >>> before = implicit_tape(False)
+        >>> is_recording()
+        False
+        >>> _ = implicit_tape(before)
     """
-    return bool(_state.tapes) and _state.disabled == 0
+    return (_implicit[0] or bool(_state.tapes)) and _state.disabled == 0
 
 
 class _NoGrad(contextlib.ContextDecorator):
@@ -245,15 +285,16 @@ class Node:
 def record(name: str, inputs: Sequence[Tensor], out: Tensor, backward: Backward) -> Tensor:
     """Record ``out = name(inputs)`` on every active tape; returns the tensor to hand out.
 
-    When nothing records (no tape, ``no_grad``, or no input requires grad) ``out`` itself comes
-    back. Otherwise a view of ``out`` with ``requires_grad`` and ``grad_fn`` set (see NOTE
-    [ No reference cycles ]); ``backward`` may capture ``out``.
+    When nothing records (``no_grad``, no input requires grad, or no tape active with the
+    implicit tape off) ``out`` itself comes back. Otherwise a view of ``out`` with
+    ``requires_grad`` and ``grad_fn`` set (see NOTE [ No reference cycles ]); ``backward`` may
+    capture ``out``.
     """
     tapes = _state.tapes
-    if not tapes or _state.disabled or not any(t.requires_grad for t in inputs):
+    if _state.disabled or not (tapes or _implicit[0]) or not any(t.requires_grad for t in inputs):
         return out
     node = Node(name, inputs, backward, out, tuple(t.id for t in tapes))
-    for tape in tapes:
+    for tape in tapes:  # none: the implicit tape, the graph alone holds the node
         tape._nodes.append(node)
     view = reshape(out, out.shape)
     view.requires_grad = True

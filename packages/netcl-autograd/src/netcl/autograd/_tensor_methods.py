@@ -1,4 +1,4 @@
-"""The differentiable Tensor methods, ``Tensor.backward`` and recording without a Tape.
+"""The differentiable Tensor methods and ``Tensor.backward``.
 
 Importing ``netcl.autograd`` puts the recording version of every differentiable op in its
 Tensor method slot (:mod:`netcl.core.tensor_methods`), so ``((model(x) - y) ** 2).mean()``
@@ -10,13 +10,7 @@ records like the functional ops do, and fills ``backward``.
 # whichever tape recorded it, also after its ``with`` block ended. Without ``retain_graph``
 # every node it ran is freed; a later backward through them raises ``RuntimeError``.
 #
-# NOTE [ Implicit tape ]
-# PyTorch records without a Tape: every op on a tensor that requires grad, outside
-# ``no_grad``. :func:`implicit_tape` turns that on for the calling thread: an implicit tape
-# sits at the bottom of the thread's tape stack, so every op records (explicit tapes above it
-# work as before). It holds its nodes by weak reference only: a graph lives exactly as long as
-# the tensors computed from it (as in PyTorch), and ``loss.backward()`` frees what it ran. It
-# is off by default: the Tape page makes recording happen only inside ``with Tape()``.
+# Recording without a Tape (PyTorch's default) is NOTE [ Recording ] in ``_tape``.
 
 Examples:
     >>> import numpy as np
@@ -33,9 +27,7 @@ Examples:
 
 from __future__ import annotations
 
-import builtins
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from netcl.core.tensor import Tensor
@@ -82,9 +74,9 @@ from ._ops_movement import (
 )
 from ._ops_nn import matmul
 from ._ops_reduce import log_softmax, max, mean, min, softmax, sum, var
-from ._tape import Node, Tape, _accumulate, _state, detach, is_recording
+from ._tape import Node, Tape, _accumulate, detach, is_recording
 
-__all__ = ["METHODS", "backward", "check_inplace", "implicit_tape", "implicit_tape_enabled"]
+__all__ = ["METHODS", "backward", "check_inplace"]
 
 
 def backward(t: Tensor, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
@@ -99,9 +91,9 @@ def backward(t: Tensor, gradient: Tensor | None = None, retain_graph: bool = Fal
     if not t.requires_grad:
         raise RuntimeError(
             f"Tensor.backward: this tensor (shape {t.shape}) does not require grad: no op that "
-            "made it was recorded. Compute it from tensors with requires_grad=True inside "
-            "`with netcl.autograd.Tape():`, or turn on netcl.autograd.implicit_tape() to record "
-            "without a tape, as PyTorch does"
+            "made it was recorded. Compute it from tensors with requires_grad=True outside "
+            "no_grad (inside `with netcl.autograd.Tape():` when netcl.autograd.implicit_tape is "
+            "off)"
         )
     seed = Tape._seed(t, gradient)
     root = t.grad_fn
@@ -127,77 +119,6 @@ def check_inplace(t: Tensor, op: str) -> None:
 
 
 _RUNNER = Tape()  # never entered: its reverse pass reads nothing of the tape itself
-
-
-class _WeakNodes:
-    """The implicit tape's node list: weak references, pruned as it grows."""
-
-    def __init__(self) -> None:
-        self._refs: list[weakref.ref[Node]] = []
-        self._limit = 256
-
-    def append(self, node: Node) -> None:
-        refs = self._refs
-        if len(refs) >= self._limit:
-            refs[:] = [r for r in refs if r() is not None]
-            self._limit = 2 * len(refs) + 256
-        refs.append(weakref.ref(node))
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter([n for n in (r() for r in self._refs) if n is not None])
-
-    def __len__(self) -> int:
-        return builtins.sum(r() is not None for r in self._refs)
-
-    def clear(self) -> None:
-        self._refs.clear()
-
-
-class _ImplicitTape(Tape):
-    """The tape :func:`implicit_tape` keeps at the bottom of a thread's tape stack."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._nodes = _WeakNodes()  # type: ignore[assignment]
-
-    def backward(self, loss: Tensor, grad: Tensor | None = None, retain_graph: bool = False,
-                 on_node: Callable[[Node], Any] | None = None) -> None:
-        """``loss.backward(grad, retain_graph)``: the implicit tape is never consumed."""
-        backward(loss, grad, retain_graph)
-
-    def __repr__(self) -> str:
-        return f"ImplicitTape({len(self._nodes)} live nodes)"
-
-
-def implicit_tape(enabled: bool = True) -> bool:
-    """Record ops on tensors that require grad without a ``with Tape()`` block, in this
-    thread (NOTE [ Implicit tape ]); returns whether it was on before.
-
-    Examples:
-        >>> import numpy as np
-        >>> from netcl.core import Tensor, manager
-        >>> w = Tensor.from_host(manager.default("cpu").queue, np.array([2.0]))
-        >>> w.requires_grad = True
-        >>> before = implicit_tape()
-        >>> loss = (w * w).sum()
-        >>> loss.backward()
-        >>> _ = implicit_tape(before)
-        >>> w.grad.tolist(), implicit_tape_enabled()
-        ([4.0], False)
-    """
-    tapes = _state.tapes
-    held = [t for t in tapes if isinstance(t, _ImplicitTape)]
-    if enabled and not held:
-        tapes.insert(0, _ImplicitTape())
-    elif not enabled:
-        for t in held:
-            tapes.remove(t)
-    return bool(held)
-
-
-def implicit_tape_enabled() -> bool:
-    """Whether :func:`implicit_tape` is on in this thread."""
-    return any(isinstance(t, _ImplicitTape) for t in _state.tapes)
 
 
 #: slot name -> recording op (the differentiable slots of :mod:`netcl.core.tensor_methods`)

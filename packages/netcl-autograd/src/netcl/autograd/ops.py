@@ -31,6 +31,7 @@ from netcl.core.keywords import resolve_dim, resolve_keepdim
 from netcl.core.tensor import Tensor
 
 from . import _ops_reduce
+from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
 from ._ops_elementwise import abs as abs
 from ._ops_elementwise import add as add
 from ._ops_elementwise import cast as cast
@@ -84,7 +85,7 @@ from ._ops_nn import layer_norm as layer_norm
 from ._ops_nn import matmul as matmul
 from ._ops_nn import max_pool2d as max_pool2d
 from ._ops_reduce import nll_gather as nll_gather
-from ._tensor_methods import implicit_tape as implicit_tape  # fills the Tensor slots
+from ._tape import implicit_tape as implicit_tape
 
 __all__ = [
     # elementwise
