@@ -17,6 +17,7 @@ from netcl.nn import (
     Conv2d,
     Linear,
     Module,
+    ModuleDict,
     ReLU,
     Sequential,
     inference_mode,
@@ -145,3 +146,36 @@ def test_orthogonal(shape: tuple[int, ...]) -> None:
     np.testing.assert_allclose(gram, np.eye(small), atol=1e-12)
     with pytest.raises(ValueError, match="at least 2 dims"):
         init.orthogonal_(Tensor.from_shape(q, (3,)))
+
+
+def test_pytorch_module_conveniences() -> None:
+    lin = Linear(3, 2, device="cpu")
+    assert lin.requires_grad_(False) is lin and not lin.weight.requires_grad
+    lin.requires_grad_()
+    assert lin.weight.requires_grad
+    assert lin.double().weight.dtype == "float64" and lin.half().weight.dtype == "float16"
+    assert lin.float().weight.dtype == "float32" and lin.weight.requires_grad
+    lin.weight.grad = Tensor.from_host(lin.weight.queue, np.ones((2, 3), np.float32))
+    lin.zero_grad(set_to_none=False)
+    assert lin.weight.grad is not None and float(lin.weight.grad.to_host().sum()) == 0.0
+    lin.zero_grad()
+    assert lin.weight.grad is None
+
+    class WithScratch(Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("kept", Tensor.from_shape(lin.weight.queue, (2,)))
+            self.register_buffer("scratch", Tensor.from_shape(lin.weight.queue, (2,)),
+                                 persistent=False)
+
+    m = WithScratch()
+    assert sorted(m.state_dict()) == ["kept"]
+    assert sorted(name for name, _ in m.named_buffers()) == ["kept", "scratch"]
+    heads = ModuleDict({"cls": Linear(3, 2, device="cpu")})
+    heads["box"] = Linear(3, 4, device="cpu")
+    assert list(heads) == ["cls", "box"] and "box" in heads
+    assert sorted(heads.state_dict()) == ["box.bias", "box.weight", "cls.bias", "cls.weight"]
+    del heads["box"]
+    assert len(heads) == 1 and heads.num_parameters() == 8
+    seq = Sequential(Linear(3, 3, device="cpu")).append(ReLU())
+    assert len(seq) == 2 and isinstance(seq[1], ReLU)

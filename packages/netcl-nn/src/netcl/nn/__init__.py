@@ -18,6 +18,7 @@ from ._activation import ReLU6 as ReLU6
 from ._activation import Softmax as Softmax
 from ._autocast import autocast as autocast
 from ._containers import Identity as Identity
+from ._containers import ModuleDict as ModuleDict
 from ._containers import ModuleList as ModuleList
 from ._containers import Sequential as Sequential
 from ._grad_scaler import GradScaler as GradScaler
@@ -125,6 +126,7 @@ __all__ = [
     "resnet152",
     "Identity",
     "Module",
+    "ModuleDict",
     "ModuleList",
     "Parameter",
     "Sequential",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
 from ._module import Module
 
-__all__ = ["ModuleList", "Sequential"]
+__all__ = ["Identity", "ModuleDict", "ModuleList", "Sequential"]
 
 
 class Sequential(Module):
@@ -42,6 +42,11 @@ class Sequential(Module):
 
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        """Add ``module`` at the end; returns the Sequential (PyTorch's)."""
+        self.add_module(str(len(self._modules)), module)
+        return self
 
     @overload
     def __getitem__(self, index: int) -> Module: ...
@@ -83,6 +88,52 @@ class ModuleList(Module):
 
     def __getitem__(self, index: int) -> Module:
         return list(self._modules.values())[index]
+
+
+class ModuleDict(Module):
+    """Modules by name, registered as children (PyTorch's ``nn.ModuleDict``).
+
+    Examples:
+        >>> heads = ModuleDict({"a": Identity()})
+        >>> heads["b"] = Identity()
+        >>> list(heads.keys()), "a" in heads, len(heads)
+        (['a', 'b'], True, 2)
+    """
+
+    def __init__(self, modules: Mapping[str, Module] | None = None) -> None:
+        super().__init__()
+        for name, m in (modules or {}).items():
+            self[name] = m
+
+    def __getitem__(self, name: str) -> Module:
+        return self._modules[name]
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        self.add_module(name, module)
+
+    def __delitem__(self, name: str) -> None:
+        delattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self) -> Iterable[str]:
+        """The names, in insertion order."""
+        return self._modules.keys()
+
+    def values(self) -> Iterable[Module]:
+        """The modules, in insertion order."""
+        return self._modules.values()
+
+    def items(self) -> Iterable[tuple[str, Module]]:
+        """``(name, module)`` pairs, in insertion order."""
+        return self._modules.items()
 
 
 class Identity(Module):

@@ -117,10 +117,17 @@ class Module:
             self.__dict__[table].pop(name, None)
         object.__delattr__(self, name)
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """A tensor that is state but not learnable (running statistics): saved, not trained."""
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True
+                        ) -> None:
+        """A tensor that is state but not learnable (running statistics): moved with the
+        module, not trained, and saved in :meth:`state_dict` unless ``persistent=False``."""
         names = self.__dict__.setdefault("_buffer_names", set())
         names.add(name)
+        transient = self.__dict__.setdefault("_transient_buffers", set())
+        if persistent:
+            transient.discard(name)
+        else:
+            transient.add(name)
         if tensor is not None:
             tensor.persistent = True
         setattr(self, name, tensor)
@@ -229,10 +236,40 @@ class Module:
         """Evaluation mode: ``train(False)``."""
         return self.train(False)
 
-    def zero_grad(self) -> None:
-        """Set every parameter's ``.grad`` to ``None``."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Set every parameter's ``.grad`` to ``None`` (or, with ``set_to_none=False``, to a
+        zero tensor)."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = Tensor.from_shape(p.queue, p.shape, p.dtype, fill=0)
+
+    def requires_grad_(self: _M, requires_grad: bool = True) -> _M:
+        """Set ``requires_grad`` on every parameter (``False`` freezes the module, as for
+        fine-tuning); returns the module.
+
+        Examples:
+            >>> from netcl.nn import Linear
+            >>> lin = Linear(2, 2, device="cpu").requires_grad_(False)
+            >>> lin.weight.requires_grad, lin.num_parameters(trainable_only=True)
+            (False, 0)
+        """
+        for p in self.parameters():
+            p.requires_grad = bool(requires_grad)
+        return self
+
+    def float(self: _M) -> _M:
+        """``to(dtype="float32")``."""
+        return self.to(dtype="float32")
+
+    def half(self: _M) -> _M:
+        """``to(dtype="float16")``."""
+        return self.to(dtype="float16")
+
+    def double(self: _M) -> _M:
+        """``to(dtype="float64")``."""
+        return self.to(dtype="float64")
 
     # -- state -----------------------------------------------------------------------------
 
@@ -241,8 +278,11 @@ class Module:
         out: OrderedDict[str, Tensor] = OrderedDict()
         for name, p in self.named_parameters():
             out[name] = p
-        for name, b in self.named_buffers():
-            out[name] = b
+        for mod_name, mod in self.named_modules():
+            transient = mod.__dict__.get("_transient_buffers", ())
+            for name, b in mod._buffers.items():
+                if b is not None and name not in transient:
+                    out[f"{mod_name}.{name}" if mod_name else name] = b
         return out
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
