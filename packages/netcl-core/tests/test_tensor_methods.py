@@ -12,7 +12,7 @@ import netcl.core.tensor_methods as tm
 from netcl.core.device import manager
 from netcl.core.keywords import resolve_dim, resolve_keepdim
 from netcl.core.placement import device, resolve_queue
-from netcl.core.tensor import Tensor, narrow_view
+from netcl.core.tensor import Tensor, copy_from_host, narrow_view
 
 
 @pytest.fixture
@@ -108,3 +108,10 @@ def test_device_arguments() -> None:
         device(3)
     with pytest.raises(ValueError, match=r"Tensor.to: .*unknown device selector"):
         resolve_queue("no-such-device-xyz", "Tensor.to")
+
+
+def test_copy_from_host_and_copy_into_a_0d_tensor() -> None:
+    t = Tensor.from_host(device("cpu").queue, np.float32(1.0))
+    assert copy_from_host(t, 3.0).tolist() == 3.0 and t.shape == ()
+    assert copy_from_host(t, np.array(4.0)).tolist() == 4.0
+    assert t.copy_(5.0).tolist() == 5.0

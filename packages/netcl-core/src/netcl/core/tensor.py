@@ -686,7 +686,8 @@ def copy_from_host(t: Tensor, data: Any) -> Tensor:
     """
     src = np.asarray(data)
     check_host_dtype(src.dtype, "copy_from_host")
-    host = np.ascontiguousarray(src, dtype=numpy_dtype(t.dtype))
+    # np.asarray keeps 0-d data 0-d (ascontiguousarray would make it 1-d)
+    host = np.asarray(src, dtype=numpy_dtype(t.dtype), order="C")
     if host.shape != t.shape:
         raise ValueError(f"copy_from_host: data of shape {host.shape} does not fit a tensor of "
                          f"shape {t.shape}")
