@@ -25,14 +25,19 @@ from netcl.nn import (
     Dropout,
     Dropout2d,
     GroupNorm,
+    Hardsigmoid,
     Hardswish,
+    Hardtanh,
     LayerNorm,
     Linear,
     LogSoftmax,
     MaxPool2d,
+    Mish,
     PReLU,
     ReLU,
     Softmax,
+    Softplus,
+    Unflatten,
     Upsample,
     manual_seed,
 )
@@ -196,6 +201,15 @@ CASES: dict[str, tuple[Any, Any, tuple[Any, ...], dict[str, Any], dict[str, Any]
                              (_R.standard_normal((1, 2, 6, 4)),), {"output_size": 2}, {}),
     "elu": (F.elu, ref_elu, (_ACT,), {"alpha": 0.7}, {"elementwise": True}),
     "hardswish": (F.hardswish, ref_hardswish, (_ACT * 2,), {}, {"elementwise": True}),
+    "softplus_beta": (F.softplus, lambda x, beta, threshold: np.where(
+        beta * x > threshold, x, np.logaddexp(0, beta * x) / beta), (_ACT * 4, 2.0, 5.0), {},
+        {"elementwise": True, "wrt": [0]}),
+    "mish": (F.mish, lambda x: x * np.tanh(np.logaddexp(0, x)), (_ACT,), {},
+             {"elementwise": True}),
+    "hardsigmoid": (F.hardsigmoid, lambda x: np.clip(x + 3, 0, 6) / 6, (_ACT * 2,), {},
+                    {"elementwise": True}),
+    "hardtanh": (F.hardtanh, lambda x, lo, hi: np.clip(x, lo, hi), (_ACT, -0.5, 1.2), {},
+                 {"elementwise": True, "wrt": [0]}),
     "prelu_channels": (F.prelu, ref_prelu, (_ACT, _R.uniform(0.1, 0.5, 5)), {}, {}),
     "prelu_shared": (F.prelu, ref_prelu, (_ACT, np.array([0.3])), {}, {}),
     "softmax_dim": (lambda x: F.softmax(x, dim=1), lambda x: ref_softmax(x, 1),
@@ -281,6 +295,10 @@ def test_reprs_show_the_settings() -> None:
     assert repr(AdaptiveMaxPool2d((2, 3))) == "AdaptiveMaxPool2d(output_size=(2, 3))"
     assert repr(Conv1d(2, 3, 5, stride=2, device=q)) == (
         "Conv1d(2, 3, kernel_size=(5,), stride=(2,))")
+    assert repr(Softplus(2.0)) == "Softplus(beta=2.0, threshold=20.0)"
+    assert repr(Hardtanh()) == "Hardtanh(min_val=-1.0, max_val=1.0)"
+    assert repr(Unflatten(1, (2, 3))) == "Unflatten(dim=1, unflattened_size=(2, 3))"
+    assert repr(Mish()) == "Mish()" and repr(Hardsigmoid()) == "Hardsigmoid()"
 
 
 def test_device_and_dtype_keywords(dev: DeviceHandle) -> None:
@@ -359,7 +377,9 @@ def test_references_match_torch() -> None:
         torch_fn = {"conv1d": tf.conv1d, "group": tf.group_norm, "nearest": tf.interpolate,
                     "bilinear": tf.interpolate, "linear": tf.interpolate,
                     "adaptive": tf.adaptive_max_pool2d, "elu": tf.elu,
-                    "hardswish": tf.hardswish, "prelu": tf.prelu}[name.split("_")[0]]
+                    "hardswish": tf.hardswish, "prelu": tf.prelu, "softplus": tf.softplus,
+                    "mish": tf.mish, "hardsigmoid": tf.hardsigmoid,
+                    "hardtanh": tf.hardtanh}[name.split("_")[0]]
         targs = [t(a) if isinstance(a, np.ndarray) else a for a in args]
         if name.startswith(("nearest", "bilinear", "linear")) and "mode" not in kwargs:
             kwargs = {**kwargs, "mode": "nearest"}

@@ -11,11 +11,16 @@ from . import functional as functional
 from . import init as init
 from .__about__ import __version__ as __version__
 from ._activation import ELU as ELU
+from ._activation import Hardsigmoid as Hardsigmoid
 from ._activation import Hardswish as Hardswish
+from ._activation import Hardtanh as Hardtanh
 from ._activation import LogSoftmax as LogSoftmax
+from ._activation import Mish as Mish
 from ._activation import PReLU as PReLU
 from ._activation import ReLU6 as ReLU6
 from ._activation import Softmax as Softmax
+from ._activation import Softplus as Softplus
+from ._activation import Unflatten as Unflatten
 from ._autocast import autocast as autocast
 from ._containers import Identity as Identity
 from ._containers import ModuleDict as ModuleDict
@@ -79,7 +84,12 @@ __all__ = [
     "AdaptiveAvgPool2d",
     "ELU",
     "PReLU",
+    "Hardsigmoid",
     "Hardswish",
+    "Hardtanh",
+    "Mish",
+    "Softplus",
+    "Unflatten",
     "LogSoftmax",
     "ReLU6",
     "Softmax",

@@ -13,14 +13,17 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from netcl.autograd import ops as _ops
 from netcl.core.tensor import Tensor
 
 from . import functional as F
 from ._module import Module, Parameter, placement
 
-__all__ = ["ELU", "PReLU", "Hardswish", "LogSoftmax", "ReLU6", "Softmax"]
+__all__ = ["ELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSoftmax", "Mish", "PReLU", "ReLU6",
+           "Softmax", "Softplus", "Unflatten"]
 
 
 class Softmax(Module):
@@ -74,6 +77,77 @@ class ReLU6(Hardswish):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu6(x)
+
+
+class Hardsigmoid(Hardswish):
+    """``relu6(x + 3) / 6`` (``inplace`` ignored)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardsigmoid(x)
+
+
+class Mish(Hardswish):
+    """``x * tanh(softplus(x))`` (``inplace`` ignored)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.mish(x)
+
+
+class Hardtanh(Module):
+    """``clamp(x, min_val, max_val)`` (``inplace`` ignored)."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val {min_val} must not exceed max_val {max_val}")
+        self.min_val, self.max_val, self.inplace = float(min_val), float(max_val), inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Unflatten(Module):
+    """Split dim ``dim`` into ``unflattened_size`` (a view; PyTorch's ``nn.Unflatten``).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.zeros((2, 12)))
+        >>> Unflatten(1, (3, 4))(x).shape
+        (2, 3, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(d) for d in unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim % x.ndim
+        if math.prod(self.unflattened_size) != x.shape[dim]:
+            raise ValueError(f"Unflatten: {self.unflattened_size} does not split dim {dim} of "
+                             f"size {x.shape[dim]} (input {x.shape})")
+        return _ops.reshape(x, (*x.shape[:dim], *self.unflattened_size, *x.shape[dim + 1:]))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class PReLU(Module):

@@ -1,7 +1,8 @@
 """``torch.nn.functional`` layers composed of netcl's differentiable ops: ``softmax(dim=)``,
 ``conv2d``/``conv1d`` with ``padding='same'``, ``conv_transpose2d``, ``group_norm``,
 ``dropout``/``dropout2d``, ``interpolate`` (nearest, (bi)linear), ``adaptive_max_pool2d``, and
-the activations ``elu``, ``prelu``, ``hardswish``, ``relu6``.
+the activations ``elu``, ``prelu``, ``hardswish``, ``hardsigmoid``, ``hardtanh``, ``relu6``,
+``softplus``, ``mish``.
 
 Everything runs as device ops (index selects, reductions, elementwise kernels, the conv and
 layer-norm kernels); nothing computes on the host. Index tables (interpolation, adaptive
@@ -38,13 +39,17 @@ __all__ = [
     "dropout2d",
     "elu",
     "group_norm",
+    "hardsigmoid",
     "hardswish",
+    "hardtanh",
     "interpolate",
     "log_softmax",
+    "mish",
     "prelu",
     "relu",
     "relu6",
     "softmax",
+    "softplus",
 ]
 
 IntPair = int | tuple[int, int]
@@ -160,6 +165,69 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """
     x = _tensor("hardswish", input)
     return _ops.mul(x, _ops.mul(_ops.clamp(_ops.add(x, 3.0), 0.0, 6.0), 1.0 / 6.0))
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    """``clamp(x, min_val, max_val)`` (gradient 1 inside, bounds included, as ``clamp``).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([-3.0, 0.5]))
+        >>> hardtanh(x).to_host().tolist()
+        [-1.0, 0.5]
+    """
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} must not exceed max_val {max_val}")
+    return _ops.clamp(_tensor("hardtanh", input), float(min_val), float(max_val))
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6`` (PyTorch's piecewise-linear sigmoid).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([-4.0, 0.0, 4.0]))
+        >>> hardsigmoid(x).to_host().tolist()
+        [0.0, 0.5, 1.0]
+    """
+    x = _tensor("hardsigmoid", input)
+    return _ops.mul(_ops.clamp(_ops.add(x, 3.0), 0.0, 6.0), 1.0 / 6.0)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``
+    (PyTorch's); the elementwise table's ``softplus`` row, derivative ``sigmoid(beta x)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([0.0, 30.0]))
+        >>> [round(float(v), 4) for v in softplus(x).to_host()]
+        [0.6931, 30.0]
+    """
+    x = _tensor("softplus", input)
+    scaled = x if beta == 1.0 else _ops.mul(x, float(beta))
+    soft = _ops.elementwise("softplus", scaled)
+    if beta != 1.0:
+        soft = _ops.mul(soft, 1.0 / float(beta))
+    return _ops.where(_raw.gt(scaled, float(threshold)), x, soft)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))`` (Misra).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> x = Tensor.from_host(manager.default("cpu").queue, np.array([0.0, 1.0]))
+        >>> [round(float(v), 4) for v in mish(x).to_host()]
+        [0.0, 0.8651]
+    """
+    x = _tensor("mish", input)
+    return _ops.mul(x, _ops.tanh(_ops.elementwise("softplus", x)))
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:

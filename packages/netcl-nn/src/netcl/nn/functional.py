@@ -148,10 +148,14 @@ adaptive_max_pool2d = _layers.adaptive_max_pool2d
 check_padding_mode = _layers.check_padding_mode
 dropout2d = _layers.dropout2d
 elu = _layers.elu
+hardsigmoid = _layers.hardsigmoid
 hardswish = _layers.hardswish
+hardtanh = _layers.hardtanh
 interpolate = _layers.interpolate
+mish = _layers.mish
 prelu = _layers.prelu
 relu6 = _layers.relu6
+softplus = _layers.softplus
 
 
 # The five below replace star-imported netcl.autograd.ops functions with PyTorch's wider
