@@ -65,6 +65,8 @@ class Case:
     net: Callable[[dict[str, Tensor]], Any]
     torch: Callable[[Any, dict[str, Any]], Any] | None
     nbytes: int
+    # the reference: ``net`` on the NumPy device, or this on the same device (cheap: sweeps)
+    device_ref: Callable[[dict[str, Tensor]], Any] | None = None
 
 
 def _normal(*shape: int) -> Callable[[np.random.Generator], Arrays]:
@@ -335,8 +337,9 @@ class Bench:
         arrays = case.inputs(rng)
         row: dict[str, Any] = {"op": case.op, "shape": case.shape, "bytes": case.nbytes}
         try:
-            ref = case.net({k: Tensor.from_host(self.cpu, a) for k, a in arrays.items()})
             tensors = {k: Tensor.from_host(self.q, a) for k, a in arrays.items()}
+            ref = (case.device_ref(tensors) if case.device_ref is not None else
+                   case.net({k: Tensor.from_host(self.cpu, a) for k, a in arrays.items()}))
             row["err"] = _error(_first(case.net(tensors)), _first(ref))
 
             def call() -> Any:
@@ -351,8 +354,8 @@ class Bench:
             row["error"] = repr(exc)[:300]
         if self.th is not None and case.torch is not None:
             try:
-                dev = "cuda" if self.cuda else "cpu"
-                tt = {k: self.th.from_numpy(a).to(dev) for k, a in arrays.items()}
+                where = "cuda" if self.cuda else "cpu"
+                tt = {k: self.th.from_numpy(a).to(where) for k, a in arrays.items()}
                 th, fn = self.th, case.torch
                 row["torch_ms"] = min(torch_time(th, lambda: fn(th, tt), self.repeat,
                                                  self.inner)) * 1e3
@@ -386,13 +389,13 @@ def softmax_plan_cases(quick: bool) -> list[Case]:
                     continue
                 cases.append(Case(f"sm L{lanes} {name}", _shape(dims), _normal(*dims),
                                   _plan_call(lanes, path), lambda th, t: th.softmax(t["x"], -1),
-                                  8 * n))
+                                  8 * n, lambda t: ops.softmax(t["x"])))
     return cases
 
 
 def _plan_call(lanes: int, path: int) -> Callable[[dict[str, Tensor]], Any]:
     def call(t: dict[str, Tensor]) -> Any:
-        if t["x"].array is not None:  # the NumPy reference
+        if t["x"].array is not None:  # the NumPy device (--device cpu)
             return ops.softmax(t["x"])
         return softmax_rows(t["x"], False, lanes, path)
     return call
@@ -403,7 +406,8 @@ def split_cases(quick: bool) -> list[Case]:
     work-groups per compute unit (``_reduce._ROW_GROUPS_PER_CU``)."""
     n = 1 << 16 if quick else 1 << 24
     return [Case(f"sum all G/CU={g}", str(n), _normal(n), _split_sum(g),
-                 lambda th, t: th.sum(t["x"]), 4 * n) for g in (2, 4, 8, 16, 32)]
+                 lambda th, t: th.sum(t["x"]), 4 * n, lambda t: ops.sum(t["x"]))
+            for g in (2, 4, 8, 16, 32)]
 
 
 def _split_sum(per_cu: int) -> Callable[[dict[str, Tensor]], Any]:
@@ -419,9 +423,9 @@ def _split_sum(per_cu: int) -> Callable[[dict[str, Tensor]], Any]:
     return call
 
 
-GROUPS = {"reduce": reduction_cases, "softmax": softmax_cases, "norm": norm_cases,
-          "pool": pool_cases, "elementwise": elementwise_cases, "plans": softmax_plan_cases,
-          "splits": split_cases}
+GROUPS = {"reduce": reduction_cases, "softmax": softmax_cases, "plans": softmax_plan_cases,
+          "splits": split_cases, "norm": norm_cases, "pool": pool_cases,
+          "elementwise": elementwise_cases}
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -454,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="calls per sample (default 20; quick 3)")
     parser.add_argument("--out", default="bench_membound.json")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     repeat = args.repeat or (2 if args.quick else 5)
     inner = args.inner or (3 if args.quick else 20)
     bench = Bench(args.device, repeat, inner)
@@ -473,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": None if bench.th is None else bench.th.__version__, "cuda": bench.cuda,
             "copy_gbs": bench.copy_gbs}
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": bench.rows}, indent=1))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0
 
 
