@@ -24,6 +24,7 @@ from netcl.nn import (
     ConvTranspose2d,
     Dropout,
     Dropout2d,
+    Embedding,
     GroupNorm,
     Hardsigmoid,
     Hardswish,
@@ -461,3 +462,21 @@ def test_functional_argument_orders_match_torch() -> None:
     np.testing.assert_allclose(
         ref_normalize(xs, 3.0), torch.nn.functional.normalize(torch.from_numpy(xs), 3.0),
         rtol=1e-12)
+
+
+def test_embedding_padding_idx(dev: DeviceHandle) -> None:
+    emb = Embedding(6, 3, padding_idx=-1, device=dev)
+    assert emb.padding_idx == 5 and repr(emb) == "Embedding(6, 3, padding_idx=5)"
+    np.testing.assert_array_equal(emb.weight.to_host()[5], 0.0)
+    idx = Tensor.from_host(dev.queue, np.array([[5, 1], [1, 5]]))
+    with ag.Tape() as tape:
+        out = emb(idx)
+        loss = ag.ops.sum(ag.ops.mul(out, 2.0))
+    tape.backward(loss)
+    np.testing.assert_array_equal(out.to_host()[0, 0], 0.0)
+    assert emb.weight.grad is not None
+    grad = emb.weight.grad.to_host()
+    np.testing.assert_array_equal(grad[5], 0.0)  # the padding row learns nothing
+    np.testing.assert_allclose(grad[1], 4.0)  # used twice, d(2 out)/d(row) = 2 each
+    with pytest.raises(ValueError, match="padding_idx must be in"):
+        Embedding(4, 2, padding_idx=4, device=dev)

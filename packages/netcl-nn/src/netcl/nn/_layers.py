@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.tensor import Tensor
+import netcl.ops as _raw
+from netcl.core.tensor import Tensor, copy_from_host
 from netcl.ops import Generator
 
 from . import functional as F
@@ -264,23 +265,51 @@ class LayerNorm(Module):
 
 
 class Embedding(Module):
-    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1) init)."""
+    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1) init).
+
+    With ``padding_idx`` (keyword; PyTorch's third argument, netcl's is ``queue``) that row
+    starts at zero and gets no gradient: positions holding it output zeros (PyTorch outputs
+    the row itself, which stays zero unless set by hand).
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> emb = Embedding(5, 2, padding_idx=0, device=q)
+        >>> emb(Tensor.from_host(q, np.array([0, 3]))).to_host()[0].tolist()
+        [0.0, 0.0]
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, queue: Any = None,
-                 rng: np.random.Generator | None = None, *, device: Any = None,
-                 dtype: Any = None) -> None:
+                 rng: np.random.Generator | None = None, *, padding_idx: int | None = None,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         _positive("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must be in [-{num_embeddings}, "
+                                 f"{num_embeddings}), got {padding_idx}")
+            padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
         self.weight = _param(placement("Embedding", device, dtype, queue),
                              (num_embeddings, embedding_dim))
         init.normal_(self.weight, rng=rng)
+        if padding_idx is not None:
+            rows = self.weight.to_host()
+            rows[padding_idx] = 0
+            copy_from_host(self.weight, rows)
 
     def forward(self, indices: Tensor) -> Tensor:
-        return F.embedding(indices, self.weight)
+        out = F.embedding(indices, self.weight)
+        if self.padding_idx is None:
+            return out
+        keep = _raw.cast(_raw.ne(indices, self.padding_idx), out.dtype)
+        return F.mul(out, _raw.reshape(keep, (*indices.shape, 1)))
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):
