@@ -34,6 +34,7 @@ from netcl.ops._conv_igemm_kernels import (
     igemm_source,
 )
 from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
+from netcl.ops._matmul_family import gemm_family
 from netcl.ops.testing import OpInfo, check_error, check_op
 
 RNG = np.random.default_rng(0)
@@ -518,7 +519,7 @@ def test_winograd_weight_gradient_split(dev: DeviceHandle, xs: tuple[int, ...],
         pytest.skip("the Winograd kernels run on OpenCL devices")
     monkeypatch.setattr(_conv_winograd, "_SPLIT_PER_UNIT", 10_000)  # as many slices as fit
     sums = []
-    family = _conv_winograd.gemm_family
+    family = gemm_family
 
     def spy(context: Any, params: Any) -> Any:
         sums.append(params)
