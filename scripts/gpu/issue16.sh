@@ -3,7 +3,8 @@
 # device call (10 min): every step has its own time limit and writes under $OUT/r, which ends
 # up as one archive ($OUT/r.tgz: the device tool returns a handful of files per call).
 #   bash scripts/gpu/issue16.sh a   # tensor-core convolutions + TF32 (probe_conv_mma, its GPU
-#                                   # tests), HGEMM sweep, memory-bound ops, the PyTorch loop
+#                                   # tests), HGEMM sweep, memory-bound ops; issue 17's PyTorch
+#                                   # loop and new layers
 #   bash scripts/gpu/issue16.sh b   # ResNet-18 step (float32 and AMP) device time, conv layers,
 #                                   # GEMM table, autotuning step
 set -u
@@ -23,7 +24,10 @@ if [ "$part" = a ]; then
   step probe_conv_mma 170 python3 benchmarks/probe_conv_mma.py ${T_ARGS:-}
   step bench_membound 150 python3 benchmarks/bench_membound.py --out "$R/bench_membound.json"
   step probe_mma 90 python3 benchmarks/probe_mma.py
+  # issue 17's: the PyTorch-style digits loop and the new layers/optimizers beside PyTorch
   [ -f scripts/gpu/gpu_pytorch_loop.py ] && step pytorch_loop 70 python3 scripts/gpu/gpu_pytorch_loop.py
+  [ -f benchmarks/bench_nn_extra.py ] && step bench_nn_extra 50 python3 benchmarks/bench_nn_extra.py \
+    --device cl --scale 4 --repeat 20
 else
   NETCL_PROFILE_EVENTS=1 step bench_capture_resnet 170 python3 benchmarks/bench_capture_resnet.py \
     --device cl --both --kernels --json "$R/bench_capture_resnet.json"
