@@ -519,6 +519,13 @@ def _resample_axis(x: Tensor, axis: int, size: int, scale: float | None, mode: s
         return _ops.index_select(x, axis, index)
     (matrix,) = _table(("linear", size_in, size, scale, align, x.dtype), x.queue,
                        lambda: _linear_matrix(size_in, size, scale, align, x.dtype))
+    return _along_axis(x, axis, matrix)
+
+
+def _along_axis(x: Tensor, axis: int, matrix: Tensor) -> Tensor:
+    """``matrix`` (rows, ``x.shape[axis]``) applied along ``axis`` of ``x`` (a matmul over a
+    2-D or 3-D view: NOTE [ Linear resampling as a matmul ])."""
+    size_in, size = x.shape[axis], matrix.shape[0]
     lead, tail = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
     shape = (*x.shape[:axis], size, *x.shape[axis + 1:])
     if tail == 1:
@@ -604,11 +611,14 @@ def _bins(size_in: int, size_out: int) -> tuple[list[tuple[int, int]], int]:
     return bins, max(e - s for s, e in bins)
 
 
-def _bin_index(size_in: int, size_out: int) -> list[Any]:
-    """The bins as one index list of ``out * width`` entries, each short bin padded with its
-    last index (a repeated element changes no maximum)."""
+def _bin_selection(size_in: int, size_out: int, dtype: str) -> list[Any]:
+    """The bins as a 0/1 selection matrix of ``out * width`` rows, each short bin padded with
+    its last element (a repeated element changes no maximum)."""
     bins, width = _bins(size_in, size_out)
-    return [np.array([min(s + j, e - 1) for s, e in bins for j in range(width)], np.int32)]
+    index = [min(s + j, e - 1) for s, e in bins for j in range(width)]
+    matrix = np.zeros((len(index), size_in), dtype)
+    matrix[np.arange(len(index)), index] = 1
+    return [matrix]
 
 
 def adaptive_max_pool2d(input: Tensor, output_size: int | tuple[int | None, int | None],
@@ -616,7 +626,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: int | tuple[int | None, int 
     """Max over PyTorch's adaptive bins of ``(N, C, H, W)`` input, to ``output_size``
     (``None`` keeps a dim); the gradient goes to the first maximum of a bin, as PyTorch's.
     A size that divides the input is :func:`max_pool2d`; other sizes gather each bin's
-    elements with index selects and take their max.
+    elements with selection matmuls and take their max.
 
     Raises:
         ValueError: not 4-D input, a size below 1, or ``return_indices`` (not supported).
@@ -642,9 +652,10 @@ def adaptive_max_pool2d(input: Tensor, output_size: int | tuple[int | None, int 
     if h % oh == 0 and w % ow == 0:
         kernel = (h // oh, w // ow)
         return _ops.max_pool2d(x, kernel, kernel)
-    (rows,) = _table(("bins", h, oh), x.queue, lambda: _bin_index(h, oh))
-    (cols,) = _table(("bins", w, ow), x.queue, lambda: _bin_index(w, ow))
+    (rows,) = _table(("bins", h, oh, x.dtype), x.queue, lambda: _bin_selection(h, oh, x.dtype))
+    (cols,) = _table(("bins", w, ow, x.dtype), x.queue, lambda: _bin_selection(w, ow, x.dtype))
     kh, kw = _bins(h, oh)[1], _bins(w, ow)[1]
-    picked = _ops.index_select(_ops.index_select(x, 2, rows), 3, cols)
+    # selections as matmuls (NOTE [ Linear resampling as a matmul ]): exact, one 1 per row
+    picked = _along_axis(_along_axis(x, 2, rows), 3, cols)
     windows = _ops.reshape(picked, (x.shape[0], x.shape[1], oh, kh, ow, kw))
     return _ops.max(windows, axis=(3, 5))
