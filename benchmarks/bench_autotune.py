@@ -1,14 +1,16 @@
 """What autotuning buys a training step: the step by rule, ``netcl tune``, the step tuned.
 
-For each model (``--models``, default the CIFAR-stem ResNet-18 at batch 128 and the digits
-CNN at batch 64): the eager forward + backward step timed with tuning off (the rules), then
-:func:`netcl._tune.tune` with ``--budget`` seconds (its table: each shape class's rule pick
-against the winner), then the same step timed again with the stored winners (tuning on, so
-a class the budget left untuned is tuned now: run ``--warmup`` steps first). Times are the
-median of ``--steps`` steps, each ended by ``queue.finish()``.
+For each model (``--models``, default the CIFAR-stem ResNet-18 at batch 128; ``digits-cnn``
+is the digits CNN at batch 64): the eager forward + backward step timed with tuning off (the
+rules), then :func:`netcl._tune.tune` with ``--budget`` seconds (default 45), printing each
+shape class's rule pick against its winner as it is tuned, then the same step timed again
+with the winners (no further tuning: a class the budget left untuned keeps its rule). Times
+are the median of ``--steps`` steps after ``--warmup``, each ended by ``queue.finish()``.
+The device's stored winners are deleted first (``--keep-winners``: not), so the run tunes
+from scratch; everything is printed and flushed as it happens (a timeout loses nothing).
 
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_autotune.py \\
-        --device cl --budget 120
+        --device cl --budget 45
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ def step_ms(dev: DeviceHandle, model: Module, shape: tuple[int, ...], steps: int
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cl")
-    parser.add_argument("--models", default="resnet18,digits-cnn")
-    parser.add_argument("--budget", type=float, default=120.0)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--models", default="resnet18")
+    parser.add_argument("--budget", type=float, default=45.0)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--keep-winners", action="store_true",
+                        help="start from the device's stored winners (default: delete them)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.setdefault("NETCL_CACHE_DIR", tempfile.mkdtemp(prefix="netcl-autotune-"))
@@ -72,8 +76,10 @@ def main(argv: list[str] | None = None) -> None:
     if dev is None or dev.backend != "cl":
         raise SystemExit(f"bench_autotune: needs an OpenCL device, got {args.device!r}")
     sel = get_kernel_selector(dev.cl_device)
+    if not args.keep_winners:
+        sel.tuned_path().unlink(missing_ok=True)
     rows: list[dict[str, Any]] = []
-    print(f"device: {dev}; winners under {os.environ['NETCL_CACHE_DIR']}", flush=True)
+    print(f"device: {dev}; winners in {sel.tuned_path()}", flush=True)
     for name in args.models.split(","):
         spec = MODELS[name]
         model = spec.build(dev.queue)
@@ -82,10 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         with tuning("off"):
             rule = step_ms(dev, model, spec.input_shape, args.steps, args.warmup)
         print(f"{name}: step by rule {rule:.2f} ms", flush=True)
-        report = tune(name, device=dev, budget_s=args.budget)
-        print(report.table(), flush=True)
-        sel.clear_cache()  # decide again: the stored winners
-        with tuning("on", budget_s=args.budget):
+        report = tune(name, device=dev, budget_s=args.budget, out=sys.stdout)
+        # tune() left its decisions cached: the winners, and the rule where the budget ran out
+        with tuning("on", budget_s=0.0):  # tune nothing more
             tuned = step_ms(dev, model, spec.input_shape, args.steps, args.warmup)
         print(f"{name}: step tuned {tuned:.2f} ms ({rule / tuned:.2f}x the rule's)", flush=True)
         rows.append({"model": name, "input_shape": spec.input_shape, "rule_ms": rule,

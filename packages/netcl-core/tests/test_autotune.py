@@ -212,6 +212,27 @@ def test_first_use_tunes_persists_and_a_new_selector_reads_it(
     assert benches == [100, 100] and len(_files(tmp_path)) == 2
 
 
+def test_off_ignores_stored_class_winners(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_AUTOTUNE", "on")
+    p = gpu()
+    assert _quiet_select(sel(p), 100).variant is FAST
+    monkeypatch.setenv("NETCL_AUTOTUNE", "off")
+    assert sel(p).select(TUNY, Job(100)).variant is SLOW  # the rule, the file unread
+    monkeypatch.setenv("NETCL_AUTOTUNE", "auto")
+    assert sel(p).select(TUNY, Job(100)).variant is FAST  # a GPU: the stored winner
+    assert sel(dataclasses.replace(p, device_type="cpu")).select(TUNY, Job(100)).variant is SLOW
+
+
+def test_on_record_sees_each_class_as_it_is_tuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[Any, ...]] = []
+    with autotune.tuning("on", budget_s=10.0, on_record=lambda r: seen.append(r.shape_class)):
+        _quiet_select(sel(), 3)
+        assert seen == [(4,)]
+        _quiet_select(sel(), 9)
+    _quiet_select(sel(), 33)  # after the context: not seen
+    assert seen == [(4,), (16,)]
+
+
 def test_each_shape_class_tunes_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETCL_AUTOTUNE", "on")
     s = sel()

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 import numpy as np
 
@@ -43,7 +43,8 @@ from netcl.nn.amp import autocast
 
 from .trainer._digits import digits_cnn
 
-__all__ = ["MODELS", "TuneReport", "add_tune_parser", "parse_shape", "tune", "tune_command"]
+__all__ = ["COLUMNS", "MODELS", "TuneReport", "add_tune_parser", "parse_shape", "row_line", "tune",
+           "tune_command"]
 
 
 @dataclass(frozen=True)
@@ -85,24 +86,39 @@ class TuneReport:
     def table(self) -> str:
         """The report as text: a header, one line per class (rule's pick and time, winner and
         time, speedup), and a summary line."""
+        lines = [self.header()]
+        if self.rows:
+            lines.append(COLUMNS)
+        lines += [row_line(r) for r in self.rows]
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def header(self) -> str:
+        """The table's first line: model, input, device."""
         shape = "x".join(map(str, self.input_shape))
-        lines = [f"netcl tune: {self.model}, input {shape} {self.dtype}, on {self.device}"]
+        return f"netcl tune: {self.model}, input {shape} {self.dtype}, on {self.device}"
+
+    def summary(self) -> str:
+        """The table's last line: what was tuned, or why nothing was."""
         if not self.rows:
             why = ("the NumPy backend runs no OpenCL kernels" if self.path is None else
                    "every shape class met already has a stored winner (or the budget was 0)")
-            lines.append(f"nothing tuned: {why}")
-            return "\n".join(lines)
-        lines.append(f"{'family':<8} {'shape class':<48} {'rule pick':<24} {'ms':>8}  "
-                     f"{'winner':<40} {'ms':>8} {'gain':>6}")
-        for r in self.rows:
-            gain = (f"{r.rule_s / r.winner_s:.2f}x" if r.rule_s and r.winner_s else "-")
-            lines.append(f"{r.family:<8} {_class_text(r.shape_class):<48} {r.rule:<24} "
-                         f"{_ms(r.rule_s):>8}  {(r.winner or '(rule)'):<40} "
-                         f"{_ms(r.winner_s):>8} {gain:>6}"
-                         + ("" if r.complete else "  (budget ran out: not stored)"))
-        lines.append(f"tuned {len(self.rows)} shape classes in {self.seconds:.1f} s "
-                     f"(budget {self.budget_s:g} s); winners in {self.path}")
-        return "\n".join(lines)
+            return f"nothing tuned: {why}"
+        return (f"tuned {len(self.rows)} shape classes in {self.seconds:.1f} s "
+                f"(budget {self.budget_s:g} s); winners in {self.path}")
+
+
+COLUMNS = (f"{'family':<8} {'shape class':<48} {'rule pick':<24} {'ms':>8}  {'winner':<40} "
+           f"{'ms':>8} {'gain':>6}")
+"""The table's column heads."""
+
+
+def row_line(r: TuneRecord) -> str:
+    """One tuned class as a line of the table."""
+    gain = f"{r.rule_s / r.winner_s:.2f}x" if r.rule_s and r.winner_s else "-"
+    return (f"{r.family:<8} {_class_text(r.shape_class):<48} {r.rule:<24} {_ms(r.rule_s):>8}  "
+            f"{(r.winner or '(rule)'):<40} {_ms(r.winner_s):>8} {gain:>6}"
+            + ("" if r.complete else "  (budget ran out: not stored)"))
 
 
 def _ms(seconds: float | None) -> str:
@@ -150,7 +166,8 @@ def _step(model: Module, x: Tensor, amp: bool, rng: np.random.Generator) -> None
 
 def tune(model_or_name: str | Module, input_shape: Sequence[int] | None = None,
          device: str | DeviceHandle = "auto", dtype: str = "float32",
-         budget_s: float = DEFAULT_BUDGET_S, amp: bool = False) -> TuneReport:
+         budget_s: float = DEFAULT_BUDGET_S, amp: bool = False,
+         out: TextIO | None = None) -> TuneReport:
     """Tune the kernels one training step of a model meets; return what was decided.
 
     Args:
@@ -160,6 +177,8 @@ def tune(model_or_name: str | Module, input_shape: Sequence[int] | None = None,
         dtype: the input's (and a built-in model's parameters') dtype.
         budget_s: seconds of timing allowed (builds included); past it the rule decides.
         amp: also run the step under AMP (float16 matmuls and convolutions).
+        out: where to print the report's table as it is made (header first, each class as
+            it is tuned, flushed), if anywhere.
 
     Raises:
         ValueError: an unknown model name, a missing ``input_shape`` for a module, a bad
@@ -188,13 +207,27 @@ def tune(model_or_name: str | Module, input_shape: Sequence[int] | None = None,
         selector = get_kernel_selector(dev.cl_device)
         selector.clear_cache()  # decisions made before in this process would skip tuning
         model.train()
-        with tuning("on", budget_s) as log:
+        path = None if dev.cl_device is None else str(selector.tuned_path())
+        report = TuneReport(name, shape, dtype, str(dev), budget_s, path=path)
+        printed: list[TuneRecord] = []
+
+        def show(record: TuneRecord) -> None:
+            if out is not None:
+                print(*([COLUMNS] if not printed else []), row_line(record), sep="\n",
+                      file=out, flush=True)
+            printed.append(record)
+
+        if out is not None:
+            print(report.header(), file=out, flush=True)
+        with tuning("on", budget_s, on_record=show) as log:
             _step(model, x, False, rng)
             if amp:
                 _step(model, x, True, rng)
-        path = None if dev.cl_device is None else str(selector.tuned_path())
-    return TuneReport(name, shape, dtype, str(dev), budget_s, list(log),
-                      time.perf_counter() - start, path)
+    report.rows = list(log)
+    report.seconds = time.perf_counter() - start
+    if out is not None:
+        print(report.summary(), file=out, flush=True)
+    return report
 
 
 def _device(selector: str | DeviceHandle) -> Any:
@@ -241,7 +274,8 @@ def _budget_arg(text: str) -> float:
 
 def tune_command(args: argparse.Namespace, out: Any = None,
                  select_device: Callable[[str], DeviceHandle] | None = None) -> int:
-    """Run ``netcl tune`` for parsed ``args`` and print the report's table; returns 0.
+    """Run ``netcl tune`` for parsed ``args``, printing the report's table as it is made;
+    returns 0.
 
     ``select_device`` turns ``--device`` into a handle (the CLI's, which reports a bad
     selector as a usage error); without it the selector string goes to :func:`tune`.
@@ -249,8 +283,7 @@ def tune_command(args: argparse.Namespace, out: Any = None,
     out = out if out is not None else sys.stdout
     dev: str | DeviceHandle = args.device if select_device is None else select_device(
         args.device)
-    report = tune(args.model, args.input_shape, device=dev, dtype=args.dtype,
-                  budget_s=args.budget, amp=args.amp)
-    print(report.table(), file=out, flush=True)
+    tune(args.model, args.input_shape, device=dev, dtype=args.dtype, budget_s=args.budget,
+         amp=args.amp, out=out)
     return 0
 

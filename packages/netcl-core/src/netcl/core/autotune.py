@@ -16,6 +16,11 @@ per device and driver (``KernelSelector.tuned_path``). It never tunes:
   then on the rule decides. A class whose tuning the budget cut short keeps the best measured
   config for this process but is not stored (it is tuned again in the next process).
 
+With tuning off (``off``, or ``auto`` on a CPU device) the rule decides: stored class winners
+are not consulted (winners that ``KernelSelector.autotune`` recorded for an exact key still
+are). The policy is read when a query is first decided; ``KernelSelector.clear_cache`` makes
+a selector decide again.
+
 A shape class buckets each size of a query up to a power of two (matmul: ``M``, ``N``, ``K``
 and the dtype; conv2d: batch, channels and plane sizes bucketed, the window, stride, padding,
 dilation, groups, dtype and direction exact), so one winner serves the odd sizes around it.
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -104,6 +109,7 @@ _local = _Local()
 _lock = threading.Lock()
 _spent = [0.0]
 _override: list[tuple[str, float | None]] = []  # tuning() contexts, innermost last
+_listeners: list[Callable[[TuneRecord], None]] = []  # tuning() contexts' on_record
 _log: list[TuneRecord] = []
 _MAX_LOG = 10000
 
@@ -191,6 +197,9 @@ def record(entry: TuneRecord) -> None:
         if len(_log) >= _MAX_LOG:
             del _log[: _MAX_LOG // 2]
         _log.append(entry)
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(entry)
 
 
 def tune_log() -> list[TuneRecord]:
@@ -200,10 +209,13 @@ def tune_log() -> list[TuneRecord]:
 
 
 @contextlib.contextmanager
-def tuning(mode: str = "on", budget_s: float | None = None) -> Iterator[list[TuneRecord]]:
+def tuning(mode: str = "on", budget_s: float | None = None,
+           on_record: Callable[[TuneRecord], None] | None = None
+           ) -> Iterator[list[TuneRecord]]:
     """Tune with ``mode`` (and a fresh budget of ``budget_s`` seconds, if given) while active,
     whatever the environment says; yields the list of :class:`TuneRecord` made meanwhile,
-    filled in when the context exits. Process-wide (``netcl tune`` runs one model).
+    filled in when the context exits, and calls ``on_record`` with each as it is made.
+    Process-wide (``netcl tune`` runs one model).
 
     Raises:
         ValueError: an unknown ``mode`` or a negative ``budget_s``.
@@ -218,12 +230,16 @@ def tuning(mode: str = "on", budget_s: float | None = None) -> Iterator[list[Tun
         if budget_s is not None:
             _spent[0] = 0.0
         _override.append((mode, budget_s))
+        if on_record is not None:
+            _listeners.append(on_record)
     made: list[TuneRecord] = []
     try:
         yield made
     finally:
         with _lock:
             _override.pop()
+            if on_record is not None:
+                _listeners.remove(on_record)
             made.extend(_log[start:])
             if budget_s is not None:
                 _spent[0] = saved

@@ -245,11 +245,13 @@ class KernelSelector:
         tuner = tuner_for(fam.name)
         if tuner is None:
             return None, True
+        allowed = _autotune.gate(self.profile)
+        if allowed == "off":  # the rule decides: stored class winners are not consulted
+            return None, True
         slot = (class_op(fam.name), tuner.shape_class(query))
         known = self._tuned.get(slot)
         if known is not None or slot in self._attempted:
             return known, True
-        allowed = _autotune.gate(self.profile)
         if allowed != "go":
             return None, allowed != "defer"
         self._attempted.add(slot)
