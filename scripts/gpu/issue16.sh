@@ -20,23 +20,26 @@ step() {  # step NAME SECONDS COMMAND...: output to $R/NAME.txt as it runs
   timeout "$limit" "$@" > "$R/$name.txt" 2>&1
   echo "   rc=$? $(date -u +%T)" | tee -a "$R/steps.log"
 }
+# Kernel benchmarks time named variants: no autotuning there (NETCL_AUTOTUNE=off); the ResNet-18
+# step, the PyTorch loop and bench_autotune run as users get them (auto: tuning on GPUs).
 if [ "$part" = a ]; then
-  step probe_conv_mma 170 python3 benchmarks/probe_conv_mma.py ${T_ARGS:-}
-  step bench_membound 150 python3 benchmarks/bench_membound.py --out "$R/bench_membound.json"
-  step probe_mma 90 python3 benchmarks/probe_mma.py
+  NETCL_AUTOTUNE=off step probe_conv_mma 170 python3 benchmarks/probe_conv_mma.py ${T_ARGS:-}
+  NETCL_AUTOTUNE=off step bench_membound 150 python3 benchmarks/bench_membound.py \
+    --out "$R/bench_membound.json"
+  NETCL_AUTOTUNE=off step probe_mma 90 python3 benchmarks/probe_mma.py
   # issue 17's: the PyTorch-style digits loop and the new layers/optimizers beside PyTorch
   [ -f scripts/gpu/gpu_pytorch_loop.py ] && step pytorch_loop 70 python3 scripts/gpu/gpu_pytorch_loop.py
-  [ -f benchmarks/bench_nn_extra.py ] && step bench_nn_extra 50 python3 benchmarks/bench_nn_extra.py \
+  [ -f benchmarks/bench_nn_extra.py ] && NETCL_AUTOTUNE=off step bench_nn_extra 50 python3 benchmarks/bench_nn_extra.py \
     --device cl --scale 4 --repeat 20
 else
-  NETCL_PROFILE_EVENTS=1 step bench_capture_resnet 170 python3 benchmarks/bench_capture_resnet.py \
+  NETCL_PROFILE_EVENTS=1 step bench_capture_resnet 200 python3 benchmarks/bench_capture_resnet.py \
     --device cl --both --kernels --json "$R/bench_capture_resnet.json"
-  step bench_conv_layers_wgrad 70 python3 benchmarks/bench_conv_layers.py --set r18 \
+  NETCL_AUTOTUNE=off step bench_conv_layers_wgrad 70 python3 benchmarks/bench_conv_layers.py --set r18 \
     --layers 4,7,10 --repeat 3 --inner 3 --json "$R/bench_conv_layers_wgrad.json"
-  step bench_conv_layers_wgrad_imagenet 60 python3 benchmarks/bench_conv_layers.py \
+  NETCL_AUTOTUNE=off step bench_conv_layers_wgrad_imagenet 60 python3 benchmarks/bench_conv_layers.py \
     --set r18-imagenet --layers 4,7 --variants --repeat 3 --inner 3 \
     --json "$R/bench_conv_layers_wgrad_imagenet.json"
-  step bench_ops_linalg 100 python3 benchmarks/bench_ops_linalg.py --device cl \
+  NETCL_AUTOTUNE=off step bench_ops_linalg 100 python3 benchmarks/bench_ops_linalg.py --device cl \
     --sizes 1024,4096,1000,4095,128x4096x4096,4096x128x4096 --repeat 3 \
     --out "$R/bench_ops_linalg.json"
   step bench_autotune 100 python3 benchmarks/bench_autotune.py ${U_ARGS:-}
