@@ -162,9 +162,13 @@ def test_config_choice() -> None:
     assert conv2d_mma_config("forward", big, 132).bm == 128
     narrow = ConvDims(128, 64, 32, 32, 64, 3, 3, 32, 32, ph=1, pw=1)
     assert conv2d_mma_config("forward", narrow, 132).bm == 64
+    assert conv2d_mma_config("forward", big, 132).threads == 256
     small = ConvDims(2, 8, 4, 4, 8, 3, 3, 4, 4, ph=1, pw=1)
-    assert (conv2d_mma_config("data", small, 132).bm, conv2d_mma_config("data", small, 132).bn) \
-        == (64, 64)
+    assert conv2d_mma_config("data", small, 132).label() == "64x128x32_w2x2"
+    assert conv2d_mma_config("weight", small, 132).label() == "64x64x32_w2x2"
+    few = ConvDims(128, 256, 8, 8, 512, 3, 3, 4, 4, sh=2, sw=2, ph=1, pw=1)  # 64 big tiles
+    assert conv2d_mma_config("forward", few, 132).label() == "64x64x32_w2x2"
+    assert conv2d_mma_config("weight", few, 132).label() == "128x128x32_w2x4"
     splits, per = weight_split(narrow, conv2d_mma_config("weight", narrow, 132), 132)
     k_tiles = -(-gemm_dims("weight", narrow)[2] // 32)
     assert splits > 1 and (splits - 1) * per < k_tiles <= splits * per

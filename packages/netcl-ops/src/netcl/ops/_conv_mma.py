@@ -14,7 +14,7 @@ Examples:
     >>> conv2d_mma_applicable(manager.default("cpu").queue, g, "float16")
     False
     >>> conv2d_mma_config("forward", conv_dims(g), 132).label()
-    '64x64x32_w2x2'
+    '64x128x32_w2x2'
 """
 
 from __future__ import annotations
@@ -51,14 +51,15 @@ __all__ = [
 _INT_LIMIT = 2**31 - 1
 
 # NOTE [ Tensor-core conv tiles ]
-# Candidates from big to small; the first whose work-groups fill the device (at least one per
-# compute unit) wins, else the smallest. 64-row tiles first where the GEMM has 64 rows (64
-# channels): 128 would compute half zeros.
-_TILES = (
-    ConvMmaConfig(bm=128, bn=128, warps_m=2, warps_n=2),
-    ConvMmaConfig(bm=64, bn=128, warps_m=2, warps_n=2),
-    ConvMmaConfig(bm=64, bn=64, warps_m=2, warps_n=2),
-)
+# H100, NVIDIA OpenCL 580 (benchmarks/probe_conv_mma.py, ResNet-18 CIFAR layers at batch 128,
+# five tilings each): eight-warp 128x128 tiles (2x4 warps of 64x32) were fastest for every
+# direction of every layer with 128+ GEMM rows that has at least half a wave of them (e.g.
+# 128-128 3x3 16x16 forward 0.125 ms against 0.160 for four warps); with fewer, 64x64 tiles
+# (256-512 3x3 s2 8x8 forward 0.092 against 0.118); 64-row GEMMs (64 channels) take 64x128
+# tiles of four warps for the forward and data gradient, 64x64 for the weight gradient.
+_WIDE = ConvMmaConfig(bm=128, bn=128, warps_m=2, warps_n=4)
+_NARROW = ConvMmaConfig(bm=64, bn=128, warps_m=2, warps_n=2)
+_SMALL = ConvMmaConfig(bm=64, bn=64, warps_m=2, warps_n=2)
 # The weight gradient's reduction split: about this many work-groups per compute unit, each
 # split at least MIN_SPLIT_TILES k-tiles, the float32 partial sums at most MAX_PARTIAL elements.
 GROUPS_PER_UNIT = 2
@@ -93,14 +94,11 @@ def conv2d_mma_config(direction: str, dims: ConvDims, compute_units: int) -> Con
         '64x128x32_w2x2'
     """
     rows, cols, _ = gemm_dims(direction, dims)
-    if direction == "weight":  # the split fills the device; big tiles read the least
-        return _TILES[1] if rows <= 64 else _TILES[0]
-    for config in _TILES:
-        if rows <= 64 and config.bm > 64:
-            continue
-        if -(-rows // config.bm) * -(-cols // config.bn) >= compute_units:
-            return config
-    return _TILES[-1]
+    if rows <= 64:
+        return _SMALL if direction == "weight" else _NARROW
+    if direction == "weight" or -(-rows // 128) * -(-cols // 128) * 2 >= compute_units:
+        return _WIDE
+    return _SMALL
 
 
 def weight_split(dims: ConvDims, config: ConvMmaConfig, compute_units: int) -> tuple[int, int]:
