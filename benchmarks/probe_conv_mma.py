@@ -88,6 +88,12 @@ CANDIDATES = [
 ]
 if DRY:
     CANDIDATES = [ConvMmaConfig(bm=32, bn=32, warps_m=1, warps_n=2, emulate=True)]
+# --quick (set for the children through the environment): the GPU tests first, then the
+# default tiles and one more tiling on four layers, the TF32 GEMM at 2048^3 only.
+QUICK = bool(os.environ.get("PROBE_CONV_QUICK"))
+QUICK_LAYERS = (1, 4, 7, 8)
+if QUICK and not DRY:
+    CANDIDATES = [ConvMmaConfig(bm=64, bn=128, warps_m=2, warps_n=4)]
 
 
 def geometry(layer: tuple[Any, ...], batch: int) -> ConvGeometry:
@@ -211,10 +217,11 @@ def tf32_section() -> None:
     t = torch_module()
     q = manager.default("cl").queue
     rng = np.random.default_rng(5)
-    configs = [Tf32Config(), Tf32Config(bm=128, bn=128, bk=32, warps_m=2, warps_n=4),
+    configs = [Tf32Config()] if QUICK else [
+               Tf32Config(), Tf32Config(bm=128, bn=128, bk=32, warps_m=2, warps_n=4),
                Tf32Config(bm=64, bn=64, warps_m=2, warps_n=2),
                Tf32Config(bm=128, bn=64, bk=32, warps_m=2, warps_n=2)]
-    for size in (2048, 4096):
+    for size in (2048,) if QUICK else (2048, 4096):
         a = rng.standard_normal((size, size), dtype=np.float32)
         b = rng.standard_normal((size, size), dtype=np.float32)
         xa, xb = Tensor.from_host(q, a), Tensor.from_host(q, b)
@@ -273,7 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "/tmp/out"),
                                                        "probe_conv_mma.json"))
     parser.add_argument("--tf32", action="store_true", help="(internal) the TF32 section")
+    parser.add_argument("--quick", action="store_true",
+                        help="GPU tests first, four layers, default tiles plus one tiling")
     args = parser.parse_args(argv)
+    if args.quick:
+        os.environ["PROBE_CONV_QUICK"] = "1"
+        run_tests(quick=True)
+        args.no_tests = True
     if args.tf32:
         tf32_section()
         return 0
@@ -289,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{mma_verdict(handle.queue)}", flush=True)
     all_rows: list[dict[str, Any]] = []
     for i, layer in enumerate(LAYERS):
-        if DRY and i not in (0, 3):
+        if (DRY and i not in (0, 3)) or (args.quick and i not in QUICK_LAYERS):
             continue
         proc = subprocess.run([sys.executable, __file__, "--layer", str(i), "--batch",
                                str(args.batch)], capture_output=True, text=True, timeout=600)
@@ -326,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             totals["best"] += count * min(r["ms"] for r in mine)
     print(f"ResNet-18 CIFAR step convolutions (batch {args.batch}): default tiles "
           f"{totals['default']:.2f} ms, best tiles {totals['best']:.2f} ms, torch float16 "
-          f"{totals['torch']:.2f} ms (torch/default {totals['torch'] / totals['default']:.2f}x)",
+          f"{totals['torch']:.2f} ms (torch/default "
+          f"{totals['torch'] / max(totals['default'], 1e-9):.2f}x)",
           flush=True)
     best: dict[str, dict[str, str]] = {}
     for r in all_rows:
@@ -344,13 +358,24 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"rows": all_rows, "totals": totals}, indent=1))
     if not args.no_tests:
-        env = {**os.environ, "NETCL_DEVICE": "cl"}
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "packages/netcl-ops/tests/test_conv_mma.py",
-                               "packages/netcl-ops/tests/test_precision.py"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=900)
-        print(proc.stdout[-6000:] + proc.stderr[-3000:], flush=True)
+        run_tests(quick=False)
     return 0
+
+
+def run_tests(quick: bool) -> None:
+    """pytest of the tensor-core conv and precision tests on the GPU (``quick``: the GPU-only
+    ones, no emulated kernels)."""
+    env = {**os.environ, "NETCL_DEVICE": "cl"}
+    select = ["-k", "tensor_cores or routing or exact"] if quick else []
+    print("== pytest test_conv_mma.py test_precision.py on the GPU", flush=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-rs", *select, "packages/netcl-ops/tests/test_conv_mma.py",
+                               "packages/netcl-ops/tests/test_precision.py"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=100 if quick else 900)
+        print(proc.stdout[-6000:] + proc.stderr[-3000:], flush=True)
+    except subprocess.TimeoutExpired as exc:
+        print(f"pytest timed out: {str(exc.stdout)[-3000:]}", flush=True)
 
 
 if __name__ == "__main__":
