@@ -66,12 +66,12 @@ def reference(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], g: ConvGeometry
     """float64 im2col ``(cols, y)``: columns (n, c*r*s, oh*ow) and the forward output."""
     (sh, sw), (ph, pw), (dh, dw) = g.stride, g.padding, g.dilation
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    cols = np.empty((g.n, g.c, g.r, g.s, g.oh, g.ow))
+    taps: np.ndarray[Any, Any] = np.empty((g.n, g.c, g.r, g.s, g.oh, g.ow))
     for r in range(g.r):
         for s in range(g.s):
-            cols[:, :, r, s] = xp[:, :, r * dh:r * dh + sh * (g.oh - 1) + 1:sh,
+            taps[:, :, r, s] = xp[:, :, r * dh:r * dh + sh * (g.oh - 1) + 1:sh,
                                   s * dw:s * dw + sw * (g.ow - 1) + 1:sw]
-    cols = cols.reshape(g.n, g.crs, g.pixels)
+    cols = taps.reshape(g.n, g.crs, g.pixels)
     y = np.einsum("kq,nqp->nkp", w.astype(np.float64).reshape(g.k, g.crs), cols)
     return cols, y.reshape(g.n, g.k, g.oh, g.ow)
 

@@ -46,7 +46,8 @@ def is_opencl(dev: DeviceHandle) -> bool:
 def tf32_round(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """float32 values rounded to TF32 as cvt.rna does (to nearest, ties away)."""
     u = x.astype(np.float32).view(np.uint32)
-    return ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    rounded: np.ndarray[Any, Any] = ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000))
+    return rounded.view(np.float32)
 
 
 def operands(batch: int, M: int, N: int, K: int, ta: bool, tb: bool
@@ -129,7 +130,7 @@ def test_source_text(config: Tf32Config) -> None:
 ])
 def test_bad_configs_name_the_rule(changes: dict[str, Any], rule: str) -> None:
     with pytest.raises(ValueError, match=rule):
-        Tf32Config(**changes).check()  # type: ignore[arg-type]
+        Tf32Config(**changes).check()
 
 
 def test_config_choice() -> None:
