@@ -89,33 +89,52 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
 
-/* path 0: the row in registers (R <= VPL * L): one read, one write.
-   path 1: online max and sum in one read, then the write pass reads the row again.
-   path 2: path 1 in 4-vectors (R and the row starts multiples of 4).
-   Each lane's (max, sum) pair, merged by one tree; the barriers sit outside the branches. */
+/* Two kernels (the registers one needs many registers, which would limit the other's
+   work-group size and occupancy), the same arguments; each lane's (max, sum) pair is merged
+   by one tree, the barriers outside the branches.
+   softmax_row (path 0): the row in registers (R <= VPL * L): one read, one write.
+   softmax_row_online: path 1, online max and sum in one read, then the write pass reads
+   the row again; path 2, the same in 4-vectors (R and the row starts multiples of 4). */
+#define ROW_PROLOGUE \\
+  __local CT bm[LMAX], bs[LMAX]; \\
+  const IDX L = get_local_size(0), l = get_local_id(0); \\
+  const IDX base = get_group_id(0) * R; \\
+  __global const T* xr = x + xo + base; \\
+  __global T* yr = out + base; \\
+  CT m = -INFINITY, sum = 0;
+
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX R, const int path)
 {
-  __local CT bm[LMAX], bs[LMAX];
-  const IDX L = get_local_size(0), l = get_local_id(0);
-  const IDX base = get_group_id(0) * R;
-  __global const T* xr = x + xo + base;
-  __global T* yr = out + base;
-  const IDX R4 = R >> 2;
-  CT m = -INFINITY, sum = 0;
+  ROW_PROLOGUE
   CT v[VPL];
-  if (path == 0) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) {
-      const IDX r = l + k * L;
-      v[k] = r < R ? LD(xr, r) : -INFINITY;
-      m = MAXNAN(m, v[k]);
-    }
-    if (m != -INFINITY) {
+  for (int k = 0; k < VPL; ++k) {
+    const IDX r = l + k * L;
+    v[k] = r < R ? LD(xr, r) : -INFINITY;
+    m = MAXNAN(m, v[k]);
+  }
+  if (m != -INFINITY) {
 #pragma unroll
-      for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
-    }
-  } else if (path == 1) {
+    for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+  }
+  group_max_sum(&m, &sum, bm, bs, l, L);
+  if (m == INFINITY) sum = NAN;
+  const CT lse = log(sum);
+#pragma unroll
+  for (int k = 0; k < VPL; ++k) {
+    const IDX r = l + k * L;
+    const CT vk = v[k];
+    if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
+  }
+}
+
+__kernel void softmax_row_online(__global T* out, __global const T* x, const IDX xo,
+                                 const int take_log, const IDX R, const int path)
+{
+  ROW_PROLOGUE
+  const IDX R4 = R >> 2;
+  if (path == 1) {
     IDX r = l;
     for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
       const CT v0 = LD(xr, r), v1 = LD(xr, r + L), v2 = LD(xr, r + 2 * L);
@@ -147,14 +166,7 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
   group_max_sum(&m, &sum, bm, bs, l, L);
   if (m == INFINITY) sum = NAN;
   const CT lse = log(sum);
-  if (path == 0) {
-#pragma unroll
-    for (int k = 0; k < VPL; ++k) {
-      const IDX r = l + k * L;
-      const CT vk = v[k];
-      if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
-    }
-  } else if (path == 1) {
+  if (path == 1) {
     for (IDX r = l; r < R; r += L) { const CT v = LD(xr, r); ST(yr, r, RESULT); }
   } else {
     for (IDX i = l; i < R4; i += L) {
@@ -256,7 +268,8 @@ def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide), ("nll_k",), dtype)
     geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
-    return KernelSource(_program_source(kernel, local, wide, dtype), (kernel,), dtype, geometry)
+    names = (kernel, "softmax_row_online") if kernel == "softmax_row" else (kernel,)
+    return KernelSource(_program_source(kernel, local, wide, dtype), names, dtype, geometry)
 
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
@@ -289,9 +302,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
         grid, lsize = (-(-items // local) * local,), (local,)
         args += [idx(outer), idx(R), idx(inner)]
     else:
-        kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
-                                _ROW_LANES_MAX).kernel
-        lanes, path = row_plan(R, x.offset, _most_lanes(kernel, x.queue.device))
+        kernel, lanes, path = _row_kernel(x, wide, R)
         grid, lsize = (outer * lanes,), (lanes,)
         args += [idx(R), np.int32(path)]
     launch_values(x.queue, kernel, grid, lsize, args)
@@ -318,13 +329,27 @@ def _most_lanes(kernel: Any, device: Any) -> int:
     return most
 
 
+def _row_kernel(x: Tensor, wide: bool, R: int, lanes: int | None = None,
+                path: int | None = None) -> tuple[Any, int, int]:
+    """The ``softmax_row`` or ``softmax_row_online`` kernel, lanes and path for ``x``'s rows
+    of ``R`` elements (:func:`row_plan`; each kernel's own lane limit)."""
+    kernels = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
+                             _ROW_LANES_MAX).kernels
+    held, online = kernels["softmax_row"], kernels["softmax_row_online"]
+    device = x.queue.device
+    lanes, path = row_plan(R, x.offset, _most_lanes(held, device), lanes, path,
+                           _most_lanes(online, device))
+    return (held if path == 0 else online), lanes, path
+
+
 def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
-             path: int | None = None) -> tuple[int, int]:
+             path: int | None = None, online_local: int | None = None) -> tuple[int, int]:
     """``(lanes, path)`` of ``softmax_row`` for rows of ``R`` elements from element ``offset``
-    with work-groups of at most ``local`` lanes (NOTE [ Softmax kernels ]): by default the
-    fewest lanes (a power of two from 32) that hold the row in registers, ``_VPL`` each; a
-    longer row takes the online path on ``local`` lanes, in 4-vectors where ``R`` and
-    ``offset`` are multiples of 4. ``lanes`` and ``path`` force them.
+    with work-groups of at most ``local`` lanes (``online_local`` for the online paths, by
+    default ``local``; NOTE [ Softmax kernels ]): by default the fewest lanes (a power of two
+    from 32) that hold the row in registers, ``_VPL`` each; a longer row takes the online path
+    on the most lanes, in 4-vectors where ``R`` and ``offset`` are multiples of 4. ``lanes``
+    and ``path`` force them.
 
     Raises:
         ValueError: a forced plan that cannot run (lanes not a power of two in 1..local, the
@@ -334,18 +359,20 @@ def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
         >>> row_plan(1000, 0, 1024), row_plan(50257, 0, 1024), row_plan(50256, 0, 1024)
         ((32, 0), (1024, 1), (1024, 2))
     """
+    online_local = local if online_local is None else online_local
+    vec = R % 4 == 0 and offset % 4 == 0
     if lanes is None:
         lanes = min(local, max(32, 1 << ((R - 1) // _ROW_PER_LANE).bit_length()))
-        if R > _VPL * lanes:  # noqa: SIM300 (R, the row length, is no constant)
-            lanes = min(local, _ONLINE_LANES)
-    vec = R % 4 == 0 and offset % 4 == 0
+        if path not in (None, 0) or R > _VPL * lanes:  # noqa: SIM300 (R: no constant)
+            lanes = min(online_local, _ONLINE_LANES)
     fits = R <= _VPL * lanes  # noqa: SIM300
     if path is None:
         path = 0 if fits else 2 if vec else 1
-    if (not 0 < lanes <= local or lanes & (lanes - 1) or path not in (0, 1, 2)
+    limit = local if path == 0 else online_local
+    if (not 0 < lanes <= limit or lanes & (lanes - 1) or path not in (0, 1, 2)
             or (path == 0 and not fits) or (path == 2 and not vec)):
         raise ValueError(f"softmax: row plan ({lanes} lanes, path {path}) cannot run rows of "
-                         f"{R} elements from offset {offset} (local size {local})")
+                         f"{R} elements from offset {offset} (at most {limit} lanes)")
     return lanes, path
 
 
@@ -361,9 +388,7 @@ def softmax_rows(x: Tensor, take_log: bool, lanes: int | None = None,
         raise ValueError(f"softmax_rows: needs a non-empty tensor with an axis, got {x.shape}")
     R = x.shape[-1]
     _, idx = index_defs(x.offset + x.size)
-    kernel = softmax_family(x.queue.context, "softmax_row", x.dtype, idx is np.int64,
-                            _ROW_LANES_MAX).kernel
-    lanes, path = row_plan(R, x.offset, _most_lanes(kernel, x.queue.device), lanes, path)
+    kernel, lanes, path = _row_kernel(x, idx is np.int64, R, lanes, path)
     out = empty(x.queue, x.shape, x.dtype)
     launch_values(x.queue, kernel, ((x.size // R) * lanes,), (lanes,),
                   [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(take_log),

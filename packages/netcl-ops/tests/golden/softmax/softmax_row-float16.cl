@@ -56,33 +56,52 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
 
-/* path 0: the row in registers (R <= VPL * L): one read, one write.
-   path 1: online max and sum in one read, then the write pass reads the row again.
-   path 2: path 1 in 4-vectors (R and the row starts multiples of 4).
-   Each lane's (max, sum) pair, merged by one tree; the barriers sit outside the branches. */
+/* Two kernels (the registers one needs many registers, which would limit the other's
+   work-group size and occupancy), the same arguments; each lane's (max, sum) pair is merged
+   by one tree, the barriers outside the branches.
+   softmax_row (path 0): the row in registers (R <= VPL * L): one read, one write.
+   softmax_row_online: path 1, online max and sum in one read, then the write pass reads
+   the row again; path 2, the same in 4-vectors (R and the row starts multiples of 4). */
+#define ROW_PROLOGUE \
+  __local CT bm[LMAX], bs[LMAX]; \
+  const IDX L = get_local_size(0), l = get_local_id(0); \
+  const IDX base = get_group_id(0) * R; \
+  __global const T* xr = x + xo + base; \
+  __global T* yr = out + base; \
+  CT m = -INFINITY, sum = 0;
+
 __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX R, const int path)
 {
-  __local CT bm[LMAX], bs[LMAX];
-  const IDX L = get_local_size(0), l = get_local_id(0);
-  const IDX base = get_group_id(0) * R;
-  __global const T* xr = x + xo + base;
-  __global T* yr = out + base;
-  const IDX R4 = R >> 2;
-  CT m = -INFINITY, sum = 0;
+  ROW_PROLOGUE
   CT v[VPL];
-  if (path == 0) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) {
-      const IDX r = l + k * L;
-      v[k] = r < R ? LD(xr, r) : -INFINITY;
-      m = MAXNAN(m, v[k]);
-    }
-    if (m != -INFINITY) {
+  for (int k = 0; k < VPL; ++k) {
+    const IDX r = l + k * L;
+    v[k] = r < R ? LD(xr, r) : -INFINITY;
+    m = MAXNAN(m, v[k]);
+  }
+  if (m != -INFINITY) {
 #pragma unroll
-      for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
-    }
-  } else if (path == 1) {
+    for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+  }
+  group_max_sum(&m, &sum, bm, bs, l, L);
+  if (m == INFINITY) sum = NAN;
+  const CT lse = log(sum);
+#pragma unroll
+  for (int k = 0; k < VPL; ++k) {
+    const IDX r = l + k * L;
+    const CT vk = v[k];
+    if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
+  }
+}
+
+__kernel void softmax_row_online(__global T* out, __global const T* x, const IDX xo,
+                                 const int take_log, const IDX R, const int path)
+{
+  ROW_PROLOGUE
+  const IDX R4 = R >> 2;
+  if (path == 1) {
     IDX r = l;
     for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
       const CT v0 = LD(xr, r), v1 = LD(xr, r + L), v2 = LD(xr, r + 2 * L);
@@ -114,14 +133,7 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
   group_max_sum(&m, &sum, bm, bs, l, L);
   if (m == INFINITY) sum = NAN;
   const CT lse = log(sum);
-  if (path == 0) {
-#pragma unroll
-    for (int k = 0; k < VPL; ++k) {
-      const IDX r = l + k * L;
-      const CT vk = v[k];
-      if (r < R) { const CT v = vk; ST(yr, r, RESULT); }
-    }
-  } else if (path == 1) {
+  if (path == 1) {
     for (IDX r = l; r < R; r += L) { const CT v = LD(xr, r); ST(yr, r, RESULT); }
   } else {
     for (IDX i = l; i < R4; i += L) {
