@@ -11,8 +11,11 @@
 #   rows get the most lanes, loads in flight for the few groups there are) is read once into
 #   registers, then written: one read and one write of each element. A longer row takes an
 #   online max and rescaled sum in one read (4-vectors where the rows are 4-aligned), then the
-#   write pass reads it again. Either way each lane's (max, sum) pair is merged by one
-#   local-memory tree.
+#   write pass reads it again (``softmax_row_online``, a kernel of its own: the registers
+#   kernel's register use limited both to 256 lanes on an H100). Either way each lane's
+#   (max, sum) pair is merged by one local-memory tree. H100, float32, vs PyTorch: 4096x1024
+#   0.63x, 32768x1000 0.92x (32 lanes, registers), 256x50257 0.50x (256 lanes, online; more
+#   lanes since), 256x50256 0.87x (256 lanes, 4-vectors).
 # float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
 """
 
