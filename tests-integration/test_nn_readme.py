@@ -22,7 +22,7 @@ def _first_block() -> str:
 
 @pytest.fixture
 def restore_implicit_tape() -> Iterator[None]:
-    before = agops.implicit_tape(False)
+    before = agops.implicit_tape(True)  # the default: the README relies on it
     try:
         yield
     finally:
