@@ -19,11 +19,12 @@ from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelConfig, KernelVariant
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor
-from netcl.core.testing import available_devices, supports_dtype
+from netcl.core.testing import supports_dtype
 from netcl.ops import build_matmul_kernel
 from netcl.ops._matmul_family import gemm_params
 from netcl.ops._matmul_kernels import gemm_source
 from netcl.ops._matmul_launch import Operand, run_gemm
+from netcl.ops.testing import one_opencl_cpu_device
 
 RNG = np.random.default_rng(7)
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
@@ -71,17 +72,11 @@ def test_knobs_reach_the_kernel_parameters() -> None:
 
 def _one_cpu_device(dev: DeviceHandle) -> None:
     """Skip ``dev`` unless it is a GPU or the one OpenCL CPU device these big kernels (16x8
-    outputs per work-item, all four layouts, scalar and vector loads) are built on: Intel's
-    runtime where present (about 20 s a config on the 2-core VM, PoCL 70 s), else the first.
-    A machine with any OpenCL CPU device still builds and checks every config once."""
-    if dev.backend == "cpu":
-        pytest.skip("the NumPy backend has no kernel variants")
-    if dev.device_type.lower() != "cpu":
-        return
-    cpus = [d for d in available_devices() if d.backend == "cl" and d.device_type.lower() == "cpu"]
-    chosen = next((d for d in cpus if "intel" in d.platform_name.lower()), cpus[0] if cpus else dev)
-    if chosen.device_name != dev.device_name or chosen.platform_name != dev.platform_name:
-        pytest.skip(f"built on {chosen.platform_name} only (one OpenCL CPU device per machine)")
+    outputs per work-item, all four layouts, scalar and vector loads) are built on
+    (:func:`netcl.ops.testing.one_opencl_cpu_device`)."""
+    why = one_opencl_cpu_device(dev)
+    if why:
+        pytest.skip(why)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))

@@ -32,9 +32,10 @@ import numpy as np
 from netcl.core.device import DeviceHandle
 from netcl.core.dtypes import canonical_dtype, is_float
 from netcl.core.tensor import Tensor, reshape
-from netcl.core.testing import assert_close
+from netcl.core.testing import assert_close, available_devices
 
 __all__ = ["Kink", "OpInfo", "Sample", "away_from_kinks", "check_error", "check_op",
+           "one_opencl_cpu_device",
            "offset_view", "to_device"]
 
 #: ``(args, kwargs)``: ndarray args become Tensors of the tested dtype.
@@ -252,3 +253,28 @@ def check_error(
             raise AssertionError(f"message {str(err)!r} does not match {pattern!r}") from err
         return
     raise AssertionError(f"expected {exc.__name__} matching {pattern!r}, nothing was raised")
+
+
+def one_opencl_cpu_device(dev: DeviceHandle) -> str | None:
+    """Why to skip ``dev`` for tests whose kernels are slow to build and do not depend on the
+    CPU device (Intel's runtime builds in ~20 s what PoCL builds in ~70): ``None`` for a GPU or
+    for the one OpenCL CPU device of the machine that runs them (Intel's where present, else
+    the first), a reason for the NumPy backend and the other OpenCL CPU devices. A machine with
+    any OpenCL CPU device still runs each such test once.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> one_opencl_cpu_device(manager.default("cpu"))
+        'the NumPy backend runs no OpenCL kernels'
+    """
+    if dev.backend == "cpu":
+        return "the NumPy backend runs no OpenCL kernels"
+    if dev.device_type.lower() != "cpu":
+        return None
+    cpus = [d for d in available_devices()
+            if d.backend == "cl" and d.device_type.lower() == "cpu"]
+    chosen = next((d for d in cpus if "intel" in d.platform_name.lower()),
+                  cpus[0] if cpus else dev)
+    if (chosen.device_name, chosen.platform_name) != (dev.device_name, dev.platform_name):
+        return f"built on {chosen.platform_name} only (one OpenCL CPU device per machine)"
+    return None
