@@ -309,6 +309,27 @@ def hgemm_source(config: MmaConfig) -> str:
     )
 
 
+def emulated_mma(name: str, depth: int) -> str:
+    """The macro ``name(d, a, b)``: one warp's ``m16n8k<depth>`` mma in plain C through local
+    memory (NOTE [ Emulated PTX ]): the fragments go to ``emu_frag`` and every lane sums its
+    four outputs from them with ``EMU_A``/``EMU_B`` (defined by the caller for its types)."""
+    return f"""\
+#define {name}(d, a, b) do {{ \\
+    barrier(CLK_LOCAL_MEM_FENCE); \\
+    for (int j_ = 0; j_ < 4; ++j_) {{ emu_frag[tid * 6 + j_] = (a)[j_]; }} \\
+    emu_frag[tid * 6 + 4] = (b)[0]; \\
+    emu_frag[tid * 6 + 5] = (b)[1]; \\
+    barrier(CLK_LOCAL_MEM_FENCE); \\
+    for (int i_ = 0; i_ < 4; ++i_) {{ \\
+        const int r_ = (lane >> 2) + (i_ >> 1) * 8, n_ = (lane & 3) * 2 + (i_ & 1); \\
+        float s_ = 0.0f; \\
+        for (int k_ = 0; k_ < {depth}; ++k_) {{ s_ += EMU_A(r_, k_) * EMU_B(k_, n_); }} \\
+        (d)[i_] += s_; \\
+    }} \\
+}} while (0)
+"""
+
+
 def hardware_ptx(wait_groups: int) -> str:
     """The PTX macros (``CP_ASYNC16``, ``CP_COMMIT``, ``CP_WAIT`` leaving ``wait_groups``
     groups in flight, ``LDSM_X4``, ``LDSM_X4_T``, ``MMA_16816``) as inline assembly."""
@@ -421,20 +442,7 @@ inline float emu_h2f(const uint h)
     + ((r) >> 3) + 2 * ((k) >> 3)] >> (16 * ((k) & 1))) & 0xffffu)
 #define EMU_B(k, n) emu_h2f((emu_frag[((tid & ~31) + (n) * 4 + ((k) & 7) / 2) * 6 + 4 \\
     + ((k) >> 3)] >> (16 * ((k) & 1))) & 0xffffu)
-#define MMA_16816(d, a, b) do { \\
-    barrier(CLK_LOCAL_MEM_FENCE); \\
-    for (int j_ = 0; j_ < 4; ++j_) { emu_frag[tid * 6 + j_] = (a)[j_]; } \\
-    emu_frag[tid * 6 + 4] = (b)[0]; \\
-    emu_frag[tid * 6 + 5] = (b)[1]; \\
-    barrier(CLK_LOCAL_MEM_FENCE); \\
-    for (int i_ = 0; i_ < 4; ++i_) { \\
-        const int r_ = (lane >> 2) + (i_ >> 1) * 8, n_ = (lane & 3) * 2 + (i_ & 1); \\
-        float s_ = 0.0f; \\
-        for (int k_ = 0; k_ < 16; ++k_) { s_ += EMU_A(r_, k_) * EMU_B(k_, n_); } \\
-        (d)[i_] += s_; \\
-    } \\
-} while (0)
-"""
+""" + emulated_mma("MMA_16816", 16)
 
 # Copy k-tile ``kt`` of A and B into pipeline stage ``st``. Work-item ``tid`` copies the
 # 16-byte chunks ``tid + i * NT`` of each tile: stored row ``ra + i * NT / CWA``, chunk ``ca``

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._matmul_mma_source import emulated_mma
+
 __all__ = ["Tf32Config", "tf32_gemm_source", "tf32_kernel_name"]
 
 _LOCAL_LIMIT = 49152
@@ -183,20 +185,7 @@ inline uint tf32_rna(const float x)
 #define EMU_A(r, k) as_float(emu_frag[((tid & ~31) + ((r) & 7) * 4 + ((k) & 3)) * 6 \\
                                       + ((r) >> 3) + 2 * ((k) >> 2)])
 #define EMU_B(k, n) as_float(emu_frag[((tid & ~31) + (n) * 4 + ((k) & 3)) * 6 + 4 + ((k) >> 2)])
-#define MMA_1688(d, a, b) do { \\
-    barrier(CLK_LOCAL_MEM_FENCE); \\
-    for (int j_ = 0; j_ < 4; ++j_) { emu_frag[tid * 6 + j_] = (a)[j_]; } \\
-    emu_frag[tid * 6 + 4] = (b)[0]; \\
-    emu_frag[tid * 6 + 5] = (b)[1]; \\
-    barrier(CLK_LOCAL_MEM_FENCE); \\
-    for (int i_ = 0; i_ < 4; ++i_) { \\
-        const int r_ = (lane >> 2) + (i_ >> 1) * 8, n_ = (lane & 3) * 2 + (i_ & 1); \\
-        float s_ = 0.0f; \\
-        for (int k_ = 0; k_ < 8; ++k_) { s_ += EMU_A(r_, k_) * EMU_B(k_, n_); } \\
-        (d)[i_] += s_; \\
-    } \\
-} while (0)
-"""
+""" + emulated_mma("MMA_1688", 8)
 
 _KERNEL = """\
 #define LOAD_TILES(kt) do { \\
