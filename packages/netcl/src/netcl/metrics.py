@@ -38,6 +38,7 @@ Examples:
 from __future__ import annotations
 
 import numbers
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -117,18 +118,20 @@ def _accumulate(total: Tensor | None, value: Tensor) -> Tensor:
     return value if total is None else ops.add(total, value)
 
 
-class Metric:
+class Metric(ABC):
     """Base class: ``update`` on the device, ``compute`` reads back once, ``reset``."""
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Add a batch (device work only)."""
 
-    def value(self) -> Tensor:  # pragma: no cover - abstract
+    @abstractmethod
+    def value(self) -> Tensor:
         """The metric as a device tensor (no host read)."""
-        raise NotImplementedError
 
-    def reset(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget every batch."""
 
     def compute(self) -> Any:
         """The metric read back: a float (or a NumPy array for per-class values)."""
@@ -156,8 +159,9 @@ class _Counted(Metric):
         self._valid = None
         self._clear()
 
-    def _clear(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _clear(self) -> None:
+        """Drop the subclass's accumulators (``reset`` does the counts)."""
 
     def _count(self, rows: int, *labels: Tensor) -> None:
         self._seen += rows
