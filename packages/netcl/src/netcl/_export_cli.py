@@ -11,17 +11,12 @@ import numpy as np
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
 from netcl.io import read_weights
-from netcl.nn import Module, resnet18
+from netcl.nn import Module
 from netcl.onnx import DEFAULT_OPSET, export
-from netcl.trainer._digits import digits_cnn
 
-__all__ = ["MODELS", "add_export_parser", "export_command"]
+from ._tune import MODELS
 
-#: model name -> (builder on a queue, one example input's shape)
-MODELS: dict[str, tuple[Any, tuple[int, ...]]] = {
-    "digits-cnn": (lambda q: digits_cnn(q), (1, 1, 8, 8)),
-    "resnet18": (lambda q: resnet18(num_classes=10, stem="cifar", queue=q), (1, 3, 32, 32)),
-}
+__all__ = ["add_export_parser", "export_command"]
 
 
 def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -46,12 +41,13 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
 def export_command(args: argparse.Namespace, out: Any = None) -> int:
     """Run ``netcl export`` for parsed ``args``; returns 0."""
     out = out if out is not None else sys.stdout
-    build, shape = MODELS[args.model]
+    spec = MODELS[args.model]  # the built-in models of `netcl tune`, with a batch of one
+    shape = (1, *spec.input_shape[1:])
     cpu = manager.default("cpu")  # the NumPy backend: always there, and exact
     if cpu is None:
         raise RuntimeError("export: the NumPy backend is missing")
     queue = cpu.queue
-    model: Module = build(queue)
+    model: Module = spec.build(queue)
     model.load_state_dict(read_weights(args.weights))
     x = Tensor.from_host(queue, np.zeros(shape, np.float32))
     path = export(model, x, args.output, opset=args.opset)
