@@ -146,8 +146,7 @@ class ResNet(Module):
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
         """:meth:`Module.load_state_dict` that also takes netcl's earlier names (``stem.0.``,
-        ``stem.1.``, ``.shortcut.``) and, where this model keeps no batch counter, drops
-        PyTorch's ``num_batches_tracked`` entries.
+        ``stem.1.``, ``.shortcut.``).
 
         Examples:
             >>> net = resnet18(num_classes=3, stem="cifar", width=2, queue=None)
@@ -155,15 +154,11 @@ class ResNet(Module):
             ...        for k, v in net.state_dict().items()}
             >>> net.load_state_dict(old)
         """
-        own = set(self.state_dict())
         renamed: dict[str, Any] = {}
         for key, value in state.items():
-            new = key
             for pattern, repl in _LEGACY:
-                new = pattern.sub(repl, new)
-            if new.endswith("num_batches_tracked") and new not in own:
-                continue
-            renamed[new] = value
+                key = pattern.sub(repl, key)
+            renamed[key] = value
         super().load_state_dict(renamed, strict)
 
 
