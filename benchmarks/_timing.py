@@ -33,3 +33,48 @@ def per_call_samples(fn: Callable[[], Any], sync: Callable[[], None], repeat: in
         sync()
         samples.append((time.perf_counter() - start) / inner)
     return samples
+
+
+def cuda_event_samples(torch: Any, fn: Callable[[], Any], repeat: int, inner: int
+                       ) -> list[float]:
+    """``repeat`` samples of seconds per call of a PyTorch CUDA ``fn``: CUDA events around
+    ``inner`` back-to-back calls, after one warm-up call."""
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeat):
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(begin.elapsed_time(end) / 1e3 / inner)
+    return samples
+
+
+def device_samples(profile: Callable[[], Any], fn: Callable[[], Any], repeat: int, inner: int
+                   ) -> tuple[list[float], list[str]]:
+    """``repeat`` samples of seconds of device time per call of a netcl ``fn`` (the profiling
+    events of every kernel it launches, summed; ``profile`` is ``netcl.runtime.profile``), and
+    the kernels of one call (``name x launches: us``), after one warm-up call (builds).
+
+    Raises:
+        RuntimeError: no profiling events (NETCL_PROFILE_EVENTS=1 was set too late).
+    """
+    fn()
+    samples: list[float] = []
+    kernels: list[str] = []
+    for _ in range(repeat):
+        with profile() as prof:
+            for _ in range(inner):
+                fn()
+        if not prof.device_timed:
+            raise RuntimeError("no profiling events: NETCL_PROFILE_EVENTS=1 was not set before "
+                               "the device was first used")
+        stats = prof.summary()
+        samples.append(float(sum(s.device_us or 0.0 for s in stats)) / 1e6 / inner)
+        kernels = [f"{s.name}x{s.launches // inner}:{(s.device_us or 0.0) / inner:.1f}us"
+                   for s in stats]
+    return samples, kernels

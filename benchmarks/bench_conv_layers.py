@@ -53,6 +53,8 @@ except ImportError:  # running from a checkout without the packages installed
     root = Path(__file__).resolve().parents[1] / "packages"
     sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
 
+from _timing import cuda_event_samples, device_samples
+
 from netcl.core.device import manager
 from netcl.core.kernel_selector import (
     KernelConfig,
@@ -232,34 +234,13 @@ class TorchConv:
                     fn()
                 samples.append((time.perf_counter() - start) / inner)
             return samples
-        t.cuda.synchronize()
-        samples = []
-        for _ in range(repeat):
-            begin, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-            begin.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(begin.elapsed_time(end) / 1e3 / inner)
-        return samples
+        return cuda_event_samples(t, fn, repeat, inner)
 
 
 def device_time(fn: Callable[[], Any], repeat: int, inner: int) -> list[float]:
     """Seconds of device time per call of ``fn`` (every kernel it launches, by profiling
     events), one figure per sample of ``inner`` calls; the first call (builds) is not timed."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        with profile() as prof:
-            for _ in range(inner):
-                fn()
-        if not prof.device_timed:
-            raise RuntimeError("no profiling events: NETCL_PROFILE_EVENTS=1 was not set before "
-                               "the device was first used")
-        total_us = sum(s.device_us or 0.0 for s in prof.summary())
-        samples.append(total_us / 1e6 / inner)
-    return samples
+    return device_samples(profile, fn, repeat, inner)[0]
 
 
 class LayerBench:

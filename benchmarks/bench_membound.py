@@ -45,6 +45,8 @@ except ImportError:  # running from a checkout without the packages installed
     root = Path(__file__).resolve().parents[1] / "packages"
     sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
 
+from _timing import cuda_event_samples, device_samples
+
 import netcl.ops as ops
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
@@ -226,21 +228,7 @@ def _torch() -> Any:
 def netcl_device_time(fn: Callable[[], Any], repeat: int, inner: int
                       ) -> tuple[list[float], list[str]]:
     """Seconds of device time per call (profiling events), and the kernels of one call."""
-    fn()
-    samples: list[float] = []
-    kernels: list[str] = []
-    for _ in range(repeat):
-        with profile() as prof:
-            for _ in range(inner):
-                fn()
-        if not prof.device_timed:
-            raise RuntimeError("no profiling events: NETCL_PROFILE_EVENTS=1 was not set before "
-                               "the device was first used")
-        stats = prof.summary()
-        samples.append(float(sum([s.device_us or 0.0 for s in stats])) / 1e6 / inner)
-        kernels = [f"{s.name}x{s.launches // inner}:{(s.device_us or 0.0) / inner:.1f}us"
-                   for s in stats]
-    return samples, kernels
+    return device_samples(profile, fn, repeat, inner)
 
 
 def wall_time(fn: Callable[[], Any], sync: Callable[[], None], repeat: int, inner: int
@@ -262,18 +250,7 @@ def torch_time(th: Any, fn: Callable[[], Any], repeat: int, inner: int) -> list[
     """CUDA events around ``inner`` calls (per call), or wall-clock on the CPU."""
     if not th.cuda.is_available():
         return wall_time(fn, lambda: None, repeat, inner)
-    fn()
-    th.cuda.synchronize()
-    samples = []
-    for _ in range(repeat):
-        begin, end = th.cuda.Event(enable_timing=True), th.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(begin.elapsed_time(end) / 1e3 / inner)
-    return samples
+    return cuda_event_samples(th, fn, repeat, inner)
 
 
 def _error(got: Any, want: Any) -> float:
