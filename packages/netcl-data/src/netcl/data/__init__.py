@@ -4,8 +4,9 @@ Datasets, a :class:`DataLoader` whose worker processes hand batches over through
 shared-memory ring (:mod:`netcl.data.shared_batch`), batch augmentation on the CPU
 (:mod:`netcl.data.augment`, :mod:`netcl.data.filters`), per-sample torchvision-style
 transforms (:mod:`netcl.data.transforms`), samplers with PyTorch's names, and on an OpenCL device
-(:mod:`netcl.data.augment_gpu`, needs pyopencl). It emits NumPy batches and imports no other
-netcl layer, so any compute layer can consume it.
+(:mod:`netcl.data.augment_gpu`, needs pyopencl), and character-level text windows
+(:class:`CharDataset`) over a corpus every CPython ships (:func:`python_help_text`). It emits
+NumPy batches and imports no other netcl layer, so any compute layer can consume it.
 """
 
 from . import augment as augment
@@ -29,11 +30,17 @@ from ._samplers import SequentialSampler as SequentialSampler
 from ._samplers import SubsetRandomSampler as SubsetRandomSampler
 from ._samplers import WeightedRandomSampler as WeightedRandomSampler
 from ._seed import manual_seed as manual_seed
+from ._text import CharDataset as CharDataset
+from ._text import CharVocab as CharVocab
+from ._text import python_help_text as python_help_text
+from ._text import split_text as split_text
 
 __all__ = [
     "__version__",
     "ArrayDataset",
     "BatchSampler",
+    "CharDataset",
+    "CharVocab",
     "DataLoader",
     "Dataset",
     "DigitsDataset",
@@ -49,7 +56,9 @@ __all__ = [
     "default_collate",
     "filters",
     "manual_seed",
+    "python_help_text",
     "random_split",
     "shared_batch",
+    "split_text",
     "transforms",
 ]
