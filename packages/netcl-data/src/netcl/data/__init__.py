@@ -21,6 +21,7 @@ from ._datasets import DigitsDataset as DigitsDataset
 from ._datasets import ImageFolder as ImageFolder
 from ._datasets import Subset as Subset
 from ._datasets import random_split as random_split
+from ._distributed_sampler import DistributedSampler as DistributedSampler
 from ._loader import DataLoader as DataLoader
 from ._loader import LoaderIterator as LoaderIterator
 from ._samplers import BatchSampler as BatchSampler
@@ -44,6 +45,7 @@ __all__ = [
     "DataLoader",
     "Dataset",
     "DigitsDataset",
+    "DistributedSampler",
     "ImageFolder",
     "LoaderIterator",
     "RandomSampler",
