@@ -32,6 +32,7 @@ from netcl.core.tensor import Tensor
 
 from . import _ops_reduce
 from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
+from ._ops_attention import scaled_dot_product_attention as scaled_dot_product_attention
 from ._ops_elementwise import abs as abs
 from ._ops_elementwise import add as add
 from ._ops_elementwise import cast as cast
@@ -103,6 +104,8 @@ __all__ = [
     "transpose", "unsqueeze", "view",
     # recording without a tape
     "implicit_tape",
+    # attention
+    "scaled_dot_product_attention",
 ]
 
 Axis = int | Sequence[int] | None

@@ -111,6 +111,17 @@ from ._precision import get_float32_matmul_precision, set_float32_matmul_precisi
 
 # isort: split
 
+# --- attention and masking ---
+from ._attention import scaled_dot_product_attention as scaled_dot_product_attention
+from ._attention import (
+    scaled_dot_product_attention_backward as scaled_dot_product_attention_backward,
+)
+from ._attention import (
+    scaled_dot_product_attention_forward as scaled_dot_product_attention_forward,
+)
+
+# isort: split
+
 from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
 
 __all__ = [
@@ -214,4 +225,8 @@ __all__ = [
     "matmul",
     "get_float32_matmul_precision",
     "set_float32_matmul_precision",
+    # attention and masking
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
+    "scaled_dot_product_attention_forward",
 ]
