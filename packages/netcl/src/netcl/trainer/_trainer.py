@@ -96,6 +96,13 @@ class Trainer:
             of ``log_every`` steps. The values come from the reads the divergence check makes
             anyway (every 16 steps), so an interval is logged when its steps are read back,
             never with an extra device sync.
+        input_dtype: the device dtype of each batch's inputs (``"float32"``; ``None`` keeps
+            the host dtype, e.g. a language model's int32 token ids).
+        class_axis: the logits' class axis for accuracy (1: PyTorch's ``(N, C, ...)``; -1
+            for a sequence model's ``(N, T, C)``). Accuracy counts every label: tokens for a
+            language model, rows for a classifier.
+        perplexity: also report ``exp(loss)`` of each epoch, as ``train_perplexity`` and
+            ``val_perplexity`` in ``EpochMetrics.extra`` (logged as ``epoch/...``).
 
     Raises:
         ValueError: ``epochs < 1``, or ``resume`` without a ``checkpoint_dir``.
@@ -146,6 +153,9 @@ class Trainer:
         loggers: Sequence[MetricsLogger] = (),
         log_every: int | None = None,
         metrics: Mapping[str, Metric] | None = None,
+        input_dtype: str | None = "float32",
+        class_axis: int = 1,
+        perplexity: bool = False,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"Trainer: epochs must be >= 1, got {epochs}")
@@ -170,6 +180,9 @@ class Trainer:
         self.global_step = 0  # training steps done, over every epoch (the loggers' x axis)
         # the interval being summed for log_every (it may span the end of an epoch)
         self._interval = _Interval(self) if log_every and self.loggers else None
+        if class_axis not in (1, -1):
+            raise ValueError(f"Trainer: class_axis must be 1 (N, C, ...) or -1 (..., C), got "
+                             f"{class_axis!r}")
         if resume and checkpoint_dir is None:
             raise ValueError("Trainer: resume=True needs a checkpoint_dir")
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
@@ -179,11 +192,12 @@ class Trainer:
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.checkpoint_every, self.progress = checkpoint_every, progress
         self.amp, self.on_epoch_end = amp, on_epoch_end
+        self.input_dtype, self.class_axis, self.perplexity = input_dtype, class_axis, perplexity
         self.scaler = GradScaler(enabled=amp)  # disabled: every call passes straight through
         self.history: list[EpochMetrics] = []
         self.start_epoch = 0
         self.step = TrainStep(self._train_step, optimizer, self.scaler, capture=capture)
-        self.prefetcher = Prefetcher(self.device.queue, dtypes=("float32", None)) \
+        self.prefetcher = Prefetcher(self.device.queue, dtypes=(input_dtype, None)) \
             if prefetch else None
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             self._resume(self.checkpoint_path)
@@ -215,14 +229,14 @@ class Trainer:
         return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.netcl"
 
     def _on_device(self, batches: Any) -> Generator[tuple[Tensor, ...], None, None]:
-        """``(x, y)`` host batches as device tensors (x float32), uploaded one batch ahead
-        on a copy queue when prefetching."""
+        """``(x, y)`` host batches as device tensors (x in ``input_dtype``), uploaded one
+        batch ahead on a copy queue when prefetching."""
         if self.prefetcher is not None:
             yield from self.prefetcher(batches)
             return
         q = self.device.queue
         for x, y in batches:
-            yield Tensor.from_host(q, x, dtype="float32"), Tensor.from_host(q, y)
+            yield Tensor.from_host(q, x, dtype=self.input_dtype), Tensor.from_host(q, y)
 
     @contextmanager
     def _batches(self, loader: Any, desc: str) -> Iterator[Any]:
@@ -247,6 +261,13 @@ class Trainer:
             logits = ag.ops.cast(logits, "float32")
         return logits, self.loss_fn(logits, yt)
 
+    def _hits(self, logits: Tensor, yt: Tensor) -> Tensor:
+        """The batch's correct predictions, as a device scalar."""
+        if self.class_axis == 1 or logits.ndim == 2:
+            return hits(logits, yt)
+        classes = logits.shape[-1]  # (..., C): rows of C scores, a view
+        return hits(ops.reshape(logits, (-1, classes)), ops.reshape(yt, (-1,)))
+
     def _train_step(self, xt: Tensor, yt: Tensor) -> tuple[Tensor, ...]:
         """One complete training step (what :class:`TrainStep` captures): returns the loss,
         the batch's hit count and, under AMP, the scaler's found-inf flag (1: this step was
@@ -260,8 +281,8 @@ class Trainer:
         self.optimizer.zero_grad()
         found_inf = self.scaler.found_inf
         if found_inf is None:
-            return loss, hits(logits, yt)
-        return loss, hits(logits, yt), found_inf
+            return loss, self._hits(logits, yt)
+        return loss, self._hits(logits, yt), found_inf
 
     def train_epoch(self, epoch: int) -> tuple[float, float]:
         """One pass over ``train_loader``; returns (mean loss, accuracy).
@@ -276,7 +297,7 @@ class Trainer:
         with self._batches(self.train_loader, f"epoch {epoch + 1}/{self.epochs}") as bar:
             with closing(self._on_device(bar)) as batches:
                 for xt, yt in batches:
-                    tally.add(self.step(xt, yt), xt.shape[0])
+                    tally.add(self.step(xt, yt), yt.size)
                     if tally.pending >= CHECK_EVERY:  # read back in groups, not per step
                         tally.drain()
                         if hasattr(bar, "set_postfix"):
@@ -319,10 +340,10 @@ class Trainer:
             for xt, yt in batches:
                 logits, loss = self._forward(xt, yt)
                 losses.append(loss)
-                hit.append(hits(logits, yt))
+                hit.append(self._hits(logits, yt))
                 for metric in self.metrics.values():
                     metric.update(logits, yt)  # device ops; read once, in fit
-                seen += xt.shape[0]
+                seen += yt.size
         total_loss = float(_read_back(losses).sum())
         correct = int(_read_back(hit).sum())
         self.model.train()
@@ -348,6 +369,10 @@ class Trainer:
                     value = metric.compute()
                     metrics.extra[f"val_{name}"] = (value.tolist() if isinstance(value, np.ndarray)
                                                     else float(value))
+            if self.perplexity:
+                metrics.extra["train_perplexity"] = _perplexity(train_loss)
+                if metrics.val_loss is not None:
+                    metrics.extra["val_perplexity"] = _perplexity(metrics.val_loss)
             if self.scheduler is not None:
                 self.scheduler.step()
             metrics.seconds = time.perf_counter() - start
@@ -365,6 +390,11 @@ class Trainer:
             if self.on_epoch_end is not None:
                 self.on_epoch_end(metrics)
         return self.history
+
+
+def _perplexity(loss: float) -> float:
+    """``exp(loss)`` of a mean cross entropy in nats (inf past float range)."""
+    return math.exp(loss) if loss < 700 else math.inf
 
 
 def _read_back(scalars: list[Tensor]) -> np.ndarray[Any, Any]:
@@ -385,7 +415,7 @@ class _Tally:
         self.scalars = ScalarTally(CHECK_EVERY)
         self.step = 0  # steps drained so far
         self.loss_sum, self.counted, self.correct, self.seen = 0.0, 0, 0, 0
-        self.rows: list[int] = []  # batch rows of the steps not drained yet
+        self.rows: list[int] = []  # labels (rows, tokens) of the steps not drained yet
         self.interval = trainer._interval
 
     @property
