@@ -80,6 +80,10 @@ from netcl.ops import manual_seed as manual_seed
 # PyTorch's torch.inference_mode: netcl.autograd.no_grad's semantics
 from netcl.autograd import inference_mode as inference_mode
 
+# isort: split
+# attention and transformer layers (issue 19)
+from ._attention import MultiheadAttention as MultiheadAttention
+
 __all__ = [
     "AdaptiveAvgPool2d",
     "ELU",
@@ -147,4 +151,5 @@ __all__ = [
     "inference_mode",
     "init",
     "manual_seed",
+    "MultiheadAttention",
 ]

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import netcl.ops as _raw
 from netcl.autograd import ops as _ops
 from netcl.autograd.ops import *  # noqa: F403  (the whole differentiable op set, by design)
 from netcl.autograd.ops import __all__ as _ops_all
@@ -34,6 +35,7 @@ __all__ = [
     *_layers.__all__,
     *_losses.__all__,
     "linear",
+    "multi_head_attention_forward",
 ]
 
 
@@ -302,3 +304,246 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # type: ignore[no-red
         [0.0, 2.0]
     """
     return _layers.relu(input, inplace)
+
+
+# -- attention ----------------------------------------------------------------------------------
+
+_sdpa = runs_in_autocast_dtype(_ops.scaled_dot_product_attention)
+
+
+def scaled_dot_product_attention(  # type: ignore[no-redef]
+        query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+        dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value``: PyTorch's
+    ``torch.nn.functional.scaled_dot_product_attention`` over
+    :func:`netcl.autograd.ops.scaled_dot_product_attention` (the fused kernels on OpenCL
+    devices), in float16 under autocast as PyTorch's.
+
+    Shape:
+        ``query`` (\\*, L, E), ``key`` (\\*, S, E), ``value`` (\\*, S, Ev); output (\\*, L, Ev).
+        ``attn_mask`` broadcasts to (\\*, L, S): a bool (uint8) mask where True means *take
+        part*, or a float mask that is added to the scores. ``is_causal``: query ``i`` sees
+        keys ``0..i``. ``scale`` defaults to ``1/sqrt(E)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.eye(3).reshape(1, 3, 3))
+        >>> y = scaled_dot_product_attention(x, x, x, is_causal=True)
+        >>> y.shape, y.to_host()[0, 0].tolist()
+        ((1, 3, 3), [1.0, 0.0, 0.0])
+    """
+    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def multi_head_attention_forward(
+        query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+        in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None,
+        bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float, out_proj_weight: Tensor,
+        out_proj_bias: Tensor | None, training: bool = True,
+        key_padding_mask: Tensor | None = None, need_weights: bool = True,
+        attn_mask: Tensor | None = None, use_separate_proj_weight: bool = False,
+        q_proj_weight: Tensor | None = None, k_proj_weight: Tensor | None = None,
+        v_proj_weight: Tensor | None = None, static_k: Tensor | None = None,
+        static_v: Tensor | None = None, average_attn_weights: bool = True,
+        is_causal: bool = False, *, batch_first: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention as ``torch.nn.functional.multi_head_attention_forward`` (what
+    :class:`~netcl.nn.MultiheadAttention` runs): in-projections, heads, attention, the output
+    projection. PyTorch's arguments and semantics; ``batch_first`` (netcl's keyword) takes
+    (N, L, E) inputs without a transpose.
+
+    With ``need_weights=False`` the heads go through :func:`scaled_dot_product_attention` (the
+    fused kernels); with ``need_weights=True`` the scores are materialized and the attention
+    weights (after dropout, as PyTorch's) come back, averaged over the heads when
+    ``average_attn_weights``. Masks: ``attn_mask`` (L, S) or (N*num_heads, L, S) and
+    ``key_padding_mask`` (N, S), bool (uint8; True = *masked out*, the opposite of
+    :func:`scaled_dot_product_attention`'s) or float (added); ``is_causal`` is a hint that
+    ``attn_mask`` is the causal mask (it must be given, as in PyTorch).
+
+    Shape:
+        ``query`` (L, N, E) (``batch_first``: (N, L, E); unbatched (L, E)), ``key`` (S, N,
+        kdim), ``value`` (S, N, vdim); output like ``query``, weights (N, L, S) or
+        (N, num_heads, L, S).
+
+    Raises:
+        ValueError: shapes that do not fit (embedding dims, heads, batch, sequence, masks).
+        TypeError: a mask that is neither uint8 (bool) nor floating point.
+        RuntimeError: ``is_causal`` without ``attn_mask``.
+        NotImplementedError: ``static_k``/``static_v``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> q = manager.default("cpu").queue
+        >>> x = Tensor.from_host(q, np.ones((5, 2, 4)))
+        >>> w_in, w_out = Tensor.from_host(q, np.ones((12, 4))), Tensor.from_host(q, np.eye(4))
+        >>> out, weights = multi_head_attention_forward(
+        ...     x, x, x, 4, 2, w_in, None, None, None, False, 0.0, w_out, None)
+        >>> out.shape, weights.shape, round(float(weights.to_host()[0, 0, 0]), 4)
+        ((5, 2, 4), (2, 5, 5), 0.2)
+    """
+    op = "multi_head_attention_forward"
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(f"{op}: static_k/static_v are not supported")
+    if not use_separate_proj_weight:
+        q_proj_weight = k_proj_weight = v_proj_weight = None
+    elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+        raise ValueError(f"{op}: use_separate_proj_weight needs q_proj_weight, k_proj_weight "
+                         "and v_proj_weight")
+    if in_proj_weight is None and q_proj_weight is None:
+        raise ValueError(f"{op}: give in_proj_weight or use_separate_proj_weight with "
+                         "q/k/v_proj_weight")
+    heads = _heads_in(query, key, value, embed_dim_to_check, num_heads, batch_first, op,
+                      (in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight,
+                       v_proj_weight))
+    q, k, v, unbatched = heads
+    if is_causal and attn_mask is None:
+        raise RuntimeError(f"{op}: is_causal is a hint that attn_mask is the causal mask; "
+                           "give attn_mask too (as PyTorch)")
+    n, h, length, source = q.shape[0], num_heads, q.shape[2], k.shape[2]
+    mask = _merged_mask(op, attn_mask, key_padding_mask, (n, h, length, source), unbatched,
+                        q.dtype)
+    if bias_k is not None and bias_v is not None:
+        k = _ops.concat([k, _bias_heads(bias_k, n, h)], axis=2)
+        v = _ops.concat([v, _bias_heads(bias_v, n, h)], axis=2)
+        mask = None if mask is None else _ops.pad(mask, (0, 1))
+    if add_zero_attn:
+        k, v = _ops.pad(k, (0, 0, 0, 1)), _ops.pad(v, (0, 0, 0, 1))
+        mask = None if mask is None else _ops.pad(mask, (0, 1))
+    p = dropout_p if training else 0.0
+    causal = is_causal and key_padding_mask is None and not need_weights
+    weights: Tensor | None = None
+    if need_weights:
+        scores = matmul(q, k, transpose_b=True)
+        scores = _ops.mul(scores, 1.0 / math.sqrt(q.shape[-1]))
+        if mask is not None:
+            scores = _ops.add(scores, mask if mask.dtype == scores.dtype
+                              else _ops.cast(mask, scores.dtype))
+        weights = softmax(scores, dim=-1)
+        if p > 0.0:
+            weights = dropout(weights, p)
+        out = matmul(weights, v)
+        if average_attn_weights:
+            weights = mean(weights, 1)
+        if unbatched:
+            weights = _ops.squeeze(weights, 0)
+    else:
+        out = scaled_dot_product_attention(q, k, v, None if causal else mask, p, causal)
+    return linear(_heads_out(out, batch_first, unbatched), out_proj_weight, out_proj_bias), weights
+
+
+def _heads_in(query: Tensor, key: Tensor, value: Tensor, embed_dim: int, num_heads: int,
+              batch_first: bool, op: str, w: tuple[Tensor | None, ...]
+              ) -> tuple[Tensor, Tensor, Tensor, bool]:
+    """The projected heads (N, num_heads, L or S, head_dim) of query, key and value, and
+    whether the input was unbatched (then made a batch of one)."""
+    unbatched = query.ndim == 2
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"{op}: query, key and value must be all 3-D (batched) or all 2-D "
+                         f"(unbatched), got {query.shape}, {key.shape} and {value.shape}")
+    if query.shape[-1] != embed_dim:
+        raise ValueError(f"{op}: query's last dim must be embed_dim={embed_dim}, got query "
+                         f"{query.shape}")
+    if embed_dim % num_heads:
+        raise ValueError(f"{op}: embed_dim must be divisible by num_heads, got "
+                         f"embed_dim={embed_dim} and num_heads={num_heads}")
+    if key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(f"{op}: key and value must have the same batch and sequence dims, "
+                         f"got key {key.shape} and value {value.shape}")
+    if unbatched:
+        query, key, value = (_ops.unsqueeze(t, 1) for t in (query, key, value))
+        batch_first = False
+    batch = 0 if batch_first else 1
+    if key.shape[batch] != query.shape[batch]:
+        raise ValueError(f"{op}: query and key must have the same batch size, got query "
+                         f"{query.shape} and key {key.shape} (batch_first={batch_first})")
+    in_w, in_b, q_w, k_w, v_w = w
+    e = embed_dim
+    b = [None if in_b is None else _ops.slice(in_b, [i * e], [(i + 1) * e]) for i in range(3)]
+    if in_w is None:
+        if q_w is None or k_w is None or v_w is None:
+            raise ValueError(f"{op}: q/k/v_proj_weight missing")
+        q = _split_heads(linear(query, q_w, b[0]), 1, num_heads, batch_first)
+        k = _split_heads(linear(key, k_w, b[1]), 1, num_heads, batch_first)
+        v = _split_heads(linear(value, v_w, b[2]), 1, num_heads, batch_first)
+        return q, k, v, unbatched
+    if query is key and key is value:  # self-attention: one projection
+        qkv = _split_heads(linear(query, in_w, in_b), 3, num_heads, batch_first)
+        return _ops.getitem(qkv, 0), _ops.getitem(qkv, 1), _ops.getitem(qkv, 2), unbatched
+    w_q = _ops.slice(in_w, [0], [e])
+    q = _split_heads(linear(query, w_q, b[0]), 1, num_heads, batch_first)
+    if key is value:  # encoder-decoder attention: one projection for key and value
+        b_kv = None if in_b is None else _ops.slice(in_b, [e], [3 * e])
+        kv = _split_heads(linear(key, _ops.slice(in_w, [e], [3 * e]), b_kv), 2, num_heads,
+                          batch_first)
+        return q, _ops.getitem(kv, 0), _ops.getitem(kv, 1), unbatched
+    k = _split_heads(linear(key, _ops.slice(in_w, [e], [2 * e]), b[1]), 1, num_heads,
+                     batch_first)
+    v = _split_heads(linear(value, _ops.slice(in_w, [2 * e], [3 * e]), b[2]), 1, num_heads,
+                     batch_first)
+    return q, k, v, unbatched
+
+
+def _split_heads(x: Tensor, parts: int, num_heads: int, batch_first: bool) -> Tensor:
+    """(L, N, parts*E) (``batch_first``: (N, L, parts*E)) -> (N, heads, L, head_dim), or
+    (parts, N, heads, L, head_dim) when ``parts > 1``: one reshape and one permute."""
+    a, b, width = x.shape
+    x = _ops.reshape(x, (a, b, parts, num_heads, width // (parts * num_heads)))
+    x = _ops.permute(x, (2, 0, 3, 1, 4) if batch_first else (2, 1, 3, 0, 4))
+    return _ops.squeeze(x, 0) if parts == 1 else x
+
+
+def _heads_out(x: Tensor, batch_first: bool, unbatched: bool) -> Tensor:
+    """(N, heads, L, head_dim) -> (L, N, E) (``batch_first``: (N, L, E); unbatched (L, E))."""
+    n, h, length, d = x.shape
+    if unbatched:
+        return _ops.reshape(_ops.permute(x, (0, 2, 1, 3)), (length, h * d))
+    if batch_first:
+        return _ops.reshape(_ops.permute(x, (0, 2, 1, 3)), (n, length, h * d))
+    return _ops.reshape(_ops.permute(x, (2, 0, 1, 3)), (length, n, h * d))
+
+
+def _bias_heads(bias: Tensor, n: int, num_heads: int) -> Tensor:
+    """``bias_k``/``bias_v`` (1, 1, E) as one more key/value position (N, heads, 1, d)."""
+    e = bias.shape[-1]
+    return _ops.broadcast_to(_ops.reshape(bias, (1, num_heads, 1, e // num_heads)),
+                             (n, num_heads, 1, e // num_heads))
+
+
+def _additive(op: str, name: str, mask: Tensor, dtype: str) -> Tensor:
+    """A bool (uint8, True = masked out) or float mask as a float mask added to the scores."""
+    if mask.dtype == "uint8":
+        return _ops.cast(_raw.where(mask, -math.inf, 0.0), dtype)
+    if not mask.is_floating_point:
+        raise TypeError(f"{op}: {name} must be bool (uint8) or floating point, got "
+                        f"{mask.dtype}")
+    return mask if mask.dtype == dtype else _ops.cast(mask, dtype)
+
+
+def _merged_mask(op: str, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
+                 shape: tuple[int, int, int, int], unbatched: bool, dtype: str
+                 ) -> Tensor | None:
+    """``attn_mask`` and ``key_padding_mask`` as one float mask broadcasting to ``shape`` =
+    (N, heads, L, S)."""
+    n, h, length, source = shape
+    merged: Tensor | None = None
+    if attn_mask is not None:
+        if attn_mask.shape == (length, source):
+            view: tuple[int, ...] = (1, 1, length, source)
+        elif attn_mask.shape == (n * h, length, source):
+            view = shape
+        else:
+            raise ValueError(f"{op}: attn_mask must be (L, S) = {(length, source)} or "
+                             f"(N*num_heads, L, S) = {(n * h, length, source)}, got "
+                             f"{attn_mask.shape}")
+        merged = _ops.reshape(_additive(op, "attn_mask", attn_mask, dtype), view)
+    if key_padding_mask is not None:
+        want = (source,) if unbatched else (n, source)
+        if key_padding_mask.shape != want:
+            raise ValueError(f"{op}: key_padding_mask must be (N, S) = {want}, got "
+                             f"{key_padding_mask.shape}")
+        pad = _ops.reshape(_additive(op, "key_padding_mask", key_padding_mask, dtype),
+                           (n, 1, 1, source))
+        merged = pad if merged is None else _ops.add(merged, pad)
+    return merged
