@@ -1,0 +1,144 @@
+"""DistributedDataParallel and data_parallel_step: training the digits CNN over 2 and 4 ranks
+gives one process's weights (same global batch) within float32 reduction-order tolerance.
+
+The ranks are this file run as a script (``python test_ddp.py worker ...``), started either
+with the shared-memory backend's environment variables or under the env's ``mpiexec``. The
+CNN here has no BatchNorm (``digits_cnn`` without its BN layers): BatchNorm normalises each
+rank's shard with the shard's statistics, which one process computing the whole batch does not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.autograd as ag
+import netcl.distributed as dist
+from netcl.core.device import device
+from netcl.core.tensor import Tensor
+from netcl.data import DataLoader, DigitsDataset, DistributedSampler, random_split
+from netcl.distributed._data_parallel import data_parallel_step
+from netcl.distributed._ddp import DistributedDataParallel
+from netcl.nn import Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
+from netcl.optim import SGD
+
+HERE = Path(__file__).resolve()
+GLOBAL_BATCH, STEPS, SEED, LR = 60, 5, 3, 0.1
+DEVICES = ["cpu", "Intel"]
+
+
+def cnn(queue: Any) -> Module:
+    rng = np.random.default_rng(SEED)
+    return Sequential(Conv2d(1, 8, 3, padding=1, queue=queue, rng=rng), ReLU(),
+                      Conv2d(8, 16, 3, padding=1, queue=queue, rng=rng), ReLU(),
+                      MaxPool2d(2), Flatten(), Linear(16 * 4 * 4, 10, queue=queue, rng=rng))
+
+
+def train_set() -> Any:
+    return random_split(DigitsDataset(), [0.8, 0.2], seed=SEED)[0]
+
+
+def weights(model: Module) -> dict[str, np.ndarray[Any, Any]]:
+    return {k: v.to_host().copy() for k, v in model.state_dict().items()}
+
+
+def one_process(dev_name: str) -> tuple[dict[str, np.ndarray[Any, Any]], list[float]]:
+    with device(dev_name) as dev:
+        model = cnn(dev.queue)
+        opt = SGD(model.parameters(), lr=LR)
+        loader = DataLoader(train_set(), batch_size=GLOBAL_BATCH, shuffle=True, seed=SEED)
+        losses = []
+        for step, (x, y) in enumerate(loader):
+            if step == STEPS:
+                break
+            opt.zero_grad()
+            loss = ag.cross_entropy(model(Tensor.from_host(dev.queue, x)),
+                                    Tensor.from_host(dev.queue, y))
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.to_host()))
+        return weights(model), losses
+
+
+def worker(backend: str, dev_name: str, mode: str, out: str) -> None:
+    """One rank: DDP (hooks in backward) or data_parallel_step on a plain model."""
+    group = dist.init_process_group(backend, timeout=60)
+    with device(dev_name) as dev:
+        data = train_set()
+        shard = DataLoader(data, batch_size=GLOBAL_BATCH // group.world_size,
+                           sampler=DistributedSampler(data, group.world_size, group.rank,
+                                                      seed=SEED))
+        plain = cnn(dev.queue)
+        model: Module = (DistributedDataParallel(plain, group, bucket_cap_mb=0.01)
+                         if mode == "ddp" else plain)
+        opt = SGD(plain.parameters(), lr=LR)
+        losses = []
+        for step, batch in enumerate(shard):
+            if step == STEPS:
+                break
+            losses.append(data_parallel_step(model, opt, batch, ag.cross_entropy, group))
+        if group.rank == 0:
+            np.savez(out, losses=np.array(losses), **weights(plain))
+    dist.destroy_process_group()
+
+
+def run_ranks(backend: str, world: int, dev_name: str, mode: str, tmp: Path) -> Path:
+    out = tmp / f"{backend}-{world}-{mode}.npz"
+    args = [str(HERE), "worker", backend, dev_name, mode, str(out)]
+    env = dict(os.environ, NETCL_DIST_TIMEOUT_S="60")
+    if backend == "mpi":
+        pytest.importorskip("mpi4py", reason="the MPI backend needs mpi4py (pip install "
+                            "'netcl-distributed[mpi]')")
+        mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+        if mpiexec is None:
+            pytest.skip("no mpiexec beside this Python (pip install mpich)")
+        procs = [subprocess.Popen([mpiexec, "-n", str(world), sys.executable, *args], env=env)]
+    else:
+        job = uuid.uuid4().hex[:12]
+        procs = [subprocess.Popen([sys.executable, *args], env=dict(
+            env, NETCL_RANK=str(r), NETCL_WORLD_SIZE=str(world), NETCL_DIST_ID=job))
+            for r in range(world)]
+    codes = [p.wait(timeout=240) for p in procs]
+    assert codes == [0] * len(procs), f"ranks exited with {codes}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return {}
+
+
+@pytest.mark.parametrize(("backend", "world", "dev_name", "mode"), [
+    ("shm", 2, "cpu", "ddp"),
+    ("shm", 4, "cpu", "plain"),
+    ("mpi", 2, "cpu", "plain"),
+    ("mpi", 4, "cpu", "ddp"),
+    ("shm", 2, "Intel", "ddp"),
+])
+def test_data_parallel_equals_one_process(backend: str, world: int, dev_name: str, mode: str,
+                                         tmp_path: Path, reference: dict[str, Any]) -> None:
+    if dev_name != "cpu":
+        try:
+            with device(dev_name):
+                pass
+        except Exception as exc:
+            pytest.skip(f"no {dev_name} OpenCL CPU device: {exc}")
+    if dev_name not in reference:
+        reference[dev_name] = one_process(dev_name)
+    want, want_losses = reference[dev_name]
+    got = np.load(run_ranks(backend, world, dev_name, mode, tmp_path))
+    np.testing.assert_allclose(got["losses"], want_losses, rtol=1e-4, atol=1e-5)
+    for name, w in want.items():
+        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=2e-5, err_msg=name)
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
+    worker(*sys.argv[2:6])
