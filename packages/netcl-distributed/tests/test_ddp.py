@@ -25,8 +25,6 @@ import netcl.distributed as dist
 from netcl.core.device import device
 from netcl.core.tensor import Tensor
 from netcl.data import DataLoader, DigitsDataset, DistributedSampler, random_split
-from netcl.distributed._data_parallel import data_parallel_step
-from netcl.distributed._ddp import DistributedDataParallel
 from netcl.nn import Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
 from netcl.optim import SGD
 
@@ -77,14 +75,14 @@ def worker(backend: str, dev_name: str, mode: str, out: str) -> None:
                            sampler=DistributedSampler(data, group.world_size, group.rank,
                                                       seed=SEED))
         plain = cnn(dev.queue)
-        model: Module = (DistributedDataParallel(plain, group, bucket_cap_mb=0.01)
+        model: Module = (dist.DistributedDataParallel(plain, group, bucket_cap_mb=0.01)
                          if mode == "ddp" else plain)
         opt = SGD(plain.parameters(), lr=LR)
         losses = []
         for step, batch in enumerate(shard):
             if step == STEPS:
                 break
-            losses.append(data_parallel_step(model, opt, batch, ag.cross_entropy, group))
+            losses.append(dist.data_parallel_step(model, opt, batch, ag.cross_entropy, group))
         if group.rank == 0:
             np.savez(out, losses=np.array(losses), **weights(plain))
     dist.destroy_process_group()

@@ -19,6 +19,8 @@ from ._backend import REDUCE_OPS as REDUCE_OPS
 from ._backend import Backend as Backend
 from ._backend import DistributedError as DistributedError
 from ._backend import Work as Work
+from ._bucket import GradBucketer as GradBucketer
+from ._bucket import sync_grads as sync_grads
 from ._collectives import all_gather as all_gather
 from ._collectives import all_gather_into_tensor as all_gather_into_tensor
 from ._collectives import all_reduce as all_reduce
@@ -30,6 +32,8 @@ from ._collectives import reduce_scatter as reduce_scatter
 from ._collectives import reduce_scatter_tensor as reduce_scatter_tensor
 from ._collectives import scatter as scatter
 from ._collectives import write_back as write_back
+from ._data_parallel import data_parallel_step as data_parallel_step
+from ._ddp import DistributedDataParallel as DistributedDataParallel
 from ._group import ProcessGroup as ProcessGroup
 from ._group import destroy_process_group as destroy_process_group
 from ._group import device_for_rank as device_for_rank
@@ -44,7 +48,9 @@ from ._shm import ShmBackend as ShmBackend
 __all__ = [
     "REDUCE_OPS",
     "Backend",
+    "DistributedDataParallel",
     "DistributedError",
+    "GradBucketer",
     "MPIBackend",
     "ProcessGroup",
     "ShmBackend",
@@ -55,6 +61,7 @@ __all__ = [
     "all_reduce",
     "barrier",
     "broadcast",
+    "data_parallel_step",
     "destroy_process_group",
     "device_for_rank",
     "gather",
@@ -67,5 +74,6 @@ __all__ = [
     "reduce_scatter",
     "reduce_scatter_tensor",
     "scatter",
+    "sync_grads",
     "write_back",
 ]
