@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from netcl.core.tensor import Tensor, reshape
 
+from ._attention_fused import fused_applies, fused_backward, fused_forward
 from ._attention_plain import plain_backward, plain_forward
 from ._attention_plan import OP, AttentionPlan, plan_attention
 from ._common import check_tensor
@@ -51,7 +52,8 @@ def scaled_dot_product_attention_forward(
     """
     plan = plan_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     stream = _stream(plan, seed, offset)
-    out, lse = plain_forward(plan, *stream)
+    fused = fused_applies(plan)
+    out, lse = fused_forward(plan, *stream) if fused else plain_forward(plan, *stream)
     if out.shape != plan.out_shape:
         out = reshape(out, plan.out_shape)
         lse = reshape(lse, plan.out_shape[:-1])
@@ -136,7 +138,12 @@ def scaled_dot_product_attention_backward(
     if full != plan.out_shape:
         grad, out = reshape(grad, full), reshape(out, full)
         lse = reshape(lse, full[:-1])
-    dq, dk, dv, dmask = plain_backward(plan, grad, out, lse, *stream, mask_grad)
+    if fused_applies(plan) and not (mask_grad and attn_mask is not None
+                                    and attn_mask.dtype != "uint8"):
+        dq, dk, dv = fused_backward(plan, grad, out, lse, *stream)
+        dmask = None
+    else:
+        dq, dk, dv, dmask = plain_backward(plan, grad, out, lse, *stream, mask_grad)
     shapes = plan.shapes
     grads = [g if g.shape == s else reshape(g, s) for g, s in zip((dq, dk, dv), shapes)]
     if dmask is not None and dmask.shape != shapes[3]:

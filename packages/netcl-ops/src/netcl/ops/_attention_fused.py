@@ -1,0 +1,178 @@
+"""Launching the fused attention kernels (NOTE [ Fused attention kernels ]).
+
+The operands are read in place: each one's batch index is ``(b / div) % mod`` of the
+broadcast batch index ``b`` (:func:`batch_map`), which covers the batch broadcasting of
+grouped-query attention, key-padding masks ``(N, 1, 1, S)`` and shared ``(L, S)`` masks; an
+operand whose broadcast is not of that form is materialized first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from netcl.core.kernels.primitives import launch_values
+from netcl.core.tensor import Tensor, reshape
+
+from . import _elementwise_binary as bi
+from ._attention_kernels import attention_family
+from ._attention_plain import sum_to
+from ._attention_plan import AttentionPlan
+from ._common import empty
+from ._launch import device_buffer, index_defs
+from ._movement import broadcast_to
+from ._random import _P_SCALE
+from ._reduce import sum as reduce_sum
+
+__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward"]
+
+_BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
+_MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
+
+
+def _bn(E: int, Ev: int) -> int:
+    """Rows per local-memory tile: 32 up to head dims 64, 16 beyond (local memory)."""
+    return 32 if max(E, Ev) <= 64 else 16
+
+
+def _local_bytes(E: int, Ev: int) -> int:
+    return 4 * _bn(E, Ev) * (E + Ev + 2)
+
+
+def fused_applies(plan: AttentionPlan) -> bool:
+    """Whether the fused kernels take this call: an OpenCL device, float32 or float16, head
+    dims up to 256, nothing empty, the tiles within the device's local memory."""
+    q = plan.q
+    if q.array is not None or q.dtype not in ("float32", "float16"):
+        return False
+    if not (0 < plan.E <= _MAX_HEAD and 0 < plan.Ev <= _MAX_HEAD):
+        return False
+    if plan.L == 0 or plan.S == 0 or plan.batch_size == 0:
+        return False
+    if plan.batch_size >= 2**31 or plan.L >= 2**31 or plan.S >= 2**31:
+        return False
+    device = q.queue.device
+    return (int(device.local_mem_size) >= _local_bytes(plan.E, plan.Ev)
+            and int(device.max_work_group_size) >= _BM)
+
+
+def batch_map(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(div, mod)`` with which an operand of batch ``shape`` reads batch index ``b`` of the
+    broadcast ``batch`` as ``(b / div) % mod``, or ``None`` when its broadcast is not one
+    contiguous run of axes.
+
+    Examples:
+        >>> batch_map((2, 1, 1), (2, 3, 4)), batch_map((3, 1), (2, 3, 4))
+        ((12, 2), (4, 3))
+        >>> batch_map((), (2, 3)), batch_map((2, 1, 4), (2, 3, 4))
+        ((1, 1), None)
+    """
+    full = (1,) * (len(batch) - len(shape)) + tuple(shape)
+    live = [d for d in range(len(batch)) if full[d] != 1]
+    if not live:
+        return 1, 1
+    a, c = live[0], live[-1] + 1
+    if any(full[d] != batch[d] for d in range(a, c)):
+        return None
+    return math.prod(batch[c:]), math.prod(batch[a:c])
+
+
+def _operand(t: Tensor, batch: tuple[int, ...]) -> tuple[Tensor, int, int]:
+    """``t`` (materialized when its broadcast needs it) and its ``(div, mod)``."""
+    found = batch_map(t.shape[:-2], batch)
+    if found is None:
+        t = broadcast_to(t, (*batch, *t.shape[-2:]))
+        found = 1, math.prod(batch)
+    return t, found[0], found[1]
+
+
+def _mask_args(plan: AttentionPlan, idx: Any) -> tuple[str, list[Any]]:
+    mask = plan.mask
+    if mask is None:
+        return "none", []
+    kind = "bool" if mask.dtype == "uint8" else "float"
+    lm = mask.shape[-2] if mask.ndim >= 2 else 1
+    sm = mask.shape[-1] if mask.ndim >= 1 else 1
+    mb = mask.shape[:-2] if mask.ndim >= 2 else ()
+    found = batch_map(mb, plan.batch)
+    if found is None:
+        mask = broadcast_to(mask, (*plan.batch, lm, sm))
+        found = 1, plan.batch_size
+    return kind, [device_buffer(mask), idx(mask.offset), np.int32(found[0]),
+                  np.int32(found[1]), idx(lm * sm), idx(sm if lm != 1 else 0),
+                  idx(1 if sm != 1 else 0)]
+
+
+def _common_args(plan: AttentionPlan, seed: int, offset: int
+                 ) -> tuple[list[Any], str, bool]:
+    """The operand, scalar and mask arguments every kernel takes, the mask kind and whether
+    indices are 64-bit."""
+    ops_ = [_operand(t, plan.batch) for t in (plan.q, plan.k, plan.v)]
+    extents = [t.offset + t.size for t, _, _ in ops_]
+    extents += [plan.batch_size * plan.L * max(plan.E, plan.Ev),
+                plan.batch_size * plan.S * max(plan.E, plan.Ev)]
+    if plan.mask is not None:
+        extents.append(plan.mask.offset + plan.batch_size * plan.L * plan.S)
+    _, idx = index_defs(*extents)
+    args: list[Any] = []
+    for t, div, mod in ops_:
+        args += [device_buffer(t), idx(t.offset), np.int32(div), np.int32(mod)]
+    p = plan.dropout_p
+    threshold = round(p * _P_SCALE) if p > 0 else 0
+    args += [np.int32(plan.L), np.int32(plan.S), np.float32(plan.scale), np.int32(plan.causal),
+             np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32), np.uint64(offset),
+             np.uint32(threshold), np.float32(1.0 / (1.0 - p))]
+    kind, mask_args = _mask_args(plan, idx)
+    return args + mask_args, kind, idx is np.int64
+
+
+def _kernel(plan: AttentionPlan, name: str, kind: str, wide: bool) -> Any:
+    return attention_family(plan.q.queue.context, name, plan.q.dtype, plan.E, plan.Ev, kind,
+                            _BM, _bn(plan.E, plan.Ev), wide).kernel
+
+
+def _launch(plan: AttentionPlan, kernel: Any, rows: int, args: list[Any]) -> None:
+    """One group of ``_BM`` items per ``_BM`` rows (or keys) and batch index."""
+    groups = -(-rows // _BM)
+    launch_values(plan.q.queue, kernel, (groups * _BM, plan.batch_size), (_BM, 1), args)
+
+
+def _from_zero(t: Tensor) -> Tensor:
+    """``t`` itself when it starts at element 0 of its buffer, else a copy that does (the
+    kernels read saved tensors without offsets)."""
+    return t if t.offset == 0 else reshape(bi.add(t, 0.0), t.shape)
+
+
+def fused_forward(plan: AttentionPlan, seed: int, offset: int) -> tuple[Tensor, Tensor]:
+    """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd``."""
+    q = plan.q
+    out = empty(q.queue, (*plan.batch, plan.L, plan.Ev), q.dtype)
+    lse = empty(q.queue, (*plan.batch, plan.L), "float32")
+    common, kind, wide = _common_args(plan, seed, offset)
+    kernel = _kernel(plan, "attn_fwd", kind, wide)
+    _launch(plan, kernel, plan.L, [device_buffer(out), device_buffer(lse), *common])
+    return out, lse
+
+
+def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, seed: int,
+                   offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dq, dk, dv)`` in the (reshaped) operands' shapes from ``attn_bwd_dq`` and
+    ``attn_bwd_dkdv``; ``grad``, ``out`` are (*batch, L, Ev), ``lse`` (*batch, L)."""
+    q = plan.q
+    g32 = grad if grad.dtype == "float32" else bi.cast(grad, "float32")
+    o32 = out if out.dtype == "float32" else bi.cast(out, "float32")
+    dd = reduce_sum(bi.mul(g32, o32), axis=-1)
+    common, kind, wide = _common_args(plan, seed, offset)
+    batch = plan.batch
+    dq = empty(q.queue, (*batch, plan.L, plan.E), q.dtype)
+    dk = empty(q.queue, (*batch, plan.S, plan.E), q.dtype)
+    dv = empty(q.queue, (*batch, plan.S, plan.Ev), q.dtype)
+    grad_buf = device_buffer(_from_zero(grad))
+    saved = [device_buffer(_from_zero(lse)), device_buffer(_from_zero(dd))]
+    _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L,
+            [device_buffer(dq), grad_buf, *saved, *common])
+    _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S,
+            [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common])
+    return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)

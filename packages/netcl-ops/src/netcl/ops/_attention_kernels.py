@@ -1,0 +1,288 @@
+"""OpenCL sources of the fused attention kernels (FlashAttention-2 style) and their family.
+
+# NOTE [ Fused attention kernels ]
+# Three kernels, one program per (dtype, E, Ev, mask kind, tile sizes); float16 is storage
+# only, everything is computed in float. The (L, S) scores are never stored.
+# - attn_fwd: one work-group per (batch, block of BM query rows), one work item per row. The
+#   item keeps its scaled query row and its output accumulator in registers; the group stages
+#   BN rows of K and V at a time in local memory (every item then reads the same local word, a
+#   broadcast) and each item folds the BN scores into an online softmax (running max m and
+#   sum l, the accumulator rescaled by exp(m_old - m_new)). It writes out = acc / l and the
+#   row's log-sum-exp m + log l, which is all the backward keeps. A causal group stops at the
+#   last key tile its last row may attend (the tiles above the diagonal are never loaded).
+# - attn_bwd_dq: the same geometry; recomputes p = exp(s - lse) per key, dp = dO . v,
+#   ds = p (dp - D) with D = rowsum(dO * O) (computed before, by the ops), dq += ds k.
+# - attn_bwd_dkdv: one work-group per (batch, block of BM keys), one item per key, Q and dO
+#   tiles of BN rows in local memory: dv += p~ dO, dk += ds q (p~ the dropped-out p). A
+#   causal group starts at the first query tile that may attend its first key.
+# Dropout is counter-based: element (b, i, j) keeps its weight when word
+# offset + (b L + i) S + j of the Philox stream (NOTE [ Philox streams ] in ._random) has its
+# top 24 bits >= round(p 2^24), the test netcl.ops.dropout makes, so the backward (and the
+# plain path) regenerate the same mask and nothing of size L x S is stored.
+# Masks are read in place through broadcast strides: batch index (b / div) % mod times the
+# mask's batch stride, then row and column strides that are 0 along broadcast axes. A fully
+# masked row has l = 0: output 0, lse = -inf, and p = 0 in the backward (no NaN).
+"""
+
+from __future__ import annotations
+
+from netcl.core.kernels.family import KernelSource, kernel_family
+
+from ._launch import index_defs
+
+__all__ = ["attention_family", "attention_source"]
+
+MASK_KINDS = ("none", "bool", "float")
+
+_COMMON = """
+#define NEG_INF (-INFINITY)
+#define BIDX(b, d, m) (((b) / (d)) % (m))
+
+/* Philox4x32-10, as netcl.ops.random's generator: word w of stream (k0, k1) is lane w % 4
+   of the block w / 4. */
+inline uint philox_word(const ulong w, uint k0, uint k1) {
+  uint c0 = (uint)(w >> 2), c1 = (uint)(w >> 34), c2 = 0u, c3 = 0u;
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  const uint lane = (uint)(w & 3);
+  return lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+}
+
+/* The dropout factor of element (b, i, j): 0 or 1 / (1 - p). */
+#define DROP(b, i, j) \\
+  ((philox_word(doff + ((ulong)(b) * (ulong)L + (ulong)(i)) * (ulong)S + (ulong)(j), \\
+                k0, k1) >> 8) >= threshold ? dscale : 0.0f)
+
+/* The mask term of score (i, j) of batch b: 0 (take part), -inf (masked) or the float. */
+#if MASK_KIND == 1
+#define MASK_ARG , __global const uchar* mask, const IDX mo, const int md, const int mm, \\
+  const IDX mbs, const IDX mrs, const IDX mcs
+#define MASK_BASE(b) const IDX mbase = mo + (IDX)BIDX(b, md, mm) * mbs;
+#define MASK_AT(i, j) (mask[mbase + (IDX)(i) * mrs + (IDX)(j) * mcs] ? 0.0f : NEG_INF)
+#elif MASK_KIND == 2
+#define MASK_ARG , __global const T* mask, const IDX mo, const int md, const int mm, \\
+  const IDX mbs, const IDX mrs, const IDX mcs
+#define MASK_BASE(b) const IDX mbase = mo + (IDX)BIDX(b, md, mm) * mbs;
+#define MASK_AT(i, j) LD(mask, mbase + (IDX)(i) * mrs + (IDX)(j) * mcs)
+#else
+#define MASK_ARG
+#define MASK_BASE(b)
+#define MASK_AT(i, j) 0.0f
+#endif
+
+/* The operands' batch bases (batch index (b / div) % mod of each, NOTE above). */
+#define OPERAND_ARGS \\
+  __global const T* q, const IDX qo, const int qd, const int qm, \\
+  __global const T* k, const IDX ko, const int kd, const int km, \\
+  __global const T* v, const IDX vo, const int vd, const int vm, \\
+  const int L, const int S, const float scale, const int causal, \\
+  const uint k0, const uint k1, const ulong doff, const uint threshold, const float dscale
+#define OPERAND_BASES(b) \\
+  const IDX qb = qo + (IDX)BIDX(b, qd, qm) * (IDX)L * E; \\
+  const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \\
+  const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
+"""
+
+_FORWARD = """
+__kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
+void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
+{
+  __local float ks[BN * E], vs[BN * EV];
+  const int b = get_group_id(1), lid = get_local_id(0);
+  const int row0 = get_group_id(0) * BM, i = row0 + lid;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  float qr[E], acc[EV];
+  for (int e = 0; e < E; ++e) qr[e] = i < L ? LD(q, qb + (IDX)i * E + e) * scale : 0.0f;
+  for (int e = 0; e < EV; ++e) acc[e] = 0.0f;
+  float m = NEG_INF, l = 0.0f;
+  const int last = causal ? min(S, row0 + BM) : S;  /* keys past it are masked for all rows */
+  for (int j0 = 0; j0 < last; j0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < BN * E; t += BM) {
+      const int j = j0 + t / E;
+      ks[t] = j < S ? LD(k, kb + (IDX)j0 * E + t) : 0.0f;
+    }
+    for (int t = lid; t < BN * EV; t += BM) {
+      const int j = j0 + t / EV;
+      vs[t] = j < S ? LD(v, vb + (IDX)j0 * EV + t) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i >= L) continue;
+    float s[BN];
+    float mt = NEG_INF;
+    for (int jj = 0; jj < BN; ++jj) {
+      const int j = j0 + jj;
+      float x = NEG_INF;
+      if (j < S && (!causal || j <= i)) {
+        float d = 0.0f;
+        for (int e = 0; e < E; ++e) d += qr[e] * ks[jj * E + e];
+        x = d + MASK_AT(i, j);
+      }
+      s[jj] = x;
+      mt = fmax(mt, x);
+    }
+    const float mn = fmax(m, mt);
+    if (mn == NEG_INF) continue;  /* every key so far masked */
+    const float alpha = exp(m - mn);  /* m = -inf: 0 */
+    l *= alpha;
+    for (int e = 0; e < EV; ++e) acc[e] *= alpha;
+    m = mn;
+    for (int jj = 0; jj < BN; ++jj) {
+      float p = exp(s[jj] - m);
+      l += p;
+      if (threshold && p != 0.0f) p *= DROP(b, i, j0 + jj);
+      if (p != 0.0f) {
+        for (int e = 0; e < EV; ++e) acc[e] += p * vs[jj * EV + e];
+      }
+    }
+  }
+  if (i >= L) return;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const IDX ob = ((IDX)b * L + i) * EV;
+  for (int e = 0; e < EV; ++e) ST(out, ob + e, acc[e] * inv);
+  lse[(IDX)b * L + i] = l > 0.0f ? m + log(l) : NEG_INF;
+}
+"""
+
+_BACKWARD_DQ = """
+__kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
+void attn_bwd_dq(__global T* dq, __global const T* dout, __global const float* lse,
+                 __global const float* dd, OPERAND_ARGS MASK_ARG)
+{
+  __local float ks[BN * E], vs[BN * EV];
+  const int b = get_group_id(1), lid = get_local_id(0);
+  const int row0 = get_group_id(0) * BM, i = row0 + lid;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  float qr[E], go[EV], acc[E];
+  const IDX rb = (IDX)b * L + i;
+  for (int e = 0; e < E; ++e) { qr[e] = i < L ? LD(q, qb + (IDX)i * E + e) * scale : 0.0f;
+                                acc[e] = 0.0f; }
+  for (int e = 0; e < EV; ++e) go[e] = i < L ? LD(dout, rb * EV + e) : 0.0f;
+  const float li = i < L ? lse[rb] : NEG_INF, di = i < L ? dd[rb] : 0.0f;
+  const float lsafe = li == NEG_INF ? INFINITY : li;
+  const int last = causal ? min(S, row0 + BM) : S;
+  for (int j0 = 0; j0 < last; j0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < BN * E; t += BM) {
+      const int j = j0 + t / E;
+      ks[t] = j < S ? LD(k, kb + (IDX)j0 * E + t) : 0.0f;
+    }
+    for (int t = lid; t < BN * EV; t += BM) {
+      const int j = j0 + t / EV;
+      vs[t] = j < S ? LD(v, vb + (IDX)j0 * EV + t) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i >= L) continue;
+    for (int jj = 0; jj < BN; ++jj) {
+      const int j = j0 + jj;
+      if (j >= S || (causal && j > i)) continue;
+      float d = 0.0f;
+      for (int e = 0; e < E; ++e) d += qr[e] * ks[jj * E + e];
+      const float p = exp(d + MASK_AT(i, j) - lsafe);
+      if (p == 0.0f) continue;
+      float dp = 0.0f;
+      for (int e = 0; e < EV; ++e) dp += go[e] * vs[jj * EV + e];
+      if (threshold) dp *= DROP(b, i, j);
+      const float ds = p * (dp - di);
+      for (int e = 0; e < E; ++e) acc[e] += ds * ks[jj * E + e];
+    }
+  }
+  if (i >= L) return;
+  for (int e = 0; e < E; ++e) ST(dq, rb * E + e, acc[e] * scale);
+}
+"""
+
+_BACKWARD_DKDV = """
+__kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
+void attn_bwd_dkdv(__global T* dk, __global T* dv, __global const T* dout,
+                   __global const float* lse, __global const float* dd, OPERAND_ARGS MASK_ARG)
+{
+  __local float qs[BN * E], gs[BN * EV], ls[BN], ds_[BN];
+  const int b = get_group_id(1), lid = get_local_id(0);
+  const int col0 = get_group_id(0) * BM, j = col0 + lid;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  float kr[E], vr[EV], ak[E], av[EV];
+  for (int e = 0; e < E; ++e) { kr[e] = j < S ? LD(k, kb + (IDX)j * E + e) : 0.0f;
+                                ak[e] = 0.0f; }
+  for (int e = 0; e < EV; ++e) { vr[e] = j < S ? LD(v, vb + (IDX)j * EV + e) : 0.0f;
+                                 av[e] = 0.0f; }
+  const int first = causal ? (min(col0, L) / BN) * BN : 0;
+  for (int i0 = first; i0 < L; i0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < BN * E; t += BM) {
+      const int i = i0 + t / E;
+      qs[t] = i < L ? LD(q, qb + (IDX)i0 * E + t) * scale : 0.0f;
+    }
+    for (int t = lid; t < BN * EV; t += BM) {
+      const int i = i0 + t / EV;
+      gs[t] = i < L ? LD(dout, ((IDX)b * L + i0) * EV + t) : 0.0f;
+    }
+    for (int t = lid; t < BN; t += BM) {
+      const int i = i0 + t;
+      const float li = i < L ? lse[(IDX)b * L + i] : NEG_INF;
+      ls[t] = li == NEG_INF ? INFINITY : li;
+      ds_[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j >= S) continue;
+    for (int ii = 0; ii < BN; ++ii) {
+      const int i = i0 + ii;
+      if (i >= L || (causal && j > i)) continue;
+      float d = 0.0f;
+      for (int e = 0; e < E; ++e) d += qs[ii * E + e] * kr[e];
+      const float p = exp(d + MASK_AT(i, j) - ls[ii]);
+      if (p == 0.0f) continue;
+      const float keep = threshold ? DROP(b, i, j) : 1.0f;
+      float dp = 0.0f;
+      for (int e = 0; e < EV; ++e) {
+        const float g = gs[ii * EV + e];
+        av[e] += p * keep * g;
+        dp += g * vr[e];
+      }
+      const float ds = p * (dp * keep - ds_[ii]);
+      for (int e = 0; e < E; ++e) ak[e] += ds * qs[ii * E + e];
+    }
+  }
+  if (j >= S) return;
+  const IDX cb = (IDX)b * S + j;
+  for (int e = 0; e < E; ++e) ST(dk, cb * E + e, ak[e]);
+  for (int e = 0; e < EV; ++e) ST(dv, cb * EV + e, av[e]);
+}
+"""
+
+_KERNELS = {"attn_fwd": _FORWARD, "attn_bwd_dq": _BACKWARD_DQ, "attn_bwd_dkdv": _BACKWARD_DKDV}
+
+
+def attention_source(kernel: str, E: int, Ev: int, mask: str, bm: int, bn: int,
+                     wide: bool) -> str:
+    """The program of ``kernel`` (``attn_fwd``, ``attn_bwd_dq`` or ``attn_bwd_dkdv``) for head
+    dims ``E``/``Ev``, a mask kind of :data:`MASK_KINDS`, work-groups of ``bm`` items and
+    tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header comes from
+    :func:`attention_family`."""
+    defs = index_defs(2**31 if wide else 0)[0]
+    return (f"{defs}#define E {E}\n#define EV {Ev}\n#define BM {bm}\n#define BN {bn}\n"
+            f"#define MASK_KIND {MASK_KINDS.index(mask)}\n{_COMMON}{_KERNELS[kernel]}")
+
+
+def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, int, bool]]]:
+    cases = [(f"attention/{k}-{dt}-e64", (k, dt, 64, 64, "none", 64, 32, False))
+             for dt in ("float32", "float16") for k in _KERNELS]
+    cases += [("attention/attn_fwd-float32-e32-bool", ("attn_fwd", "float32", 32, 32, "bool",
+                                                       64, 32, False)),
+              ("attention/attn_bwd_dkdv-float16-e128-float",
+               ("attn_bwd_dkdv", "float16", 128, 128, "float", 64, 16, False))]
+    return cases
+
+
+@kernel_family("ops.attention", golden=_attention_golden)
+def attention_family(kernel: str, dtype: str, E: int, Ev: int, mask: str, bm: int, bn: int,
+                     wide: bool) -> KernelSource:
+    """One fused attention kernel (NOTE [ Fused attention kernels ])."""
+    return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), (kernel,), dtype)
