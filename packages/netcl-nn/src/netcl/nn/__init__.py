@@ -83,6 +83,13 @@ from netcl.autograd import inference_mode as inference_mode
 # isort: split
 # attention and transformer layers (issue 19)
 from ._attention import MultiheadAttention as MultiheadAttention
+from ._positional import LearnedPositionalEmbedding as LearnedPositionalEmbedding
+from ._positional import SinusoidalPositionalEncoding as SinusoidalPositionalEncoding
+from ._transformer import Transformer as Transformer
+from ._transformer import TransformerDecoder as TransformerDecoder
+from ._transformer import TransformerDecoderLayer as TransformerDecoderLayer
+from ._transformer import TransformerEncoder as TransformerEncoder
+from ._transformer import TransformerEncoderLayer as TransformerEncoderLayer
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -152,4 +159,11 @@ __all__ = [
     "init",
     "manual_seed",
     "MultiheadAttention",
+    "LearnedPositionalEmbedding",
+    "SinusoidalPositionalEncoding",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
 ]
