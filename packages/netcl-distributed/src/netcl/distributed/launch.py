@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds a collective waits for the other ranks "
                         "(sets NETCL_DIST_TIMEOUT_S; default 300)")
+    p.add_argument("--job-id", default=None,
+                   help="the job's id (names its shared-memory segment; default: random)")
     p.add_argument("--grace", type=float, default=5.0,
                    help="seconds the other ranks get after SIGTERM before SIGKILL")
     what = p.add_mutually_exclusive_group()
@@ -86,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     flag = ["-m"] if args.module else ["-c"] if args.code else []
     command = [sys.executable, *flag, args.target, *args.args]
-    job = uuid.uuid4().hex[:16]
+    job = args.job_id or uuid.uuid4().hex[:16]
+    segment_path(job)  # a bad id fails here, before any rank starts
     extra = {} if args.timeout is None else {"NETCL_DIST_TIMEOUT_S": str(args.timeout)}
     previous = {s: signal.signal(s, _raise_stopped) for s in (signal.SIGINT, signal.SIGTERM)}
     procs: list[subprocess.Popen[bytes]] = []
