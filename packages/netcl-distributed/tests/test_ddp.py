@@ -117,7 +117,6 @@ def reference(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.mark.parametrize(("backend", "world", "dev_name", "mode"), [
     ("shm", 2, "cpu", "ddp"),
     ("shm", 4, "cpu", "plain"),
-    ("mpi", 2, "cpu", "plain"),
     ("mpi", 4, "cpu", "ddp"),
     ("shm", 2, "Intel", "ddp"),
 ])
