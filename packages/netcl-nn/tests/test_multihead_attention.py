@@ -37,7 +37,7 @@ def ref_mha(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v:
             attn_mask: Array | None = None, key_padding_mask: Array | None = None,
             bias_k: Array | None = None, bias_v: Array | None = None,
             add_zero_attn: bool = False, batch_first: bool = False,
-            average: bool = True) -> tuple[Array, Array]:
+            average: bool = True) -> tuple[Any, Any]:
     """(output, weights) for batched input, float64."""
     if batch_first:
         query, key, value = (np.swapaxes(t, 0, 1) for t in (query, key, value))
@@ -46,7 +46,10 @@ def ref_mha(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v:
     q, k, v = query @ w_q.T + b[:e], key @ w_k.T + b[e:2 * e], value @ w_v.T + b[2 * e:]
     length, n = q.shape[:2]
     d = e // num_heads
-    heads = lambda t: t.reshape(t.shape[0], n, num_heads, d).transpose(1, 2, 0, 3)  # noqa: E731
+
+    def heads(t: Array) -> Any:
+        return t.reshape(t.shape[0], n, num_heads, d).transpose(1, 2, 0, 3)
+
     q, k, v = heads(q), heads(k), heads(v)
     source = k.shape[2]
     mask = np.zeros((n, num_heads, length, source))
@@ -90,7 +93,10 @@ def _case(name: str) -> dict[str, Any]:
         source, case["self"] = length, True
     if name == "kvdim":
         kdim, vdim = 4, 5
-    x = lambda *s: _R.standard_normal(s)  # noqa: E731
+
+    def x(*s: int) -> Array:
+        return _R.standard_normal(s)
+
     case.update(query=x(length, n, e), key=x(source, n, kdim), value=x(source, n, vdim),
                 w_q=x(e, e) * 0.5, w_k=x(e, kdim) * 0.5, w_v=x(e, vdim) * 0.5, b_in=x(3 * e),
                 w_out=x(e, e) * 0.5, b_out=x(e))
@@ -136,13 +142,13 @@ def _layer_from(dev: DeviceHandle, c: dict[str, Any], batch_first: bool,
     return mha
 
 
-def _ref(c: dict[str, Any], batch_first: bool, average: bool = True) -> tuple[Array, Array]:
-    args = {k: c.get(k) for k in ("attn_mask", "key_padding_mask", "bias_k", "bias_v")}
-    qkv = [c["query"], c["key"], c["value"]]
-    if batch_first:
-        qkv = [np.swapaxes(t, 0, 1) for t in qkv]
-    return ref_mha(*qkv, c["w_q"], c["w_k"], c["w_v"], c["b_in"], c["w_out"], c["b_out"],
-                   c["heads"], add_zero_attn=c.get("add_zero_attn", False),
+def _ref(c: dict[str, Any], batch_first: bool, average: bool = True) -> tuple[Any, Any]:
+    args: dict[str, Any] = {k: c.get(k) for k in ("attn_mask", "key_padding_mask", "bias_k",
+                                                  "bias_v")}
+    query, key, value = (np.swapaxes(c[n], 0, 1) if batch_first else c[n]
+                         for n in ("query", "key", "value"))
+    return ref_mha(query, key, value, c["w_q"], c["w_k"], c["w_v"], c["b_in"], c["w_out"],
+                   c["b_out"], c["heads"], add_zero_attn=c.get("add_zero_attn", False),
                    batch_first=batch_first, average=average, **args)
 
 
@@ -178,7 +184,7 @@ def test_functional_gradients(dev: DeviceHandle, name: str, need_weights: bool) 
     """Every input and weight's gradient against finite differences of the reference."""
     c = _case(name)
     separate = name == "kvdim"
-    extra = {k: c[k] for k in ("attn_mask", "key_padding_mask") if k in c}
+    extra: dict[str, Any] = {k: c[k] for k in ("attn_mask", "key_padding_mask") if k in c}
     bias_kv = "bias_k" in c
     zero = c.get("add_zero_attn", False)
 
@@ -186,15 +192,16 @@ def test_functional_gradients(dev: DeviceHandle, name: str, need_weights: bool) 
            b_in: Tensor, w_out: Tensor, b_out: Tensor, *kv: Tensor, **masks: Any) -> Tensor:
         masks = {k: None if m is None else _tensor(dev, m) for k, m in masks.items()}
         w_in = None if separate else ag.ops.concat([w_q, w_k, w_v])
+        bk, bv = kv if kv else (None, None)
         out, _ = F.multi_head_attention_forward(
-            query, key, value, 6, c["heads"], w_in, b_in, *(kv or (None, None)), zero, 0.0,
+            query, key, value, 6, c["heads"], w_in, b_in, bk, bv, zero, 0.0,
             w_out, b_out, need_weights=need_weights, use_separate_proj_weight=separate,
             q_proj_weight=w_q, k_proj_weight=w_k, v_proj_weight=w_v, **masks)
         return out
 
     def ref(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v: Array,
-            b_in: Array, w_out: Array, b_out: Array, *kv: Array, **masks: Any) -> Array:
-        bk, bv = kv or (None, None)
+            b_in: Array, w_out: Array, b_out: Array, *kv: Array, **masks: Any) -> Any:
+        bk, bv = kv if kv else (None, None)
         return ref_mha(query, key, value, w_q, w_k, w_v, b_in, w_out, b_out, c["heads"],
                        bias_k=bk, bias_v=bv, add_zero_attn=zero, **masks)[0]
 
@@ -313,7 +320,10 @@ def test_torch_state_dict_outputs_and_gradients(dev: DeviceHandle, config: dict[
     mha = MultiheadAttention(6, 3, device=dev, dtype=dtype, **config)
     mha.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
     bf = config.get("batch_first", False)
-    shape = lambda s, d: (3, s, d) if bf else (s, 3, d)  # noqa: E731
+
+    def shape(s: int, d: int) -> tuple[int, int, int]:
+        return (3, s, d) if bf else (s, 3, d)
+
     rng = np.random.default_rng(1)
     arrays = [rng.standard_normal(shape(5, 6)), rng.standard_normal(shape(7, config.get(
         "kdim", 6))), rng.standard_normal(shape(7, config.get("vdim", 6)))]

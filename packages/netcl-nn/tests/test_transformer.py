@@ -9,7 +9,7 @@ loading with outputs and every gradient compared."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -36,18 +36,21 @@ S, T, N, E, H, FF = 7, 5, 3, 6, 3, 10  # source and target lengths, batch, width
 
 # -- NumPy reference (seq-first, float64) -------------------------------------------------------
 
-def ref_layer_norm(x: Array, p: dict[str, Array], name: str, eps: float = 1e-5) -> Array:
+def ref_layer_norm(x: Array, p: dict[str, Array], name: str, eps: float = 1e-5) -> Any:
     y = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
     return y * p[f"{name}.weight"] + p.get(f"{name}.bias", 0.0)
 
 
 def ref_attention(x: Array, memory: Array, p: dict[str, Array], name: str,
-                  mask: Array | None, kpm: Array | None) -> Array:
+                  mask: Array | None, kpm: Array | None) -> Any:
     """PyTorch's MultiheadAttention (packed in-projection), inputs (L, N, E), (S, N, E)."""
     w, b = p[f"{name}.in_proj_weight"], p.get(f"{name}.in_proj_bias", np.zeros(3 * E))
     q, k, v = x @ w[:E].T + b[:E], memory @ w[E:2 * E].T + b[E:2 * E], memory @ w[2 * E:].T \
         + b[2 * E:]
-    heads = lambda t: t.reshape(t.shape[0], N, H, E // H).transpose(1, 2, 0, 3)  # noqa: E731
+
+    def heads(t: Array) -> Any:
+        return t.reshape(t.shape[0], N, H, E // H).transpose(1, 2, 0, 3)
+
     s = heads(q) @ np.swapaxes(heads(k), -1, -2) / math.sqrt(E // H)
     if mask is not None:
         s = s + (np.where(mask, -np.inf, 0.0) if mask.dtype == bool else mask)
@@ -59,20 +62,20 @@ def ref_attention(x: Array, memory: Array, p: dict[str, Array], name: str,
     return out @ p[f"{name}.out_proj.weight"].T + p.get(f"{name}.out_proj.bias", 0.0)
 
 
-def ref_activation(x: Array, activation: str) -> Array:
+def ref_activation(x: Array, activation: str) -> Any:
     if activation == "relu":
         return np.maximum(x, 0.0)
     erf = np.vectorize(math.erf)
     return x * 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
 
 
-def ref_ff(x: Array, p: dict[str, Array], activation: str) -> Array:
+def ref_ff(x: Array, p: dict[str, Array], activation: str) -> Any:
     hidden = ref_activation(x @ p["linear1.weight"].T + p.get("linear1.bias", 0.0), activation)
     return hidden @ p["linear2.weight"].T + p.get("linear2.bias", 0.0)
 
 
 def ref_encoder_layer(x: Array, p: dict[str, Array], norm_first: bool, activation: str,
-                      mask: Array | None = None, kpm: Array | None = None) -> Array:
+                      mask: Array | None = None, kpm: Array | None = None) -> Any:
     if norm_first:
         h = ref_layer_norm(x, p, "norm1")
         x = x + ref_attention(h, h, p, "self_attn", mask, kpm)
@@ -83,7 +86,7 @@ def ref_encoder_layer(x: Array, p: dict[str, Array], norm_first: bool, activatio
 
 def ref_decoder_layer(x: Array, memory: Array, p: dict[str, Array], norm_first: bool,
                       activation: str, tgt_mask: Array | None = None,
-                      memory_kpm: Array | None = None) -> Array:
+                      memory_kpm: Array | None = None) -> Any:
     if norm_first:
         h = ref_layer_norm(x, p, "norm1")
         x = x + ref_attention(h, h, p, "self_attn", tgt_mask, None)
@@ -117,7 +120,7 @@ KPM[0, -3:] = KPM[2, 1] = True
 CAUSAL = np.triu(np.full((T, T), -np.inf), 1)
 
 
-def _bf(x: Array, batch_first: bool) -> Array:
+def _bf(x: Array, batch_first: bool) -> Any:
     return np.swapaxes(x, 0, 1) if batch_first else x
 
 
@@ -146,7 +149,7 @@ def test_encoder_layer(dev: DeviceHandle, batch_first: bool, norm_first: bool,
     def fn(src: Tensor) -> Tensor:
         return layer(src, src_mask=_t(dev, mask))  # type: ignore[no-any-return]
 
-    def ref(src: Array) -> Array:
+    def ref(src: Array) -> Any:
         return _bf(ref_encoder_layer(_bf(src, batch_first), p, norm_first, activation, mask),
                    batch_first)
 
@@ -169,9 +172,10 @@ def test_decoder_layer(dev: DeviceHandle, norm_first: bool) -> None:
         return layer(tgt, memory, tgt_mask=_t(dev, CAUSAL),  # type: ignore[no-any-return]
                      tgt_is_causal=True)
 
-    check_grad(dev, fn, lambda tgt, memory: ref_decoder_layer(tgt, memory, p, norm_first,
-                                                              "relu", CAUSAL),
-               [TGT, SRC], scale=4.0)
+    def ref(tgt: Array, memory: Array) -> Any:
+        return ref_decoder_layer(tgt, memory, p, norm_first, "relu", CAUSAL)
+
+    check_grad(dev, fn, ref, [TGT, SRC], scale=4.0)
 
 
 def test_callable_activation_no_bias_and_unbatched(dev: DeviceHandle) -> None:
@@ -194,8 +198,9 @@ def test_stacks_copy_their_layer_and_train_apart(dev: DeviceHandle) -> None:
     assert {"layers.0.self_attn.in_proj_weight", "layers.1.linear2.bias", "norm.weight"} <= keys
     p0, p1 = host_state(encoder, "layers.0."), host_state(encoder, "layers.1.")
     assert all(np.array_equal(p0[k], p1[k]) for k in p0)  # every copy starts equal
-    w0 = encoder.layers[0].linear1.weight
-    assert w0 is not encoder.layers[1].linear1.weight and w0 is not layer.linear1.weight
+    first, second = (cast(TransformerEncoderLayer, m) for m in encoder.layers)
+    w0 = first.linear1.weight
+    assert w0 is not second.linear1.weight and w0 is not layer.linear1.weight
     x = _t(dev, SRC)
     x.requires_grad = True
     with ag.Tape() as tape:
@@ -206,7 +211,7 @@ def test_stacks_copy_their_layer_and_train_apart(dev: DeviceHandle) -> None:
                              "relu", None, KPM)
     want = ref_layer_norm(want, host_state(encoder), "norm")
     np.testing.assert_allclose(out.to_host(), want, rtol=1e-4, atol=1e-4)
-    g0, g1 = (encoder.layers[i].linear1.weight.grad for i in (0, 1))
+    g0, g1 = first.linear1.weight.grad, second.linear1.weight.grad
     assert g0 is not None and g1 is not None and not np.allclose(g0.to_host(), g1.to_host())
     assert layer.linear1.weight.grad is None  # the template is not part of the stack
     decoder = TransformerDecoder(TransformerDecoderLayer(E, H, FF, device=dev), 3)

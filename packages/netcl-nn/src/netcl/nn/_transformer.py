@@ -123,18 +123,21 @@ class _Block(Module):
         out, _ = self.self_attn(x, x, x, attn_mask=attn_mask,
                                 key_padding_mask=key_padding_mask, need_weights=False,
                                 is_causal=is_causal)
-        return self.dropout1(out)
+        dropped: Tensor = self.dropout1(out)
+        return dropped
 
     def _ff_block(self, x: Tensor, dropout: Dropout) -> Tensor:
         hidden = self.dropout(self.activation(self.linear1(x)))
-        return dropout(self.linear2(hidden))
+        out: Tensor = dropout(self.linear2(hidden))
+        return out
 
     def _residual(self, x: Tensor, norm: LayerNorm, block: Callable[[Tensor], Tensor]
                   ) -> Tensor:
         """``x + block(norm(x))`` (``norm_first``) or ``norm(x + block(x))``."""
         if self.norm_first:
             return F.add(x, block(norm(x)))
-        return norm(F.add(x, block(x)))
+        out: Tensor = norm(F.add(x, block(x)))
+        return out
 
 
 class TransformerEncoderLayer(_Block):
@@ -227,7 +230,8 @@ class TransformerDecoderLayer(_Block):
         out, _ = self.multihead_attn(x, memory, memory, attn_mask=attn_mask,
                                      key_padding_mask=key_padding_mask, need_weights=False,
                                      is_causal=is_causal)
-        return self.dropout2(out)
+        dropped: Tensor = self.dropout2(out)
+        return dropped
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
