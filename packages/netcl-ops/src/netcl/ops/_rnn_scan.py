@@ -199,8 +199,8 @@ def _cl_forward(mode: str, xp: Tensor, w: Tensor, b: Tensor | None, h0: Tensor,
                 c0: Tensor | None, reverse: bool, steps: int, batch: int, hidden: int,
                 gates: int) -> Saved:
     q, dt = xp.queue, xp.dtype
-    for t in (xp, w, h0, *(x for x in (b, c0) if x is not None)):
-        t.wait()
+    for operand_ in (xp, w, h0, *(x for x in (b, c0) if x is not None)):
+        operand_.wait()
     fam = rnn_scan_family(xp.context, dt)
     lstm = mode == "lstm"
     bh, gh = batch * hidden, gates * hidden
@@ -379,8 +379,10 @@ def _np_scan_back(mode: str, reverse: bool, has_bias: bool, dstates: Any, w: Any
     dstates, w, states = (a.astype(ct, copy=False) for a in (dstates, w, states))
     gates = None if gates is None else gates.astype(ct, copy=False)
     cells = None if cells is None else cells.astype(ct, copy=False)
-    steps, batch, hidden = dstates.shape[0] - 1 - (mode == "lstm"), *dstates.shape[1:]
-    gh = w.shape[0]
+    steps: int = dstates.shape[0] - 1 - (mode == "lstm")
+    batch: int = dstates.shape[1]
+    hidden: int = dstates.shape[2]
+    gh: int = w.shape[0]
     dx = np.empty((steps, batch, gh), ct)
     dhh = np.empty((steps, batch, gh), ct) if mode == "gru" else dx
     rec = np.zeros((batch, hidden), ct)
