@@ -38,7 +38,7 @@ def _bn(E: int, Ev: int) -> int:
 
 
 def _local_bytes(E: int, Ev: int) -> int:
-    return 4 * _bn(E, Ev) * (E + Ev + 2)
+    return 4 * _bn(E, Ev) * (4 * -(-E // 4) + 4 * -(-Ev // 4) + 2)
 
 
 def fused_applies(plan: AttentionPlan) -> bool:

@@ -74,6 +74,34 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 #define MASK_AT(i, j) 0.0f
 #endif
 
+/* Rows of n elements in float4s (the last one zero-padded): registers and local tiles. */
+#define LOAD_ROW4(r, p, base, n, ok, mul) \\
+  for (int e = 0; e < ((n) + 3) / 4; ++e) { \\
+    float4 x = (float4)(0.0f); \\
+    if (ok) { \\
+      x.x = LD(p, (base) + 4 * e); \\
+      if (4 * e + 1 < (n)) x.y = LD(p, (base) + 4 * e + 1); \\
+      if (4 * e + 2 < (n)) x.z = LD(p, (base) + 4 * e + 2); \\
+      if (4 * e + 3 < (n)) x.w = LD(p, (base) + 4 * e + 3); \\
+    } \\
+    r[e] = x * (mul); \\
+  }
+#define STORE_ROW4(p, base, n, r, mul) \\
+  for (int e = 0; e < (n); ++e) { \\
+    const float4 x = r[e / 4] * (mul); \\
+    const int c = e % 4; \\
+    ST(p, (base) + e, c == 0 ? x.x : c == 1 ? x.y : c == 2 ? x.z : x.w); \\
+  }
+/* Rows r0 .. r0 + BN - 1 (those below `rows`) of n elements from base into a local tile of
+   float4s, n4 = ceil(n / 4) per row, zero-padded; element by element, coalesced. */
+#define LOAD_TILE4(tile, p, base, r0, rows, n, n4, mul) \\
+  for (int t = lid; t < BN * (n4) * 4; t += BM) { \\
+    const int rr = t / ((n4) * 4), e = t - rr * ((n4) * 4); \\
+    const int r = (r0) + rr; \\
+    ((__local float*)(tile))[t] = \\
+        (r < (rows) && e < (n)) ? LD(p, (base) + (IDX)r * (n) + e) * (mul) : 0.0f; \\
+  }
+
 /* The operands' batch bases (batch index (b / div) % mod of each, NOTE above). */
 #define OPERAND_ARGS \\
   __global const T* q, const IDX qo, const int qd, const int qm, \\
@@ -91,26 +119,20 @@ _FORWARD = """
 __kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
 void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  __local float ks[BN * E], vs[BN * EV];
+  __local float4 ks[BN * E4], vs[BN * EV4];
   const int b = get_group_id(1), lid = get_local_id(0);
   const int row0 = get_group_id(0) * BM, i = row0 + lid;
   OPERAND_BASES(b)
   MASK_BASE(b)
-  float qr[E], acc[EV];
-  for (int e = 0; e < E; ++e) qr[e] = i < L ? LD(q, qb + (IDX)i * E + e) * scale : 0.0f;
-  for (int e = 0; e < EV; ++e) acc[e] = 0.0f;
+  float4 qr[E4], acc[EV4];
+  LOAD_ROW4(qr, q, qb + (IDX)i * E, E, i < L, scale)
+  for (int e = 0; e < EV4; ++e) acc[e] = (float4)(0.0f);
   float m = NEG_INF, l = 0.0f;
   const int last = causal ? min(S, row0 + BM) : S;  /* keys past it are masked for all rows */
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < BN * E; t += BM) {
-      const int j = j0 + t / E;
-      ks[t] = j < S ? LD(k, kb + (IDX)j0 * E + t) : 0.0f;
-    }
-    for (int t = lid; t < BN * EV; t += BM) {
-      const int j = j0 + t / EV;
-      vs[t] = j < S ? LD(v, vb + (IDX)j0 * EV + t) : 0.0f;
-    }
+    LOAD_TILE4(ks, k, kb, j0, S, E, E4, 1.0f)
+    LOAD_TILE4(vs, v, vb, j0, S, EV, EV4, 1.0f)
     barrier(CLK_LOCAL_MEM_FENCE);
     if (i >= L) continue;
     float s[BN];
@@ -119,9 +141,9 @@ void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       const int j = j0 + jj;
       float x = NEG_INF;
       if (j < S && (!causal || j <= i)) {
-        float d = 0.0f;
-        for (int e = 0; e < E; ++e) d += qr[e] * ks[jj * E + e];
-        x = d + MASK_AT(i, j);
+        float4 d = (float4)(0.0f);
+        for (int e = 0; e < E4; ++e) d = fma(qr[e], ks[jj * E4 + e], d);
+        x = (d.x + d.y) + (d.z + d.w) + MASK_AT(i, j);
       }
       s[jj] = x;
       mt = fmax(mt, x);
@@ -130,21 +152,20 @@ void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     if (mn == NEG_INF) continue;  /* every key so far masked */
     const float alpha = exp(m - mn);  /* m = -inf: 0 */
     l *= alpha;
-    for (int e = 0; e < EV; ++e) acc[e] *= alpha;
+    for (int e = 0; e < EV4; ++e) acc[e] *= alpha;
     m = mn;
     for (int jj = 0; jj < BN; ++jj) {
       float p = exp(s[jj] - m);
       l += p;
       if (threshold && p != 0.0f) p *= DROP(b, i, j0 + jj);
       if (p != 0.0f) {
-        for (int e = 0; e < EV; ++e) acc[e] += p * vs[jj * EV + e];
+        for (int e = 0; e < EV4; ++e) acc[e] = fma((float4)(p), vs[jj * EV4 + e], acc[e]);
       }
     }
   }
   if (i >= L) return;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  const IDX ob = ((IDX)b * L + i) * EV;
-  for (int e = 0; e < EV; ++e) ST(out, ob + e, acc[e] * inv);
+  STORE_ROW4(out, ((IDX)b * L + i) * EV, EV, acc, inv)
   lse[(IDX)b * L + i] = l > 0.0f ? m + log(l) : NEG_INF;
 }
 """
@@ -154,47 +175,42 @@ __kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
 void attn_bwd_dq(__global T* dq, __global const T* dout, __global const float* lse,
                  __global const float* dd, OPERAND_ARGS MASK_ARG)
 {
-  __local float ks[BN * E], vs[BN * EV];
+  __local float4 ks[BN * E4], vs[BN * EV4];
   const int b = get_group_id(1), lid = get_local_id(0);
   const int row0 = get_group_id(0) * BM, i = row0 + lid;
   OPERAND_BASES(b)
   MASK_BASE(b)
-  float qr[E], go[EV], acc[E];
+  float4 qr[E4], go[EV4], acc[E4];
   const IDX rb = (IDX)b * L + i;
-  for (int e = 0; e < E; ++e) { qr[e] = i < L ? LD(q, qb + (IDX)i * E + e) * scale : 0.0f;
-                                acc[e] = 0.0f; }
-  for (int e = 0; e < EV; ++e) go[e] = i < L ? LD(dout, rb * EV + e) : 0.0f;
+  LOAD_ROW4(qr, q, qb + (IDX)i * E, E, i < L, scale)
+  LOAD_ROW4(go, dout, rb * EV, EV, i < L, 1.0f)
+  for (int e = 0; e < E4; ++e) acc[e] = (float4)(0.0f);
   const float li = i < L ? lse[rb] : NEG_INF, di = i < L ? dd[rb] : 0.0f;
   const float lsafe = li == NEG_INF ? INFINITY : li;
   const int last = causal ? min(S, row0 + BM) : S;
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < BN * E; t += BM) {
-      const int j = j0 + t / E;
-      ks[t] = j < S ? LD(k, kb + (IDX)j0 * E + t) : 0.0f;
-    }
-    for (int t = lid; t < BN * EV; t += BM) {
-      const int j = j0 + t / EV;
-      vs[t] = j < S ? LD(v, vb + (IDX)j0 * EV + t) : 0.0f;
-    }
+    LOAD_TILE4(ks, k, kb, j0, S, E, E4, 1.0f)
+    LOAD_TILE4(vs, v, vb, j0, S, EV, EV4, 1.0f)
     barrier(CLK_LOCAL_MEM_FENCE);
     if (i >= L) continue;
     for (int jj = 0; jj < BN; ++jj) {
       const int j = j0 + jj;
       if (j >= S || (causal && j > i)) continue;
-      float d = 0.0f;
-      for (int e = 0; e < E; ++e) d += qr[e] * ks[jj * E + e];
-      const float p = exp(d + MASK_AT(i, j) - lsafe);
+      float4 d = (float4)(0.0f);
+      for (int e = 0; e < E4; ++e) d = fma(qr[e], ks[jj * E4 + e], d);
+      const float p = exp((d.x + d.y) + (d.z + d.w) + MASK_AT(i, j) - lsafe);
       if (p == 0.0f) continue;
-      float dp = 0.0f;
-      for (int e = 0; e < EV; ++e) dp += go[e] * vs[jj * EV + e];
+      float4 dp4 = (float4)(0.0f);
+      for (int e = 0; e < EV4; ++e) dp4 = fma(go[e], vs[jj * EV4 + e], dp4);
+      float dp = (dp4.x + dp4.y) + (dp4.z + dp4.w);
       if (threshold) dp *= DROP(b, i, j);
-      const float ds = p * (dp - di);
-      for (int e = 0; e < E; ++e) acc[e] += ds * ks[jj * E + e];
+      const float4 ds = (float4)(p * (dp - di));
+      for (int e = 0; e < E4; ++e) acc[e] = fma(ds, ks[jj * E4 + e], acc[e]);
     }
   }
   if (i >= L) return;
-  for (int e = 0; e < E; ++e) ST(dq, rb * E + e, acc[e] * scale);
+  STORE_ROW4(dq, rb * E, E, acc, scale)
 }
 """
 
@@ -203,57 +219,55 @@ __kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
 void attn_bwd_dkdv(__global T* dk, __global T* dv, __global const T* dout,
                    __global const float* lse, __global const float* dd, OPERAND_ARGS MASK_ARG)
 {
-  __local float qs[BN * E], gs[BN * EV], ls[BN], ds_[BN];
+  __local float4 qs[BN * E4], gs[BN * EV4];
+  __local float ls[BN], dl[BN];
   const int b = get_group_id(1), lid = get_local_id(0);
   const int col0 = get_group_id(0) * BM, j = col0 + lid;
   OPERAND_BASES(b)
   MASK_BASE(b)
-  float kr[E], vr[EV], ak[E], av[EV];
-  for (int e = 0; e < E; ++e) { kr[e] = j < S ? LD(k, kb + (IDX)j * E + e) : 0.0f;
-                                ak[e] = 0.0f; }
-  for (int e = 0; e < EV; ++e) { vr[e] = j < S ? LD(v, vb + (IDX)j * EV + e) : 0.0f;
-                                 av[e] = 0.0f; }
+  float4 kr[E4], vr[EV4], ak[E4], av[EV4];
+  LOAD_ROW4(kr, k, kb + (IDX)j * E, E, j < S, 1.0f)
+  LOAD_ROW4(vr, v, vb + (IDX)j * EV, EV, j < S, 1.0f)
+  for (int e = 0; e < E4; ++e) ak[e] = (float4)(0.0f);
+  for (int e = 0; e < EV4; ++e) av[e] = (float4)(0.0f);
   const int first = causal ? (min(col0, L) / BN) * BN : 0;
+  const IDX gb = (IDX)b * L * EV;
   for (int i0 = first; i0 < L; i0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < BN * E; t += BM) {
-      const int i = i0 + t / E;
-      qs[t] = i < L ? LD(q, qb + (IDX)i0 * E + t) * scale : 0.0f;
-    }
-    for (int t = lid; t < BN * EV; t += BM) {
-      const int i = i0 + t / EV;
-      gs[t] = i < L ? LD(dout, ((IDX)b * L + i0) * EV + t) : 0.0f;
-    }
+    LOAD_TILE4(qs, q, qb, i0, L, E, E4, scale)
+    LOAD_TILE4(gs, dout, gb, i0, L, EV, EV4, 1.0f)
     for (int t = lid; t < BN; t += BM) {
       const int i = i0 + t;
       const float li = i < L ? lse[(IDX)b * L + i] : NEG_INF;
       ls[t] = li == NEG_INF ? INFINITY : li;
-      ds_[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+      dl[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (j >= S) continue;
     for (int ii = 0; ii < BN; ++ii) {
       const int i = i0 + ii;
       if (i >= L || (causal && j > i)) continue;
-      float d = 0.0f;
-      for (int e = 0; e < E; ++e) d += qs[ii * E + e] * kr[e];
-      const float p = exp(d + MASK_AT(i, j) - ls[ii]);
+      float4 d = (float4)(0.0f);
+      for (int e = 0; e < E4; ++e) d = fma(qs[ii * E4 + e], kr[e], d);
+      const float p = exp((d.x + d.y) + (d.z + d.w) + MASK_AT(i, j) - ls[ii]);
       if (p == 0.0f) continue;
       const float keep = threshold ? DROP(b, i, j) : 1.0f;
-      float dp = 0.0f;
-      for (int e = 0; e < EV; ++e) {
-        const float g = gs[ii * EV + e];
-        av[e] += p * keep * g;
-        dp += g * vr[e];
+      const float4 pk = (float4)(p * keep);
+      float4 dp4 = (float4)(0.0f);
+      for (int e = 0; e < EV4; ++e) {
+        const float4 g = gs[ii * EV4 + e];
+        av[e] = fma(pk, g, av[e]);
+        dp4 = fma(g, vr[e], dp4);
       }
-      const float ds = p * (dp * keep - ds_[ii]);
-      for (int e = 0; e < E; ++e) ak[e] += ds * qs[ii * E + e];
+      const float dp = (dp4.x + dp4.y) + (dp4.z + dp4.w);
+      const float4 ds = (float4)(p * (dp * keep - dl[ii]));
+      for (int e = 0; e < E4; ++e) ak[e] = fma(ds, qs[ii * E4 + e], ak[e]);
     }
   }
   if (j >= S) return;
   const IDX cb = (IDX)b * S + j;
-  for (int e = 0; e < E; ++e) ST(dk, cb * E + e, ak[e]);
-  for (int e = 0; e < EV; ++e) ST(dv, cb * EV + e, av[e]);
+  STORE_ROW4(dk, cb * E, E, ak, 1.0f)
+  STORE_ROW4(dv, cb * EV, EV, av, 1.0f)
 }
 """
 
@@ -267,7 +281,8 @@ def attention_source(kernel: str, E: int, Ev: int, mask: str, bm: int, bn: int,
     tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header comes from
     :func:`attention_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
-    return (f"{defs}#define E {E}\n#define EV {Ev}\n#define BM {bm}\n#define BN {bn}\n"
+    return (f"{defs}#define E {E}\n#define EV {Ev}\n#define E4 {-(-E // 4)}\n"
+            f"#define EV4 {-(-Ev // 4)}\n#define BM {bm}\n#define BN {bn}\n"
             f"#define MASK_KIND {MASK_KINDS.index(mask)}\n{_COMMON}{_KERNELS[kernel]}")
 
 

@@ -23,6 +23,8 @@
 #define IDX int
 #define E 64
 #define EV 64
+#define E4 16
+#define EV4 16
 #define BM 64
 #define BN 32
 #define MASK_KIND 0
@@ -66,6 +68,34 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 #define MASK_AT(i, j) 0.0f
 #endif
 
+/* Rows of n elements in float4s (the last one zero-padded): registers and local tiles. */
+#define LOAD_ROW4(r, p, base, n, ok, mul) \
+  for (int e = 0; e < ((n) + 3) / 4; ++e) { \
+    float4 x = (float4)(0.0f); \
+    if (ok) { \
+      x.x = LD(p, (base) + 4 * e); \
+      if (4 * e + 1 < (n)) x.y = LD(p, (base) + 4 * e + 1); \
+      if (4 * e + 2 < (n)) x.z = LD(p, (base) + 4 * e + 2); \
+      if (4 * e + 3 < (n)) x.w = LD(p, (base) + 4 * e + 3); \
+    } \
+    r[e] = x * (mul); \
+  }
+#define STORE_ROW4(p, base, n, r, mul) \
+  for (int e = 0; e < (n); ++e) { \
+    const float4 x = r[e / 4] * (mul); \
+    const int c = e % 4; \
+    ST(p, (base) + e, c == 0 ? x.x : c == 1 ? x.y : c == 2 ? x.z : x.w); \
+  }
+/* Rows r0 .. r0 + BN - 1 (those below `rows`) of n elements from base into a local tile of
+   float4s, n4 = ceil(n / 4) per row, zero-padded; element by element, coalesced. */
+#define LOAD_TILE4(tile, p, base, r0, rows, n, n4, mul) \
+  for (int t = lid; t < BN * (n4) * 4; t += BM) { \
+    const int rr = t / ((n4) * 4), e = t - rr * ((n4) * 4); \
+    const int r = (r0) + rr; \
+    ((__local float*)(tile))[t] = \
+        (r < (rows) && e < (n)) ? LD(p, (base) + (IDX)r * (n) + e) * (mul) : 0.0f; \
+  }
+
 /* The operands' batch bases (batch index (b / div) % mod of each, NOTE above). */
 #define OPERAND_ARGS \
   __global const T* q, const IDX qo, const int qd, const int qm, \
@@ -81,26 +111,20 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 __kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
 void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  __local float ks[BN * E], vs[BN * EV];
+  __local float4 ks[BN * E4], vs[BN * EV4];
   const int b = get_group_id(1), lid = get_local_id(0);
   const int row0 = get_group_id(0) * BM, i = row0 + lid;
   OPERAND_BASES(b)
   MASK_BASE(b)
-  float qr[E], acc[EV];
-  for (int e = 0; e < E; ++e) qr[e] = i < L ? LD(q, qb + (IDX)i * E + e) * scale : 0.0f;
-  for (int e = 0; e < EV; ++e) acc[e] = 0.0f;
+  float4 qr[E4], acc[EV4];
+  LOAD_ROW4(qr, q, qb + (IDX)i * E, E, i < L, scale)
+  for (int e = 0; e < EV4; ++e) acc[e] = (float4)(0.0f);
   float m = NEG_INF, l = 0.0f;
   const int last = causal ? min(S, row0 + BM) : S;  /* keys past it are masked for all rows */
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < BN * E; t += BM) {
-      const int j = j0 + t / E;
-      ks[t] = j < S ? LD(k, kb + (IDX)j0 * E + t) : 0.0f;
-    }
-    for (int t = lid; t < BN * EV; t += BM) {
-      const int j = j0 + t / EV;
-      vs[t] = j < S ? LD(v, vb + (IDX)j0 * EV + t) : 0.0f;
-    }
+    LOAD_TILE4(ks, k, kb, j0, S, E, E4, 1.0f)
+    LOAD_TILE4(vs, v, vb, j0, S, EV, EV4, 1.0f)
     barrier(CLK_LOCAL_MEM_FENCE);
     if (i >= L) continue;
     float s[BN];
@@ -109,9 +133,9 @@ void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       const int j = j0 + jj;
       float x = NEG_INF;
       if (j < S && (!causal || j <= i)) {
-        float d = 0.0f;
-        for (int e = 0; e < E; ++e) d += qr[e] * ks[jj * E + e];
-        x = d + MASK_AT(i, j);
+        float4 d = (float4)(0.0f);
+        for (int e = 0; e < E4; ++e) d = fma(qr[e], ks[jj * E4 + e], d);
+        x = (d.x + d.y) + (d.z + d.w) + MASK_AT(i, j);
       }
       s[jj] = x;
       mt = fmax(mt, x);
@@ -120,20 +144,19 @@ void attn_fwd(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     if (mn == NEG_INF) continue;  /* every key so far masked */
     const float alpha = exp(m - mn);  /* m = -inf: 0 */
     l *= alpha;
-    for (int e = 0; e < EV; ++e) acc[e] *= alpha;
+    for (int e = 0; e < EV4; ++e) acc[e] *= alpha;
     m = mn;
     for (int jj = 0; jj < BN; ++jj) {
       float p = exp(s[jj] - m);
       l += p;
       if (threshold && p != 0.0f) p *= DROP(b, i, j0 + jj);
       if (p != 0.0f) {
-        for (int e = 0; e < EV; ++e) acc[e] += p * vs[jj * EV + e];
+        for (int e = 0; e < EV4; ++e) acc[e] = fma((float4)(p), vs[jj * EV4 + e], acc[e]);
       }
     }
   }
   if (i >= L) return;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  const IDX ob = ((IDX)b * L + i) * EV;
-  for (int e = 0; e < EV; ++e) ST(out, ob + e, acc[e] * inv);
+  STORE_ROW4(out, ((IDX)b * L + i) * EV, EV, acc, inv)
   lse[(IDX)b * L + i] = l > 0.0f ? m + log(l) : NEG_INF;
 }
