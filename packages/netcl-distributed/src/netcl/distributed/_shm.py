@@ -353,6 +353,7 @@ class ShmBackend(Backend):
         arrive = self._arrive
         arrive[self.rank] = target
         if arrive.min() >= target:
+            self._check_failed(name, 0.0)
             return
         start = time.monotonic()
         next_check = start + _CHECK_EVERY_S
@@ -366,11 +367,20 @@ class ShmBackend(Backend):
                 time.sleep(min(1e-3, 1e-5 * (spins - 199)))
             spins += 1
             if arrive.min() >= target:
+                self._check_failed(name, time.monotonic() - start)
                 return
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + _CHECK_EVERY_S
                 self._check_missing(name, target, now - start)
+
+    def _check_failed(self, name: str, waited: float) -> None:
+        """After a barrier: a rank that gave up on the group may have arrived before it did."""
+        states = self._seg.ctrl[:, STATE]
+        if (states == FAILED).any():
+            failed = [int(r) for r in np.flatnonzero(states == FAILED)]
+            raise self._fail(DistributedError(name, f"rank {failed[0]} failed (it raised an "
+                                              f"error)", missing=failed, waited_s=waited))
 
     def _check_missing(self, name: str, target: int, waited: float) -> None:
         rows = self._seg.ctrl

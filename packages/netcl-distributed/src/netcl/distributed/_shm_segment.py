@@ -4,7 +4,8 @@ Layout (all little-endian int64 in the control block):
 
 - control block: one row of :data:`ROW` int64 per rank (rows apart by 384 bytes, so ranks do
   not write the same cache line): ``ARRIVE`` (the rank's barrier counter), ``PID``, ``STATE``
-  (joined, left, failed), ``WORLD``/``CHUNK`` (what it was started with), and two headers of
+  (joined, left, failed: a failed rank stays failed when it leaves), ``WORLD``/``CHUNK`` (what
+  it was started with), ``CLOSED`` (it left), and two headers of
   :data:`HEADER` int64 (the collective's sequence number, kind, dtype, shape, root or op),
   used alternately by successive collectives;
 - data block: per rank, two slots of ``chunk`` bytes used alternately by successive rounds.
@@ -33,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ARRIVE", "CHUNK", "HEADER", "HEADER0", "PID", "PREFIX", "ROW", "STATE", "WORLD",
-           "Segment", "pid_alive", "reclaim_dead", "segment_dir", "segment_path"]
+__all__ = ["ARRIVE", "CHUNK", "CLOSED", "HEADER", "HEADER0", "PID", "PREFIX", "ROW", "STATE",
+           "WORLD", "Segment", "pid_alive", "reclaim_dead", "segment_dir", "segment_path"]
 
 PREFIX = "netcl-dist-"
 ROW = 48  # int64 per rank row: 384 bytes
-ARRIVE, PID, STATE, WORLD, CHUNK = 0, 1, 2, 3, 4
+ARRIVE, PID, STATE, WORLD, CHUNK, CLOSED = 0, 1, 2, 3, 4, 5
 HEADER0 = 8  # two headers of HEADER int64 from here
 HEADER = 16
 JOINED, LEFT, FAILED = 1, 2, 3
@@ -152,9 +153,12 @@ class Segment:
         self.closed = True
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            self.ctrl[self.rank, STATE] = LEFT
-            gone = all(int(row[STATE]) == LEFT or (r != self.rank and not pid_alive(int(row[PID])))
-                       for r, row in enumerate(self.ctrl))
+            row = self.ctrl[self.rank]
+            if row[STATE] != FAILED:  # the others must still see that this rank failed
+                row[STATE] = LEFT
+            row[CLOSED] = 1
+            gone = all(int(r[CLOSED]) or (k != self.rank and not pid_alive(int(r[PID])))
+                       for k, r in enumerate(self.ctrl))
             if gone:
                 try:
                     os.unlink(self.path)
