@@ -1,0 +1,217 @@
+"""Fused scaled-dot-product attention, forward and forward+backward, beside PyTorch in one run.
+
+    python benchmarks/bench_attention.py --device cl [--json F]      # GPU: the full table
+    python benchmarks/bench_attention.py --device cl --quick         # small sizes (CPU, smoke)
+
+One row per (dtype, causal, sequence length L = S) at head dim 64 and batch x heads 32
+(4 x 8): ``fwd ms`` / ``fwd+bwd ms`` are netcl's time per call of back-to-back calls until the
+queue finished (``benchmarks/_timing.py``: inner calls per sample, best of ``--repeat``),
+``TFLOP/s`` the attention's FLOPs over that time: forward 4 B L S E (two matmuls), backward
+2.5 times that (five), halved for causal (FlashAttention's count). The reference is
+``torch.nn.functional.scaled_dot_product_attention`` in the same precision on CUDA when PyTorch
+sees a GPU (its default backend choice: FlashAttention-2 for float16, memory-efficient for
+float32; TF32 off), else PyTorch on the CPU (or the NumPy float64 formula when torch is
+missing), timed the same way; ``x ref`` is the reference's time over netcl's (1.0 = parity,
+higher is better). Each row checks netcl's forward against the reference (``err``: max abs
+difference over max abs value).
+
+``extra MiB`` is the device memory one forward+backward allocates beyond its inputs: the
+bytes netcl's buffer pool had to create for it, emptied before (every output, saved and
+temporary buffer; freed temporaries are reused, so this is the high-water mark of what the
+pool holds). The fused path keeps O(B L) beyond the outputs (the row log-sum-exp, the
+backward's D = rowsum(dO O)): linear in L. ``plain MiB`` is the same for the plain
+(materialized) path, which stores (B, L, S) scores and probabilities: quadratic in L (measured
+up to L = 2048 only, where it still fits comfortably).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _timing import cuda_event_samples, per_call_samples
+
+try:
+    import netcl.ops  # noqa: F401
+except ImportError:  # running from a checkout without the packages installed
+    root = Path(__file__).resolve().parents[1] / "packages"
+    sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
+
+import netcl.ops as ops
+from netcl.core.device import DeviceHandle, manager
+from netcl.core.memory import get_persistent_pool
+from netcl.core.tensor import Tensor
+from netcl.ops import _attention_fused, _attention_plain, _attention_plan
+
+HEAD_DIM = 64
+BATCH, HEADS = 4, 8
+
+
+def flops(L: int, S: int, causal: bool, backward: bool) -> float:
+    f = 4.0 * BATCH * HEADS * L * S * HEAD_DIM * (3.5 if backward else 1.0)
+    return f / 2 if causal else f
+
+
+def _pool_bytes(dev: DeviceHandle, fn: Callable[[], Any]) -> int:
+    """Bytes the buffer pool creates while ``fn`` runs (emptied before)."""
+    if dev.backend == "cpu":
+        return 0
+    pool = get_persistent_pool(dev.queue)
+    pool.clear()
+    before = pool.stats.bytes_allocated
+    fn()
+    dev.queue.finish()
+    return int(pool.stats.bytes_allocated - before)
+
+
+def _netcl_calls(dev: DeviceHandle, q: Tensor, k: Tensor, v: Tensor, g: Tensor, causal: bool
+                 ) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    def fwd() -> Any:
+        return ops.scaled_dot_product_attention_forward(q, k, v, is_causal=causal)
+
+    def fwd_bwd() -> Any:
+        out, lse, stream = ops.scaled_dot_product_attention_forward(q, k, v, is_causal=causal)
+        return ops.scaled_dot_product_attention_backward(g, q, k, v, out, lse,
+                                                         is_causal=causal, stream=stream)
+
+    return fwd, fwd_bwd
+
+
+def _plain_bytes(dev: DeviceHandle, q: Tensor, k: Tensor, v: Tensor, g: Tensor,
+                 causal: bool) -> int:
+    plan = _attention_plan.plan_attention(q, k, v, None, 0.0, causal, None, False)
+
+    def run() -> None:
+        out, lse = _attention_plain.plain_forward(plan, 0, 0)
+        _attention_plain.plain_backward(plan, g, out, lse, 0, 0, False)
+
+    return _pool_bytes(dev, run)
+
+
+def _torch_ref(torch: Any, cuda: bool, arrays: list[Any], dtype: str, causal: bool,
+               repeat: int) -> tuple[float, float, Any]:
+    """(fwd s, fwd+bwd s, forward output as float64 NumPy) of torch's SDPA."""
+    F = torch.nn.functional
+    tdt = {"float32": torch.float32, "float16": torch.float16}[dtype]
+    device = "cuda" if cuda else "cpu"
+    q, k, v, g = (torch.tensor(a, dtype=tdt, device=device) for a in arrays)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+
+    def fwd() -> Any:
+        with torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def fwd_bwd() -> Any:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return torch.autograd.grad(out, (q, k, v), g)
+
+    if cuda:
+        tf = min(cuda_event_samples(torch, fwd, repeat, 5))
+        tb = min(cuda_event_samples(torch, fwd_bwd, repeat, 5))
+    else:
+        tf = min(per_call_samples(fwd, lambda: None, repeat, max_inner=4))
+        tb = min(per_call_samples(fwd_bwd, lambda: None, repeat, max_inner=4))
+    return tf, tb, fwd().double().cpu().numpy()
+
+
+def _numpy_ref(arrays: list[Any], causal: bool, repeat: int) -> tuple[float, float, Any]:
+    q, k, v, _ = (np.asarray(a, np.float32) for a in arrays)
+
+    def fwd() -> Any:
+        s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
+        if causal:
+            s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+
+    tf = min(per_call_samples(fwd, lambda: None, repeat, max_inner=2))
+    return tf, float("nan"), fwd().astype(np.float64)
+
+
+def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
+        torch: Any) -> list[dict[str, Any]]:
+    cuda = torch is not None and torch.cuda.is_available()
+    if torch is not None and cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    ref_name = "torch-cuda" if cuda else "torch-cpu" if torch is not None else "numpy"
+    print(f"device: {dev}; reference: {ref_name}; batch x heads {BATCH}x{HEADS}, head dim "
+          f"{HEAD_DIM}")
+    print(f"{'dtype':8} {'causal':6} {'L':>5} | {'fwd ms':>8} {'TFLOP/s':>7} {'x ref':>6} | "
+          f"{'f+b ms':>8} {'TFLOP/s':>7} {'x ref':>6} | {'ref fwd':>8} {'ref f+b':>8} | "
+          f"{'extra MiB':>9} {'plain MiB':>9} {'err':>8}")
+    rows = []
+    rng = np.random.default_rng(0)
+    for dtype in dtypes:
+        for causal in (False, True):
+            for L in sizes:
+                shape = (BATCH, HEADS, L, HEAD_DIM)
+                arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+                q, k, v, g = (Tensor.from_host(dev.queue, a, dtype=dtype) for a in arrays)
+                plan = _attention_plan.plan_attention(q, k, v, None, 0.0, causal, None, False)
+                if not _attention_fused.fused_applies(plan):
+                    print("  (the fused kernels do not apply here: plain path)")
+                fwd, fwd_bwd = _netcl_calls(dev, q, k, v, g, causal)
+                sync = dev.queue.finish
+                tf = min(per_call_samples(fwd, sync, repeat, max_inner=8))
+                tb = min(per_call_samples(fwd_bwd, sync, repeat, max_inner=8))
+                extra = _pool_bytes(dev, fwd_bwd)
+                plain = _plain_bytes(dev, q, k, v, g, causal) if L <= 2048 else 0
+                if torch is not None:
+                    rf, rb, want = _torch_ref(torch, cuda, arrays, dtype, causal, repeat)
+                else:
+                    rf, rb, want = _numpy_ref(arrays, causal, repeat)
+                got = fwd()[0].to_host().astype(np.float64)
+                err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+                row = {"dtype": dtype, "causal": causal, "L": L, "fwd_s": tf, "fwd_bwd_s": tb,
+                       "fwd_tflops": flops(L, L, causal, False) / tf / 1e12,
+                       "fwd_bwd_tflops": flops(L, L, causal, True) / tb / 1e12,
+                       "ref": ref_name, "ref_fwd_s": rf, "ref_fwd_bwd_s": rb,
+                       "extra_bytes": extra, "plain_bytes": plain, "err": err}
+                rows.append(row)
+                mib = 2.0**20
+                print(f"{dtype:8} {causal!s:6} {L:5} | {tf * 1e3:8.2f} "
+                      f"{row['fwd_tflops']:7.2f} {rf / tf:6.2f} | {tb * 1e3:8.2f} "
+                      f"{row['fwd_bwd_tflops']:7.2f} {rb / tb:6.2f} | {rf * 1e3:8.2f} "
+                      f"{rb * 1e3:8.2f} | {extra / mib:9.1f} {plain / mib:9.1f} {err:8.1e}",
+                      flush=True)
+                for t in (q, k, v, g):
+                    t.release()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cl", help="netcl device (cl, gpu, pthread...)")
+    parser.add_argument("--quick", action="store_true", help="L 128 and 256 only, float32")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--dtypes", nargs="*", default=["float32", "float16"])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-torch", action="store_true", help="NumPy as the reference")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    dev = manager.default(args.device)
+    if dev is None or dev.backend == "cpu":
+        raise SystemExit(f"no OpenCL device matches {args.device!r}")
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+    sizes = [128, 256] if args.quick else args.sizes
+    dtypes = ["float32"] if args.quick and args.dtypes == ["float32", "float16"] else args.dtypes
+    rows = run(dev, sizes, dtypes, 2 if args.quick else args.repeat, torch)
+    if args.json:
+        args.json.write_text(json.dumps({"device": str(dev), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
