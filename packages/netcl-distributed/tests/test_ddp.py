@@ -2,9 +2,9 @@
 gives one process's weights (same global batch) within float32 reduction-order tolerance.
 
 The ranks are this file run as a script (``python test_ddp.py worker ...``), started either
-with the shared-memory backend's environment variables or under the env's ``mpiexec``. The
-CNN here has no BatchNorm (``digits_cnn`` without its BN layers): BatchNorm normalises each
-rank's shard with the shard's statistics, which one process computing the whole batch does not.
+with the shared-memory backend's environment variables or under the env's ``mpiexec``. With
+BatchNorm the ranks' model is converted to SyncBatchNorm (statistics of the global batch) and
+compared with the one-process model with plain BatchNorm2d.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import netcl.distributed as dist
 from netcl.core.device import device
 from netcl.core.tensor import Tensor
 from netcl.data import DataLoader, DigitsDataset, DistributedSampler, random_split
-from netcl.nn import Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
+from netcl.nn import BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
 from netcl.optim import SGD
 
 HERE = Path(__file__).resolve()
@@ -33,10 +33,15 @@ GLOBAL_BATCH, STEPS, SEED, LR = 60, 5, 3, 0.1
 DEVICES = ["cpu", "Intel"]
 
 
-def cnn(queue: Any) -> Module:
+def cnn(queue: Any, bn: bool = False) -> Module:
+    """The digits CNN (netcl.trainer's digits_cnn, narrower); BatchNorm only with ``bn``."""
     rng = np.random.default_rng(SEED)
-    return Sequential(Conv2d(1, 8, 3, padding=1, queue=queue, rng=rng), ReLU(),
-                      Conv2d(8, 16, 3, padding=1, queue=queue, rng=rng), ReLU(),
+
+    def norm(c: int) -> list[Module]:
+        return [BatchNorm2d(c, queue=queue)] if bn else []
+
+    return Sequential(Conv2d(1, 8, 3, padding=1, queue=queue, rng=rng), *norm(8), ReLU(),
+                      Conv2d(8, 16, 3, padding=1, queue=queue, rng=rng), *norm(16), ReLU(),
                       MaxPool2d(2), Flatten(), Linear(16 * 4 * 4, 10, queue=queue, rng=rng))
 
 
@@ -48,9 +53,10 @@ def weights(model: Module) -> dict[str, np.ndarray[Any, Any]]:
     return {k: v.to_host().copy() for k, v in model.state_dict().items()}
 
 
-def one_process(dev_name: str) -> tuple[dict[str, np.ndarray[Any, Any]], list[float]]:
+def one_process(dev_name: str, bn: bool
+                ) -> tuple[dict[str, np.ndarray[Any, Any]], list[float]]:
     with device(dev_name) as dev:
-        model = cnn(dev.queue)
+        model = cnn(dev.queue, bn)
         opt = SGD(model.parameters(), lr=LR)
         loader = DataLoader(train_set(), batch_size=GLOBAL_BATCH, shuffle=True, seed=SEED)
         losses = []
@@ -67,16 +73,19 @@ def one_process(dev_name: str) -> tuple[dict[str, np.ndarray[Any, Any]], list[fl
 
 
 def worker(backend: str, dev_name: str, mode: str, out: str) -> None:
-    """One rank: DDP (hooks in backward) or data_parallel_step on a plain model."""
+    """One rank: DDP (hooks in backward), DDP with SyncBatchNorm, or data_parallel_step on a
+    plain model."""
     group = dist.init_process_group(backend, timeout=60)
     with device(dev_name) as dev:
         data = train_set()
         shard = DataLoader(data, batch_size=GLOBAL_BATCH // group.world_size,
                            sampler=DistributedSampler(data, group.world_size, group.rank,
                                                       seed=SEED))
-        plain = cnn(dev.queue)
-        model: Module = (dist.DistributedDataParallel(plain, group, bucket_cap_mb=0.01)
-                         if mode == "ddp" else plain)
+        plain = cnn(dev.queue, mode == "syncbn")
+        if mode == "syncbn":
+            plain = dist.SyncBatchNorm.convert_sync_batchnorm(plain)
+        model: Module = (plain if mode == "plain" else
+                         dist.DistributedDataParallel(plain, group, bucket_cap_mb=0.01))
         opt = SGD(plain.parameters(), lr=LR)
         losses = []
         for step, batch in enumerate(shard):
@@ -115,9 +124,9 @@ def reference(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("backend", "world", "dev_name", "mode"), [
-    ("shm", 2, "cpu", "ddp"),
+    ("shm", 2, "cpu", "syncbn"),
     ("shm", 4, "cpu", "plain"),
-    ("mpi", 4, "cpu", "ddp"),
+    ("mpi", 4, "cpu", "syncbn"),
     ("shm", 2, "Intel", "ddp"),
 ])
 def test_data_parallel_equals_one_process(backend: str, world: int, dev_name: str, mode: str,
@@ -128,9 +137,10 @@ def test_data_parallel_equals_one_process(backend: str, world: int, dev_name: st
                 pass
         except Exception as exc:
             pytest.skip(f"no {dev_name} OpenCL CPU device: {exc}")
-    if dev_name not in reference:
-        reference[dev_name] = one_process(dev_name)
-    want, want_losses = reference[dev_name]
+    key = (dev_name, mode == "syncbn")
+    if key not in reference:
+        reference[key] = one_process(*key)
+    want, want_losses = reference[key]
     got = np.load(run_ranks(backend, world, dev_name, mode, tmp_path))
     np.testing.assert_allclose(got["losses"], want_losses, rtol=1e-4, atol=1e-5)
     for name, w in want.items():

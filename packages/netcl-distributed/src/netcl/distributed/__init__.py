@@ -34,6 +34,7 @@ from ._collectives import scatter as scatter
 from ._collectives import write_back as write_back
 from ._data_parallel import data_parallel_step as data_parallel_step
 from ._ddp import DistributedDataParallel as DistributedDataParallel
+from ._ddp_sync_batchnorm import SyncBatchNorm as SyncBatchNorm
 from ._group import ProcessGroup as ProcessGroup
 from ._group import destroy_process_group as destroy_process_group
 from ._group import device_for_rank as device_for_rank
@@ -54,6 +55,7 @@ __all__ = [
     "MPIBackend",
     "ProcessGroup",
     "ShmBackend",
+    "SyncBatchNorm",
     "Work",
     "__version__",
     "all_gather",

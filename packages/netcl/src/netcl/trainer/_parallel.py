@@ -1,7 +1,8 @@
 """``train_digits_parallel``: the digits job data-parallel over N processes on this host.
 
 Each rank is a spawned process in a shared-memory process group
-(:func:`netcl.distributed.init_process_group`), training the digits CNN wrapped in
+(:func:`netcl.distributed.init_process_group`), training the digits CNN (its BatchNorms made
+:class:`~netcl.distributed.SyncBatchNorm`) wrapped in
 :class:`~netcl.distributed.DistributedDataParallel` on its shard of every epoch
 (:class:`netcl.data.DistributedSampler`, ``batch_size / N`` samples per rank, so a step sees
 the one-process global batch of ``batch_size``). Every rank resumes from the same
@@ -22,7 +23,12 @@ from typing import Any
 from netcl.autograd import cross_entropy
 from netcl.core.device import device
 from netcl.data import DataLoader, DigitsDataset, DistributedSampler, random_split
-from netcl.distributed import DistributedDataParallel, destroy_process_group, init_process_group
+from netcl.distributed import (
+    DistributedDataParallel,
+    SyncBatchNorm,
+    destroy_process_group,
+    init_process_group,
+)
 from netcl.optim import Adam, CosineAnnealingLR
 
 from ._digits import DigitsConfig, digits_cnn
@@ -44,8 +50,9 @@ def _rank_main(cfg: DigitsConfig, rank: int, world: int, job: str, out: Any) -> 
             train_loader = DataLoader(train_set, batch_size=cfg.batch_size // world,
                                       sampler=sampler, num_workers=cfg.workers)
             test_loader = DataLoader(test_set, batch_size=256)
-            model = digits_cnn(dev.queue, cfg.seed)
-            ddp = DistributedDataParallel(model, group)
+            # SyncBatchNorm: the statistics of the global batch, so N ranks train as one
+            model = SyncBatchNorm.convert_sync_batchnorm(digits_cnn(dev.queue, cfg.seed), group)
+            ddp = DistributedDataParallel(model, group, broadcast_buffers=False)
             optimizer = Adam(model.parameters(), lr=cfg.lr)
             scheduler = CosineAnnealingLR(optimizer, T_max=cfg.epochs)
 
