@@ -362,13 +362,10 @@ def _np_scan(mode: str, reverse: bool, xp: Any, w: Any, b: Any, h0: Any, c0: Any
 def _np_forward(mode: str, xp: Tensor, w: Tensor, b: Tensor | None, h0: Tensor,
                 c0: Tensor | None, reverse: bool) -> Saved:
     dt = xp.dtype
-
-    def run(*arrays: Any) -> tuple[Any, ...]:
-        return _np_scan(mode, reverse, *arrays)
-
+    # a module-level function with plain arguments: a NumPy capture compares them trace to trace
     states, gates, cells = np_results(
-        xp, (dt, dt, dt), run, host(xp), host(w), None if b is None else host(b), host(h0),
-        None if c0 is None else host(c0))
+        xp, (dt, dt, dt), _np_scan, mode, reverse, host(xp), host(w),
+        None if b is None else host(b), host(h0), None if c0 is None else host(c0))
     return (states, gates if mode in ("lstm", "gru") else None,
             cells if mode == "lstm" else None)
 
@@ -424,11 +421,8 @@ def _np_backward(mode: str, dstates: Tensor, w: Tensor, has_bias: bool, saved: S
                  reverse: bool) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor | None]:
     states, gates, cells = saved
     dt = states.dtype
-
-    def run(*arrays: Any) -> tuple[Any, ...]:
-        return _np_scan_back(mode, reverse, has_bias, *arrays)
-
     dx, dw, db, dh0, dc0 = np_results(
-        states, (dt,) * 5, run, host(dstates), host(w), host(states),
-        None if gates is None else host(gates), None if cells is None else host(cells))
+        states, (dt,) * 5, _np_scan_back, mode, reverse, has_bias, host(dstates), host(w),
+        host(states), None if gates is None else host(gates),
+        None if cells is None else host(cells))
     return dx, dw, db if has_bias else None, dh0, dc0 if mode == "lstm" else None
