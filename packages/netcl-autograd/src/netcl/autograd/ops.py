@@ -32,6 +32,9 @@ from netcl.core.tensor import Tensor
 
 from . import _ops_reduce
 from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
+from ._masking import masked_fill as masked_fill
+from ._masking import tril as tril
+from ._masking import triu as triu
 from ._ops_attention import scaled_dot_product_attention as scaled_dot_product_attention
 from ._ops_elementwise import abs as abs
 from ._ops_elementwise import add as add
@@ -106,6 +109,10 @@ __all__ = [
     "implicit_tape",
     # attention
     "scaled_dot_product_attention",
+    # masking
+    "masked_fill",
+    "tril",
+    "triu",
 ]
 
 Axis = int | Sequence[int] | None

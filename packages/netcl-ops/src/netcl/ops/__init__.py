@@ -119,6 +119,9 @@ from ._attention import (
 from ._attention import (
     scaled_dot_product_attention_forward as scaled_dot_product_attention_forward,
 )
+from ._masking import masked_fill as masked_fill
+from ._masking import tril as tril
+from ._masking import triu as triu
 
 # isort: split
 
@@ -229,4 +232,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "scaled_dot_product_attention_forward",
+    "masked_fill",
+    "tril",
+    "triu",
 ]
