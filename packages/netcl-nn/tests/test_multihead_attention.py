@@ -290,10 +290,11 @@ def test_errors(dev: DeviceHandle) -> None:
     mha = MultiheadAttention(6, 3, device=dev)
     x = Tensor.from_host(dev.queue, np.ones((5, 2, 6)))
     bad = Tensor.from_host(dev.queue, np.ones((5, 2, 4)))
-    with pytest.raises(ValueError, match=r"query's last dim must be embed_dim=6, got query "
-                                         r"\(5, 2, 4\)"):
+    with pytest.raises(ValueError, match=r"MultiheadAttention: query's last dim must be "
+                                         r"embed_dim=6, got query \(5, 2, 4\)"):
         mha(bad, bad, bad)
-    with pytest.raises(ValueError, match=r"attn_mask must be \(L, S\) = \(5, 5\) or "
+    with pytest.raises(ValueError, match=r"MultiheadAttention: attn_mask must be \(L, S\) = "
+                                         r"\(5, 5\) or "
                                          r"\(N\*num_heads, L, S\) = \(6, 5, 5\), got \(4, 5\)"):
         mha(x, x, x, attn_mask=Tensor.from_host(dev.queue, np.zeros((4, 5), bool)))
     with pytest.raises(ValueError, match=r"key_padding_mask must be \(N, S\) = \(2, 5\), got"):

@@ -155,4 +155,4 @@ class MultiheadAttention(Module):
             use_separate_proj_weight=not self._qkv_same_embed_dim,
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
             v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
-            is_causal=is_causal, batch_first=self.batch_first)
+            is_causal=is_causal, batch_first=self.batch_first, op_name="MultiheadAttention")

@@ -268,6 +268,8 @@ class TransformerEncoder(Module):
     ``forward(src, mask=None, src_key_padding_mask=None, is_causal=None)`` passes the masks
     to every layer; ``is_causal=True`` states that ``mask`` is the causal mask (``None`` is
     ``False`` here: the mask is applied as given, without PyTorch's host-side check of it).
+    ``enable_nested_tensor`` and ``mask_check`` are accepted for PyTorch code and ignored
+    (netcl has no nested tensors; masks are not inspected on the host).
 
     Examples:
         >>> import numpy as np

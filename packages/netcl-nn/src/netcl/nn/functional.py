@@ -313,7 +313,8 @@ _sdpa = runs_in_autocast_dtype(_ops.scaled_dot_product_attention)
 
 def scaled_dot_product_attention(  # type: ignore[no-redef]
         query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-        dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> Tensor:
+        dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None, *,
+        enable_gqa: bool = False) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value``: PyTorch's
     ``torch.nn.functional.scaled_dot_product_attention`` over
     :func:`netcl.autograd.ops.scaled_dot_product_attention` (the fused kernels on OpenCL
@@ -323,7 +324,8 @@ def scaled_dot_product_attention(  # type: ignore[no-redef]
         ``query`` (\\*, L, E), ``key`` (\\*, S, E), ``value`` (\\*, S, Ev); output (\\*, L, Ev).
         ``attn_mask`` broadcasts to (\\*, L, S): a bool (uint8) mask where True means *take
         part*, or a float mask that is added to the scores. ``is_causal``: query ``i`` sees
-        keys ``0..i``. ``scale`` defaults to ``1/sqrt(E)``.
+        keys ``0..i``. ``scale`` defaults to ``1/sqrt(E)``. ``enable_gqa``: key and value
+        may have fewer heads (dim -3) than the query, each shared by a group of query heads.
 
     Examples:
         >>> import numpy as np
@@ -334,7 +336,8 @@ def scaled_dot_product_attention(  # type: ignore[no-redef]
         >>> y.shape, y.to_host()[0, 0].tolist()
         ((1, 3, 3), [1.0, 0.0, 0.0])
     """
-    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                 enable_gqa=enable_gqa)
 
 
 def multi_head_attention_forward(
@@ -347,11 +350,13 @@ def multi_head_attention_forward(
         q_proj_weight: Tensor | None = None, k_proj_weight: Tensor | None = None,
         v_proj_weight: Tensor | None = None, static_k: Tensor | None = None,
         static_v: Tensor | None = None, average_attn_weights: bool = True,
-        is_causal: bool = False, *, batch_first: bool = False) -> tuple[Tensor, Tensor | None]:
+        is_causal: bool = False, *, batch_first: bool = False,
+        op_name: str = "multi_head_attention_forward") -> tuple[Tensor, Tensor | None]:
     """Multi-head attention as ``torch.nn.functional.multi_head_attention_forward`` (what
     :class:`~netcl.nn.MultiheadAttention` runs): in-projections, heads, attention, the output
-    projection. PyTorch's arguments and semantics; ``batch_first`` (netcl's keyword) takes
-    (N, L, E) inputs without a transpose.
+    projection. PyTorch's arguments and semantics; netcl's keywords: ``batch_first`` takes
+    (N, L, E) inputs without a transpose, ``op_name`` is the name errors carry (a layer
+    passes its own).
 
     With ``need_weights=False`` the heads go through :func:`scaled_dot_product_attention` (the
     fused kernels); with ``need_weights=True`` the scores are materialized and the attention
@@ -383,7 +388,7 @@ def multi_head_attention_forward(
         >>> out.shape, weights.shape, round(float(weights.to_host()[0, 0, 0]), 4)
         ((5, 2, 4), (2, 5, 5), 0.2)
     """
-    op = "multi_head_attention_forward"
+    op = op_name
     if static_k is not None or static_v is not None:
         raise NotImplementedError(f"{op}: static_k/static_v are not supported")
     if not use_separate_proj_weight:
