@@ -125,6 +125,12 @@ from ._masking import triu as triu
 
 # isort: split
 
+# --- recurrent layers' scan (helper C's module) ---
+from ._rnn_scan import rnn_scan as rnn_scan
+from ._rnn_scan import rnn_scan_backward as rnn_scan_backward
+
+# isort: split
+
 from . import _tensor_methods as _tensor_methods  # fills the Tensor method slots
 
 __all__ = [
@@ -235,4 +241,6 @@ __all__ = [
     "masked_fill",
     "tril",
     "triu",
+    "rnn_scan",
+    "rnn_scan_backward",
 ]
