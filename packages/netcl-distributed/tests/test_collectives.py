@@ -145,7 +145,7 @@ def _rank_main() -> None:
 
             parts = [np.stack([rank_data(k, n, dtype, salt=j) for j in range(w)])
                      for k in range(w)]  # parts[k][j]: rank k's part for rank j
-            expect = sum(p[r].astype(np.float64) for p in parts).astype(dtype)  # type: ignore
+            expect = sum(p[r].astype(np.float64) for p in parts).astype(dtype)
             out = tensor(np.zeros(n, dtype))
             dist.reduce_scatter(out, [tensor(p) for p in parts[r]])
             _check(out, expect, f"reduce_scatter {what}")

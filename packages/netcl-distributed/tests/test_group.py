@@ -106,7 +106,9 @@ def test_device_for_rank_on_the_numpy_backend(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_collectives_on_tensors_keep_their_storage(group: dist.ProcessGroup) -> None:
-    q = manager.default("cpu").queue
+    handle = manager.default("cpu")
+    assert handle is not None
+    q = handle.queue
     t = Tensor.from_host(q, np.arange(7, dtype=np.float32))
     storage = t.array
     dist.all_reduce(t, op="mean")

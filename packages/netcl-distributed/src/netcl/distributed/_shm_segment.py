@@ -182,7 +182,7 @@ def reclaim_dead(exclude: str = "") -> list[str]:
     A segment whose ranks recorded no pid yet is left alone for two minutes after its last
     change (its job may be starting).
     """
-    removed = []
+    removed: list[str] = []
     folder = segment_dir()
     try:
         names = [n for n in os.listdir(folder) if n.startswith(PREFIX)]
