@@ -3,8 +3,10 @@
 ``netcl devices`` lists every usable OpenCL device plus the NumPy backend, which one ``auto``
 picks, and every device that failed its probe with the reason and what to do about it
 (``--probe`` probes every device again instead of trusting the stored verdicts).
-``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends; its
-training step is captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
+``netcl train`` trains the digits CNN, printing each epoch's line as the epoch ends
+(``--task charlm``: a small GPT on the text of Python's ``help()`` topics, with loss and
+perplexity per epoch, the unigram baseline and a sample at the end); its training step is
+captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
 ``--profile trace.json`` profiles the run (every kernel's launches and device time, sorted, and
 a Chrome trace in ``trace.json``); ``--plot curves.png`` draws loss and accuracy per epoch
 (matplotlib: ``netcl[plot]``), ``--log-csv`` and ``--tensorboard DIR`` log the metrics
@@ -40,6 +42,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TextIO
 
 from netcl.core.caches import (
@@ -53,7 +56,16 @@ from netcl.core.caches import (
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.env import env_flag
 from netcl.io import CheckpointError
-from netcl.runtime import profile
+from netcl.runtime import Profile, profile
+from netcl.trainer._charlm import charlm_data, train_charlm
+from netcl.trainer._charlm_cli import (
+    CHARLM_OPTIONS,
+    TASK_DEFAULTS,
+    add_charlm_arguments,
+    charlm_config,
+    charlm_epoch_line,
+    charlm_report,
+)
 
 from ._export_cli import add_export_parser, export_command
 from ._plot import add_plot_argument, require_matplotlib, write_plot
@@ -158,44 +170,71 @@ def epoch_line(m: Any) -> str:
 
 
 def train(args: argparse.Namespace, out: Any = None) -> int:
-    """Train the digits CNN, printing the device, one line per epoch as it ends (the epochs a
-    resumed run restored first), and the held-out accuracy."""
+    """Train the digits CNN (or ``--task charlm``'s GPT), printing the device, one line per
+    epoch as it ends (the epochs a resumed run restored first), and the held-out accuracy
+    (charlm: the unigram baseline, the validation loss and a sample)."""
     # Imported here on purpose (start-up time, not an import circle): the digits job pulls in
     # autograd, nn, optim and data, 0.23 s on top of the 0.37 s `import netcl.cli` takes
     # (2-core AMD EPYC Zen 2, warm), which `netcl devices` and `netcl --help` never use.
     from netcl.trainer._digits import DigitsConfig, train_digits
 
     out = out or sys.stdout
+    task = args.task
+    for name, value in TASK_DEFAULTS[task].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if task != "charlm":
+        given = [f"--{n.replace('_', '-')}" for n in CHARLM_OPTIONS
+                 if getattr(args, n) is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: charlm options; add --task charlm")
     if args.profile is not None:  # device times need a profiling queue, made with the device
         os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")
     if args.plot is not None:
         require_matplotlib()  # a missing extra fails before training, not after
     dev = select_device(args.device)
     print(f"device: {dev}", file=out, flush=True)
+    line = charlm_epoch_line if task == "charlm" else epoch_line
 
     def report(m: Any) -> None:
-        print(epoch_line(m), file=out, flush=True)
+        print(line(m), file=out, flush=True)
 
-    cfg = DigitsConfig(device=dev, epochs=args.epochs, batch_size=args.batch_size,
-                       lr=args.lr, seed=args.seed, workers=args.workers,
-                       checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                       progress=not args.no_progress, amp=args.amp, on_epoch_end=report,
-                       capture=not args.no_capture, csv_log=args.log_csv,
-                       tensorboard_dir=args.tensorboard, log_every=args.log_every)
-    if args.profile is None:
-        _, history, _ = train_digits(cfg)
+    shared: dict[str, Any] = dict(
+        device=dev, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+        workers=args.workers, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+        progress=not args.no_progress, amp=args.amp, on_epoch_end=report,
+        capture=not args.no_capture, csv_log=args.log_csv, tensorboard_dir=args.tensorboard,
+        log_every=args.log_every)
+    if task == "charlm":
+        try:  # the options and the corpus are checked before any training
+            cfg = charlm_config(args, **shared)
+            data = charlm_data(cfg)
+        except (ValueError, OSError) as err:
+            raise InputError(str(err)) from err
+        print(f"corpus: {len(data.train_text)} training and {len(data.val_text)} validation "
+              f"characters, {len(data.vocab)} distinct", file=out, flush=True)
+        with _profiled(args.profile) as prof:
+            result = train_charlm(cfg, data)
+        history = result.history
+        print("\n".join(charlm_report(result)), file=out)
     else:
-        with profile() as prof:
-            _, history, _ = train_digits(cfg)
-    final = history[-1].val_accuracy if history else None
-    print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran", file=out)
+        with _profiled(args.profile) as prof:
+            _, history, _ = train_digits(DigitsConfig(**shared))
+        final = history[-1].val_accuracy if history else None
+        print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran",
+              file=out)
     write_plot(args.plot, history, out)
-    if args.profile is not None:
+    if prof is not None and args.profile is not None:
         prof.export_chrome_trace(args.profile)
         print(prof.table(), file=out)
         print(f"profile: {prof.launches} launches; Chrome trace written to {args.profile} "
               "(open it in Perfetto or chrome://tracing)", file=out)
     return 0
+
+
+def _profiled(trace: str | None) -> AbstractContextManager[Profile | None]:
+    """:func:`netcl.runtime.profile` when ``--profile`` names a trace file, else nothing."""
+    return profile() if trace is not None else nullcontext()
 
 
 def cache_info_command(out: Any = None) -> int:
@@ -296,13 +335,23 @@ def _parser() -> argparse.ArgumentParser:
     dp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     dp.add_argument("--probe", action="store_true",
                     help="probe every OpenCL device again (after a driver change)")
-    tp = sub.add_parser("train", help="train a CNN on scikit-learn's handwritten digits")
+    tp = sub.add_parser("train", help="train a CNN on scikit-learn's handwritten digits, or "
+                        "(--task charlm) a character GPT on Python's help() text")
     tp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
+    tp.add_argument("--task", choices=tuple(TASK_DEFAULTS), default="digits",
+                    help="digits (default): a CNN on 8x8 digits; charlm: a character language "
+                    "model")
     tp.add_argument("--device", default="auto",
                     help="auto (default), cpu (NumPy), gpu, cl, cl:P:D or a device-name fragment")
-    tp.add_argument("--epochs", type=_positive_int, default=10)
-    tp.add_argument("--batch-size", type=_positive_int, default=64)
-    tp.add_argument("--lr", type=_positive_float, default=1e-2)
+    tp.add_argument("--epochs", type=_positive_int, default=None,
+                    help="default per task: " + ", ".join(
+                        f"{t} {d['epochs']}" for t, d in TASK_DEFAULTS.items()))
+    tp.add_argument("--batch-size", type=_positive_int, default=None,
+                    help="default per task: " + ", ".join(
+                        f"{t} {d['batch_size']}" for t, d in TASK_DEFAULTS.items()))
+    tp.add_argument("--lr", type=_positive_float, default=None,
+                    help="default per task: " + ", ".join(
+                        f"{t} {d['lr']}" for t, d in TASK_DEFAULTS.items()))
     tp.add_argument("--seed", type=int, default=0)
     tp.add_argument("--workers", type=_natural_int, default=0,
                     help="DataLoader worker processes")
@@ -325,6 +374,7 @@ def _parser() -> argparse.ArgumentParser:
                     "'netcl[tensorboard]')")
     tp.add_argument("--log-every", type=_positive_int, default=None, metavar="K",
                     help="also log loss and accuracy every K training steps")
+    add_charlm_arguments(tp)
     add_tune_parser(sub)
     add_export_parser(sub)
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "

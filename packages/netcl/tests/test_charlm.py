@@ -1,0 +1,141 @@
+"""The charlm job's GPT: its forward against NumPy formulas, the causal property and its
+gradients, on every device; sampling under a seed."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import netcl.autograd as ag
+from netcl.core import Tensor
+from netcl.core.device import DeviceHandle
+from netcl.core.tensor import copy_from_host
+from netcl.data import CharVocab
+from netcl.trainer._charlm import _token_loss, sample_text, unigram_entropy
+from netcl.trainer._charlm_model import GPT
+
+Params = dict[str, np.ndarray[Any, Any]]
+
+
+def _layer_norm(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any],
+                b: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return np.asarray((x - mu) / np.sqrt(var + 1e-5) * w + b)
+
+
+def _reference(p: Params, ids: np.ndarray[Any, Any], layers: int,
+               heads: int) -> np.ndarray[Any, Any]:
+    """The GPT's forward in float64 NumPy (nanoGPT's formulas)."""
+    b, t = ids.shape
+    x = p["tok_emb.weight"][ids] + p["pos_emb"][:t]
+    c = x.shape[-1]
+    d = c // heads
+    causal = np.tril(np.ones((t, t), bool))
+    for i in range(layers):
+        pre = f"blocks.{i}."
+        h = _layer_norm(x, p[pre + "ln1.weight"], p[pre + "ln1.bias"])
+        qkv = h @ p[pre + "attn.qkv.weight"].T + p[pre + "attn.qkv.bias"]
+        q, k, v = (qkv[..., j * c:(j + 1) * c].reshape(b, t, heads, d).transpose(0, 2, 1, 3)
+                   for j in range(3))
+        s = np.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d), -np.inf)
+        a = np.exp(s - s.max(-1, keepdims=True))
+        y = (a / a.sum(-1, keepdims=True)) @ v
+        y = y.transpose(0, 2, 1, 3).reshape(b, t, c)
+        x = x + y @ p[pre + "attn.proj.weight"].T + p[pre + "attn.proj.bias"]
+        h = _layer_norm(x, p[pre + "ln2.weight"], p[pre + "ln2.bias"])
+        h = h @ p[pre + "fc.weight"].T + p[pre + "fc.bias"]
+        h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+        x = x + h @ p[pre + "fc_proj.weight"].T + p[pre + "fc_proj.bias"]
+    x = _layer_norm(x, p["ln_f.weight"], p["ln_f.bias"])
+    return np.asarray(x @ p["head.weight"].T)
+
+
+def _model(dev: DeviceHandle, **kw: Any) -> GPT:
+    cfg = {"vocab": 13, "context": 9, "layers": 2, "width": 16, "heads": 2, "seed": 3, **kw}
+    return GPT(queue=dev.queue, **cfg)
+
+
+def _params(model: GPT) -> Params:
+    return {k: np.asarray(v.to_host(), np.float64) for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("t", [7, 9])  # shorter than the context, and all of it
+def test_forward_matches_numpy(dev: DeviceHandle, t: int) -> None:
+    model = _model(dev)
+    # bigger weights than GPT-2's 0.02 so attention is far from uniform
+    for name, p in model.state_dict().items():
+        if ("weight" in name and "ln" not in name) or name == "pos_emb":
+            copy_from_host(p, np.random.default_rng(len(name)).normal(0, 0.3, p.shape))
+    ids = np.random.default_rng(t).integers(0, 13, (3, t)).astype(np.int32)
+    out = model(Tensor.from_host(dev.queue, ids))
+    assert out.shape == (3, t, 13) and out.dtype == "float32"
+    want = _reference(_params(model), ids, layers=2, heads=2)
+    np.testing.assert_allclose(out.to_host(), want, rtol=2e-4, atol=2e-4)
+
+
+def test_changing_a_later_character_leaves_earlier_logits_alone(dev: DeviceHandle) -> None:
+    model = _model(dev)
+    ids = np.random.default_rng(0).integers(0, 13, (2, 9)).astype(np.int32)
+    changed = ids.copy()
+    changed[:, 5] = (changed[:, 5] + 1) % 13
+    a = model(Tensor.from_host(dev.queue, ids)).to_host()
+    b = model(Tensor.from_host(dev.queue, changed)).to_host()
+    np.testing.assert_allclose(a[:, :5], b[:, :5], rtol=0, atol=1e-6)
+    assert np.abs(a[:, 5:] - b[:, 5:]).max(axis=-1).min() > 1e-4  # every later one moves
+
+
+def test_every_parameter_gets_a_gradient(dev: DeviceHandle) -> None:
+    model = _model(dev, dropout=0.1)
+    ids = np.random.default_rng(1).integers(0, 13, (2, 10)).astype(np.int32)
+    x = Tensor.from_host(dev.queue, ids[:, :-1])
+    y = Tensor.from_host(dev.queue, ids[:, 1:])
+    with ag.Tape() as tape:
+        loss = _token_loss(model(x), y)
+    tape.backward(loss)
+    assert abs(float(loss.to_host()) - math.log(13)) < 0.5  # near-uniform start
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        assert np.isfinite(p.grad.to_host()).all() and np.abs(p.grad.to_host()).max() > 0, name
+
+
+def test_bad_model_arguments(dev: DeviceHandle) -> None:
+    with pytest.raises(ValueError, match="heads=3 must divide width=16"):
+        _model(dev, heads=3)
+    with pytest.raises(ValueError, match="layers must be an integer >= 1, got 0"):
+        _model(dev, layers=0)
+    model = _model(dev)
+    with pytest.raises(ValueError, match="10 tokens is longer than the context 9"):
+        model(Tensor.from_host(dev.queue, np.zeros((1, 10), np.int32)))
+    with pytest.raises(ValueError, match="integer token ids"):
+        model(Tensor.from_host(dev.queue, np.zeros((1, 4), np.float32)))
+
+
+def test_tied_head_shares_the_embedding(dev: DeviceHandle) -> None:
+    model = _model(dev, tie_weights=True)
+    assert model.head.weight is model.tok_emb.weight
+    assert len(list(model.parameters())) == len(list(_model(dev).parameters())) - 1
+
+
+def test_sampling_is_deterministic_under_a_seed(dev: DeviceHandle) -> None:
+    vocab = CharVocab("abcdefghij \n.")
+    model = _model(dev)
+    first = sample_text(model, vocab, "ab c", 20, temperature=1.0, seed=5)
+    assert first.startswith("ab c") and len(first) == 24 and set(first) <= set(vocab.chars)
+    assert sample_text(model, vocab, "ab c", 20, temperature=1.0, seed=5) == first
+    assert sample_text(model, vocab, "ab c", 20, temperature=1.0, seed=6) != first
+    assert model.training  # restored
+    with pytest.raises(ValueError, match="temperature"):
+        sample_text(model, vocab, "a", 3, temperature=0.0)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        sample_text(model, vocab, "", 3)
+
+
+def test_unigram_entropy_is_the_character_entropy() -> None:
+    text = "aaaabbc"
+    p = np.array([4, 2, 1]) / 7
+    assert unigram_entropy(text) == pytest.approx(float(-(p * np.log(p)).sum()))
+    assert unigram_entropy("zzzz") == 0.0
