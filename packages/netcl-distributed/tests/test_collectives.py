@@ -2,7 +2,8 @@
 arrays, across 2 and 4 processes, on the NumPy backend and on one OpenCL CPU device.
 
 The ranks are this file run as a script (``python test_collectives.py``), started directly
-with the launcher's environment (2 ranks) or by the launcher itself (4 ranks). Each rank
+with the launcher's environment (2 ranks) or by the launcher itself (4 ranks). Each rank, on
+each device,
 checks every collective against NumPy on integer-valued data (exact) in every dtype its device
 has (float32 in sizes 0, 1, 257 and 3001: several rounds through 4 KiB slots), that a Tensor
 keeps its storage, then prints ``ok``.
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 import netcl.distributed as dist
+from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor
 from netcl.distributed.testing import segments, start_ranks
 
@@ -50,16 +52,20 @@ def _opencl_cpu_selector() -> str | None:
     return None
 
 
-def _run(world: int, device: str, launcher: bool) -> None:
+@pytest.mark.parametrize(("world", "launcher"), [(2, False), (4, True)])
+def test_collectives_numpy_backend_and_opencl_cpu_device(world: int, launcher: bool) -> None:
+    """One job per world size checks both devices (an interpreter start per rank is the
+    expensive part here)."""
+    selector = _opencl_cpu_selector()
     job = f"test-coll-{uuid.uuid4().hex[:8]}"
-    env = {**ENV, "NETCL_DEVICE": device}
+    env = {**ENV, "NETCL_TEST_DEVICES": "cpu" if selector is None else f"cpu;{selector}"}
     if launcher:
         proc = subprocess.run(
             [sys.executable, "-m", "netcl.distributed.launch", "-n", str(world), "--job-id", job,
              str(HERE)],
             env={**os.environ, **env}, capture_output=True, text=True, timeout=240)
         outs = [(proc.returncode, proc.stdout, proc.stderr)]
-        assert proc.stdout.count("ok") == world, proc.stdout + proc.stderr
+        assert proc.stdout.count("ok rank") == world, proc.stdout + proc.stderr
     else:
         procs = start_ranks([sys.executable, str(HERE)], world, job_id=job, env=env)
         outs = []
@@ -68,20 +74,9 @@ def _run(world: int, device: str, launcher: bool) -> None:
             outs.append((p.returncode, out, err))
     for code, out, err in outs:
         assert code == 0, f"rank failed ({code}):\n{out}\n{err}"
+        devices = 1 if selector is None else 2
+        assert out.count("checked on") == devices * (world if launcher else 1), out
     assert f"netcl-dist-{job}" not in segments()
-
-
-@pytest.mark.parametrize(("world", "launcher"), [(2, False), (4, True)])
-def test_collectives_numpy_backend(world: int, launcher: bool) -> None:
-    _run(world, "cpu", launcher)
-
-
-@pytest.mark.parametrize(("world", "launcher"), [(2, True), (4, False)])
-def test_collectives_opencl_cpu_device(world: int, launcher: bool) -> None:
-    selector = _opencl_cpu_selector()
-    if selector is None:
-        pytest.skip("no OpenCL CPU device")
-    _run(world, selector, launcher)
 
 
 # -- the rank's side -------------------------------------------------------------------------
@@ -101,7 +96,19 @@ def _storage(t: Any) -> Any:
 
 def _rank_main() -> None:
     pg = dist.init_process_group()
-    dev = pg.device()
+    pg.device()  # this rank's device by the group's rule (test_group.py checks the rule)
+    for selector in os.environ["NETCL_TEST_DEVICES"].split(";"):
+        dev = manager.default(selector)
+        if dev is None:
+            raise AssertionError(f"no device {selector!r}")
+        _check_device(pg, dev)
+        print(f"rank {pg.rank}: checked on {dev}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"ok rank {pg.rank}", flush=True)
+
+
+def _check_device(pg: dist.ProcessGroup, dev: DeviceHandle) -> None:
     r, w, q = pg.rank, pg.world_size, dev.queue
 
     def tensor(a: np.ndarray[Any, Any]) -> Tensor:
@@ -161,9 +168,6 @@ def _rank_main() -> None:
             dist.gather(tensor(data[r]), got, dst=w - 1)
             for k in range(w if got is not None else 0):
                 _check(got[k], data[k], f"gather [{k}] {what}")  # type: ignore[index]
-    dist.barrier()
-    dist.destroy_process_group()
-    print(f"ok rank {r}", flush=True)
 
 
 if __name__ == "__main__":

@@ -117,19 +117,21 @@ def _raise_stopped(signum: int, frame: FrameType | None) -> None:
 
 
 def _watch(procs: list[subprocess.Popen[bytes]]) -> int:
-    """Wait for the ranks; at the first one that fails return its code (others still run)."""
+    """Wait for the ranks; at the first failure return its exit code (others still run)."""
     while True:
-        running = 0
-        for rank, proc in enumerate(procs):
-            code = proc.poll()
-            if code is None:
-                running += 1
-            elif code != 0:
-                others = [str(r) for r, p in enumerate(procs) if p.poll() is None]
-                _say(f"rank {rank} (pid {proc.pid}) {_how(code)}; stopping ranks "
-                     f"{', '.join(others) or '(none left)'}")
-                return code if code > 0 else 128 - code
-        if not running:
+        codes = [p.poll() for p in procs]
+        failed = [r for r, c in enumerate(codes) if c]
+        if failed:
+            # A rank killed by a signal is the likelier cause: the others may have exited
+            # with a DistributedError about it within the same poll.
+            first = next((r for r in failed if (codes[r] or 0) < 0), failed[0])
+            code = codes[first] or 1
+            others = [str(r) for r, c in enumerate(codes) if c is None]
+            also = "".join(f"; rank {r} {_how(codes[r] or 1)}" for r in failed if r != first)
+            _say(f"rank {first} (pid {procs[first].pid}) {_how(code)}{also}; stopping ranks "
+                 f"{', '.join(others) or '(none left)'}")
+            return code if code > 0 else 128 - code
+        if all(c == 0 for c in codes):
             return 0
         time.sleep(_POLL_S)
 
