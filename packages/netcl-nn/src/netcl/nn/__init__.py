@@ -91,6 +91,17 @@ from ._transformer import TransformerDecoderLayer as TransformerDecoderLayer
 from ._transformer import TransformerEncoder as TransformerEncoder
 from ._transformer import TransformerEncoderLayer as TransformerEncoderLayer
 
+# isort: split
+# recurrent layers and cells (issue 19)
+from ._rnn import GRU as GRU
+from ._rnn import LSTM as LSTM
+from ._rnn import RNN as RNN
+from ._rnn import RNNBase as RNNBase
+from ._rnn_cells import GRUCell as GRUCell
+from ._rnn_cells import LSTMCell as LSTMCell
+from ._rnn_cells import RNNCell as RNNCell
+from ._rnn_cells import RNNCellBase as RNNCellBase
+
 __all__ = [
     "AdaptiveAvgPool2d",
     "ELU",
@@ -166,4 +177,12 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerEncoderLayer",
+    "GRU",
+    "LSTM",
+    "RNN",
+    "RNNBase",
+    "GRUCell",
+    "LSTMCell",
+    "RNNCell",
+    "RNNCellBase",
 ]
