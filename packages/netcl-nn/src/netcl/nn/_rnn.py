@@ -91,8 +91,10 @@ def recurrent_direction(mode: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: 
         >>> x = Tensor.from_host(q, np.ones((4, 2, 3)))
         >>> w_ih, w_hh = (Tensor.from_host(q, np.zeros((4 * 5, n))) for n in (3, 5))
         >>> out, h_n, c_n = recurrent_direction("LSTM", x, w_ih, w_hh, None, None, None, None)
-        >>> out.shape, h_n.shape, round(float(c_n.to_host()[0, 0]), 4)  # c = (c + 0.5) / 2
-        ((4, 2, 5), (2, 5), 0.4688)
+        >>> out.shape, h_n.shape, c_n.shape
+        ((4, 2, 5), (2, 5), (2, 5))
+        >>> float(out.to_host().max())  # zero weights: every gate 1/2, g = 0: c = h = 0
+        0.0
     """
     steps, batch = x.shape[0], x.shape[1]
     hidden = w_hh.shape[1]
