@@ -162,3 +162,19 @@ def test_bad_arguments_raise_typed_errors_before_any_exchange() -> None:
         b.barrier()
     with pytest.raises(ValueError, match="job id must be"):
         ShmBackend(0, 1, "no/slashes")
+
+
+def test_many_dimensions_and_async_errors() -> None:
+    def work(b: ShmBackend) -> str:
+        x = np.ones((1,) * 11 + (3,), np.float64)
+        b.all_reduce(x, "sum")  # more dimensions than a header lists: still checked
+        assert x.ravel().tolist() == [2.0] * 3
+        bad = np.ones((1,) * 11 + (3 + b.rank,), np.float64)
+        work = b.all_reduce_async(bad, "sum")
+        with pytest.raises(DistributedError) as info:
+            work.wait()
+        return str(info.value)
+
+    msgs = run_threads(work, 2, chunk_bytes=CHUNK)
+    assert "rank 0 all_reduce(sum) float64 <12-d, 3 elements>" in msgs[0]
+    assert "rank 1 all_reduce(sum) float64 <12-d, 4 elements>" in msgs[0]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -310,13 +311,14 @@ class ShmBackend(Backend):
     def _begin(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...], arg: int) -> None:
         """Write this collective's header (read by the others after the first barrier)."""
         self._seq += 1
-        head = np.zeros(HEADER, dtype=np.int64)
-        dims = shape if len(shape) <= _MAX_DIMS else ()
+        at = HEADER0 + (self._seq % 2) * HEADER
+        head = self._seg.ctrl[self.rank, at:at + HEADER]  # written in place: no allocation
+        # a shape of more dimensions than the header lists goes in as a checksum
+        dims = shape if len(shape) <= _MAX_DIMS else (zlib.crc32(repr(shape).encode()),)
+        head[:] = 0
         head[:6] = (self._seq, _COLLECTIVES.index(name), ord(dtype.char), len(shape), arg,
                     int(np.prod(shape, dtype=np.int64)))
         head[6:6 + len(dims)] = dims
-        at = HEADER0 + (self._seq % 2) * HEADER
-        self._seg.ctrl[self.rank, at:at + HEADER] = head
 
     def _exchange(self, name: str, first: bool = True) -> None:
         """Barrier; after a collective's first one, check that every rank made the same call."""
@@ -359,9 +361,12 @@ class ShmBackend(Backend):
         next_check = start + _CHECK_EVERY_S
         spins = 0
         while True:
-            # NOTE [ Waiting ]: yield the core first (ranks often outnumber cores), then sleep
-            # in growing steps up to 1 ms so that a long wait costs little CPU.
-            if spins < 200:
+            # NOTE [ Waiting ]: spin briefly (the others usually arrive within microseconds
+            # when each rank has a core), then yield the core (ranks often outnumber cores),
+            # then sleep in growing steps up to 1 ms so that a long wait costs little CPU.
+            if spins < 20:
+                pass
+            elif spins < 200:
                 os.sched_yield()
             else:
                 time.sleep(min(1e-3, 1e-5 * (spins - 199)))
