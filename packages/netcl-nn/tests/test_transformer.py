@@ -86,16 +86,18 @@ def ref_encoder_layer(x: Array, p: dict[str, Array], norm_first: bool, activatio
 
 def ref_decoder_layer(x: Array, memory: Array, p: dict[str, Array], norm_first: bool,
                       activation: str, tgt_mask: Array | None = None,
-                      memory_kpm: Array | None = None) -> Any:
+                      memory_kpm: Array | None = None, memory_mask: Array | None = None,
+                      tgt_kpm: Array | None = None) -> Any:
     if norm_first:
         h = ref_layer_norm(x, p, "norm1")
-        x = x + ref_attention(h, h, p, "self_attn", tgt_mask, None)
+        x = x + ref_attention(h, h, p, "self_attn", tgt_mask, tgt_kpm)
         x = x + ref_attention(ref_layer_norm(x, p, "norm2"), memory, p, "multihead_attn",
-                              None, memory_kpm)
+                              memory_mask, memory_kpm)
         return x + ref_ff(ref_layer_norm(x, p, "norm3"), p, activation)
-    x = ref_layer_norm(x + ref_attention(x, x, p, "self_attn", tgt_mask, None), p, "norm1")
-    x = ref_layer_norm(x + ref_attention(x, memory, p, "multihead_attn", None, memory_kpm),
-                       p, "norm2")
+    x = ref_layer_norm(x + ref_attention(x, x, p, "self_attn", tgt_mask, tgt_kpm), p,
+                       "norm1")
+    x = ref_layer_norm(x + ref_attention(x, memory, p, "multihead_attn", memory_mask,
+                                         memory_kpm), p, "norm2")
     return ref_layer_norm(x + ref_ff(x, p, activation), p, "norm3")
 
 
@@ -166,6 +168,13 @@ def test_decoder_layer(dev: DeviceHandle, norm_first: bool) -> None:
     want = ref_decoder_layer(TGT, SRC, p, norm_first, "relu", CAUSAL, KPM)
     out = layer(_t(dev, TGT), _t(dev, SRC), tgt_mask=_t(dev, CAUSAL),
                 memory_key_padding_mask=_t(dev, KPM), tgt_is_causal=True)
+    np.testing.assert_allclose(out.to_host(), want, rtol=1e-4, atol=1e-4)
+    memory_mask = np.random.default_rng(7).standard_normal((T, S))  # a float (T, S) mask
+    tgt_kpm = np.zeros((N, T), bool)
+    tgt_kpm[1, -2:] = True
+    want = ref_decoder_layer(TGT, SRC, p, norm_first, "relu", None, None, memory_mask, tgt_kpm)
+    out = layer(_t(dev, TGT), _t(dev, SRC), memory_mask=_t(dev, memory_mask),
+                tgt_key_padding_mask=_t(dev, tgt_kpm))
     np.testing.assert_allclose(out.to_host(), want, rtol=1e-4, atol=1e-4)
 
     def fn(tgt: Tensor, memory: Tensor) -> Tensor:
