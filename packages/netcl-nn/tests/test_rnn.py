@@ -120,6 +120,7 @@ def inputs(mode: str, steps: int, batch: int, inp: int, hidden: int, layers: int
            bf: bool, hx: bool, seed: int = 0) -> tuple[Array, Array | None, Array | None]:
     rng = np.random.default_rng(seed)
     n = layers * (2 if bi else 1)
+    state: tuple[int, ...]
     if batch == 0:
         x, state = rng.normal(size=(steps, inp)), (n, hidden)
     else:
@@ -178,7 +179,7 @@ def check_directional(dev: DeviceHandle, fn: Callable[..., Tensor],
     want = ref(*rounded)
     assert out.shape == want.shape and out.dtype == "float32"
     assert_close(out.to_host(), want, "float32", scale, err_msg="forward")
-    v = rng.standard_normal(want.shape)
+    v = np.asarray(rng.standard_normal(want.shape))
     tape.backward(out, grad=upload(dev.queue, v, "float32"))
     for i, t in enumerate(dev_args):
         if not isinstance(t, Tensor):
@@ -256,7 +257,9 @@ def test_cells_match_reference(dev: DeviceHandle, mode: str) -> None:
 def test_scan_paths_agree(dev: DeviceHandle) -> None:
     """netcl.ops.rnn_scan on this device against its NumPy path, both directions, every mode:
     the states and every gradient."""
-    cpu = manager.default("cpu").queue
+    handle = manager.default("cpu")
+    assert handle is not None
+    cpu = handle.queue
     rng = np.random.default_rng(4)
     for mode, gates in (("rnn_tanh", 1), ("rnn_relu", 1), ("lstm", 4), ("gru", 3)):
         for reverse in (False, True):
@@ -308,7 +311,7 @@ def test_init_and_repr() -> None:
     names = [n for n, _ in layer.named_parameters()]
     assert names[:5] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
                          "weight_ih_l0_reverse"]
-    assert layer.weight_ih_l1.shape == (64, 32)
+    assert getattr(layer, "weight_ih_l1").shape == (64, 32)
     for p in layer.parameters():
         values = p.to_host()
         assert np.abs(values).max() <= 0.25 and values.std() > 0.05  # U(-1/4, 1/4)
@@ -331,7 +334,7 @@ def test_errors() -> None:
     with pytest.warns(UserWarning, match="between layers"):
         GRU(3, 4, dropout=0.2)
     layer = LSTM(3, 4, num_layers=2)
-    x = Tensor.from_host(layer.weight_ih_l0.queue, np.ones((5, 2, 3)))
+    x = Tensor.from_host(getattr(layer, "weight_ih_l0").queue, np.ones((5, 2, 3)))
     with pytest.raises(ValueError, match=r"LSTM: input.size\(-1\) must equal input_size=3"):
         layer(Tensor.from_host(x.queue, np.ones((5, 2, 4))))
     with pytest.raises(ValueError, match="LSTM: expected input of 2 dims"):
@@ -350,8 +353,11 @@ def test_errors() -> None:
 
 
 def test_scan_errors() -> None:
-    q = LSTM(1, 1).weight_hh_l0.queue
-    t = lambda *s: Tensor.from_host(q, np.zeros(s))  # noqa: E731
+    q = getattr(LSTM(1, 1), "weight_hh_l0").queue
+
+    def t(*shape: int) -> Tensor:
+        return Tensor.from_host(q, np.zeros(shape))
+
     with pytest.raises(ValueError, match="rnn_scan: mode must be one of"):
         rnn_scan("lstmx", t(2, 1, 4), t(4, 1), None, t(1, 1))
     with pytest.raises(ValueError, match=r"rnn_scan: xproj must be \(steps >= 1, batch, 12\)"):
@@ -389,13 +395,14 @@ def test_matches_torch(dev: DeviceHandle, mode: str) -> None:
     for s in states:
         loss = F.add(loss, F.sum(F.mul(s, s)))
     loss.backward()
-    close = dict(rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(out.to_host(), out_t.detach().numpy(), **close)
+    tol = 1e-4
+    np.testing.assert_allclose(out.to_host(), out_t.detach().numpy(), rtol=tol, atol=tol)
     for s, st in zip(states, states_t):
-        np.testing.assert_allclose(s.to_host(), st.detach().numpy(), **close)
+        np.testing.assert_allclose(s.to_host(), st.detach().numpy(), rtol=tol, atol=tol)
     pairs = [(xn, xt), (h0n, h0t)] + ([(c0n, c0t)] if lstm else [])
     for a, b in pairs:
-        np.testing.assert_allclose(a.grad.to_host(), b.grad.numpy(), **close)
+        assert a.grad is not None
+        np.testing.assert_allclose(a.grad.to_host(), b.grad.numpy(), rtol=tol, atol=tol)
     for name, p in ref.named_parameters():
         np.testing.assert_allclose(getattr(layer, name).grad.to_host(), p.grad.numpy(),
-                                   err_msg=name, **close)
+                                   err_msg=name, rtol=tol, atol=tol)
