@@ -6,10 +6,12 @@ waits for everyone else's), then each reads what it needs from the others' slots
 alternate between two buffers from round to round, so the next round's writes never land in
 a buffer someone is still reading, and a round needs one barrier (two for ``all_reduce``).
 
-``all_reduce`` is a reduce-scatter then all-gather inside each round: rank r reduces the
-r-th part of every rank's slot in place in its own slot, and after the second barrier every
-rank copies all the reduced parts out; each byte is read about twice and written about twice
-per rank, and the ranks reduce in parallel.
+``all_reduce`` is a reduce-scatter then all-gather inside each round: each rank publishes in
+its slot the parts the others reduce, rank r reduces the r-th part in place in its own buffer
+(its own data read from there, the others' from their slots) and publishes the result, and
+after the second barrier every rank copies the other reduced parts out. With W ranks, a rank
+copies (W - 1) / W of a round in and out and reduces 1 / W of it; the ranks reduce in
+parallel.
 
 The first barrier of each collective also exchanges a header (collective, dtype, shape, root
 or op, sequence number): calls that differ across ranks raise :class:`DistributedError` on
@@ -145,20 +147,25 @@ class ShmBackend(Backend):
             m = min(n, lo + per_round) - lo
             p = self._parity
             slots = [self._seg.slot(k, p)[:m * dt.itemsize].view(dt) for k in range(world)]
-            slots[me][:] = flat[lo:lo + m]
-            self._exchange("all_reduce", first=lo == 0)
+            mine = flat[lo:lo + m]
             part = -(-m // world)
-            a, b = min(m, me * part), min(m, me * part + part)
-            acc = slots[me][a:b]
+            bounds = [(min(m, k * part), min(m, k * part + part)) for k in range(world)]
+            for k, (a, b) in enumerate(bounds):  # publish the parts the others reduce
+                if k != me:
+                    slots[me][a:b] = mine[a:b]
+            self._exchange("all_reduce", first=lo == 0)
+            a, b = bounds[me]
+            acc = mine[a:b]  # reduce this rank's part in place in the caller's buffer
             for k in range(world):
                 if k != me:
                     ufunc(acc, slots[k][a:b], out=acc)
             if op == "mean":
                 np.divide(acc, world, out=acc)
+            slots[me][a:b] = acc  # publish the reduced part
             self._exchange("all_reduce")
-            for k in range(world):
-                a, b = min(m, k * part), min(m, k * part + part)
-                flat[lo + a:lo + b] = slots[k][a:b]
+            for k, (a, b) in enumerate(bounds):
+                if k != me:
+                    mine[a:b] = slots[k][a:b]
             self._parity ^= 1
 
     def broadcast(self, buf: np.ndarray[Any, Any], src: int = 0) -> None:
