@@ -18,6 +18,7 @@ from netcl.autograd.testing import check_grad
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
+from netcl.ops.testing import one_opencl_cpu_device
 
 
 def _ref(q: Any, k: Any, v: Any, mask: Any = None, dropout_p: float = 0.0,
@@ -34,6 +35,14 @@ def _ref(q: Any, k: Any, v: Any, mask: Any = None, dropout_p: float = 0.0,
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+
+
+def _fused_once(dev: DeviceHandle) -> None:
+    """NumPy, a GPU and one OpenCL CPU device (the fused kernels are slow to build)."""
+    if dev.backend != "cpu":
+        reason = one_opencl_cpu_device(dev)
+        if reason is not None:
+            pytest.skip(reason)
 
 
 def _r(shape: tuple[int, ...], seed: int) -> Any:
@@ -57,12 +66,14 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_gradients(dev: DeviceHandle, name: str) -> None:
+    _fused_once(dev)
     args, kwargs = CASES[name]
     check_grad(dev, ag.ops.scaled_dot_product_attention, _ref, args, kwargs, scale=10)
 
 
 @pytest.mark.parametrize("E", [32, 64, 128])
 def test_head_dims(dev: DeviceHandle, E: int) -> None:
+    _fused_once(dev)
     args = (_r((1, 2, 9, E), 1), _r((1, 2, 7, E), 2), _r((1, 2, 7, E), 3))
     check_grad(dev, ag.ops.scaled_dot_product_attention, _ref, args, {"is_causal": True},
                scale=10, independent={0: (0, 1), 1: (0, 1), 2: (0, 1)})
@@ -106,6 +117,7 @@ def test_bool_mask_gets_no_gradient(dev: DeviceHandle) -> None:
 
 
 def test_torch_autograd_agrees(dev: DeviceHandle) -> None:
+    _fused_once(dev)
     torch = pytest.importorskip("torch")
     q, k, v = _r((2, 2, 7, 16), 1), _r((2, 2, 9, 16), 2), _r((2, 2, 9, 16), 3)
     m = _r((7, 9), 4)

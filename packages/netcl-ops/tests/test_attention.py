@@ -16,7 +16,8 @@ import netcl.ops as ops
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
-from netcl.ops import _attention, _attention_plain
+from netcl.ops import _attention, _attention_fused, _attention_plain, _attention_plan
+from netcl.ops.testing import one_opencl_cpu_device
 
 if TYPE_CHECKING:
     import test_attention_reference as ref
@@ -25,6 +26,15 @@ else:
         "netcl_ops_attention_reference", Path(__file__).with_name("test_attention_reference.py"))
     ref = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(ref)
+
+
+def _fused_once(dev: DeviceHandle) -> None:
+    """Run on NumPy (the plain path), a GPU and one OpenCL CPU device only: the fused kernels
+    are the same program on every OpenCL CPU device, and slow to build (CI time)."""
+    if dev.backend != "cpu":
+        reason = one_opencl_cpu_device(dev)
+        if reason is not None:
+            pytest.skip(reason)
 
 
 def _rand(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> Any:
@@ -45,8 +55,8 @@ CASES = [
     ((2, 7, 32), (2, 33, 32), (2, 33, 16), None, None, False),     # odd, L != S, Ev != E
     ((2, 3, 33, 64), (2, 3, 7, 64), (2, 3, 7, 64), None, None, True),   # causal, L > S
     ((3, 7, 32), (3, 33, 32), (3, 33, 32), None, None, True),      # causal, L < S
-    ((2, 2, 9, 16), (2, 2, 11, 16), (2, 2, 11, 8), (2, 1, 1, 11), "bool", False),  # padding
-    ((2, 9, 16), (2, 9, 16), (2, 9, 16), (9, 9), "float", True),    # float mask + causal
+    ((2, 2, 9, 32), (2, 2, 11, 32), (2, 2, 11, 16), (2, 1, 1, 11), "bool", False),  # padding
+    ((2, 9, 32), (2, 9, 32), (2, 9, 32), (9, 9), "float", True),    # float mask + causal
     ((2, 1, 7, 32), (1, 3, 5, 32), (1, 3, 5, 32), (7, 5), "float", False),  # batch broadcast
     ((1, 5, 128), (1, 6, 128), (1, 6, 128), (1, 5, 6), "bool", False),   # head dim 128
 ]
@@ -75,6 +85,7 @@ def _grads_close(got: Any, want: Any, dtype: str, scale: float) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_forward_backward(dev: DeviceHandle, case: Any) -> None:
+    _fused_once(dev)
     q, k, v, mask, causal = _make(case)
     tq, tk, tv = _up(dev, q), _up(dev, k), _up(dev, v)
     tm = None if mask is None else _mask_up(dev, mask, "float32")
@@ -91,12 +102,13 @@ def test_forward_backward(dev: DeviceHandle, case: Any) -> None:
 
 
 def test_scale_and_forward_only(dev: DeviceHandle) -> None:
-    q, k, v = _rand((2, 5, 8), 1), _rand((2, 6, 8), 2), _rand((2, 6, 8), 3)
+    q, k, v = _rand((2, 5, 32), 1), _rand((2, 6, 32), 2), _rand((2, 6, 32), 3)
     out = ops.scaled_dot_product_attention(_up(dev, q), _up(dev, k), _up(dev, v), scale=0.3)
     assert_close(out.to_host(), ref.sdpa(q, k, v, scale=0.3)[0], "float32", 10)
 
 
 def test_float64(dev: DeviceHandle) -> None:
+    _fused_once(dev)
     if not supports_dtype(dev, "float64"):
         pytest.skip("no float64 on this device")
     q, k, v = _rand((2, 7, 8), 1), _rand((2, 5, 8), 2), _rand((2, 5, 4), 3)
@@ -125,7 +137,8 @@ def test_float16(dev: DeviceHandle) -> None:
 
 
 def test_fully_masked_row_gives_zero(dev: DeviceHandle) -> None:
-    q, k, v = _rand((1, 3, 8), 1), _rand((1, 4, 8), 2), _rand((1, 4, 8), 3)
+    _fused_once(dev)
+    q, k, v = _rand((1, 3, 32), 1), _rand((1, 4, 32), 2), _rand((1, 4, 16), 3)
     mask = np.ones((3, 4), bool)
     mask[1] = False
     tq, tk, tv = _up(dev, q), _up(dev, k), _up(dev, v)
@@ -141,7 +154,8 @@ def test_fully_masked_row_gives_zero(dev: DeviceHandle) -> None:
 
 
 def test_grouped_query(dev: DeviceHandle) -> None:
-    q, k, v = _rand((2, 6, 5, 16), 1), _rand((2, 2, 7, 16), 2), _rand((2, 2, 7, 8), 3)
+    _fused_once(dev)
+    q, k, v = _rand((2, 6, 5, 32), 1), _rand((2, 2, 7, 32), 2), _rand((2, 2, 7, 16), 3)
     tq, tk, tv = _up(dev, q), _up(dev, k), _up(dev, v)
     out, lse, stream = ops.scaled_dot_product_attention_forward(tq, tk, tv, is_causal=True,
                                                                 enable_gqa=True)
@@ -151,12 +165,12 @@ def test_grouped_query(dev: DeviceHandle) -> None:
     assert_close(out.to_host(), want, "float32", 10)
     got = ops.scaled_dot_product_attention_backward(
         _up(dev, g), tq, tk, tv, out, lse, is_causal=True, enable_gqa=True, stream=stream)
-    want_grads = [dq, dk.reshape(2, 2, 3, 7, 16).sum(2), dv.reshape(2, 2, 3, 7, 8).sum(2)]
+    want_grads = [dq, dk.reshape(2, 2, 3, 7, 32).sum(2), dv.reshape(2, 2, 3, 7, 16).sum(2)]
     _grads_close(got[:3], want_grads, "float32", 20)
 
 
 def test_dropout_mask_regenerated(dev: DeviceHandle) -> None:
-    q, k, v = _rand((2, 9, 16), 1), _rand((2, 11, 16), 2), _rand((2, 11, 8), 3)
+    q, k, v = _rand((2, 9, 32), 1), _rand((2, 11, 32), 2), _rand((2, 11, 16), 3)
     tq, tk, tv = _up(dev, q), _up(dev, k), _up(dev, v)
     p, seed, offset = 0.3, 1234, 8
     out, lse, stream = ops.scaled_dot_product_attention_forward(
@@ -172,13 +186,44 @@ def test_dropout_mask_regenerated(dev: DeviceHandle) -> None:
 
 
 def test_dropout_draws_from_the_default_generator(dev: DeviceHandle) -> None:
-    t = _up(dev, _rand((1, 6, 8), 1))
+    _fused_once(dev)
+    t = _up(dev, _rand((1, 6, 32), 1))
     ops.manual_seed(5)
     a = ops.scaled_dot_product_attention(t, t, t, dropout_p=0.5).to_host()
     b = ops.scaled_dot_product_attention(t, t, t, dropout_p=0.5).to_host()
     ops.manual_seed(5)
     assert (ops.scaled_dot_product_attention(t, t, t, dropout_p=0.5).to_host() == a).all()
     assert not (a == b).all()
+
+
+# (L, S, E, Ev, causal, mask kind): several row groups and key tiles, odd lengths
+MMA_CASES = [(67, 70, 32, 16, True, None), (19, 70, 32, 16, False, "bool"),
+             (33, 7, 16, 32, True, "float")]
+
+
+@pytest.mark.parametrize("case", MMA_CASES, ids=["causal", "bool", "float"])
+def test_tensor_core_forward_emulated(dev: DeviceHandle, case: Any) -> None:
+    """attn_fwd_mma with its PTX emulated in plain C (the tiling, fragment maps, masking and
+    online softmax; the GPU runs the instructions) against the float64 reference."""
+    if dev.backend == "cpu" or one_opencl_cpu_device(dev) is not None:
+        pytest.skip("an emulated OpenCL kernel: one OpenCL CPU device")
+    L, S, E, Ev, causal, kind = case
+    q = _rand((2, L, E), 1).astype(np.float16)
+    k = _rand((2, S, E), 2).astype(np.float16)
+    v = _rand((2, S, Ev), 3).astype(np.float16)
+    mask = None
+    if kind == "bool":
+        mask = np.random.default_rng(4).random((L, S)) > 0.3
+        mask[:, 0] = True
+    elif kind == "float":
+        mask = _rand((2, 1, S), 4, 0.5).astype(np.float16)
+    tm = None if mask is None else _mask_up(dev, mask, "float16")
+    plan = _attention_plan.plan_attention(_up(dev, q, "float16"), _up(dev, k, "float16"),
+                                          _up(dev, v, "float16"), tm, 0.0, causal, None, False)
+    out, lse = _attention_fused.fused_forward(plan, 0, 0, mma="emulate")
+    assert_close(out.to_host(), ref.sdpa(q, k, v, mask, causal)[0], "float16", 1)
+    plain_lse = _attention_fused.fused_forward(plan, 0, 0, mma="off")[1].to_host()
+    assert_close(lse.to_host(), plain_lse, "float32", 10)
 
 
 def test_causal_keep(dev: DeviceHandle) -> None:
@@ -232,6 +277,7 @@ def test_type_errors(dev: DeviceHandle) -> None:
 
 
 def test_torch_agrees(dev: DeviceHandle) -> None:
+    _fused_once(dev)
     torch = pytest.importorskip("torch")
     for case in CASES[1:6]:
         q, k, v, mask, causal = _make(case, 3)

@@ -18,15 +18,17 @@ from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
 from ._attention_kernels import attention_family
+from ._attention_mma import MMA_ROWS, MMA_THREADS, mma_block_keys, mma_head_ok
 from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
 from ._common import empty
 from ._launch import device_buffer, index_defs
+from ._matmul_mma import mma_available
 from ._movement import broadcast_to
 from ._random import _P_SCALE
 from ._reduce import sum as reduce_sum
 
-__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward"]
+__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "mma_applies"]
 
 _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
 _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
@@ -145,14 +147,35 @@ def _from_zero(t: Tensor) -> Tensor:
     return t if t.offset == 0 else reshape(bi.add(t, 0.0), t.shape)
 
 
-def fused_forward(plan: AttentionPlan, seed: int, offset: int) -> tuple[Tensor, Tensor]:
-    """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd``."""
+def mma_applies(plan: AttentionPlan) -> bool:
+    """Whether the forward runs on the tensor cores (NOTE [ Tensor-core attention forward ]):
+    float16, no dropout, head dims that are multiples of 16 up to 128, a device that runs
+    mma.sync."""
+    return (plan.q.dtype == "float16" and plan.dropout_p == 0.0
+            and mma_head_ok(plan.E, plan.Ev) and mma_available(plan.q.queue))
+
+
+def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None = None
+                  ) -> tuple[Tensor, Tensor]:
+    """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd``, or from
+    ``attn_fwd_mma`` where :func:`mma_applies`; ``mma`` forces ``"off"``, ``"hardware"`` or
+    ``"emulate"`` (the PTX in plain C: tests on CPU devices)."""
     q = plan.q
     out = empty(q.queue, (*plan.batch, plan.L, plan.Ev), q.dtype)
     lse = empty(q.queue, (*plan.batch, plan.L), "float32")
     common, kind, wide = _common_args(plan, seed, offset)
-    kernel = _kernel(plan, "attn_fwd", kind, wide)
-    _launch(plan, kernel, plan.L, [device_buffer(out), device_buffer(lse), *common])
+    if mma is None:
+        mma = "hardware" if mma_applies(plan) else "off"
+    args = [device_buffer(out), device_buffer(lse), *common]
+    if mma == "off":
+        _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
+        return out, lse
+    name = "attn_fwd_mma_emu" if mma == "emulate" else "attn_fwd_mma"
+    kernel = attention_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
+                              MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
+    groups = -(-plan.L // MMA_ROWS)
+    launch_values(q.queue, kernel, (groups * MMA_THREADS, plan.batch_size), (MMA_THREADS, 1),
+                  args)
     return out, lse
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from netcl.core.kernels.family import KernelSource, kernel_family
 
+from ._attention_mma import mma_source
 from ._launch import index_defs
 
 __all__ = ["attention_family", "attention_source"]
@@ -276,14 +277,19 @@ _KERNELS = {"attn_fwd": _FORWARD, "attn_bwd_dq": _BACKWARD_DQ, "attn_bwd_dkdv": 
 
 def attention_source(kernel: str, E: int, Ev: int, mask: str, bm: int, bn: int,
                      wide: bool) -> str:
-    """The program of ``kernel`` (``attn_fwd``, ``attn_bwd_dq`` or ``attn_bwd_dkdv``) for head
-    dims ``E``/``Ev``, a mask kind of :data:`MASK_KINDS`, work-groups of ``bm`` items and
-    tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header comes from
-    :func:`attention_family`."""
+    """The program of ``kernel`` (``attn_fwd``, ``attn_bwd_dq`` or ``attn_bwd_dkdv``; or
+    ``attn_fwd_mma`` / ``attn_fwd_mma_emu``, NOTE [ Tensor-core attention forward ]) for head
+    dims ``E``/``Ev``, a mask kind of :data:`MASK_KINDS`, work-groups of ``bm`` items (rows
+    for the mma kernel) and tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header
+    comes from :func:`attention_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
+    if kernel.startswith("attn_fwd_mma"):
+        body = mma_source(emulate=kernel.endswith("_emu"))
+    else:
+        body = _KERNELS[kernel]
     return (f"{defs}#define E {E}\n#define EV {Ev}\n#define E4 {-(-E // 4)}\n"
             f"#define EV4 {-(-Ev // 4)}\n#define BM {bm}\n#define BN {bn}\n"
-            f"#define MASK_KIND {MASK_KINDS.index(mask)}\n{_COMMON}{_KERNELS[kernel]}")
+            f"#define MASK_KIND {MASK_KINDS.index(mask)}\n{_COMMON}{body}")
 
 
 def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, int, bool]]]:
@@ -292,7 +298,9 @@ def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, i
     cases += [("attention/attn_fwd-float32-e32-bool", ("attn_fwd", "float32", 32, 32, "bool",
                                                        64, 32, False)),
               ("attention/attn_bwd_dkdv-float16-e128-float",
-               ("attn_bwd_dkdv", "float16", 128, 128, "float", 64, 16, False))]
+               ("attn_bwd_dkdv", "float16", 128, 128, "float", 64, 16, False)),
+              ("attention/attn_fwd_mma_emu-float16-e64",
+               ("attn_fwd_mma_emu", "float16", 64, 64, "none", 64, 64, False))]
     return cases
 
 
@@ -300,4 +308,5 @@ def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, i
 def attention_family(kernel: str, dtype: str, E: int, Ev: int, mask: str, bm: int, bn: int,
                      wide: bool) -> KernelSource:
     """One fused attention kernel (NOTE [ Fused attention kernels ])."""
-    return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), (kernel,), dtype)
+    name = "attn_fwd_mma" if kernel.startswith("attn_fwd_mma") else kernel
+    return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), (name,), dtype)
