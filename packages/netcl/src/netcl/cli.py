@@ -10,7 +10,10 @@ captured and replayed on OpenCL devices (``--no-capture``: eager steps), and
 ``--profile trace.json`` profiles the run (every kernel's launches and device time, sorted, and
 a Chrome trace in ``trace.json``); ``--plot curves.png`` draws loss and accuracy per epoch
 (matplotlib: ``netcl[plot]``), ``--log-csv`` and ``--tensorboard DIR`` log the metrics
-(``netcl[tensorboard]``), ``--log-every K`` every K steps too.
+(``netcl[tensorboard]``), ``--log-every K`` every K steps too; ``--nprocs N`` trains the
+digits CNN data-parallel over N processes on this host (:mod:`netcl.trainer._parallel`).
+``netcl launch -n N script.py [args ...]`` runs N ranks of a script on this host
+(:mod:`netcl.distributed.launch`; its options, output and exit status).
 ``netcl tune MODEL`` runs one training step of ``digits-cnn`` or ``resnet18`` with autotuning
 on and stores each shape class's fastest kernel for this device and driver (:mod:`netcl._tune`).
 ``netcl export WEIGHTS OUT.onnx`` writes a trained model (``--model digits-cnn`` by default)
@@ -55,6 +58,7 @@ from netcl.core.caches import (
 )
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.env import env_flag
+from netcl.distributed.launch import main as launch_main
 from netcl.io import CheckpointError
 from netcl.runtime import Profile, profile
 from netcl.trainer._charlm import charlm_data, train_charlm
@@ -66,6 +70,7 @@ from netcl.trainer._charlm_cli import (
     charlm_epoch_line,
     charlm_report,
 )
+from netcl.trainer._parallel import train_digits_parallel
 
 from ._export_cli import add_export_parser, export_command
 from ._plot import add_plot_argument, require_matplotlib, write_plot
@@ -188,6 +193,7 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
                  if getattr(args, n) is not None]
         if given:
             raise InputError(f"{', '.join(given)}: charlm options; add --task charlm")
+    _check_nprocs(args)
     if args.profile is not None:  # device times need a profiling queue, made with the device
         os.environ.setdefault("NETCL_PROFILE_EVENTS", "1")
     if args.plot is not None:
@@ -217,6 +223,15 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
             result = train_charlm(cfg, data)
         history = result.history
         print("\n".join(charlm_report(result)), file=out)
+    elif args.nprocs > 1:
+        prof = None
+        try:
+            history = train_digits_parallel(DigitsConfig(**shared), args.nprocs)
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        final = history[-1].val_accuracy if history else None
+        print(f"held-out accuracy: {final:.4f}" if final is not None else "no epoch ran",
+              file=out)
     else:
         with _profiled(args.profile) as prof:
             _, history, _ = train_digits(DigitsConfig(**shared))
@@ -230,6 +245,28 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
         print(f"profile: {prof.launches} launches; Chrome trace written to {args.profile} "
               "(open it in Perfetto or chrome://tracing)", file=out)
     return 0
+
+
+def _check_nprocs(args: argparse.Namespace) -> None:
+    """``--nprocs N``: digits only; above 1, without the options one process only has.
+
+    Raises:
+        InputError: a combination the data-parallel job does not support.
+    """
+    if args.nprocs == 1:
+        return
+    if args.task != "digits":
+        raise InputError(f"--nprocs {args.nprocs}: data-parallel training is for --task "
+                         f"digits only; --task {args.task} trains in one process (drop --nprocs)")
+    alone = [flag for flag, value in (("--profile", args.profile), ("--log-csv", args.log_csv),
+                                      ("--tensorboard", args.tensorboard),
+                                      ("--log-every", args.log_every)) if value is not None]
+    if alone:
+        raise InputError(f"{', '.join(alone)}: not supported with --nprocs {args.nprocs} "
+                         "(one process only)")
+    if args.batch_size < args.nprocs:
+        raise InputError(f"--batch-size {args.batch_size} must be at least --nprocs "
+                         f"{args.nprocs}: it is the global batch split over the processes")
 
 
 def _profiled(trace: str | None) -> AbstractContextManager[Profile | None]:
@@ -374,7 +411,12 @@ def _parser() -> argparse.ArgumentParser:
                     "'netcl[tensorboard]')")
     tp.add_argument("--log-every", type=_positive_int, default=None, metavar="K",
                     help="also log loss and accuracy every K training steps")
+    tp.add_argument("--nprocs", type=_positive_int, default=1, metavar="N",
+                    help="digits: train data-parallel over N processes on this host "
+                    "(default 1)")
     add_charlm_arguments(tp)
+    sub.add_parser("launch", add_help=False, help="run N ranks of a script on this host: "
+                   "netcl launch -n N script.py [args ...] (netcl.distributed.launch)")
     add_tune_parser(sub)
     add_export_parser(sub)
     where = ("$NETCL_CACHE_DIR, else $XDG_CACHE_HOME/netcl, else ~/.cache/netcl; PoCL's kernel "
@@ -422,9 +464,29 @@ def _report(err: BaseException, debug: bool, err_out: TextIO) -> None:
     print(f"netcl: {text}", file=err_out, flush=True)
 
 
+def _launch_argv(argv: Sequence[str]) -> list[str] | None:
+    """The launcher's arguments when ``argv`` is ``[--debug] launch ...``, else None
+    (argparse cannot hand a subcommand's leading ``-n`` over untouched).
+
+    Examples:
+        >>> _launch_argv(["launch", "-n", "2", "job.py", "--lr", "0.1"])
+        ['-n', '2', 'job.py', '--lr', '0.1']
+        >>> _launch_argv(["train", "launch"]) is None
+        True
+    """
+    rest = list(argv)
+    while rest and rest[0] == "--debug":
+        rest.pop(0)
+    return rest[1:] if rest and rest[0] == "launch" else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netcl`` console command; returns the exit status (see the module
     docstring)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    launch = _launch_argv(argv)
+    if launch is not None:  # the launcher's own options, output and exit status
+        return launch_main(launch)
     parser = _parser()
     args = parser.parse_args(argv)  # usage errors: argparse prints them and exits with 2
     try:
