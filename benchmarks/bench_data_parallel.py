@@ -6,11 +6,16 @@ the training samples of an epoch over the epoch's seconds as rank 0 measured the
 epoch: the first one builds kernels and warms caches). Process start-up is not counted.
 
     python benchmarks/bench_data_parallel.py [--device cpu] [--procs 1 2 4] [--batch 64]
+
+``--device`` defaults to ``NETCL_DEVICE`` (else the NumPy backend ``cpu``), so
+``NETCL_DEVICE=cl bash scripts/gpu/gpu_run.sh benchmarks/bench_data_parallel.py`` measures the
+ranks sharing the GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 from netcl.trainer._digits import DigitsConfig
@@ -21,7 +26,7 @@ TRAIN_SAMPLES = 1438  # the 80% split of scikit-learn's 1,797 digits
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default=os.environ.get("NETCL_DEVICE", "cpu"))
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
