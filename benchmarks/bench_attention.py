@@ -128,7 +128,7 @@ def _numpy_ref(arrays: list[Any], causal: bool, repeat: int) -> tuple[float, flo
     def fwd() -> Any:
         s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
         if causal:
-            s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)
+            s = np.where(np.tri(*s.shape[-2:]) > 0, s, -np.inf)
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
 

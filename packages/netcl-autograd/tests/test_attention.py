@@ -30,7 +30,7 @@ def _ref(q: Any, k: Any, v: Any, mask: Any = None, dropout_p: float = 0.0,
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
     if is_causal:
-        s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)
+        s = np.where(np.tri(*s.shape[-2:]) > 0, s, -np.inf)
     if mask is not None:
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
     e = np.exp(s - s.max(axis=-1, keepdims=True))
@@ -49,7 +49,7 @@ def _r(shape: tuple[int, ...], seed: int) -> Any:
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-CASES = {
+CASES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "odd-L-ne-S": ((_r((2, 5, 8), 1), _r((2, 7, 8), 2), _r((2, 7, 3), 3)), {}),
     "causal-4d": ((_r((1, 2, 7, 8), 1), _r((1, 2, 5, 8), 2), _r((1, 2, 5, 8), 3)),
                   {"is_causal": True}),
@@ -123,7 +123,7 @@ def test_torch_autograd_agrees(dev: DeviceHandle) -> None:
     m = _r((7, 9), 4)
     ts = [_up(dev, a) for a in (q, k, v, m)]
     with ag.Tape() as tape:
-        out = ag.ops.scaled_dot_product_attention(*ts[:3], ts[3])
+        out = ag.ops.scaled_dot_product_attention(ts[0], ts[1], ts[2], ts[3])
     g = _r(out.shape, 5)
     tape.backward(out, grad=Tensor.from_host(dev.queue, g, dtype="float32"))
     tt = [torch.tensor(a, requires_grad=True) for a in (q, k, v, m)]

@@ -165,6 +165,7 @@ def test_grouped_query(dev: DeviceHandle) -> None:
     assert_close(out.to_host(), want, "float32", 10)
     got = ops.scaled_dot_product_attention_backward(
         _up(dev, g), tq, tk, tv, out, lse, is_causal=True, enable_gqa=True, stream=stream)
+    assert dk is not None and dv is not None
     want_grads = [dq, dk.reshape(2, 2, 3, 7, 32).sum(2), dv.reshape(2, 2, 3, 7, 16).sum(2)]
     _grads_close(got[:3], want_grads, "float32", 20)
 
@@ -260,7 +261,7 @@ def test_errors(dev: DeviceHandle, err: Any) -> None:
             pytest.skip("no float64 on this device")
         kw["attn_mask"] = _up(dev, np.zeros(ms), dt)
     with pytest.raises(exc, match=f"scaled_dot_product_attention: .*{pattern}"):
-        ops.scaled_dot_product_attention(*args, **kw)
+        ops.scaled_dot_product_attention(args[0], args[1], args[2], **kw)
 
 
 def test_type_errors(dev: DeviceHandle) -> None:

@@ -29,10 +29,11 @@ def _scores(q: Array, k: Array, mask: Array | None, causal: bool, scale: float) 
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
     L, S = s.shape[-2:]
     if causal:
-        s = np.where(np.tri(L, S, dtype=bool), s, -np.inf)
+        s = np.where(np.tri(L, S) > 0, s, -np.inf)
     if mask is not None:
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-    return s
+    out: Array = s
+    return out
 
 
 def _softmax(s: Array) -> Array:
@@ -40,7 +41,8 @@ def _softmax(s: Array) -> Array:
     m = np.where(np.isneginf(m), 0.0, m)
     e = np.exp(s - m)
     z = e.sum(axis=-1, keepdims=True)
-    return e / np.where(z == 0, 1.0, z)
+    p: Array = e / np.where(z == 0, 1.0, z)
+    return p
 
 
 def _sum_to(a: Array, shape: tuple[int, ...]) -> Array:

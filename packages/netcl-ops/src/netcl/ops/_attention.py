@@ -1,9 +1,12 @@
 """``scaled_dot_product_attention``: its forward (with the row log-sum-exp kept) and its
-recomputation-based backward, on the plain path or the fused kernels.
+recomputation-based backward, on the fused kernels or the plain path.
 
-The path is chosen here, once per call: the fused kernels (:mod:`._attention_fused`) on
-OpenCL devices for float32 and float16, the plain path (NOTE [ The plain attention path ])
-on the NumPy backend and for float64.
+The path is chosen here, once per call: the fused kernels (NOTE [ Fused attention kernels ]
+in ._attention_kernels; the float16 forward on NVIDIA tensor cores, NOTE [ Tensor-core
+attention forward ] in ._attention_mma) on OpenCL devices for float32 and float16, the plain
+path (NOTE [ The plain attention path ] in ._attention_plain) on the NumPy backend, for
+float64, and for the backward of a float mask that needs its gradient (the fused kernels
+never hold the (L, S) scores that gradient is).
 """
 
 from __future__ import annotations
@@ -75,9 +78,11 @@ def scaled_dot_product_attention(
         attn_mask: broadcastable to ``(..., L, S)``: boolean (uint8; 1/True = the key takes
             part, as PyTorch) or float in the query's dtype (added to the scores).
         dropout_p: probability of dropping each attention weight (the rest scaled by
-            ``1 / (1 - p)``), applied whenever > 0, as PyTorch. The mask comes from the
-            Philox stream ``(seed, offset)``, word ``offset + flat index of (batch, i, j)``,
-            or from the default generator without a seed, so the backward regenerates it.
+            ``1 / (1 - p)``), applied whenever > 0, as PyTorch. Counter-based: weight
+            ``(batch, i, j)`` is kept by word ``offset + flat index`` of the Philox stream
+            ``(seed, offset)`` (the default generator's next words without a seed), the test
+            :func:`netcl.ops.dropout` makes; the fused kernels compute it in-kernel and the
+            backward regenerates it, so no mask is stored.
         is_causal: query ``i`` attends keys ``j <= i`` (top-left aligned, as PyTorch); may
             be combined with ``attn_mask``.
         scale: multiplies the scores; default ``1 / sqrt(E)``.

@@ -9,10 +9,12 @@ operand whose broadcast is not of that form is materialized first.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 
+from netcl.core.kernels.cache import KernelBuildError
 from netcl.core.kernels.primitives import launch_values
 from netcl.core.tensor import Tensor, reshape
 
@@ -30,6 +32,7 @@ from ._reduce import sum as reduce_sum
 
 __all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "mma_applies"]
 
+_mma_refused: set[Any] = set()  # contexts whose driver would not build attn_fwd_mma
 _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
 _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
 
@@ -152,7 +155,8 @@ def mma_applies(plan: AttentionPlan) -> bool:
     float16, no dropout, head dims that are multiples of 16 up to 128, a device that runs
     mma.sync."""
     return (plan.q.dtype == "float16" and plan.dropout_p == 0.0
-            and mma_head_ok(plan.E, plan.Ev) and mma_available(plan.q.queue))
+            and mma_head_ok(plan.E, plan.Ev) and mma_available(plan.q.queue)
+            and plan.q.queue.context not in _mma_refused)
 
 
 def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None = None
@@ -171,8 +175,20 @@ def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None =
         _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
         return out, lse
     name = "attn_fwd_mma_emu" if mma == "emulate" else "attn_fwd_mma"
-    kernel = attention_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
-                              MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
+    try:
+        kernel = attention_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
+                                  MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
+    except KernelBuildError as exc:
+        if mma == "emulate":
+            raise
+        # a driver that passed the GEMM probe yet refuses this program: say so once, and
+        # run the portable kernel from now on
+        _mma_refused.add(q.queue.context)
+        warnings.warn(f"scaled_dot_product_attention: the tensor-core forward does not build "
+                      f"on this device, using the portable kernel ({exc})", RuntimeWarning,
+                      stacklevel=2)
+        _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
+        return out, lse
     groups = -(-plan.L // MMA_ROWS)
     launch_values(q.queue, kernel, (groups * MMA_THREADS, plan.batch_size), (MMA_THREADS, 1),
                   args)

@@ -82,23 +82,23 @@ def _check_scalars(dropout_p: Any, scale: Any, E: int) -> tuple[float, float]:
 
 
 def _check_mask(mask: Any, q: Tensor, batch: tuple[int, ...], L: int, S: int) -> Tensor:
-    mask = check_tensor(OP, mask, "attn_mask")
-    same_device(OP, q, mask)
-    if mask.dtype not in MASK_DTYPES:
+    m: Tensor = check_tensor(OP, mask, "attn_mask")
+    same_device(OP, q, m)
+    if m.dtype not in MASK_DTYPES:
         raise TypeError(f"{OP}: attn_mask must be boolean (uint8, True/1 = take part) or "
-                        f"float (added to the scores), got {mask.dtype}")
-    if mask.dtype != "uint8" and mask.dtype != q.dtype:
+                        f"float (added to the scores), got {m.dtype}")
+    if m.dtype != "uint8" and m.dtype != q.dtype:
         raise TypeError(f"{OP}: a float attn_mask must have the query's dtype {q.dtype}, "
-                        f"got {mask.dtype}")
+                        f"got {m.dtype}")
     full = (*batch, L, S)
     try:
-        fits = mask.ndim <= len(full) and np.broadcast_shapes(mask.shape, full) == full
+        fits = m.ndim <= len(full) and np.broadcast_shapes(m.shape, full) == full
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"{OP}: attn_mask of shape {mask.shape} does not broadcast to the "
+        raise ValueError(f"{OP}: attn_mask of shape {m.shape} does not broadcast to the "
                          f"scores' shape {full} (batch, L, S)")
-    return mask
+    return m
 
 
 def _gqa(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -145,7 +145,7 @@ def plan_attention(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: 
         raise ValueError(f"{OP}: key and value must have the same length S (dim -2), got "
                          f"key {k.shape} and value {v.shape}")
     p, sc = _check_scalars(dropout_p, scale, q.shape[-1])
-    shapes = (q.shape, k.shape, v.shape)
+    shapes: tuple[tuple[int, ...], ...] = (q.shape, k.shape, v.shape)
     L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     if enable_gqa:
         q, k, v = _gqa(q, k, v)
