@@ -16,6 +16,7 @@ shared machine, ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1`` gives comparable on
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -126,10 +127,11 @@ def _cell_rows(cell: str, args: argparse.Namespace, x: np.ndarray[Any, Any]
     for dev in args.devices.split(","):
         handle = manager.default(dev)
         label = dev if handle is None else f"{dev} ({handle.device_name.strip()})"
-        runners.append((f"netcl {label}", lambda d=dev: time_netcl(d, cell, args, x, False)))
+        runners.append((f"netcl {label}", functools.partial(time_netcl, dev, cell, args, x,
+                                                            False)))
         if args.capture:
             runners.append((f"netcl {label} captured",
-                            lambda d=dev: time_netcl(d, cell, args, x, True)))
+                            functools.partial(time_netcl, dev, cell, args, x, True)))
     rows = []
     for who, fn in runners:
         ms = fn()
