@@ -68,6 +68,18 @@ class GradBucketer:
 
     Raises:
         ValueError: ``bucket_cap_mb`` is not positive.
+
+    Examples:
+        >>> import netcl.distributed as dist
+        >>> from netcl.core import manager
+        >>> from netcl.nn import Linear, Sequential
+        >>> q = manager.default("cpu").queue
+        >>> group = dist.init_process_group("shm", rank=0, world_size=1)
+        >>> model = Sequential(Linear(512, 512, queue=q), Linear(512, 10, queue=q))
+        >>> buckets = GradBucketer(model.parameters(), group, bucket_cap_mb=0.5).buckets
+        >>> [[tuple(p.shape) for p in b.params] for b in buckets]  # last layer first
+        [[(10,), (10, 512), (512,)], [(512, 512)]]
+        >>> dist.destroy_process_group()
     """
 
     def __init__(self, params: Iterable[Tensor], group: ProcessGroup | Backend | None = None,

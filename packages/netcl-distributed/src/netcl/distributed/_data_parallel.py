@@ -49,6 +49,22 @@ def data_parallel_step(model: Module, optimizer: Any, batch: Sequence[Any],
 
     Raises:
         ValueError: ``batch`` is not an ``(inputs, targets)`` pair.
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.autograd as ag
+        >>> import netcl.distributed as dist
+        >>> from netcl.core import manager
+        >>> from netcl.nn import Linear
+        >>> from netcl.optim import SGD
+        >>> group = dist.init_process_group("shm", rank=0, world_size=1)
+        >>> model = Linear(4, 3, queue=manager.default("cpu").queue)
+        >>> opt = SGD(model.parameters(), lr=0.1)
+        >>> batch = (np.ones((5, 4), np.float32), np.array([0, 1, 2, 0, 1]))
+        >>> first = data_parallel_step(model, opt, batch, ag.cross_entropy, group)
+        >>> data_parallel_step(model, opt, batch, ag.cross_entropy, group) < first
+        True
+        >>> dist.destroy_process_group()
     """
     if len(batch) != 2:
         raise ValueError(f"data_parallel_step: batch must be (inputs, targets), got "

@@ -83,8 +83,23 @@ class DistributedDataParallel(Module):
     so a checkpoint loads into the plain model.
 
     Raises:
+        TypeError: ``module`` is not a :class:`netcl.nn.Module`.
         RuntimeError: a forward found the previous backward's reduction unfinished (some
             parameters got no gradient: call :meth:`finish_sync` after ``backward``).
+
+    Examples:
+        >>> import numpy as np
+        >>> import netcl.distributed as dist
+        >>> from netcl.core import Tensor, manager
+        >>> from netcl.nn import Linear
+        >>> q = manager.default("cpu").queue
+        >>> group = dist.init_process_group("shm", rank=0, world_size=1)
+        >>> model = DistributedDataParallel(Linear(3, 2, queue=q), group)
+        >>> loss = model(Tensor.from_host(q, np.ones((4, 3)))).sum()
+        >>> loss.backward()  # the gradients are averaged over the ranks here
+        >>> model.module.weight.grad.shape, len(model.bucketer.buckets)
+        ((2, 3), 1)
+        >>> dist.destroy_process_group()
     """
 
     def __init__(self, module: Module, group: ProcessGroup | Backend | None = None,
