@@ -196,9 +196,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cl", help="netcl device (cl, gpu, pthread...)")
     parser.add_argument("--quick", action="store_true",
-                        help="L 1024 and 4096 only, 3 repeats (the GPU request)")
+                        help="L 1024 and 4096 only, 2 repeats (the GPU request)")
     parser.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048, 4096])
-    parser.add_argument("--dtypes", nargs="*", default=["float32", "float16"])
+    parser.add_argument("--dtypes", nargs="*", default=["float16", "float32"])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-torch", action="store_true", help="NumPy as the reference")
     parser.add_argument("--json", type=Path, default=None)
@@ -213,7 +213,7 @@ def main() -> None:
         except ImportError:
             torch = None
     sizes = [1024, 4096] if args.quick else args.sizes
-    rows = run(dev, sizes, args.dtypes, 3 if args.quick else args.repeat, torch)
+    rows = run(dev, sizes, args.dtypes, 2 if args.quick else args.repeat, torch)
     if args.json:
         args.json.write_text(json.dumps({"device": str(dev), "rows": rows}, indent=1))
 
