@@ -333,17 +333,14 @@ def _np_scan(mode: str, reverse: bool, xp: Any, w: Any, b: Any, h0: Any, c0: Any
     for s in range(steps):
         t = steps - 1 - s if reverse else s
         prev, out = _rows(reverse, t)
+        if mode == "lstm":
+            _np_lstm_step(xp[t], states[prev] @ wt, b, cells[prev], cells[out], states[out],
+                          gates[t], hidden)
+            continue
         hh = states[prev] @ wt
         if b is not None:
             hh += b
-        if mode == "lstm":
-            pre = xp[t] + hh
-            gi, gf, go = (_sig(pre[:, k * hidden:(k + 1) * hidden]) for k in (0, 1, 3))
-            gg = np.tanh(pre[:, 2 * hidden:3 * hidden])
-            cells[out] = gf * cells[prev] + gi * gg
-            states[out] = go * np.tanh(cells[out])
-            gates[t] = np.concatenate([gi, gf, gg, go], axis=1)
-        elif mode == "gru":
+        if mode == "gru":
             x3, h3 = xp[t], hh
             r = _sig(x3[:, :hidden] + h3[:, :hidden])
             z = _sig(x3[:, hidden:2 * hidden] + h3[:, hidden:2 * hidden])
@@ -357,6 +354,27 @@ def _np_scan(mode: str, reverse: bool, xp: Any, w: Any, b: Any, h0: Any, c0: Any
     if lstm:
         states[steps + 1] = cells[0 if reverse else steps]
     return states, gates, cells
+
+
+def _np_lstm_step(xp: Any, hh: Any, b: Any, c_prev: Any, c_out: Any, h_out: Any, gates: Any,
+                  hidden: int) -> None:
+    """One LSTM step into ``gates`` (i, f, g, o), ``c_out`` and ``h_out``, in place: one
+    exponential pass over the four gates (``tanh(x) = 2 sigmoid(2x) - 1`` for g)."""
+    np.add(xp, hh, out=gates)
+    if b is not None:
+        gates += b
+    g = gates[:, 2 * hidden:3 * hidden]
+    g *= 2
+    np.negative(gates, out=gates)
+    np.exp(gates, out=gates)
+    gates += 1
+    np.reciprocal(gates, out=gates)
+    g *= 2
+    g -= 1
+    np.multiply(gates[:, hidden:2 * hidden], c_prev, out=c_out)
+    c_out += gates[:, :hidden] * g
+    np.tanh(c_out, out=h_out)
+    h_out *= gates[:, 3 * hidden:]
 
 
 def _np_forward(mode: str, xp: Tensor, w: Tensor, b: Tensor | None, h0: Tensor,
