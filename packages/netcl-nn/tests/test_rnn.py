@@ -317,7 +317,9 @@ def test_init_and_repr() -> None:
         assert np.abs(values).max() <= 0.25 and values.std() > 0.05  # U(-1/4, 1/4)
     assert repr(layer) == "LSTM(3, 16, num_layers=2, bidirectional=True)"
     assert repr(RNN(2, 3, nonlinearity="relu", bias=False, batch_first=True)) == (
-        "RNN(2, 3, nonlinearity='relu', bias=False, batch_first=True)")
+        "RNN(2, 3, bias=False, batch_first=True)")  # PyTorch's reprs
+    assert repr(RNNCell(2, 3, nonlinearity="relu", bias=False)) == (
+        "RNNCell(2, 3, bias=False, nonlinearity=relu)")
     assert len(list(GRU(2, 3, bias=False).parameters())) == 2
     assert repr(GRUCell(2, 3)) == "GRUCell(2, 3)"
 

@@ -266,9 +266,7 @@ class RNNBase(Module):
         return out, (h if c is None else (h, c))
 
     def extra_repr(self) -> str:
-        text = f"{self.input_size}, {self.hidden_size}"
-        if self.mode == "RNN_RELU":
-            text += ", nonlinearity='relu'"
+        text = f"{self.input_size}, {self.hidden_size}"  # PyTorch's (no nonlinearity)
         if self.num_layers != 1:
             text += f", num_layers={self.num_layers}"
         if not self.bias:

@@ -86,7 +86,7 @@ class RNNCellBase(Module):
         if not self.bias:
             text += ", bias=False"
         if self.mode == "RNN_RELU":
-            text += ", nonlinearity='relu'"
+            text += ", nonlinearity=relu"  # as PyTorch prints it
         return text
 
 
