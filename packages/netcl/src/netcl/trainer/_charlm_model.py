@@ -28,6 +28,7 @@ from netcl.nn import (
     Parameter,
     init,
 )
+from netcl.nn import functional as F
 
 __all__ = ["GPT", "CausalSelfAttention", "Block"]
 
@@ -59,9 +60,13 @@ class CausalSelfAttention(Module):
     def forward(self, x: Tensor) -> Tensor:
         b, t, c = x.shape
         h = self.heads
-        qkv = ag.ops.reshape(self.qkv(x), (b, t, 3, h, c // h))
-        qkv = ag.ops.permute(qkv, (2, 0, 3, 1, 4))  # (3, B, H, T, D)
-        q, k, v = (ag.ops.getitem(qkv, i) for i in range(3))
+        w, bias = self.qkv.weight, self.qkv.bias
+        # one matmul per part over a slice of the fused weight, not a (3C)-wide product split
+        # afterwards (NOTE [ One projection per part ] in netcl.nn.functional)
+        q, k, v = (ag.ops.permute(ag.ops.reshape(F.linear(
+            x, ag.ops.slice(w, [i * c], [(i + 1) * c]),
+            None if bias is None else ag.ops.slice(bias, [i * c], [(i + 1) * c])),
+            (b, t, h, c // h)), (0, 2, 1, 3)) for i in range(3))  # (B, H, T, D) each
         y = ag.ops.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
         y = ag.ops.reshape(ag.ops.permute(y, (0, 2, 1, 3)), (b, t, c))  # heads side by side
