@@ -24,6 +24,7 @@ import pytest
 
 import netcl.distributed as dist
 from netcl.distributed import DistributedError, ShmBackend
+from netcl.distributed._shm_segment import pid_alive, reclaim_dead
 from netcl.distributed.testing import segments, start_ranks
 
 HERE = Path(__file__).resolve()
@@ -152,6 +153,23 @@ def test_a_signal_to_the_launcher_stops_every_rank(sig: signal.Signals) -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    assert f"netcl-dist-{job}" not in segments()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_ranks_die_with_a_killed_launcher_and_their_segment_is_reclaimed() -> None:
+    job = _job()
+    proc = _launch("spin", job)
+    try:
+        pids = _wait_ready(proc, 2)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + BOUND_S
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_alive(p) for p in pids)
+    reclaim_dead()
     assert f"netcl-dist-{job}" not in segments()
 
 

@@ -8,7 +8,8 @@ The ranks write to the launcher's stdout and stderr.
 When a rank exits with a non-zero code or is killed, the launcher stops the others (SIGTERM,
 then SIGKILL after ``--grace`` seconds) and exits non-zero naming the rank; SIGINT or SIGTERM
 to the launcher stops every rank the same way. On every exit path it unlinks the job's
-shared-memory segment.
+shared-memory segment. If the launcher itself is killed (SIGKILL), its ranks get SIGTERM
+(Linux) and the next job started on this host reclaims the segment.
 
 Examples:
     >>> main(["-n", "2", "-c", "import os; assert os.environ['NETCL_WORLD_SIZE'] == '2'"])
@@ -18,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import subprocess
@@ -32,6 +34,7 @@ from ._shm_segment import segment_path
 __all__ = ["main", "rank_env"]
 
 _POLL_S = 0.05
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class _StopRequestedError(Exception):
@@ -97,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rank in range(args.nprocs):
             env = rank_env(rank, args.nprocs, job)
             env.update(extra)
-            procs.append(subprocess.Popen(command, env=env))
+            procs.append(subprocess.Popen(command, env=env, preexec_fn=_die_with_launcher))
         return _watch(procs)
     except _StopRequestedError as stop:
         _say(f"{stop} received: stopping ranks "
@@ -110,6 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _unlink(job)
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _die_with_launcher() -> None:
+    """In a rank, before it runs (Linux): get SIGTERM if the launcher dies, even by SIGKILL,
+    instead of running on as an orphan (the next job reclaims the segment)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def _raise_stopped(signum: int, frame: FrameType | None) -> None:
