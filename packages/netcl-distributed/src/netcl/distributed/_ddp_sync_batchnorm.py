@@ -66,7 +66,7 @@ class SyncBatchNorm(BatchNorm2d):
         >>> destroy_process_group()
     """
 
-    expected_ndim = (2, 3, 4)
+    expected_ndim = (2, 3, 4)  # type: ignore[assignment]  # BatchNorm1d and 2d input
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, queue: Any = None,
