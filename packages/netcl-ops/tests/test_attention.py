@@ -204,8 +204,9 @@ MMA_CASES = [(67, 70, 32, 16, True, None), (19, 70, 32, 16, False, "bool"),
 
 @pytest.mark.parametrize("case", MMA_CASES, ids=["causal", "bool", "float"])
 def test_tensor_core_forward_emulated(dev: DeviceHandle, case: Any) -> None:
-    """attn_fwd_mma with its PTX emulated in plain C (the tiling, fragment maps, masking and
-    online softmax; the GPU runs the instructions) against the float64 reference."""
+    """attn_fwd_mma, attn_bwd_dq_mma and attn_bwd_dkdv_mma with their PTX emulated in plain
+    C (the tiling, fragment maps, masking and online softmax; the GPU runs the instructions)
+    against the float64 reference."""
     if dev.backend == "cpu" or one_opencl_cpu_device(dev) is not None:
         pytest.skip("an emulated OpenCL kernel: one OpenCL CPU device")
     L, S, E, Ev, causal, kind = case
@@ -222,9 +223,14 @@ def test_tensor_core_forward_emulated(dev: DeviceHandle, case: Any) -> None:
     plan = _attention_plan.plan_attention(_up(dev, q, "float16"), _up(dev, k, "float16"),
                                           _up(dev, v, "float16"), tm, 0.0, causal, None, False)
     out, lse = _attention_fused.fused_forward(plan, 0, 0, mma="emulate")
-    assert_close(out.to_host(), ref.sdpa(q, k, v, mask, causal)[0], "float16", 1)
+    g = _rand(out.shape, 5).astype(np.float16)
+    want, wgrads = ref.sdpa(q, k, v, mask, causal, grad=g)
+    assert_close(out.to_host(), want, "float16", 1)
     plain_lse = _attention_fused.fused_forward(plan, 0, 0, mma="off")[1].to_host()
     assert_close(lse.to_host(), plain_lse, "float32", 10)
+    got = _attention_fused.fused_backward(plan, _up(dev, g, "float16"), out, lse, 0, 0,
+                                          mma="emulate")
+    _grads_close(got, wgrads[:3], "float16", 3)
 
 
 def test_causal_keep(dev: DeviceHandle) -> None:

@@ -20,7 +20,13 @@ from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
 from ._attention_kernels import attention_family
-from ._attention_mma import MMA_ROWS, MMA_THREADS, mma_block_keys, mma_head_ok
+from ._attention_mma import (
+    MMA_ROWS,
+    MMA_THREADS,
+    mma_backward_ok,
+    mma_block_keys,
+    mma_head_ok,
+)
 from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
 from ._common import empty
@@ -195,10 +201,33 @@ def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None =
     return out, lse
 
 
+def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
+                          ) -> tuple[Any, Any] | None:
+    """The tensor-core ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma`` (``mma`` ``"hardware"``
+    or ``"emulate"``), or ``None`` where a driver refuses them (warned once)."""
+    q = plan.q
+    suffix = "_emu" if mma == "emulate" else ""
+    try:
+        return tuple(  # type: ignore[return-value]
+            attention_family(q.queue.context, f"{name}{suffix}", q.dtype, plan.E, plan.Ev,
+                             kind, MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
+            for name in ("attn_bwd_dq_mma", "attn_bwd_dkdv_mma"))
+    except KernelBuildError as exc:
+        if mma == "emulate":
+            raise
+        _mma_refused.add(q.queue.context)
+        warnings.warn(f"scaled_dot_product_attention: the tensor-core backward does not "
+                      f"build on this device, using the portable kernels ({exc})",
+                      RuntimeWarning, stacklevel=3)
+        return None
+
+
 def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, seed: int,
-                   offset: int) -> tuple[Tensor, Tensor, Tensor]:
+                   offset: int, mma: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """``(dq, dk, dv)`` in the (reshaped) operands' shapes from ``attn_bwd_dq`` and
-    ``attn_bwd_dkdv``; ``grad``, ``out`` are (*batch, L, Ev), ``lse`` (*batch, L)."""
+    ``attn_bwd_dkdv`` (their tensor-core twins where :func:`mma_applies` and the head dims
+    are at most 64; ``mma`` forces as in :func:`fused_forward`); ``grad``, ``out`` are
+    (*batch, L, Ev), ``lse`` (*batch, L)."""
     q = plan.q
     g32 = grad if grad.dtype == "float32" else bi.cast(grad, "float32")
     o32 = out if out.dtype == "float32" else bi.cast(out, "float32")
@@ -210,6 +239,18 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
     dv = empty(q.queue, (*batch, plan.S, plan.Ev), q.dtype)
     grad_buf = device_buffer(_from_zero(grad))
     saved = [device_buffer(_from_zero(lse)), device_buffer(_from_zero(dd))]
+    if mma is None:
+        mma = ("hardware" if mma_applies(plan) and mma_backward_ok(plan.E, plan.Ev)
+               else "off")
+    kernels = None if mma == "off" else _mma_backward_kernels(plan, kind, wide, mma)
+    if kernels is not None:
+        grid = (-(-plan.L // MMA_ROWS) * MMA_THREADS, plan.batch_size)
+        launch_values(q.queue, kernels[0], grid, (MMA_THREADS, 1),
+                      [device_buffer(dq), grad_buf, *saved, *common])
+        grid = (-(-plan.S // MMA_ROWS) * MMA_THREADS, plan.batch_size)
+        launch_values(q.queue, kernels[1], grid, (MMA_THREADS, 1),
+                      [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common])
+        return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
     _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L,
             [device_buffer(dq), grad_buf, *saved, *common])
     _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S,

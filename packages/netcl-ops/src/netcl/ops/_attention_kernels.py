@@ -283,8 +283,8 @@ def attention_source(kernel: str, E: int, Ev: int, mask: str, bm: int, bn: int,
     for the mma kernel) and tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header
     comes from :func:`attention_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
-    if kernel.startswith("attn_fwd_mma"):
-        body = mma_source(emulate=kernel.endswith("_emu"))
+    if "_mma" in kernel:
+        body = mma_source(kernel.removesuffix("_emu"), emulate=kernel.endswith("_emu"))
     else:
         body = _KERNELS[kernel]
     return (f"{defs}#define E {E}\n#define EV {Ev}\n#define E4 {-(-E // 4)}\n"
@@ -300,7 +300,9 @@ def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, i
               ("attention/attn_bwd_dkdv-float16-e128-float",
                ("attn_bwd_dkdv", "float16", 128, 128, "float", 64, 16, False)),
               ("attention/attn_fwd_mma_emu-float16-e64",
-               ("attn_fwd_mma_emu", "float16", 64, 64, "none", 64, 64, False))]
+               ("attn_fwd_mma_emu", "float16", 64, 64, "none", 64, 64, False)),
+              ("attention/attn_bwd_dq_mma_emu-float16-e64-bool",
+               ("attn_bwd_dq_mma_emu", "float16", 64, 64, "bool", 64, 64, False))]
     return cases
 
 
@@ -308,5 +310,5 @@ def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, i
 def attention_family(kernel: str, dtype: str, E: int, Ev: int, mask: str, bm: int, bn: int,
                      wide: bool) -> KernelSource:
     """One fused attention kernel (NOTE [ Fused attention kernels ])."""
-    name = "attn_fwd_mma" if kernel.startswith("attn_fwd_mma") else kernel
+    name = kernel.removesuffix("_emu")
     return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), (name,), dtype)

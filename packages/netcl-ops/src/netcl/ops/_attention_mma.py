@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from ._matmul_mma_source import emulated_ptx, hardware_ptx
 
-__all__ = ["MMA_ROWS", "MMA_THREADS", "mma_block_keys", "mma_head_ok", "mma_source"]
+__all__ = [
+    "MMA_ROWS",
+    "MMA_THREADS",
+    "mma_backward_ok",
+    "mma_block_keys",
+    "mma_head_ok",
+    "mma_source",
+]
 
 MMA_THREADS = 128  # four warps
 MMA_ROWS = 64  # query rows per work-group
@@ -193,6 +200,200 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 """
 
 
+_BACKWARD = """
+/* The scores of a 16 x BN warp tile from A fragments a (E/16 of them) and B words in tile
+   tb (row n*8+g, E wide): c += a b^T. */
+#define SCORES(acc, a, tb, w) \\
+  for (int n = 0; n < BN / 8; ++n) { \\
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; \\
+    for (int s = 0; s < (w) / 16; ++s) { \\
+      uint bf[2]; \\
+      const int at = (n * 8 + g) * (w) + s * 16 + 2 * t4; \\
+      bf[0] = WORD(tb, at); bf[1] = WORD(tb, at + 8); \\
+      MMA_16816(acc[n], a[s], bf); \\
+    } \\
+  }
+/* acc (w/8 tiles) += P (the 16 x BN C tiles in p, packed to float16 A fragments) times the
+   BN x w rows of tile tb. */
+#define ACCUMULATE(acc, p, tb, w) \\
+  for (int s = 0; s < BN / 16; ++s) { \\
+    uint pa[4]; \\
+    pa[0] = pack_h2(p[2 * s][0], p[2 * s][1]); \\
+    pa[1] = pack_h2(p[2 * s][2], p[2 * s][3]); \\
+    pa[2] = pack_h2(p[2 * s + 1][0], p[2 * s + 1][1]); \\
+    pa[3] = pack_h2(p[2 * s + 1][2], p[2 * s + 1][3]); \\
+    const int r_ = s * 16 + 2 * t4; \\
+    for (int n = 0; n < (w) / 8; ++n) { \\
+      const int d = n * 8 + g; \\
+      uint bf[2]; \\
+      bf[0] = (uint)tb[r_ * (w) + d] | ((uint)tb[(r_ + 1) * (w) + d] << 16); \\
+      bf[1] = (uint)tb[(r_ + 8) * (w) + d] | ((uint)tb[(r_ + 9) * (w) + d] << 16); \\
+      MMA_16816(acc[n], pa, bf); \\
+    } \\
+  }
+#define FRAGS(a, tile, w) \\
+  for (int s = 0; s < (w) / 16; ++s) { \\
+    const int c = s * 16 + 2 * t4; \\
+    a[s][0] = WORD(tile, wr * (w) + c); \\
+    a[s][1] = WORD(tile, (wr + 8) * (w) + c); \\
+    a[s][2] = WORD(tile, wr * (w) + c + 8); \\
+    a[s][3] = WORD(tile, (wr + 8) * (w) + c + 8); \\
+  }
+#define ZERO_TILES(acc, n_) \\
+  for (int n = 0; n < (n_); ++n) { \\
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const float* lse,
+                     __global const float* dd, OPERAND_ARGS MASK_ARG)
+{
+  __local ushort qs[BM * E], gs[BM * EV], ks[BN * E], vs[BN * EV];
+  EMU_LOCALS
+  SHFL_LOCALS
+  const int b = get_group_id(1), tid = get_local_id(0);
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  __global const ushort* qh = (__global const ushort*)q;
+  __global const ushort* kh = (__global const ushort*)k;
+  __global const ushort* vh = (__global const ushort*)v;
+  __global const ushort* gh = (__global const ushort*)dout;
+  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
+  LOAD_BITS(gs, gh, (IDX)b * L * EV, row0, BM, L, EV)
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4], ga[EV / 16][4];
+  FRAGS(qa, qs, E)
+  FRAGS(ga, gs, EV)
+  float li[2], di[2];
+  for (int r = 0; r < 2; ++r) {
+    const int i = row0 + wr + r * 8;
+    const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
+    li[r] = x == NEG_INF ? INFINITY : x;
+    di[r] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+  }
+  float acc[E / 8][4];
+  ZERO_TILES(acc, E / 8)
+  const int last = causal ? min(S, row0 + BM) : S;
+  for (int j0 = 0; j0 < last; j0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
+    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sc[BN / 8][4], dp[BN / 8][4];
+    SCORES(sc, qa, ks, E)
+    SCORES(dp, ga, vs, EV)
+    #pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+        float p = 0.0f;
+        if (i < L && j < S && (!causal || j <= i))
+          p = exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
+        sc[n][c] = p * (dp[n][c] - di[c >> 1]);
+      }
+    }
+    ACCUMULATE(acc, sc, ks, E)
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row0 + wr + r * 8;
+    if (i < L) {
+      const IDX ob = ((IDX)b * L + i) * E;
+      for (int n = 0; n < E / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dq, ob + d, acc[n][2 * r] * scale);
+        ST(dq, ob + d + 1, acc[n][2 * r + 1] * scale);
+      }
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
+                       __global const float* lse, __global const float* dd,
+                       OPERAND_ARGS MASK_ARG)
+{
+  __local ushort kt[BM * E], vt[BM * EV], qs[BN * E], gs[BN * EV];
+  __local float lt[BN], dt[BN];
+  EMU_LOCALS
+  SHFL_LOCALS
+  const int b = get_group_id(1), tid = get_local_id(0);
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  const int col0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  __global const ushort* qh = (__global const ushort*)q;
+  __global const ushort* kh = (__global const ushort*)k;
+  __global const ushort* vh = (__global const ushort*)v;
+  __global const ushort* gh = (__global const ushort*)dout;
+  LOAD_BITS(kt, kh, kb, col0, BM, S, E)
+  LOAD_BITS(vt, vh, vb, col0, BM, S, EV)
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint ka[E / 16][4], va[EV / 16][4];
+  FRAGS(ka, kt, E)
+  FRAGS(va, vt, EV)
+  float ak[E / 8][4], av[EV / 8][4];
+  ZERO_TILES(ak, E / 8)
+  ZERO_TILES(av, EV / 8)
+  const int first = causal ? (min(col0, L) / BN) * BN : 0;
+  for (int i0 = first; i0 < L; i0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    LOAD_BITS(qs, qh, qb, i0, BN, L, E)
+    LOAD_BITS(gs, gh, (IDX)b * L * EV, i0, BN, L, EV)
+    for (int t = tid; t < BN; t += NT) {
+      const int i = i0 + t;
+      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
+      lt[t] = x == NEG_INF ? INFINITY : x;
+      dt[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float st[BN / 8][4], dpt[BN / 8][4];
+    SCORES(st, ka, qs, E)
+    SCORES(dpt, va, gs, EV)
+    #pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
+        float p = 0.0f;
+        if (i < L && j < S && (!causal || j <= i))
+          p = exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+        st[n][c] = p;
+        dpt[n][c] = p * (dpt[n][c] - dt[il]);
+      }
+    }
+    ACCUMULATE(av, st, gs, EV)
+    ACCUMULATE(ak, dpt, qs, E)
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = col0 + wr + r * 8;
+    if (j < S) {
+      const IDX cb = (IDX)b * S + j;
+      for (int n = 0; n < E / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dk, cb * E + d, ak[n][2 * r] * scale);
+        ST(dk, cb * E + d + 1, ak[n][2 * r + 1] * scale);
+      }
+      for (int n = 0; n < EV / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dv, cb * EV + d, av[n][2 * r]);
+        ST(dv, cb * EV + d + 1, av[n][2 * r + 1]);
+      }
+    }
+  }
+}
+"""
+
+
+def mma_backward_ok(E: int, Ev: int) -> bool:
+    """Whether the tensor-core backward kernels take head dims ``E``/``Ev`` (multiples of 16
+    up to 64: their four local tiles must fit in 48 KiB)."""
+    return all(d % 16 == 0 and 0 < d <= 64 for d in (E, Ev))
+
+
 def mma_head_ok(E: int, Ev: int) -> bool:
     """Whether attn_fwd_mma takes head dims ``E``/``Ev`` (multiples of 16 up to 128)."""
     return all(d % 16 == 0 and 0 < d <= 128 for d in (E, Ev))
@@ -203,9 +404,11 @@ def mma_block_keys(E: int, Ev: int) -> int:
     return 64 if max(E, Ev) <= 64 else 32
 
 
-def mma_source(emulate: bool) -> str:
-    """The PTX (or emulated) helpers and attn_fwd_mma; the defines of the common attention
-    header (``E``, ``EV``, ``BM``, ``BN``, ``MASK_KIND``, ...) come before it."""
+def mma_source(kernel: str, emulate: bool) -> str:
+    """The PTX (or emulated) helpers and ``kernel`` (``attn_fwd_mma``, or the backward
+    ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``, which share one program); the defines of
+    the common attention header (``E``, ``EV``, ``BM``, ``BN``, ``MASK_KIND``, ...) come
+    before it."""
     ptx = emulated_ptx() if emulate else hardware_ptx(0)
-    return (f"#define NT {MMA_THREADS}\n{ptx}{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}"
-            f"{_KERNEL}")
+    body = _KERNEL if kernel == "attn_fwd_mma" else _KERNEL.split("__kernel")[0] + _BACKWARD
+    return f"#define NT {MMA_THREADS}\n{ptx}{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}{body}"

@@ -1,0 +1,373 @@
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef NETCL_PRIMITIVES
+#define NETCL_PRIMITIVES
+#define NETCL_LOAD(p, i) ((p)[(i)])
+#define NETCL_STORE(p, i, v) ((p)[(i)] = (v))
+#define NETCL_LOAD_HALF(p, i) vload_half((i), (p))
+#define NETCL_STORE_HALF(p, i, v) vstore_half((v), (i), (p))
+#define NETCL_ADD(a, b) ((a) + (b))
+#define NETCL_SUB(a, b) ((a) - (b))
+#define NETCL_MUL(a, b) ((a) * (b))
+#define NETCL_DIV(a, b) ((a) / (b))
+#define NETCL_NEG(a) (-(a))
+#define NETCL_SQR(a) ((a) * (a))
+#define NETCL_RELU(x) ((x) > 0 ? (x) : 0)
+#define NETCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NETCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NETCL_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#endif
+#define T half
+#define CT float
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half((v), (i), (p))
+#define IDX int
+#define E 64
+#define EV 64
+#define E4 16
+#define EV4 16
+#define BM 64
+#define BN 64
+#define MASK_KIND 1
+
+#define NEG_INF (-INFINITY)
+#define BIDX(b, d, m) (((b) / (d)) % (m))
+
+/* Philox4x32-10, as netcl.ops.random's generator: word w of stream (k0, k1) is lane w % 4
+   of the block w / 4. */
+inline uint philox_word(const ulong w, uint k0, uint k1) {
+  uint c0 = (uint)(w >> 2), c1 = (uint)(w >> 34), c2 = 0u, c3 = 0u;
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  const uint lane = (uint)(w & 3);
+  return lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+}
+
+/* The dropout factor of element (b, i, j): 0 or 1 / (1 - p). */
+#define DROP(b, i, j) \
+  ((philox_word(doff + ((ulong)(b) * (ulong)L + (ulong)(i)) * (ulong)S + (ulong)(j), \
+                k0, k1) >> 8) >= threshold ? dscale : 0.0f)
+
+/* The mask term of score (i, j) of batch b: 0 (take part), -inf (masked) or the float. */
+#if MASK_KIND == 1
+#define MASK_ARG , __global const uchar* mask, const IDX mo, const int md, const int mm, \
+  const IDX mbs, const IDX mrs, const IDX mcs
+#define MASK_BASE(b) const IDX mbase = mo + (IDX)BIDX(b, md, mm) * mbs;
+#define MASK_AT(i, j) (mask[mbase + (IDX)(i) * mrs + (IDX)(j) * mcs] ? 0.0f : NEG_INF)
+#elif MASK_KIND == 2
+#define MASK_ARG , __global const T* mask, const IDX mo, const int md, const int mm, \
+  const IDX mbs, const IDX mrs, const IDX mcs
+#define MASK_BASE(b) const IDX mbase = mo + (IDX)BIDX(b, md, mm) * mbs;
+#define MASK_AT(i, j) LD(mask, mbase + (IDX)(i) * mrs + (IDX)(j) * mcs)
+#else
+#define MASK_ARG
+#define MASK_BASE(b)
+#define MASK_AT(i, j) 0.0f
+#endif
+
+/* Rows of n elements in float4s (the last one zero-padded): registers and local tiles. */
+#define LOAD_ROW4(r, p, base, n, ok, mul) \
+  for (int e = 0; e < ((n) + 3) / 4; ++e) { \
+    float4 x = (float4)(0.0f); \
+    if (ok) { \
+      x.x = LD(p, (base) + 4 * e); \
+      if (4 * e + 1 < (n)) x.y = LD(p, (base) + 4 * e + 1); \
+      if (4 * e + 2 < (n)) x.z = LD(p, (base) + 4 * e + 2); \
+      if (4 * e + 3 < (n)) x.w = LD(p, (base) + 4 * e + 3); \
+    } \
+    r[e] = x * (mul); \
+  }
+#define STORE_ROW4(p, base, n, r, mul) \
+  for (int e = 0; e < (n); ++e) { \
+    const float4 x = r[e / 4] * (mul); \
+    const int c = e % 4; \
+    ST(p, (base) + e, c == 0 ? x.x : c == 1 ? x.y : c == 2 ? x.z : x.w); \
+  }
+/* Rows r0 .. r0 + BN - 1 (those below `rows`) of n elements from base into a local tile of
+   float4s, n4 = ceil(n / 4) per row, zero-padded; element by element, coalesced. */
+#define LOAD_TILE4(tile, p, base, r0, rows, n, n4, mul) \
+  for (int t = lid; t < BN * (n4) * 4; t += BM) { \
+    const int rr = t / ((n4) * 4), e = t - rr * ((n4) * 4); \
+    const int r = (r0) + rr; \
+    ((__local float*)(tile))[t] = \
+        (r < (rows) && e < (n)) ? LD(p, (base) + (IDX)r * (n) + e) * (mul) : 0.0f; \
+  }
+
+/* The operands' batch bases (batch index (b / div) % mod of each, NOTE above). */
+#define OPERAND_ARGS \
+  __global const T* q, const IDX qo, const int qd, const int qm, \
+  __global const T* k, const IDX ko, const int kd, const int km, \
+  __global const T* v, const IDX vo, const int vd, const int vm, \
+  const int L, const int S, const float scale, const int causal, \
+  const uint k0, const uint k1, const ulong doff, const uint threshold, const float dscale
+#define OPERAND_BASES(b) \
+  const IDX qb = qo + (IDX)BIDX(b, qd, qm) * (IDX)L * E; \
+  const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
+  const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
+#define NT 128
+#define EMU_LOCALS __local uint emu_addr[NT]; __local uint emu_frag[NT * 6];
+#define EMU_A_BYTES (STAGES * A_CHUNKS * 16)
+#undef SHARED_ADDR
+#define SHARED_ADDR(p) ((p) == sA ? 0u : (uint)EMU_A_BYTES)
+#define EMU_WORD(o) ((o) < EMU_A_BYTES ? ((__local const uint*)sA)[(o) / 4] \
+                                       : ((__local const uint*)sB)[((o) - EMU_A_BYTES) / 4])
+#define EMU_HALF(o) ((uint)((o) < EMU_A_BYTES ? ((__local const ushort*)sA)[(o) / 2] \
+                            : ((__local const ushort*)sB)[((o) - EMU_A_BYTES) / 2]))
+inline float emu_h2f(const uint h)
+{
+    const uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        return (s ? -1.0f : 1.0f) * (float)m * 5.9604645e-8f;
+    }
+    return as_float(s | (e == 31 ? 0x7f800000u : (e + 112) << 23) | (m << 13));
+}
+#define CP_ASYNC16(dst, src, bytes) do { \
+    const uint4 v_ = (bytes) ? *(__global const uint4*)(src) : (uint4)(0); \
+    const uint o_ = (dst); \
+    if (o_ < EMU_A_BYTES) { sA[o_ / 16] = v_; } else { sB[(o_ - EMU_A_BYTES) / 16] = v_; } \
+} while (0)
+#define CP_COMMIT() do { } while (0)
+#define CP_WAIT() do { } while (0)
+#define EMU_SHARE_ADDR(addr) do { barrier(CLK_LOCAL_MEM_FENCE); emu_addr[tid] = (addr); \
+    barrier(CLK_LOCAL_MEM_FENCE); } while (0)
+#define EMU_ROW(j, i) emu_addr[(tid & ~31) + (j) * 8 + (i)]
+#define EMU_ROWS(j) EMU_WORD(EMU_ROW(j, lane >> 2) + (lane & 3) * 4)
+#define EMU_COLS(j) (EMU_HALF(EMU_ROW(j, 2 * (lane & 3)) + (lane >> 2) * 2) \
+                     | (EMU_HALF(EMU_ROW(j, 2 * (lane & 3) + 1) + (lane >> 2) * 2) << 16))
+#define LDSM_X4(r0, r1, r2, r3, addr) do { EMU_SHARE_ADDR(addr); \
+    r0 = EMU_ROWS(0); r1 = EMU_ROWS(1); r2 = EMU_ROWS(2); r3 = EMU_ROWS(3); } while (0)
+#define LDSM_X4_T(r0, r1, r2, r3, addr) do { EMU_SHARE_ADDR(addr); \
+    r0 = EMU_COLS(0); r1 = EMU_COLS(1); r2 = EMU_COLS(2); r3 = EMU_COLS(3); } while (0)
+/* element (r, k) of the warp's A fragment and (k, n) of its B fragment */
+#define EMU_A(r, k) emu_h2f((emu_frag[((tid & ~31) + ((r) & 7) * 4 + ((k) & 7) / 2) * 6 \
+    + ((r) >> 3) + 2 * ((k) >> 3)] >> (16 * ((k) & 1))) & 0xffffu)
+#define EMU_B(k, n) emu_h2f((emu_frag[((tid & ~31) + (n) * 4 + ((k) & 7) / 2) * 6 + 4 \
+    + ((k) >> 3)] >> (16 * ((k) & 1))) & 0xffffu)
+#define MMA_16816(d, a, b) do { \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (int j_ = 0; j_ < 4; ++j_) { emu_frag[tid * 6 + j_] = (a)[j_]; } \
+    emu_frag[tid * 6 + 4] = (b)[0]; \
+    emu_frag[tid * 6 + 5] = (b)[1]; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (int i_ = 0; i_ < 4; ++i_) { \
+        const int r_ = (lane >> 2) + (i_ >> 1) * 8, n_ = (lane & 3) * 2 + (i_ & 1); \
+        float s_ = 0.0f; \
+        for (int k_ = 0; k_ < 16; ++k_) { s_ += EMU_A(r_, k_) * EMU_B(k_, n_); } \
+        (d)[i_] += s_; \
+    } \
+} while (0)
+
+#define SHFL_LOCALS __local float shfl_scratch[NT];
+inline float emu_shfl_xor(const float v, const int mask, __local float* sc, const int tid) {
+  barrier(CLK_LOCAL_MEM_FENCE);
+  sc[tid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float r = sc[tid ^ mask];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+#define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
+
+inline uint pack_h2(const float a, const float b) {
+  ushort h[2];
+  vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
+  return (uint)h[0] | ((uint)h[1] << 16);
+}
+
+/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile
+   (zeros past the end). */
+#define LOAD_BITS(tile, p, base, r0, n, rows, w) \
+  for (int t = tid; t < (n) * (w); t += NT) { \
+    const int rr = t / (w), e = t - rr * (w); \
+    (tile)[t] = (r0) + rr < (rows) ? (p)[(base) + (IDX)((r0) + rr) * (w) + e] : (ushort)0; \
+  }
+#define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
+
+
+/* The scores of a 16 x BN warp tile from A fragments a (E/16 of them) and B words in tile
+   tb (row n*8+g, E wide): c += a b^T. */
+#define SCORES(acc, a, tb, w) \
+  for (int n = 0; n < BN / 8; ++n) { \
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; \
+    for (int s = 0; s < (w) / 16; ++s) { \
+      uint bf[2]; \
+      const int at = (n * 8 + g) * (w) + s * 16 + 2 * t4; \
+      bf[0] = WORD(tb, at); bf[1] = WORD(tb, at + 8); \
+      MMA_16816(acc[n], a[s], bf); \
+    } \
+  }
+/* acc (w/8 tiles) += P (the 16 x BN C tiles in p, packed to float16 A fragments) times the
+   BN x w rows of tile tb. */
+#define ACCUMULATE(acc, p, tb, w) \
+  for (int s = 0; s < BN / 16; ++s) { \
+    uint pa[4]; \
+    pa[0] = pack_h2(p[2 * s][0], p[2 * s][1]); \
+    pa[1] = pack_h2(p[2 * s][2], p[2 * s][3]); \
+    pa[2] = pack_h2(p[2 * s + 1][0], p[2 * s + 1][1]); \
+    pa[3] = pack_h2(p[2 * s + 1][2], p[2 * s + 1][3]); \
+    const int r_ = s * 16 + 2 * t4; \
+    for (int n = 0; n < (w) / 8; ++n) { \
+      const int d = n * 8 + g; \
+      uint bf[2]; \
+      bf[0] = (uint)tb[r_ * (w) + d] | ((uint)tb[(r_ + 1) * (w) + d] << 16); \
+      bf[1] = (uint)tb[(r_ + 8) * (w) + d] | ((uint)tb[(r_ + 9) * (w) + d] << 16); \
+      MMA_16816(acc[n], pa, bf); \
+    } \
+  }
+#define FRAGS(a, tile, w) \
+  for (int s = 0; s < (w) / 16; ++s) { \
+    const int c = s * 16 + 2 * t4; \
+    a[s][0] = WORD(tile, wr * (w) + c); \
+    a[s][1] = WORD(tile, (wr + 8) * (w) + c); \
+    a[s][2] = WORD(tile, wr * (w) + c + 8); \
+    a[s][3] = WORD(tile, (wr + 8) * (w) + c + 8); \
+  }
+#define ZERO_TILES(acc, n_) \
+  for (int n = 0; n < (n_); ++n) { \
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const float* lse,
+                     __global const float* dd, OPERAND_ARGS MASK_ARG)
+{
+  __local ushort qs[BM * E], gs[BM * EV], ks[BN * E], vs[BN * EV];
+  EMU_LOCALS
+  SHFL_LOCALS
+  const int b = get_group_id(1), tid = get_local_id(0);
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  __global const ushort* qh = (__global const ushort*)q;
+  __global const ushort* kh = (__global const ushort*)k;
+  __global const ushort* vh = (__global const ushort*)v;
+  __global const ushort* gh = (__global const ushort*)dout;
+  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
+  LOAD_BITS(gs, gh, (IDX)b * L * EV, row0, BM, L, EV)
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4], ga[EV / 16][4];
+  FRAGS(qa, qs, E)
+  FRAGS(ga, gs, EV)
+  float li[2], di[2];
+  for (int r = 0; r < 2; ++r) {
+    const int i = row0 + wr + r * 8;
+    const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
+    li[r] = x == NEG_INF ? INFINITY : x;
+    di[r] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+  }
+  float acc[E / 8][4];
+  ZERO_TILES(acc, E / 8)
+  const int last = causal ? min(S, row0 + BM) : S;
+  for (int j0 = 0; j0 < last; j0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
+    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sc[BN / 8][4], dp[BN / 8][4];
+    SCORES(sc, qa, ks, E)
+    SCORES(dp, ga, vs, EV)
+    #pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+        float p = 0.0f;
+        if (i < L && j < S && (!causal || j <= i))
+          p = exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
+        sc[n][c] = p * (dp[n][c] - di[c >> 1]);
+      }
+    }
+    ACCUMULATE(acc, sc, ks, E)
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row0 + wr + r * 8;
+    if (i < L) {
+      const IDX ob = ((IDX)b * L + i) * E;
+      for (int n = 0; n < E / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dq, ob + d, acc[n][2 * r] * scale);
+        ST(dq, ob + d + 1, acc[n][2 * r + 1] * scale);
+      }
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
+                       __global const float* lse, __global const float* dd,
+                       OPERAND_ARGS MASK_ARG)
+{
+  __local ushort kt[BM * E], vt[BM * EV], qs[BN * E], gs[BN * EV];
+  __local float lt[BN], dt[BN];
+  EMU_LOCALS
+  SHFL_LOCALS
+  const int b = get_group_id(1), tid = get_local_id(0);
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  const int col0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  __global const ushort* qh = (__global const ushort*)q;
+  __global const ushort* kh = (__global const ushort*)k;
+  __global const ushort* vh = (__global const ushort*)v;
+  __global const ushort* gh = (__global const ushort*)dout;
+  LOAD_BITS(kt, kh, kb, col0, BM, S, E)
+  LOAD_BITS(vt, vh, vb, col0, BM, S, EV)
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint ka[E / 16][4], va[EV / 16][4];
+  FRAGS(ka, kt, E)
+  FRAGS(va, vt, EV)
+  float ak[E / 8][4], av[EV / 8][4];
+  ZERO_TILES(ak, E / 8)
+  ZERO_TILES(av, EV / 8)
+  const int first = causal ? (min(col0, L) / BN) * BN : 0;
+  for (int i0 = first; i0 < L; i0 += BN) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    LOAD_BITS(qs, qh, qb, i0, BN, L, E)
+    LOAD_BITS(gs, gh, (IDX)b * L * EV, i0, BN, L, EV)
+    for (int t = tid; t < BN; t += NT) {
+      const int i = i0 + t;
+      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
+      lt[t] = x == NEG_INF ? INFINITY : x;
+      dt[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float st[BN / 8][4], dpt[BN / 8][4];
+    SCORES(st, ka, qs, E)
+    SCORES(dpt, va, gs, EV)
+    #pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
+        float p = 0.0f;
+        if (i < L && j < S && (!causal || j <= i))
+          p = exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+        st[n][c] = p;
+        dpt[n][c] = p * (dpt[n][c] - dt[il]);
+      }
+    }
+    ACCUMULATE(av, st, gs, EV)
+    ACCUMULATE(ak, dpt, qs, E)
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = col0 + wr + r * 8;
+    if (j < S) {
+      const IDX cb = (IDX)b * S + j;
+      for (int n = 0; n < E / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dk, cb * E + d, ak[n][2 * r] * scale);
+        ST(dk, cb * E + d + 1, ak[n][2 * r + 1] * scale);
+      }
+      for (int n = 0; n < EV / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dv, cb * EV + d, av[n][2 * r]);
+        ST(dv, cb * EV + d + 1, av[n][2 * r + 1]);
+      }
+    }
+  }
+}
