@@ -208,7 +208,7 @@ def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
     q = plan.q
     suffix = "_emu" if mma == "emulate" else ""
     try:
-        return tuple(  # type: ignore[return-value]
+        return tuple(
             attention_family(q.queue.context, f"{name}{suffix}", q.dtype, plan.E, plan.Ev,
                              kind, MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
             for name in ("attn_bwd_dq_mma", "attn_bwd_dkdv_mma"))
