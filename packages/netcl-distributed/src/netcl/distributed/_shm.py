@@ -30,6 +30,8 @@ Examples:
 from __future__ import annotations
 
 import os
+import platform
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -74,6 +76,20 @@ _UFUNCS: dict[str, Callable[..., Any]] = {
 }
 _MAX_DIMS = HEADER - 6  # header: seq, collective, dtype, ndim, arg, size, dims...
 _CHECK_EVERY_S = 0.05
+
+# NOTE [ Memory order ]
+# A rank writes its slot, then its counter; another reads the counter, then the slot. x86
+# keeps stores in order and loads in order, so that is enough there. Weakly ordered CPUs
+# (ARM) may reorder them: there, a lock's release then acquire (store-release then
+# load-acquire, not reordered with each other) fences each side.
+_WEAK_ORDER = platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86")
+_FENCE = threading.Lock()
+
+
+def _fence() -> None:
+    if _WEAK_ORDER:
+        _FENCE.acquire()
+        _FENCE.release()
 
 
 def _chunk_bytes(chunk_bytes: int | None, world_size: int) -> int:
@@ -360,8 +376,10 @@ class ShmBackend(Backend):
         self._barriers += 1
         target = self._barriers
         arrive = self._arrive
+        _fence()  # this rank's slot writes before its counter
         arrive[self.rank] = target
         if arrive.min() >= target:
+            _fence()  # the others' counters before their slots
             self._check_failed(name, 0.0)
             return
         start = time.monotonic()
@@ -379,6 +397,7 @@ class ShmBackend(Backend):
                 time.sleep(min(1e-3, 1e-5 * (spins - 199)))
             spins += 1
             if arrive.min() >= target:
+                _fence()
                 self._check_failed(name, time.monotonic() - start)
                 return
             now = time.monotonic()
