@@ -159,6 +159,9 @@ def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
                 plan = _attention_plan.plan_attention(q, k, v, None, 0.0, causal, None, False)
                 if not _attention_fused.fused_applies(plan):
                     print("  (the fused kernels do not apply here: plain path)")
+                elif sizes[0] == L and not causal:
+                    mma = _attention_fused.mma_applies(plan)
+                    print(f"  {dtype}: {'tensor-core' if mma else 'portable'} kernels")
                 fwd, fwd_bwd = _netcl_calls(dev, q, k, v, g, causal)
                 sync = dev.queue.finish
                 try:
