@@ -64,9 +64,20 @@ def fused_applies(plan: AttentionPlan) -> bool:
         return False
     if plan.batch_size >= 2**31 or plan.L >= 2**31 or plan.S >= 2**31:
         return False
-    device = q.queue.device
-    return (int(device.local_mem_size) >= _local_bytes(plan.E, plan.Ev)
-            and int(device.max_work_group_size) >= _BM)
+    local_mem, group = _device_limits(q.queue)
+    return local_mem >= _local_bytes(plan.E, plan.Ev) and group >= _BM
+
+
+_limits: dict[Any, tuple[int, int]] = {}  # queue -> (local memory bytes, work-group size)
+
+
+def _device_limits(queue: Any) -> tuple[int, int]:
+    """The device's local memory and largest work-group, asked of the driver once."""
+    found = _limits.get(queue)
+    if found is None:
+        device = queue.device
+        found = _limits[queue] = (int(device.local_mem_size), int(device.max_work_group_size))
+    return found
 
 
 def batch_map(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, int] | None:
