@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from netcl.autograd import cross_entropy
-from netcl.core.device import device
+from netcl.core.device import DeviceHandle, device
 from netcl.data import DataLoader, DigitsDataset, DistributedSampler, random_split
 from netcl.distributed import (
     DistributedDataParallel,
@@ -76,14 +76,23 @@ def _rank_main(cfg: DigitsConfig, rank: int, world: int, job: str, out: Any) -> 
         destroy_process_group()
 
 
+def _selector(dev: str | DeviceHandle) -> str:
+    """A selector string the ranks can open (a handle does not cross a process boundary)."""
+    if isinstance(dev, str):
+        return dev
+    return "cpu" if dev.backend == "cpu" else str(dev.platform_name).strip()
+
+
 def train_digits_parallel(cfg: DigitsConfig, nprocs: int) -> list[EpochMetrics]:
     """Train the digits CNN data-parallel on ``nprocs`` processes; rank 0's epoch metrics.
 
-    ``cfg.batch_size`` is the global batch (each rank takes ``batch_size // nprocs``);
+    ``cfg.batch_size`` is the global batch (each rank takes ``batch_size // nprocs``, so a
+    batch size that ``nprocs`` does not divide trains on a slightly smaller global batch);
     ``cfg.device`` ``"auto"`` gives each rank its device (:func:`netcl.distributed.
-    device_for_rank`: its own where there are several of the best kind, else shared).
-    ``cfg.on_epoch_end`` (called in this process), the loggers and ``log_every`` of the
-    one-process job are not passed to the ranks except ``on_epoch_end``; the training step is
+    device_for_rank`: its own where there are several of the best kind, else shared); a
+    :class:`DeviceHandle` is passed on as its platform's name.
+    ``cfg.on_epoch_end`` is called in this process with rank 0's metrics as they arrive;
+    ``csv_log``, ``tensorboard_dir`` and ``log_every`` are not used, and the training step is
     not captured (the gradient hooks read the device).
 
     Raises:
@@ -97,8 +106,8 @@ def train_digits_parallel(cfg: DigitsConfig, nprocs: int) -> list[EpochMetrics]:
         raise ValueError(f"train_digits_parallel: batch_size ({cfg.batch_size}) must be at least "
                          f"nprocs ({nprocs}): it is the global batch split over the ranks")
     callback = cfg.on_epoch_end
-    child_cfg = replace(cfg, on_epoch_end=None, csv_log=None, tensorboard_dir=None,
-                        log_every=None)
+    child_cfg = replace(cfg, device=_selector(cfg.device), on_epoch_end=None, csv_log=None,
+                        tensorboard_dir=None, log_every=None)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     job = uuid.uuid4().hex[:16]
