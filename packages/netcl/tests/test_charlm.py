@@ -139,3 +139,46 @@ def test_unigram_entropy_is_the_character_entropy() -> None:
     p = np.array([4, 2, 1]) / 7
     assert unigram_entropy(text) == pytest.approx(float(-(p * np.log(p)).sum()))
     assert unigram_entropy("zzzz") == 0.0
+
+
+def _torch_reference(torch: Any, p: dict[str, Any], ids: Any, layers: int, heads: int) -> Any:
+    """The GPT's forward with torch.nn.functional (float64), for its gradients."""
+    F = torch.nn.functional
+    b, t = ids.shape
+    x = p["tok_emb.weight"][ids] + p["pos_emb"][:t]
+    c = x.shape[-1]
+    for i in range(layers):
+        pre = f"blocks.{i}."
+        h = F.layer_norm(x, (c,), p[pre + "ln1.weight"], p[pre + "ln1.bias"])
+        qkv = F.linear(h, p[pre + "attn.qkv.weight"], p[pre + "attn.qkv.bias"])
+        q, k, v = qkv.view(b, t, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).reshape(b, t, c)
+        x = x + F.linear(y, p[pre + "attn.proj.weight"], p[pre + "attn.proj.bias"])
+        h = F.layer_norm(x, (c,), p[pre + "ln2.weight"], p[pre + "ln2.bias"])
+        h = F.gelu(F.linear(h, p[pre + "fc.weight"], p[pre + "fc.bias"]), approximate="tanh")
+        x = x + F.linear(h, p[pre + "fc_proj.weight"], p[pre + "fc_proj.bias"])
+    x = F.layer_norm(x, (c,), p["ln_f.weight"], p["ln_f.bias"])
+    return F.linear(x, p["head.weight"])
+
+
+def test_loss_and_gradients_match_torch(dev: DeviceHandle) -> None:
+    torch = pytest.importorskip("torch")
+    model = _model(dev)
+    ids = np.random.default_rng(2).integers(0, 13, (3, 10)).astype(np.int32)
+    params = {k: torch.tensor(v, requires_grad=True) for k, v in _params(model).items()}
+    tx, ty = (torch.from_numpy(a.astype(np.int64)) for a in (ids[:, :-1], ids[:, 1:]))
+    want = torch.nn.functional.cross_entropy(
+        _torch_reference(torch, params, tx, 2, 2).flatten(0, 1), ty.flatten())
+    want.backward()
+    x, y = (Tensor.from_host(dev.queue, a) for a in (ids[:, :-1], ids[:, 1:]))
+    with ag.Tape() as tape:
+        loss = _token_loss(model(x), y)
+    tape.backward(loss)
+    assert float(loss.to_host()) == pytest.approx(want.item(), rel=1e-5)
+    for name, p in model.named_parameters():
+        expected = params[name].grad.numpy()
+        scale = float(np.abs(expected).max())
+        assert p.grad is not None, name
+        np.testing.assert_allclose(p.grad.to_host(), expected, rtol=0, atol=1e-4 * scale + 1e-7,
+                                   err_msg=name)
