@@ -10,7 +10,12 @@ bandwidth, ``algbw * 2 (n - 1) / n``: the bytes each rank must move at least, co
 across rank counts. The NumPy reference is ``np.copyto`` of 128 MB in this process: ``copy``
 counts the bytes copied per second (read + write would be twice that).
 
+With ``--tensor-device SELECTOR`` each rank also all-reduces a netcl Tensor on that device
+(every rank shares it: one GPU for all ranks) through ``netcl.distributed.all_reduce``, which
+stages it through the host; every result is checked (each rank sends rank + 1).
+
     python benchmarks/bench_allreduce.py [--ranks 2 4] [--sizes-mb 1 16 128] [--repeat 5]
+    python benchmarks/bench_allreduce.py --ranks 2 --backends shm --tensor-device cl   # a GPU
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import netcl.distributed as dist
+from netcl.core.device import manager
+from netcl.core.tensor import Tensor
 
 HERE = Path(__file__).resolve()
 MB = 1 << 20
@@ -47,29 +56,62 @@ def numpy_copy_gbs(size_mb: int = 128, repeat: int = 5) -> float:
     return src.nbytes / min(times) / 1e9
 
 
-def rank_main(sizes_mb: list[int], repeat: int) -> None:
-    """One rank: time all_reduce of each size; rank 0 prints a JSON line per size."""
+def rank_main(sizes_mb: list[int], repeat: int, tensor_device: str | None) -> None:
+    """One rank: time all_reduce of each size (NumPy arrays through the backend, then netcl
+    Tensors on ``tensor_device`` through ``dist.all_reduce``); rank 0 prints a JSON line per
+    row. Raises if a result is wrong."""
     pg = dist.init_process_group()
-    backend = pg.backend
+    backend, world = pg.backend, pg.world_size
+    expect = world * (world + 1) / 2  # every rank sends rank + 1
     for size in sizes_mb:
-        buf = np.zeros(size * MB // 4, np.float32)
+        buf = np.full(size * MB // 4, pg.rank + 1, np.float32)
         backend.all_reduce(buf, "sum")  # warm-up: pages touched, slots mapped
-        times = []
-        for _ in range(repeat):
-            backend.barrier()
-            t0 = time.perf_counter()
-            backend.all_reduce(buf, "sum")
-            times.append(time.perf_counter() - t0)
-        if pg.rank == 0:
-            print("RESULT " + json.dumps({"backend": backend.name, "ranks": pg.world_size,
-                                          "mb": size, "best_s": min(times),
-                                          "median_s": float(np.median(times))}), flush=True)
+        _check(buf, expect, f"ndarray {size} MB")
+        times = _times(partial(backend.all_reduce, buf, "sum"), backend, repeat)
+        _report(pg, "ndarray", size, times)
+    if tensor_device:
+        dev = manager.default(tensor_device)
+        if dev is None:
+            raise RuntimeError(f"no device {tensor_device!r}")
+        for size in sizes_mb:
+            t = Tensor.from_host(dev.queue, np.full(size * MB // 4, pg.rank + 1, np.float32))
+            dist.all_reduce(t, "sum")
+            _check(t.to_host(), expect, f"Tensor {size} MB on {dev}")
+            times = _times(partial(dist.all_reduce, t, "sum"), backend, repeat)
+            _report(pg, f"Tensor {dev}", size, times)
     dist.destroy_process_group()
 
 
-def run(backend: str, ranks: int, sizes_mb: list[int], repeat: int) -> list[dict[str, Any]]:
+def _check(host: np.ndarray[Any, Any], expect: float, what: str) -> None:
+    if not np.all(host == expect):
+        bad = host[host != expect]
+        raise AssertionError(f"all_reduce {what}: expected {expect}, got {bad[:5]} "
+                             f"({bad.size} wrong)")
+
+
+def _times(call: Callable[[], Any], backend: dist.Backend, repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        backend.barrier()
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _report(pg: dist.ProcessGroup, data: str, size: int, times: list[float]) -> None:
+    if pg.rank == 0:
+        print("RESULT " + json.dumps({"backend": pg.backend.name, "ranks": pg.world_size,
+                                      "data": data, "mb": size, "best_s": min(times),
+                                      "median_s": float(np.median(times))}), flush=True)
+
+
+def run(backend: str, ranks: int, sizes_mb: list[int], repeat: int,
+        tensor_device: str | None) -> list[dict[str, Any]]:
     """Start ``ranks`` ranks on ``backend``; the results rank 0 reported."""
     worker = [str(HERE), "--rank", "--sizes-mb", *map(str, sizes_mb), "--repeat", str(repeat)]
+    if tensor_device:
+        worker += ["--tensor-device", tensor_device]
     if backend == "shm":
         cmd = [sys.executable, "-m", "netcl.distributed.launch", "-n", str(ranks),
                *worker]
@@ -79,7 +121,7 @@ def run(backend: str, ranks: int, sizes_mb: list[int], repeat: int) -> list[dict
         if mpiexec is None:
             return []
         cmd = [mpiexec, "-n", str(ranks), sys.executable, *worker]
-    env = {**os.environ, "NETCL_DEVICE": "cpu"}
+    env = {**os.environ, "NETCL_DEVICE": tensor_device or "cpu"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         print(f"{backend} x{ranks} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}",
@@ -95,16 +137,19 @@ def main() -> None:
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 16, 128])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--backends", nargs="+", default=["shm", "mpi"])
+    parser.add_argument("--tensor-device", default=None,
+                        help="also all-reduce netcl Tensors on this device (e.g. cl): every "
+                             "rank shares it")
     parser.add_argument("--out", help="also write the rows as JSON here")
     parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank:
-        rank_main(args.sizes_mb, args.repeat)
+        rank_main(args.sizes_mb, args.repeat, args.tensor_device)
         return
     copy = numpy_copy_gbs()
     print(f"all_reduce (sum, float32) on {os.cpu_count()} CPUs; "
           f"NumPy copy: {copy:.2f} GB/s (bytes copied per second, 128 MB)")
-    print(f"{'backend':>7} {'ranks':>5} {'MB':>5} {'best ms':>9} {'median ms':>9} "
+    print(f"{'backend':>7} {'ranks':>5} {'data':>24} {'MB':>5} {'best ms':>9} {'median ms':>9} "
           f"{'algbw GB/s':>10} {'busbw GB/s':>10} {'busbw/copy':>10}")
     rows = []
     for backend in args.backends:
@@ -112,12 +157,13 @@ def main() -> None:
             print("mpi: skipped (mpi4py is not installed: pip install netcl-distributed[mpi])")
             continue
         for ranks in args.ranks:
-            for r in run(backend, ranks, args.sizes_mb, args.repeat):
+            for r in run(backend, ranks, args.sizes_mb, args.repeat, args.tensor_device):
                 algbw = r["mb"] * MB / r["best_s"] / 1e9
                 busbw = algbw * 2 * (ranks - 1) / ranks
                 r.update(algbw_gbs=algbw, busbw_gbs=busbw, numpy_copy_gbs=copy)
                 rows.append(r)
-                print(f"{backend:>7} {ranks:>5} {r['mb']:>5} {r['best_s'] * 1e3:>9.2f} "
+                print(f"{backend:>7} {ranks:>5} {r['data'][:24]:>24} {r['mb']:>5} "
+                      f"{r['best_s'] * 1e3:>9.2f} "
                       f"{r['median_s'] * 1e3:>9.2f} {algbw:>10.2f} {busbw:>10.2f} "
                       f"{busbw / copy:>10.2f}")
     if args.out:
