@@ -78,7 +78,9 @@ def worker(backend: str, devices: str, out_prefix: str) -> None:
     """One rank: for each ``device=mode,mode`` item of ``devices`` (``;``-separated), train
     with each mode: ``plain`` (data_parallel_step's bucketed sync after backward), ``ddp``
     (DistributedDataParallel's hooks in backward) or ``syncbn`` (DDP, SyncBatchNorm)."""
-    group = dist.init_process_group(backend, timeout=60)
+    group = dist.init_process_group("auto", timeout=60)  # MPI under mpiexec, else shm
+    if group.backend.name != backend:
+        raise RuntimeError(f"init_process_group('auto') chose {group.backend.name}, not {backend}")
     for k, item in enumerate(devices.split(";")):
         dev_name, modes = item.split("=")
         for mode in modes.split(","):
