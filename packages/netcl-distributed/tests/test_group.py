@@ -10,9 +10,10 @@ import pytest
 
 import netcl.distributed as dist
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, narrow_view
 from netcl.distributed import DistributedError
 from netcl.distributed._backend import default_timeout_s
+from netcl.distributed.testing import run_threads
 
 
 @pytest.fixture()
@@ -145,3 +146,21 @@ def test_collective_argument_errors(group: dist.ProcessGroup) -> None:
         dist.gather(x)
     with pytest.raises(ValueError, match="op must be one of"):
         dist.reduce_scatter_tensor(x, x, op="avg")
+
+
+def test_a_view_is_reduced_in_place_and_the_rest_of_its_base_untouched() -> None:
+    handle = manager.default("cpu")
+    assert handle is not None
+
+    def work(b: dist.ShmBackend) -> list[float]:
+        pg = dist.ProcessGroup(b, b.rank, b.world_size)
+        base = Tensor.from_host(handle.queue, np.arange(10, dtype=np.float32) * (b.rank + 1))
+        view = narrow_view(base, 2, (5,))
+        dist.all_reduce(view, op="sum", group=pg)
+        return [float(v) for v in base.to_host()]
+
+    r0, r1 = run_threads(work, 2)
+    expect = np.arange(10, dtype=np.float32)
+    expect[2:7] *= 3
+    assert r0 == expect.tolist()
+    assert r1[2:7] == expect[2:7].tolist() and r1[7:] == (2 * np.arange(7, 10)).tolist()
