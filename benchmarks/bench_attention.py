@@ -186,8 +186,8 @@ def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
                 rows.append(row)
                 mib = 2.0**20
                 print(f"{dtype:8} {causal!s:6} {L:5} | {tf * 1e3:8.2f} "
-                      f"{row['fwd_tflops']:7.2f} {rf / tf:6.2f} | {tb * 1e3:8.2f} "
-                      f"{row['fwd_bwd_tflops']:7.2f} {rb / tb:6.2f} | {rf * 1e3:8.2f} "
+                      f"{row['fwd_tflops']:7.3f} {rf / tf:6.2f} | {tb * 1e3:8.2f} "
+                      f"{row['fwd_bwd_tflops']:7.3f} {rb / tb:6.2f} | {rf * 1e3:8.2f} "
                       f"{rb * 1e3:8.2f} | {extra / mib:9.1f} {plain / mib:9.1f} {err:8.1e}",
                       flush=True)
                 for t in (q, k, v, g):
