@@ -14,6 +14,8 @@ from netcl.core import Tensor
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import copy_from_host
 from netcl.data import CharVocab
+from netcl.optim import SGD
+from netcl.trainer import Trainer
 from netcl.trainer._charlm import _token_loss, sample_text, unigram_entropy
 from netcl.trainer._charlm_model import GPT
 
@@ -182,3 +184,25 @@ def test_loss_and_gradients_match_torch(dev: DeviceHandle) -> None:
         assert p.grad is not None, name
         np.testing.assert_allclose(p.grad.to_host(), expected, rtol=0, atol=1e-4 * scale + 1e-7,
                                    err_msg=name)
+
+
+def test_trainer_counts_tokens_and_reports_perplexity(dev: DeviceHandle) -> None:
+    """``Trainer(input_dtype=None, class_axis=-1, perplexity=True)``: int ids reach the
+    model, accuracy is over every token, perplexity is exp(loss)."""
+    model = _model(dev)
+    rng = np.random.default_rng(4)
+    batches = [(ids[:, :-1], ids[:, 1:]) for ids in
+               (rng.integers(0, 13, (n, 8)).astype(np.int32) for n in (3, 2))]
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.0), _token_loss, batches, batches,
+                      device=dev, progress=False, input_dtype=None, class_axis=-1,
+                      perplexity=True)
+    (m,) = trainer.fit()
+    assert m.extra["train_perplexity"] == pytest.approx(math.exp(m.train_loss))
+    assert m.extra["val_perplexity"] == pytest.approx(math.exp(m.val_loss or 0.0))
+    hits = 0
+    for x, y in batches:  # lr 0: the weights the tally saw
+        pred = model(Tensor.from_host(dev.queue, x)).to_host().argmax(-1)
+        hits += int((pred == y).sum())
+    assert m.val_accuracy == pytest.approx(hits / 35) and m.train_accuracy == m.val_accuracy
+    with pytest.raises(ValueError, match="class_axis must be 1"):
+        Trainer(model, SGD(model.parameters(), lr=0.1), _token_loss, batches, class_axis=2)
