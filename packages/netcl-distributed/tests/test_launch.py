@@ -33,8 +33,10 @@ def test_a_failing_rank_fails_the_job_and_is_named(capfd: pytest.CaptureFixture[
 
 
 def test_a_module_runs_with_dash_m(capfd: pytest.CaptureFixture[str]) -> None:
-    assert main(["-n", "2", "-m", "platform"]) == 0
-    assert len(capfd.readouterr().out.strip().splitlines()) == 2
+    code = main(["-n", "2", "-m", "platform"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 2, (out, err)
 
 
 def test_bad_arguments(capfd: pytest.CaptureFixture[str]) -> None:

@@ -35,6 +35,8 @@ __all__ = ["main", "rank_env"]
 
 _POLL_S = 0.05
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# looked up here, not in the forked child (which should do as little as possible before exec)
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 class _StopRequestedError(Exception):
@@ -118,8 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _die_with_launcher() -> None:
     """In a rank, before it runs (Linux): get SIGTERM if the launcher dies, even by SIGKILL,
     instead of running on as an orphan (the next job reclaims the segment)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def _raise_stopped(signum: int, frame: FrameType | None) -> None:
