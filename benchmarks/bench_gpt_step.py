@@ -93,17 +93,19 @@ def time_netcl(dev: DeviceHandle, shape: dict[str, int], amp: bool, captured: bo
             "mode": step.mode if captured else "eager"}
 
 
-def time_torch(shape: dict[str, int], amp: bool,
-               steps: int) -> dict[str, Any] | None:
+def time_torch(shape: dict[str, int], amp: bool, steps: int,
+               where: str = "cuda") -> dict[str, Any] | None:
+    """PyTorch's step on ``where`` (``cpu``: float32 only, a check of this code)."""
     try:
         import torch
     except ImportError:
         return None
-    if not torch.cuda.is_available():
+    if (where == "cuda" and not torch.cuda.is_available()) or (where == "cpu" and amp):
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    cuda = torch.device("cuda")
+    cuda = torch.device(where)
+    sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
     model = torch_gpt(torch, VOCAB, shape["seq"], shape["layers"], shape["width"],
                       shape["heads"])
     load_netcl_weights(torch, model, GPT(VOCAB, shape["seq"], shape["layers"], shape["width"],
@@ -111,12 +113,12 @@ def time_torch(shape: dict[str, int], amp: bool,
                                          seed=0))
     model = model.to(cuda)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    scaler = torch.amp.GradScaler(where, enabled=amp)
     ids = torch.from_numpy(_batch(shape["batch"], shape["seq"]).astype(np.int64)).to(cuda)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
     def step() -> Any:
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        with torch.autocast(where, dtype=torch.float16, enabled=amp):
             logits = model(x)
         loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         scaler.scale(loss).backward()
@@ -125,16 +127,16 @@ def time_torch(shape: dict[str, int], amp: bool,
         opt.zero_grad(set_to_none=True)
         return loss
 
-    first = float(step())
+    first = step().item()
     for _ in range(2):
         step()
-    torch.cuda.synchronize()
+    sync()
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    torch.cuda.synchronize()
+    sync()
     return {"step_ms": (time.perf_counter() - start) / steps * 1e3, "first_loss": first,
-            "device": torch.cuda.get_device_name()}
+            "device": torch.cuda.get_device_name() if where == "cuda" else "cpu"}
 
 
 def main() -> None:
@@ -148,6 +150,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--precision", choices=("float32", "amp", "both"), default="both")
     parser.add_argument("--eager", action="store_true", help="eager rows too")
+    parser.add_argument("--torch-device", choices=("cuda", "cpu"), default="cuda",
+                        help="where the PyTorch reference runs (cpu: float32 only)")
     parser.add_argument("--quick", action="store_true",
                         help="batch 4, sequence 64, 2 layers of 64: a smoke run")
     parser.add_argument("--json", default=None)
@@ -173,7 +177,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for amp in precisions:
         precision = "amp" if amp else "float32"
-        ref = time_torch(shape, amp, args.steps)
+        ref = time_torch(shape, amp, args.steps, args.torch_device)
         for who, captured in modes:
             row = time_netcl(dev, shape, amp, captured, args.steps)
             rows.append({"precision": precision, "who": who, **shape, **row})
