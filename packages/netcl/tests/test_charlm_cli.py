@@ -106,6 +106,15 @@ def test_resume_continues_and_the_sample_repeats(tmp_path: Path, corpus: Path,
     assert _sample(run("a", 2, resume=True)) == _sample(straight)
 
 
+def test_amp_trains(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--amp`` (float16 autocast, dynamic loss scaling) on the NumPy backend."""
+    argv = ["train", "--task", "charlm", "--device", "cpu", "--corpus", str(corpus),
+            "--train-chars", "6000", "--epochs", "2", "--amp", *TINY]
+    assert main(argv) == 0
+    (first, first_val, _), (last, last_val, _) = _epochs(capsys.readouterr().out)
+    assert last < first and last_val < first_val
+
+
 @pytest.mark.parametrize("argv", [
     ["--task", "nope"],
     ["--task", "charlm", "--context", "0"],
