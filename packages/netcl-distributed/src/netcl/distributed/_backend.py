@@ -148,7 +148,8 @@ class Backend(abc.ABC):
     :meth:`all_reduce_async` runs :meth:`all_reduce` on one worker thread by default (one per
     backend, so async collectives keep their order); a synchronous collective first waits for
     the async ones still pending, so every rank sees the same order. A backend with its own
-    non-blocking collectives (MPI) may override it.
+    non-blocking collectives (MPI) may override it. Call a backend from one thread at a time
+    (its worker aside): the ranks must see one order of collectives.
     """
 
     rank: int
