@@ -33,11 +33,7 @@ KNOWN_LAZY: dict[str, str] = {
         "restructured with the kernel builders (issue 14 item 3)",
 }
 # Function-level imports of netcl modules that are there on purpose, each with its reason.
-ALLOWED_LAZY: dict[str, str] = {
-    "netcl/src/netcl/cli.py: netcl.trainer._digits":
-        "start-up time: the digits job pulls in autograd, nn, optim and data (+0.23 s on 0.37 s)"
-        " that `netcl devices` and `netcl --help` never use",
-}
+ALLOWED_LAZY: dict[str, str] = {}
 
 
 def _module_name(path: Path, src: Path) -> str:

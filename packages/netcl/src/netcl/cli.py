@@ -70,6 +70,7 @@ from netcl.trainer._charlm_cli import (
     charlm_epoch_line,
     charlm_report,
 )
+from netcl.trainer._digits import DigitsConfig, train_digits
 from netcl.trainer._parallel import train_digits_parallel
 
 from ._export_cli import add_export_parser, export_command
@@ -178,11 +179,6 @@ def train(args: argparse.Namespace, out: Any = None) -> int:
     """Train the digits CNN (or ``--task charlm``'s GPT), printing the device, one line per
     epoch as it ends (the epochs a resumed run restored first), and the held-out accuracy
     (charlm: the unigram baseline, the validation loss and a sample)."""
-    # Imported here on purpose (start-up time, not an import circle): the digits job pulls in
-    # autograd, nn, optim and data, 0.23 s on top of the 0.37 s `import netcl.cli` takes
-    # (2-core AMD EPYC Zen 2, warm), which `netcl devices` and `netcl --help` never use.
-    from netcl.trainer._digits import DigitsConfig, train_digits
-
     out = out or sys.stdout
     task = args.task
     for name, value in TASK_DEFAULTS[task].items():
