@@ -123,7 +123,7 @@ def test_unexpected_error_is_one_line_flagged_as_a_bug(capsys: pytest.CaptureFix
     def broken(cfg: Any) -> Any:
         raise KeyError("x")
 
-    monkeypatch.setattr("netcl.trainer._digits.train_digits", broken)
+    monkeypatch.setattr("netcl.cli.train_digits", broken)
     assert main(["train", "--device", "cpu"]) == 1
     assert _one_line(capsys.readouterr().err) == (
         "netcl: internal error: KeyError: 'x' (rerun with --debug for the traceback and "
@@ -150,7 +150,7 @@ def test_runtime_failures_are_one_line_and_exit_1(error: Exception, line: str,
     def failing(cfg: Any) -> Any:
         raise error
 
-    monkeypatch.setattr("netcl.trainer._digits.train_digits", failing)
+    monkeypatch.setattr("netcl.cli.train_digits", failing)
     assert main(["train", "--device", "cpu"]) == 1
     assert _one_line(capsys.readouterr().err) == line
 
