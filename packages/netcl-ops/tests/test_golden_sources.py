@@ -50,7 +50,8 @@ def test_no_stale_golden_files() -> None:
 def test_matrix_covers_every_family_and_dtype() -> None:
     families = {name.split("/")[0] for name in SOURCES}
     assert families == {"elementwise", "matmul", "conv2d", "reduce", "softmax", "pooling",
-                        "normalization", "bias", "creation", "movement", "random"}
+                        "normalization", "bias", "creation", "movement", "random",
+                        "attention", "rnn"}
     for family in ("elementwise", "matmul", "conv2d", "reduce", "softmax", "pooling"):
         for dtype in _golden.FLOATS:
             assert any(n.startswith(f"{family}/") and f"-{dtype}" in n for n in SOURCES), (
@@ -63,7 +64,7 @@ def test_every_kernel_family_registers_its_golden_sources() -> None:
     registered = golden_families("ops")
     assert {f.name.partition(".")[2] for f in families("ops.")} <= set(registered)
     assert {"matmul", "conv2d"} <= set(registered)
-    assert len(SOURCES) == 121
+    assert len(SOURCES) == 134
 
 
 @functools.cache
