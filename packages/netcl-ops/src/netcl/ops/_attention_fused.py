@@ -169,10 +169,12 @@ def _from_zero(t: Tensor) -> Tensor:
 
 def mma_applies(plan: AttentionPlan) -> bool:
     """Whether the forward runs on the tensor cores (NOTE [ Tensor-core attention forward ]):
-    float16, no dropout, head dims that are multiples of 16 up to 128, a device that runs
-    mma.sync."""
+    float16, no dropout, head dims that are multiples of 16 up to 128, operands starting at
+    a multiple of 8 elements, a device that runs mma.sync."""
     return (plan.q.dtype == "float16" and plan.dropout_p == 0.0
-            and mma_head_ok(plan.E, plan.Ev) and mma_available(plan.q.queue)
+            and mma_head_ok(plan.E, plan.Ev)
+            and all(t.offset % 8 == 0 for t in (plan.q, plan.k, plan.v))  # 16-byte loads
+            and mma_available(plan.q.queue)
             and plan.q.queue.context not in _mma_refused)
 
 

@@ -60,25 +60,46 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 """
 
 _KERNEL = """
+#ifdef PACK_PTX
+/* two floats to float16 (round to nearest even), a in the low half: one cvt */
+inline uint pack_h2(const float a, const float b) {
+  uint r;
+  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+#else
 inline uint pack_h2(const float a, const float b) {
   ushort h[2];
   vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
   return (uint)h[0] | ((uint)h[1] << 16);
 }
+#endif
 
-/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile
-   (zeros past the end). */
+/* Local tiles keep rows of w float16 bits at a stride of w + 8 (16 bytes more): the eight rows
+   a fragment load touches then start in eight different bank groups. */
+#define PW(w) ((w) + 8)
+/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile,
+   16 bytes per load (zeros past the end; base and w are multiples of 8 elements). */
 #define LOAD_BITS(tile, p, base, r0, n, rows, w) \\
-  for (int t = tid; t < (n) * (w); t += NT) { \\
-    const int rr = t / (w), e = t - rr * (w); \\
-    (tile)[t] = (r0) + rr < (rows) ? (p)[(base) + (IDX)((r0) + rr) * (w) + e] : (ushort)0; \\
+  for (int t = tid; t < (n) * ((w) / 8); t += NT) { \\
+    const int rr = t / ((w) / 8), c8 = t - rr * ((w) / 8); \\
+    uint4 x = (uint4)(0u); \\
+    if ((r0) + rr < (rows)) \\
+      x = *(__global const uint4*)((p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8); \\
+    *(__local uint4*)((tile) + rr * PW(w) + c8 * 8) = x; \\
   }
+/* A local tile of rows x w float16 bits, 16-byte aligned, named `name` (ushort*). */
+#define LOCAL_TILE(name, rows, w) \\
+  __local uint4 name##_v[(rows) * PW(w) / 8]; \\
+  __local ushort* name = (__local ushort*)name##_v;
 #define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  __local ushort qs[BM * E], ks[BN * E], vs[BN * EV];
+  LOCAL_TILE(qs, BM, E)
+  LOCAL_TILE(ks, BN, E)
+  LOCAL_TILE(vs, BN, EV)
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -95,10 +116,10 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   #pragma unroll
   for (int s = 0; s < E / 16; ++s) {
     const int c = s * 16 + 2 * t4;
-    qa[s][0] = WORD(qs, wr * E + c);
-    qa[s][1] = WORD(qs, (wr + 8) * E + c);
-    qa[s][2] = WORD(qs, wr * E + c + 8);
-    qa[s][3] = WORD(qs, (wr + 8) * E + c + 8);
+    qa[s][0] = WORD(qs, wr * PW(E) + c);
+    qa[s][1] = WORD(qs, (wr + 8) * PW(E) + c);
+    qa[s][2] = WORD(qs, wr * PW(E) + c + 8);
+    qa[s][3] = WORD(qs, (wr + 8) * PW(E) + c + 8);
   }
   float o[EV / 8][4];
   #pragma unroll
@@ -117,7 +138,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       #pragma unroll
       for (int s = 0; s < E / 16; ++s) {
         uint kf[2];
-        const int at = (n * 8 + g) * E + s * 16 + 2 * t4;
+        const int at = (n * 8 + g) * PW(E) + s * 16 + 2 * t4;
         kf[0] = WORD(ks, at);
         kf[1] = WORD(ks, at + 8);
         MMA_16816(sc[n], qa[s], kf);
@@ -171,8 +192,8 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       for (int n = 0; n < EV / 8; ++n) {
         const int d = n * 8 + g;
         uint vf[2];
-        vf[0] = (uint)vs[key * EV + d] | ((uint)vs[(key + 1) * EV + d] << 16);
-        vf[1] = (uint)vs[(key + 8) * EV + d] | ((uint)vs[(key + 9) * EV + d] << 16);
+        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
+        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
         MMA_16816(o[n], pa, vf);
       }
     }
@@ -208,7 +229,7 @@ _BACKWARD = """
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; \\
     for (int s = 0; s < (w) / 16; ++s) { \\
       uint bf[2]; \\
-      const int at = (n * 8 + g) * (w) + s * 16 + 2 * t4; \\
+      const int at = (n * 8 + g) * PW(w) + s * 16 + 2 * t4; \\
       bf[0] = WORD(tb, at); bf[1] = WORD(tb, at + 8); \\
       MMA_16816(acc[n], a[s], bf); \\
     } \\
@@ -226,18 +247,18 @@ _BACKWARD = """
     for (int n = 0; n < (w) / 8; ++n) { \\
       const int d = n * 8 + g; \\
       uint bf[2]; \\
-      bf[0] = (uint)tb[r_ * (w) + d] | ((uint)tb[(r_ + 1) * (w) + d] << 16); \\
-      bf[1] = (uint)tb[(r_ + 8) * (w) + d] | ((uint)tb[(r_ + 9) * (w) + d] << 16); \\
+      bf[0] = (uint)tb[r_ * PW(w) + d] | ((uint)tb[(r_ + 1) * PW(w) + d] << 16); \\
+      bf[1] = (uint)tb[(r_ + 8) * PW(w) + d] | ((uint)tb[(r_ + 9) * PW(w) + d] << 16); \\
       MMA_16816(acc[n], pa, bf); \\
     } \\
   }
 #define FRAGS(a, tile, w) \\
   for (int s = 0; s < (w) / 16; ++s) { \\
     const int c = s * 16 + 2 * t4; \\
-    a[s][0] = WORD(tile, wr * (w) + c); \\
-    a[s][1] = WORD(tile, (wr + 8) * (w) + c); \\
-    a[s][2] = WORD(tile, wr * (w) + c + 8); \\
-    a[s][3] = WORD(tile, (wr + 8) * (w) + c + 8); \\
+    a[s][0] = WORD(tile, wr * PW(w) + c); \\
+    a[s][1] = WORD(tile, (wr + 8) * PW(w) + c); \\
+    a[s][2] = WORD(tile, wr * PW(w) + c + 8); \\
+    a[s][3] = WORD(tile, (wr + 8) * PW(w) + c + 8); \\
   }
 #define ZERO_TILES(acc, n_) \\
   for (int n = 0; n < (n_); ++n) { \\
@@ -247,7 +268,10 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const float* lse,
                      __global const float* dd, OPERAND_ARGS MASK_ARG)
 {
-  __local ushort qs[BM * E], gs[BM * EV], ks[BN * E], vs[BN * EV];
+  LOCAL_TILE(qs, BM, E)
+  LOCAL_TILE(gs, BM, EV)
+  LOCAL_TILE(ks, BN, E)
+  LOCAL_TILE(vs, BN, EV)
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -315,7 +339,10 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
                        __global const float* lse, __global const float* dd,
                        OPERAND_ARGS MASK_ARG)
 {
-  __local ushort kt[BM * E], vt[BM * EV], qs[BN * E], gs[BN * EV];
+  LOCAL_TILE(kt, BM, E)
+  LOCAL_TILE(vt, BM, EV)
+  LOCAL_TILE(qs, BN, E)
+  LOCAL_TILE(gs, BN, EV)
   __local float lt[BN], dt[BN];
   EMU_LOCALS
   SHFL_LOCALS
@@ -411,4 +438,6 @@ def mma_source(kernel: str, emulate: bool) -> str:
     before it."""
     ptx = emulated_ptx() if emulate else hardware_ptx(0)
     body = _KERNEL if kernel == "attn_fwd_mma" else _KERNEL.split("__kernel")[0] + _BACKWARD
-    return f"#define NT {MMA_THREADS}\n{ptx}{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}{body}"
+    pack = "" if emulate else "#define PACK_PTX\n"
+    return (f"#define NT {MMA_THREADS}\n{pack}{ptx}{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}"
+            f"{body}")

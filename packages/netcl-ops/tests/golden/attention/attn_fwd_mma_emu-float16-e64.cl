@@ -171,25 +171,46 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 }
 #define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
 
+#ifdef PACK_PTX
+/* two floats to float16 (round to nearest even), a in the low half: one cvt */
+inline uint pack_h2(const float a, const float b) {
+  uint r;
+  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+#else
 inline uint pack_h2(const float a, const float b) {
   ushort h[2];
   vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
   return (uint)h[0] | ((uint)h[1] << 16);
 }
+#endif
 
-/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile
-   (zeros past the end). */
+/* Local tiles keep rows of w float16 bits at a stride of w + 8 (16 bytes more): the eight rows
+   a fragment load touches then start in eight different bank groups. */
+#define PW(w) ((w) + 8)
+/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile,
+   16 bytes per load (zeros past the end; base and w are multiples of 8 elements). */
 #define LOAD_BITS(tile, p, base, r0, n, rows, w) \
-  for (int t = tid; t < (n) * (w); t += NT) { \
-    const int rr = t / (w), e = t - rr * (w); \
-    (tile)[t] = (r0) + rr < (rows) ? (p)[(base) + (IDX)((r0) + rr) * (w) + e] : (ushort)0; \
+  for (int t = tid; t < (n) * ((w) / 8); t += NT) { \
+    const int rr = t / ((w) / 8), c8 = t - rr * ((w) / 8); \
+    uint4 x = (uint4)(0u); \
+    if ((r0) + rr < (rows)) \
+      x = *(__global const uint4*)((p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8); \
+    *(__local uint4*)((tile) + rr * PW(w) + c8 * 8) = x; \
   }
+/* A local tile of rows x w float16 bits, 16-byte aligned, named `name` (ushort*). */
+#define LOCAL_TILE(name, rows, w) \
+  __local uint4 name##_v[(rows) * PW(w) / 8]; \
+  __local ushort* name = (__local ushort*)name##_v;
 #define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  __local ushort qs[BM * E], ks[BN * E], vs[BN * EV];
+  LOCAL_TILE(qs, BM, E)
+  LOCAL_TILE(ks, BN, E)
+  LOCAL_TILE(vs, BN, EV)
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -206,10 +227,10 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   #pragma unroll
   for (int s = 0; s < E / 16; ++s) {
     const int c = s * 16 + 2 * t4;
-    qa[s][0] = WORD(qs, wr * E + c);
-    qa[s][1] = WORD(qs, (wr + 8) * E + c);
-    qa[s][2] = WORD(qs, wr * E + c + 8);
-    qa[s][3] = WORD(qs, (wr + 8) * E + c + 8);
+    qa[s][0] = WORD(qs, wr * PW(E) + c);
+    qa[s][1] = WORD(qs, (wr + 8) * PW(E) + c);
+    qa[s][2] = WORD(qs, wr * PW(E) + c + 8);
+    qa[s][3] = WORD(qs, (wr + 8) * PW(E) + c + 8);
   }
   float o[EV / 8][4];
   #pragma unroll
@@ -228,7 +249,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       #pragma unroll
       for (int s = 0; s < E / 16; ++s) {
         uint kf[2];
-        const int at = (n * 8 + g) * E + s * 16 + 2 * t4;
+        const int at = (n * 8 + g) * PW(E) + s * 16 + 2 * t4;
         kf[0] = WORD(ks, at);
         kf[1] = WORD(ks, at + 8);
         MMA_16816(sc[n], qa[s], kf);
@@ -282,8 +303,8 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       for (int n = 0; n < EV / 8; ++n) {
         const int d = n * 8 + g;
         uint vf[2];
-        vf[0] = (uint)vs[key * EV + d] | ((uint)vs[(key + 1) * EV + d] << 16);
-        vf[1] = (uint)vs[(key + 8) * EV + d] | ((uint)vs[(key + 9) * EV + d] << 16);
+        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
+        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
         MMA_16816(o[n], pa, vf);
       }
     }
