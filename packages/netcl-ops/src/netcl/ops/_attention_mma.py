@@ -9,9 +9,10 @@
 # row by two butterfly shuffles; the row sums stay per lane and are added up once at the end,
 # as in FlashAttention-2), packs the probabilities into float16 A fragments in registers (the
 # C layout of m16n8 is the A layout of m16n8k16, so nothing goes through local memory) and
-# accumulates P V with EV/8 x BN/16 more. It writes the output in float16 and the row
-# log-sum-exp in float32, as attn_fwd does, so the backward kernels are shared. Dropout is
-# not fused here (dropout_p > 0 runs attn_fwd). Head dims must be multiples of 16 up to 128.
+# accumulates P V with EV/8 x BN/16 more. Exponentials are native_exp (ex2.approx, relative
+# error ~2^-22: far below the float16 rounding the probabilities get anyway). It writes the
+# output in float16 and the row log-sum-exp in float32, as attn_fwd does. Dropout is not
+# fused here (dropout_p > 0 runs attn_fwd). Head dims must be multiples of 16 up to 128.
 # Every PTX statement has a plain-C twin (``emulate``, NOTE [ Emulated PTX ] in
 # ._matmul_mma_source: mma through local memory, shuffles through a local scratch), so CPU
 # OpenCL devices test the tiling, fragment maps, masking and softmax; only the GPU runs the
@@ -163,7 +164,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       mx[r] = fmax(mx[r], SHFL_XOR(mx[r], 2));
       const float mn = fmax(mr[r], mx[r]);
       ms[r] = mn == NEG_INF ? 0.0f : mn;
-      alpha[r] = exp(mr[r] - ms[r]);
+      alpha[r] = native_exp(mr[r] - ms[r]);
       mr[r] = mn;
       lr[r] *= alpha[r];
     }
@@ -175,7 +176,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = exp(sc[n][c] - ms[c >> 1]);
+        const float p = native_exp(sc[n][c] - ms[c >> 1]);
         lr[c >> 1] += p;
         sc[n][c] = p;
       }
@@ -314,7 +315,7 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
         const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
+          p = native_exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
         sc[n][c] = p * (dp[n][c] - di[c >> 1]);
       }
     }
@@ -386,7 +387,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
         const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
         st[n][c] = p;
         dpt[n][c] = p * (dpt[n][c] - dt[il]);
       }

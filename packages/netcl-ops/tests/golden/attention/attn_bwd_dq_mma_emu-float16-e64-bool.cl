@@ -298,7 +298,7 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
         const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
+          p = native_exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
         sc[n][c] = p * (dp[n][c] - di[c >> 1]);
       }
     }
@@ -370,7 +370,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
         const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
         st[n][c] = p;
         dpt[n][c] = p * (dpt[n][c] - dt[il]);
       }

@@ -274,7 +274,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       mx[r] = fmax(mx[r], SHFL_XOR(mx[r], 2));
       const float mn = fmax(mr[r], mx[r]);
       ms[r] = mn == NEG_INF ? 0.0f : mn;
-      alpha[r] = exp(mr[r] - ms[r]);
+      alpha[r] = native_exp(mr[r] - ms[r]);
       mr[r] = mn;
       lr[r] *= alpha[r];
     }
@@ -286,7 +286,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = exp(sc[n][c] - ms[c >> 1]);
+        const float p = native_exp(sc[n][c] - ms[c >> 1]);
         lr[c >> 1] += p;
         sc[n][c] = p;
       }
