@@ -3,7 +3,8 @@
 # NOTE [ Tensor-core attention forward ]
 # attn_fwd_mma: one work-group of four warps per (batch, 64 query rows), each warp 16 rows.
 # The warp keeps its rows of Q as mma A fragments for the whole kernel; per tile of BN keys
-# (64, or 32 for head dims over 64) K and V are staged in local memory as float16 bits, the
+# (64, or 32 for head dims over 64) K and V (transposed, so that the P V B fragments are
+# 32-bit words) are staged in local memory as float16 bits, the
 # warp computes its 16 x BN scores with BN/8 x E/16 mma.sync (f16 in, f32 out), scales and
 # masks them, folds them into the online softmax (row max over the four lanes that hold a
 # row by two butterfly shuffles; the row sums stay per lane and are added up once at the end,
@@ -100,7 +101,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
   LOCAL_TILE(qs, BM, E)
   LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vs, BN, EV)
+  LOCAL_TILE(vt, EV, BN)  /* V transposed: a B fragment word is two consecutive keys */
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -130,7 +131,14 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
     LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    for (int t = tid; t < BN * (EV / 8); t += NT) {  /* lanes on consecutive keys */
+      const int c8 = t / BN, key = t - c8 * BN;
+      uint4 x = (uint4)(0u);
+      if (j0 + key < S) x = *(__global const uint4*)(vh + vb + (IDX)(j0 + key) * EV + c8 * 8);
+      const uint w[4] = {x.x, x.y, x.z, x.w};
+      for (int u = 0; u < 8; ++u)
+        vt[(c8 * 8 + u) * PW(BN) + key] = (ushort)(w[u >> 1] >> (16 * (u & 1)));
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4];
     #pragma unroll
@@ -193,8 +201,8 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       for (int n = 0; n < EV / 8; ++n) {
         const int d = n * 8 + g;
         uint vf[2];
-        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
-        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
+        vf[0] = WORD(vt, d * PW(BN) + key);
+        vf[1] = WORD(vt, d * PW(BN) + key + 8);
         MMA_16816(o[n], pa, vf);
       }
     }
