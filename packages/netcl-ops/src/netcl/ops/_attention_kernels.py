@@ -22,6 +22,12 @@
 # Masks are read in place through broadcast strides: batch index (b / div) % mod times the
 # mask's batch stride, then row and column strides that are 0 along broadcast axes. A fully
 # masked row has l = 0: output 0, lse = -inf, and p = 0 in the backward (no NaN).
+# H100 float32 (B*H 32, E 64), beside torch SDPA float32 (its memory-efficient kernel) in the
+# same run: forward 7-17 TFLOP/s (0.28-0.51x), forward+backward 5-10 (0.22-0.30x), the
+# backward being the weaker part (attn_bwd_dkdv holds four head-dim rows per item). The
+# fused path's pool bytes for forward+backward grow linearly: 16, 32, 65, 129 MiB at
+# L = 512 .. 4096 (outputs, gradients, lse and D); the plain path's 148 and 553 MiB at
+# L = 512 and 1024.
 """
 
 from __future__ import annotations
