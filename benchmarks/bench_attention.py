@@ -22,7 +22,8 @@ temporary buffer; freed temporaries are reused, so this is the high-water mark o
 pool holds). The fused path keeps O(B L) beyond the outputs (the row log-sum-exp, the
 backward's D = rowsum(dO O)): linear in L. ``plain MiB`` is the same for the plain
 (materialized) path, which stores (B, L, S) scores and probabilities: quadratic in L (measured
-up to L = 2048 only, where it still fits comfortably).
+up to L = 1024 only: the pool hands buffers of 256 MiB and more back to the driver when
+they are freed, so beyond that its count would miss the biggest temporaries).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
                     print(f"{dtype:8} {causal!s:6} {L:5} | failed: {exc!r}"[:400], flush=True)
                     continue
                 extra = _pool_bytes(dev, fwd_bwd)
-                plain = _plain_bytes(dev, q, k, v, g, causal) if L <= 2048 else 0
+                plain = _plain_bytes(dev, q, k, v, g, causal) if L <= 1024 else 0
                 if torch is not None:
                     rf, rb, want = _torch_ref(torch, cuda, arrays, dtype, causal, repeat)
                 else:
