@@ -3,8 +3,7 @@
 # NOTE [ Tensor-core attention forward ]
 # attn_fwd_mma: one work-group of four warps per (batch, 64 query rows), each warp 16 rows.
 # The warp keeps its rows of Q as mma A fragments for the whole kernel; per tile of BN keys
-# (64, or 32 for head dims over 64) K and V (transposed, so that the P V B fragments are
-# 32-bit words) are staged in local memory as float16 bits, the
+# (64, or 32 for head dims over 64) K and V are staged in local memory as float16 bits, the
 # warp computes its 16 x BN scores with BN/8 x E/16 mma.sync (f16 in, f32 out), scales and
 # masks them, folds them into the online softmax (row max over the four lanes that hold a
 # row by two butterfly shuffles; the row sums stay per lane and are added up once at the end,
@@ -22,9 +21,10 @@
 # were 8-way bank conflicts) ran the forward at 18-28 TFLOP/s (0.05-0.13x); 16-byte loads into
 # rows padded by 16 bytes, cvt.rn.f16x2 packing and native_exp gave 72-94 (0.20-0.26x),
 # forward+backward 50-79 at L 1024-4096 (0.18-0.45x; 0.53x at L 512, where launches
-# dominate both). What is left on the table: ldmatrix fragment loads (each mma still takes
-# two local loads per B fragment), cp.async double buffering of the K/V tiles, and 128-key
-# tiles. The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available`
+# dominate both). Staging V transposed (16-bit scattered local stores for half the P V
+# fragment loads) measured slower, 58-77 TFLOP/s, and was reverted. What is left on the
+# table: ldmatrix fragment loads (the P V B fragment is four 16-bit local loads), cp.async
+# double buffering of the K/V tiles, and 128-key tiles. The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available`
 # says the device runs mma.sync (NVIDIA's driver, probed once; ``NETCL_MMA=0`` turns it off).
 """
 
@@ -108,7 +108,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
   LOCAL_TILE(qs, BM, E)
   LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vt, EV, BN)  /* V transposed: a B fragment word is two consecutive keys */
+  LOCAL_TILE(vs, BN, EV)
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -138,14 +138,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
     LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    for (int t = tid; t < BN * (EV / 8); t += NT) {  /* lanes on consecutive keys */
-      const int c8 = t / BN, key = t - c8 * BN;
-      uint4 x = (uint4)(0u);
-      if (j0 + key < S) x = *(__global const uint4*)(vh + vb + (IDX)(j0 + key) * EV + c8 * 8);
-      const uint w[4] = {x.x, x.y, x.z, x.w};
-      for (int u = 0; u < 8; ++u)
-        vt[(c8 * 8 + u) * PW(BN) + key] = (ushort)(w[u >> 1] >> (16 * (u & 1)));
-    }
+    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4];
     #pragma unroll
@@ -208,8 +201,8 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       for (int n = 0; n < EV / 8; ++n) {
         const int d = n * 8 + g;
         uint vf[2];
-        vf[0] = WORD(vt, d * PW(BN) + key);
-        vf[1] = WORD(vt, d * PW(BN) + key + 8);
+        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
+        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
         MMA_16816(o[n], pa, vf);
       }
     }

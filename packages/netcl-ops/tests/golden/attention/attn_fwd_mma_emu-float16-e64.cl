@@ -210,7 +210,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
   LOCAL_TILE(qs, BM, E)
   LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vt, EV, BN)  /* V transposed: a B fragment word is two consecutive keys */
+  LOCAL_TILE(vs, BN, EV)
   EMU_LOCALS
   SHFL_LOCALS
   const int b = get_group_id(1), tid = get_local_id(0);
@@ -240,14 +240,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   for (int j0 = 0; j0 < last; j0 += BN) {
     barrier(CLK_LOCAL_MEM_FENCE);
     LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    for (int t = tid; t < BN * (EV / 8); t += NT) {  /* lanes on consecutive keys */
-      const int c8 = t / BN, key = t - c8 * BN;
-      uint4 x = (uint4)(0u);
-      if (j0 + key < S) x = *(__global const uint4*)(vh + vb + (IDX)(j0 + key) * EV + c8 * 8);
-      const uint w[4] = {x.x, x.y, x.z, x.w};
-      for (int u = 0; u < 8; ++u)
-        vt[(c8 * 8 + u) * PW(BN) + key] = (ushort)(w[u >> 1] >> (16 * (u & 1)));
-    }
+    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4];
     #pragma unroll
@@ -310,8 +303,8 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       for (int n = 0; n < EV / 8; ++n) {
         const int d = n * 8 + g;
         uint vf[2];
-        vf[0] = WORD(vt, d * PW(BN) + key);
-        vf[1] = WORD(vt, d * PW(BN) + key + 8);
+        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
+        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
         MMA_16816(o[n], pa, vf);
       }
     }
