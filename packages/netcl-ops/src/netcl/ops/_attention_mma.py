@@ -24,8 +24,9 @@
 # dominate both). Staging V transposed (16-bit scattered local stores for half the P V
 # fragment loads) measured slower, 58-77 TFLOP/s, and was reverted. What is left on the
 # table: ldmatrix fragment loads (the P V B fragment is four 16-bit local loads), cp.async
-# double buffering of the K/V tiles, and 128-key tiles. The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available`
-# says the device runs mma.sync (NVIDIA's driver, probed once; ``NETCL_MMA=0`` turns it off).
+# double buffering of the K/V tiles, and 128-key tiles. The tensor cores are used where
+# :func:`netcl.ops._matmul_mma.mma_available` says the device runs mma.sync (NVIDIA's
+# driver, probed once; ``NETCL_MMA=0`` turns it off).
 """
 
 from __future__ import annotations
