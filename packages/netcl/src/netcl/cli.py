@@ -39,7 +39,6 @@ kind (``--debug`` or ``NETCL_DEBUG=1`` adds the traceback):
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import traceback
@@ -61,6 +60,7 @@ from netcl.core.env import env_flag
 from netcl.distributed.launch import main as launch_main
 from netcl.io import CheckpointError
 from netcl.runtime import Profile, profile
+from netcl.trainer._argtypes import int_at_least, positive_float
 from netcl.trainer._charlm import charlm_data, train_charlm
 from netcl.trainer._charlm_cli import (
     CHARLM_OPTIONS,
@@ -337,27 +337,6 @@ def cache_clear_command(names: Sequence[str], out: Any = None) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def _natural_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     debug_help = "on an error, print the full traceback too (or set NETCL_DEBUG=1)"
     parser = argparse.ArgumentParser(prog="netcl", description="netcl command line")
@@ -376,17 +355,17 @@ def _parser() -> argparse.ArgumentParser:
                     "model")
     tp.add_argument("--device", default="auto",
                     help="auto (default), cpu (NumPy), gpu, cl, cl:P:D or a device-name fragment")
-    tp.add_argument("--epochs", type=_positive_int, default=None,
+    tp.add_argument("--epochs", type=int_at_least(1), default=None,
                     help="default per task: " + ", ".join(
                         f"{t} {d['epochs']}" for t, d in TASK_DEFAULTS.items()))
-    tp.add_argument("--batch-size", type=_positive_int, default=None,
+    tp.add_argument("--batch-size", type=int_at_least(1), default=None,
                     help="default per task: " + ", ".join(
                         f"{t} {d['batch_size']}" for t, d in TASK_DEFAULTS.items()))
-    tp.add_argument("--lr", type=_positive_float, default=None,
+    tp.add_argument("--lr", type=positive_float, default=None,
                     help="default per task: " + ", ".join(
                         f"{t} {d['lr']}" for t, d in TASK_DEFAULTS.items()))
     tp.add_argument("--seed", type=int, default=0)
-    tp.add_argument("--workers", type=_natural_int, default=0,
+    tp.add_argument("--workers", type=int_at_least(0), default=0,
                     help="DataLoader worker processes")
     tp.add_argument("--checkpoint-dir", default=None)
     tp.add_argument("--resume", action="store_true", help="continue from checkpoint-dir")
@@ -405,9 +384,9 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--tensorboard", metavar="DIR", default=None,
                     help="write TensorBoard event files to DIR (needs pip install "
                     "'netcl[tensorboard]')")
-    tp.add_argument("--log-every", type=_positive_int, default=None, metavar="K",
+    tp.add_argument("--log-every", type=int_at_least(1), default=None, metavar="K",
                     help="also log loss and accuracy every K training steps")
-    tp.add_argument("--nprocs", type=_positive_int, default=1, metavar="N",
+    tp.add_argument("--nprocs", type=int_at_least(1), default=1, metavar="N",
                     help="digits: train data-parallel over N processes on this host "
                     "(default 1)")
     add_charlm_arguments(tp)

@@ -4,9 +4,9 @@ line and its report (the CLI itself is :mod:`netcl.cli`)."""
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
+from ._argtypes import int_at_least, positive_float, probability
 from ._charlm import CharLMConfig, CharLMResult
 from ._trainer import _perplexity as _ppl
 
@@ -23,53 +23,30 @@ CHARLM_OPTIONS = ("context", "layers", "width", "heads", "dropout", "corpus", "t
                   "sample_chars", "prompt", "temperature")
 
 
-def _int_at_least(low: int) -> Any:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
-        return value
-    return parse
-
-
-def _probability(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
 def add_charlm_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--task charlm`` options (defaults: :class:`CharLMConfig`'s)."""
     d = CharLMConfig()
     group = parser.add_argument_group("--task charlm (character language model)")
-    group.add_argument("--context", type=_int_at_least(1), default=None,
+    group.add_argument("--context", type=int_at_least(1), default=None,
                        help=f"characters per training window (default {d.context})")
-    group.add_argument("--layers", type=_int_at_least(1), default=None,
+    group.add_argument("--layers", type=int_at_least(1), default=None,
                        help=f"transformer blocks (default {d.layers})")
-    group.add_argument("--width", type=_int_at_least(1), default=None,
+    group.add_argument("--width", type=int_at_least(1), default=None,
                        help=f"model width (default {d.width})")
-    group.add_argument("--heads", type=_int_at_least(1), default=None,
+    group.add_argument("--heads", type=int_at_least(1), default=None,
                        help=f"attention heads; must divide --width (default {d.heads})")
-    group.add_argument("--dropout", type=_probability, default=None,
+    group.add_argument("--dropout", type=probability, default=None,
                        help=f"dropout probability (default {d.dropout})")
     group.add_argument("--corpus", metavar="TEXT_FILE", default=None,
                        help="train on this UTF-8 text file (default: the text of Python's "
                        "help() topics, pydoc_data, shipped with CPython)")
-    group.add_argument("--train-chars", type=_int_at_least(1), default=None, metavar="N",
+    group.add_argument("--train-chars", type=int_at_least(1), default=None, metavar="N",
                        help="train on the first N characters of the training text only")
-    group.add_argument("--sample-chars", type=_int_at_least(0), default=None, metavar="N",
+    group.add_argument("--sample-chars", type=int_at_least(0), default=None, metavar="N",
                        help=f"characters to write after training (default {d.sample_chars})")
     group.add_argument("--prompt", default=None,
                        help=f"what the sample starts from (default {d.prompt!r})")
-    group.add_argument("--temperature", type=_positive, default=None,
+    group.add_argument("--temperature", type=positive_float, default=None,
                        help=f"sampling temperature (default {d.temperature})")
 
 
