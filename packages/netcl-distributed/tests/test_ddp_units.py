@@ -1,6 +1,7 @@
 """In one process: bucket layout, sync_grads over replicas, and DistributedDataParallel's
 hooks (gradients equal to the plain model's, no_sync accumulation, unused parameters) on a
-group of one rank, on every device. The multi-rank runs are in tests-integration/test_ddp.py (they train on netcl.data)."""
+group of one rank, on every device. The multi-rank runs are in tests-integration/test_ddp.py
+(they train on netcl.data)."""
 
 from __future__ import annotations
 
