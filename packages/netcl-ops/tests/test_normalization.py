@@ -12,7 +12,13 @@ from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, numeric_grad, supports_dtype
-from netcl.ops import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
+from netcl.ops import (
+    _normalization,
+    batch_norm,
+    batch_norm_backward,
+    layer_norm,
+    layer_norm_backward,
+)
 from netcl.ops.testing import check_error, check_op, offset_view
 
 SHAPES = [(7, 3), (2, 3, 5), (4, 2, 3, 3), (1, 5, 7, 7)]
@@ -255,3 +261,37 @@ def test_norms_read_views_with_an_element_offset(dev: DeviceHandle, dtype: str) 
     for got, want in zip(layer_norm_backward(gv, xv, (2, 5), mean_l, rstd_l, lw[0]),
                          layer_norm_backward(gc, xc, (2, 5), outs_c[1], outs_c[2], lw[1])):
         np.testing.assert_array_equal(got.to_host(), want.to_host())
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["item-per-row", "group-per-row"])
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_layer_norm_both_kernel_layouts(dev: DeviceHandle, per_row: bool, affine: bool,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each OpenCL device runs both layer-norm layouts (NOTE [ Layer norm on CPU devices ]):
+    one work-item per row (CPU devices' default) and one work-group per row (GPUs')."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend runs no OpenCL kernels")
+    monkeypatch.setattr(_normalization, "ln_per_row", lambda device: per_row)
+    rng = np.random.default_rng(11)
+    rows, d = 37, 67
+    x = rng.standard_normal((rows, d)) * 3 + 5
+    g = rng.standard_normal((rows, d))
+    w = rng.standard_normal(d) if affine else None
+    b = rng.standard_normal(d) if affine else None
+    q = dev.queue
+    xt = Tensor.from_host(q, x, dtype="float32")
+    wt = None if w is None else Tensor.from_host(q, w, dtype="float32")
+    bt = None if b is None else Tensor.from_host(q, b, dtype="float32")
+    y, mean, rstd = layer_norm(xt, d, wt, bt)
+    assert_close(y.to_host(), ref_ln(x, d, w, b), "float32", scale=4)
+    assert_close(mean.to_host(), x.mean(1), "float32", scale=8)
+    inv = 1 / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    assert_close(rstd.to_host(), inv.reshape(-1), "float32")
+    dx, dw, db = layer_norm_backward(Tensor.from_host(q, g, dtype="float32"), xt, d, mean, rstd,
+                                     wt)
+    xhat = (x - x.mean(1, keepdims=True)) * inv
+    gr = g * (1.0 if w is None else w.reshape(1, d))
+    want_dx = inv * (gr - gr.mean(1, keepdims=True) - xhat * (gr * xhat).mean(1, keepdims=True))
+    assert_close(dx.to_host(), want_dx, "float32", scale=4)
+    assert_close(dw.to_host(), (g * xhat).sum(0), "float32", scale=8)
+    assert_close(db.to_host(), g.sum(0), "float32", scale=8)

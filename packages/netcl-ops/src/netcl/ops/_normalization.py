@@ -29,6 +29,7 @@ from ._norm_kernels import (
     bn_lanes,
     bn_launch_2d,
     bn_splits,
+    ln_per_row,
     normalization_family,
 )
 
@@ -344,11 +345,14 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     sdt = stat_dtype(x.dtype)
     y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), sdt), empty(
         q, (rows,), sdt)
-    kernel = normalization_family(x.context, x.dtype).kernels["ln_forward"]
+    kernels = normalization_family(x.context, x.dtype).kernels
     affine = weight is not None and bias is not None
-    if rows:
-        launch(q, kernel, (rows * GROUP,), (GROUP,),
-               *view_args(x, y_t, mean_t, rstd_t, _or(weight, x), _or(bias, x)), d,
+    args = view_args(x, y_t, mean_t, rstd_t, _or(weight, x), _or(bias, x))
+    if rows and ln_per_row(q.device):
+        launch_1d(q, kernels["ln_forward_row"], rows, *args, rows, d,
+                  kernel_scalar(op, eps, sdt), int(affine))
+    elif rows:
+        launch(q, kernels["ln_forward"], (rows * GROUP,), (GROUP,), *args, d,
                kernel_scalar(op, eps, sdt), int(affine))
     return y_t, mean_t, rstd_t
 
@@ -373,11 +377,16 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     dx_t = empty(q, x.shape, x.dtype)
     gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
     if rows:
-        kdx = normalization_family(x.context, x.dtype).kernels["ln_backward_dx"]
-        launch(q, kdx, (rows * GROUP,), (GROUP,),
-               *view_args(grad, x, dx_t, mean, rstd, _or(weight, x)), d, int(weight is not None))
-        kp = normalization_family(x.context, x.dtype).kernels["ln_backward_params"]
-        launch_1d(q, kp, d, *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
+        kernels = normalization_family(x.context, x.dtype).kernels
+        args = view_args(grad, x, dx_t, mean, rstd, _or(weight, x))
+        if ln_per_row(q.device):
+            launch_1d(q, kernels["ln_backward_dx_row"], rows, *args, rows, d,
+                      int(weight is not None))
+        else:
+            launch(q, kernels["ln_backward_dx"], (rows * GROUP,), (GROUP,), *args, d,
+                   int(weight is not None))
+        launch_1d(q, kernels["ln_backward_params"], d,
+                  *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
     return dx_t, gw_t, gb_t
 
 

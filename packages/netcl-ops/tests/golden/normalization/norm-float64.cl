@@ -248,6 +248,58 @@ __kernel void ln_backward_dx(__global const T* g, const long go, __global const 
   }
 }
 
+// CPU devices (NOTE [ Layer norm on CPU devices ]): one work-item per row, serial loops.
+__kernel void ln_forward_row(__global const T* x, const long xo, __global T* y, const long yo,
+                             __global CT* mean, const long meano, __global CT* rstd,
+                             const long rstdo, __global const T* w, const long wo,
+                             __global const T* b, const long bo, const int R, const int D,
+                             const CT eps, const int affine) {
+  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
+  const int r = get_global_id(0);
+  if (r >= R) return;
+  const __global T* xr = x + (long)r * D;
+  __global T* yr = y + (long)r * D;
+  CT s = (CT)0;
+  for (int j = 0; j < D; ++j) s += LD(xr, j);
+  const CT mu = s / D;
+  CT q = (CT)0;
+  for (int j = 0; j < D; ++j) { const CT d = (CT)LD(xr, j) - mu; q += d * d; }
+  const CT inv = rsqrt(q / D + eps);
+  if (affine) {
+    for (int j = 0; j < D; ++j) {
+      ST(yr, j, ((CT)LD(xr, j) - mu) * inv * (CT)LD(w, j) + (CT)LD(b, j));
+    }
+  } else {
+    for (int j = 0; j < D; ++j) ST(yr, j, ((CT)LD(xr, j) - mu) * inv);
+  }
+  mean[r] = mu;
+  rstd[r] = inv;
+}
+
+__kernel void ln_backward_dx_row(__global const T* g, const long go, __global const T* x,
+                                 const long xo, __global T* dx, const long dxo,
+                                 __global const CT* mean, const long meano,
+                                 __global const CT* rstd, const long rstdo, __global const T* w,
+                                 const long wo, const int R, const int D, const int affine) {
+  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
+  const int r = get_global_id(0);
+  if (r >= R) return;
+  const long base = (long)r * D;
+  const CT mu = mean[r], inv = rstd[r];
+  CT s1 = (CT)0, s2 = (CT)0;
+  for (int j = 0; j < D; ++j) {
+    const CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
+    s1 += dxh;
+    s2 += dxh * ((CT)LD(x, base + j) - mu);
+  }
+  const CT m1 = s1 / D, m2 = s2 * inv / D;
+  for (int j = 0; j < D; ++j) {
+    const CT xhat = ((CT)LD(x, base + j) - mu) * inv;
+    const CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
+    ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
+  }
+}
+
 // One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
 __kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
                                  const long xo, __global const CT* mean, const long meano,
