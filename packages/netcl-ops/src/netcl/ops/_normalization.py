@@ -1,7 +1,8 @@
 """Batch norm (training and eval, optionally fused with ReLU) and layer norm, with their backward
 computations. Batch-norm statistics are per-channel partial sums over several work-groups
 per channel, added in order by a second launch (NOTE [ Batch norm kernels ] in
-``._norm_kernels``); layer norm's are one work-group per row. Normalizing is one kernel.
+``._norm_kernels``); layer norm's are one work-group per row on GPUs, one work-item per row on
+OpenCL CPU devices (NOTE [ Layer norm on CPU devices ]). Normalizing is one kernel.
 """
 
 from __future__ import annotations
