@@ -27,3 +27,22 @@ __kernel void bias_add(__global const T* x, __global const T* bias, __global T* 
     if (i >= total) return;
     ST(y, i, LD(x, offx + i) + LD(bias, offb + (i / inner) % channels));
 }
+
+// CPU devices (NOTE [ Bias add on CPU devices ]): one work-item per contiguous run of ``run``
+// elements sharing one bias pattern, a serial loop without a division per element.
+__kernel void bias_add_rows(__global const T* x, __global const T* bias, __global T* y,
+                            const int offx, const int offb, const int rows, const int run,
+                            const int channels, const int inner) {
+    const int r = get_global_id(0);
+    if (r >= rows) return;
+    const __global T* xr = x + offx + (long)r * run;
+    __global T* yr = y + (long)r * run;
+    const __global T* b = bias + offb;
+    if (inner == 1) {
+        for (int j = 0; j < run; ++j) ST(yr, j, LD(xr, j) + LD(b, j));
+    } else {
+        const CT v = LD(b, r % channels);
+        for (int j = 0; j < run; ++j) ST(yr, j, LD(xr, j) + v);
+    }
+}
+
