@@ -29,10 +29,12 @@ __kernel void bias_add(__global const T* x, __global const T* bias, __global T* 
 }
 
 // CPU devices (NOTE [ Bias add on CPU devices ]): one work-item per contiguous run of ``run``
-// elements sharing one bias pattern, a serial loop without a division per element.
-__kernel void bias_add_rows(__global const T* x, __global const T* bias, __global T* y,
-                            const int offx, const int offb, const int rows, const int run,
-                            const int channels, const int inner) {
+// elements sharing one bias pattern, a serial loop without a division per element. The
+// vec_type_hint keeps Intel's compiler from vectorizing across work-items (strided gathers).
+__kernel __attribute__((vec_type_hint(float4)))
+void bias_add_rows(__global const T* x, __global const T* bias, __global T* y,
+                   const int offx, const int offb, const int rows, const int run,
+                   const int channels, const int inner) {
     const int r = get_global_id(0);
     if (r >= rows) return;
     const __global T* xr = x + offx + (long)r * run;
