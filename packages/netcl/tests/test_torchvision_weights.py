@@ -216,3 +216,21 @@ def test_torch_onnx_export_of_torchvision_layout_resnet18_loads(dev: DeviceHandl
         want = net(x).numpy()
     got = load(path, queue=dev.queue)(Tensor.from_host(dev.queue, x.numpy())).to_host()
     assert _rel(got, want) <= 1e-5, f"{dev.device_name}: {_rel(got, want):.2e}"
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50"])
+def test_torchvision_model_itself_loads(dev: DeviceHandle, name: str, tmp_path: Path) -> None:
+    """torchvision's own full-width model (where torchvision is installed), not a copy."""
+    models = pytest.importorskip("torchvision.models", reason="torchvision is the reference")
+    torch.manual_seed(3)
+    net = getattr(models, name)(weights=None)
+    _trained_stats(net, (2, 3, 32, 32))
+    path = tmp_path / f"{name}.pth"
+    torch.save(net.state_dict(), path)
+    mine = (resnet18 if name == "resnet18" else resnet50)(queue=dev.queue, weights=str(path))
+    mine.eval()
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    got = mine(Tensor.from_host(dev.queue, x)).to_host()
+    assert _rel(got, want) <= 1e-5, f"{dev.device_name}: {_rel(got, want):.2e}"
