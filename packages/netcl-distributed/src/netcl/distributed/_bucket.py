@@ -4,12 +4,15 @@
 Parameters are grouped, in reverse registration order (roughly the order the backward pass
 produces their gradients: last layer first), into buckets of one dtype and at most
 ``bucket_cap_mb`` MiB each (25 MiB, PyTorch DDP's default). A bucket owns one flat host array
-allocated once; a gradient is copied into its slice, and when every slice of a bucket is filled
-the bucket's mean all-reduce starts asynchronously on the backend's worker thread
+allocated once; a gradient is copied into its slice (:meth:`GradBucketer.add_grads` copies a
+gradient tensor straight from the device into it, without a temporary array: NOTE [ Persistent
+host staging ] in :mod:`._staging`), and when every slice of a bucket is filled (and its copies
+have landed) the bucket's mean all-reduce starts asynchronously on the backend's worker thread
 (:meth:`~._backend.Backend.all_reduce_async`), so the reduction of one bucket overlaps the
 packing of the next (and, driven by :class:`~._ddp.DistributedDataParallel`'s hooks, the rest
 of the backward pass). :meth:`GradBucketer.finish` waits for the buckets in launch order and
-writes each averaged slice back into its parameter's ``.grad`` in place.
+writes each averaged slice back into its parameter's ``.grad`` in place (from the same slice,
+one wait for all the copies).
 
 A parameter without a gradient on this rank contributes zeros (every rank must send the same
 bucket); after the reduction it gets the averaged gradient like the others.
@@ -17,6 +20,8 @@ bucket); after the reduction it gets the averaged gradient like the others.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +34,7 @@ from netcl.nn import Module
 
 from ._backend import Backend, Work
 from ._group import ProcessGroup, get_group
+from ._staging import download, own_array, upload, wait
 
 __all__ = ["GradBucketer", "backend_of", "sync_grads"]
 
@@ -44,12 +50,15 @@ def backend_of(group: ProcessGroup | Backend | None) -> Backend:
 
 @dataclass(eq=False)
 class _Bucket:
-    """One flat message: the parameters, their offsets into ``flat``, and its reduction."""
+    """One flat message: the parameters, their offsets into ``flat`` (``views[i]`` is
+    parameter i's 1-D slice), the copies into it not yet waited for, and its reduction."""
 
     params: list[Tensor]
     offsets: list[int]
     flat: np.ndarray[Any, Any]
+    views: list[np.ndarray[Any, Any]] = field(default_factory=list)
     filled: set[int] = field(default_factory=set)
+    events: list[Any] = field(default_factory=list)
     work: Work | None = None
 
 
@@ -108,11 +117,14 @@ class GradBucketer:
         for members in groups:
             offsets = np.cumsum([0] + [p.size for p in members]).tolist()
             flat = np.zeros(offsets[-1], numpy_dtype(members[0].dtype))
-            bucket = _Bucket(members, offsets[:-1], flat)
+            views = [flat[a:b] for a, b in itertools.pairwise(offsets)]
+            bucket = _Bucket(members, offsets[:-1], flat, views)
             self.buckets.append(bucket)
             for i, p in enumerate(members):
                 self._where[id(p)] = (bucket, i)
         self._launched: list[_Bucket] = []
+        # per dtype, room for the largest parameter: the second term of add_grads (made once)
+        self._scratch: dict[np.dtype[Any], np.ndarray[Any, Any]] = {}
 
     @property
     def params(self) -> list[Tensor]:
@@ -131,9 +143,60 @@ class GradBucketer:
             bucket.flat[start: start + n] = 0
         else:
             bucket.flat[start: start + n] = np.asarray(grad).reshape(-1)
+        return self._filled(bucket, i)
+
+    def add_grads(self, p: Tensor, *grads: Tensor) -> bool:
+        """Put the sum of ``grads`` (tensors of ``p``'s shape; none: zeros) into ``p``'s slice,
+        copying the first straight from its device, without blocking; when that fills its
+        bucket, wait for the bucket's copies and start its all-reduce. Returns whether it
+        started.
+
+        The same values as ``add(p, sum(g.to_host() for g in grads))``, without the arrays
+        that made per call (NOTE [ Persistent host staging ]).
+        """
+        bucket, i = self._where[id(p)]
+        view = bucket.views[i]
+        if any(g.dtype != p.dtype for g in grads):  # summed in their dtype, as add's callers did
+            return self.add(p, functools.reduce(np.add, [g.to_host() for g in grads]))
+        if not grads:
+            view[...] = 0
+        else:
+            event = download(grads[0], view)
+            if len(grads) > 1:
+                wait([event])
+                event = None
+                for g in grads[1:]:
+                    np.add(view, self.host_of(g, view), out=view)
+            bucket.events.append(event)
+        return self._filled(bucket, i)
+
+    def scratch(self, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """A 1-D host array of ``like``'s size and dtype, this bucketer's own (made once per
+        dtype, for its largest parameter; its contents last until the next call that uses
+        it)."""
+        scratch = self._scratch.get(like.dtype)
+        if scratch is None or scratch.size < like.size:
+            largest = max([like.size, *(p.size for b in self.buckets for p in b.params
+                                        if b.flat.dtype == like.dtype)])
+            scratch = self._scratch[like.dtype] = np.empty(largest, like.dtype)
+        return scratch[:like.size]
+
+    def host_of(self, t: Tensor, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """``t``'s data as a 1-D host array of ``like``'s dtype: its own array on the NumPy
+        backend, else downloaded into :meth:`scratch` (valid until its next use)."""
+        own = own_array(t)
+        if own is not None and own.dtype == like.dtype:
+            return own.reshape(-1)
+        out = self.scratch(like)
+        wait([download(t, out)])
+        return out
+
+    def _filled(self, bucket: _Bucket, i: int) -> bool:
         bucket.filled.add(i)
         if len(bucket.filled) < len(bucket.params) or bucket.work is not None:
             return False
+        events, bucket.events = bucket.events, []
+        wait(events)
         bucket.work = self.backend.all_reduce_async(bucket.flat, "mean")
         self._launched.append(bucket)
         return True
@@ -168,22 +231,33 @@ class GradBucketer:
             self.wait()
             for b in self.buckets:
                 b.filled.clear()
+                events, b.events = b.events, []
+                wait(events)
             raise RuntimeError(f"GradBucketer.finish: {len(missing)} parameters got no gradient "
                                f"this step (shapes {[p.shape for p in missing][:8]}); every rank "
                                "must hand over every bucketed gradient")
         self.wait()
         skipped = {id(p) for p in skip}
+        uploads = []
         for bucket in self.buckets:
             bucket.filled.clear()
-            for p in bucket.params:
-                if id(p) not in skipped:
-                    write_grad(p, self.reduced(p))
+            for p, view in zip(bucket.params, bucket.views):
+                if id(p) in skipped:
+                    continue
+                if p.grad is None:
+                    write_grad(p, view.reshape(p.shape))
+                else:
+                    uploads.append(upload(p.grad, view))
+        wait(uploads)  # the slices are written again next step
 
     def reduce(self) -> None:
         """Average every parameter's ``.grad`` over the ranks (``None`` counts as zeros)."""
         for bucket in self.buckets:
             for p in bucket.params:
-                self.add(p, None if p.grad is None else p.grad.to_host())
+                if p.grad is None:
+                    self.add_grads(p)
+                else:
+                    self.add_grads(p, p.grad)
         self.finish()
 
 

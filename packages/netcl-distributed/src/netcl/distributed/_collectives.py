@@ -5,6 +5,10 @@ the NumPy backend, one download on OpenCL), runs the group backend's in-place co
 writes the result back into the same tensor (:func:`write_back`: nothing to do where the host
 array is the storage). NumPy arrays must be C-contiguous; they are updated in place.
 
+:func:`all_reduce` and :func:`broadcast` stage an OpenCL tensor through a host array lent by
+the group's pool (one per shape and dtype, kept from call to call: NOTE [ Persistent host
+staging ] in :mod:`._staging`), so a training loop's calls make no new arrays after the first.
+
 Examples:
     >>> import numpy as np
     >>> from ._group import init_process_group, destroy_process_group
@@ -20,15 +24,18 @@ Examples:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
 
+from netcl.core.dtypes import numpy_dtype
 from netcl.core.tensor import Tensor, copy_from_host
 
-from ._backend import Work, check_contiguous
+from ._backend import Backend, Work, check_contiguous
 from ._group import ProcessGroup, get_group
+from ._staging import StagingPool, download, own_array, upload, wait
 
 __all__ = ["Array", "all_gather", "all_gather_into_tensor", "all_reduce", "barrier",
            "broadcast", "gather", "host_array", "reduce_scatter", "reduce_scatter_tensor",
@@ -60,19 +67,55 @@ def write_back(t: Array, host: np.ndarray[Any, Any]) -> None:
         copy_from_host(t, host)
 
 
+# the staging arrays of each group's backend (NOTE [ Persistent host staging ])
+_pools: weakref.WeakKeyDictionary[Backend, StagingPool] = weakref.WeakKeyDictionary()
+
+
+def _pool_of(backend: Backend) -> StagingPool:
+    pool = _pools.get(backend)
+    if pool is None:
+        pool = _pools[backend] = StagingPool()
+    return pool
+
+
+def _stage(name: str, t: Array, backend: Backend) -> tuple[np.ndarray[Any, Any], bool]:
+    """``(host, lent)``: :func:`host_array`'s array, except that an OpenCL tensor is copied
+    into an array lent by ``backend``'s pool (``lent``), which :func:`_unstage` gives back."""
+    if not isinstance(t, Tensor):
+        return host_array(name, t), False
+    own = own_array(t)
+    if own is not None or t.array is not None:  # the NumPy backend: no staging
+        return (own if own is not None else host_array(name, t)), False
+    host = _pool_of(backend).take(t.shape, numpy_dtype(t.dtype))
+    wait([download(t, host)])
+    return host, True
+
+
+def _unstage(t: Array, host: np.ndarray[Any, Any], lent: bool, backend: Backend) -> None:
+    """:func:`write_back`, and give a lent ``host`` back to the pool."""
+    if lent and isinstance(t, Tensor):
+        wait([upload(t, host)])
+        _pool_of(backend).give(host)
+    else:
+        write_back(t, host)
+
+
 class _StagedWork(Work):
     """An async all_reduce of a Tensor: writes the result back once waited for."""
 
-    def __init__(self, inner: Work, tensor: Array, host: np.ndarray[Any, Any]) -> None:
+    def __init__(self, inner: Work, tensor: Array, host: np.ndarray[Any, Any], lent: bool,
+                 backend: Backend) -> None:
         super().__init__(inner._future)
         self._tensor: Array | None = tensor
         self._host = host
+        self._lent = lent
+        self._backend = backend
 
     def wait(self, timeout: float | None = None) -> None:
         super().wait(timeout)
         tensor, self._tensor = self._tensor, None
         if tensor is not None:
-            write_back(tensor, self._host)
+            _unstage(tensor, self._host, self._lent, self._backend)
 
 
 def all_reduce(tensor: Array, op: str = "sum", group: ProcessGroup | None = None,
@@ -83,19 +126,20 @@ def all_reduce(tensor: Array, op: str = "sum", group: ProcessGroup | None = None
     in ``tensor`` once its ``wait()`` returned.
     """
     backend = get_group(group).backend
-    host = host_array("all_reduce", tensor)
+    host, lent = _stage("all_reduce", tensor, backend)
     if async_op:
-        return _StagedWork(backend.all_reduce_async(host, op), tensor, host)
+        return _StagedWork(backend.all_reduce_async(host, op), tensor, host, lent, backend)
     backend.all_reduce(host, op)
-    write_back(tensor, host)
+    _unstage(tensor, host, lent, backend)
     return None
 
 
 def broadcast(tensor: Array, src: int = 0, group: ProcessGroup | None = None) -> None:
     """Copy rank ``src``'s ``tensor`` into every rank's ``tensor``."""
-    host = host_array("broadcast", tensor)
-    get_group(group).backend.broadcast(host, src)
-    write_back(tensor, host)
+    backend = get_group(group).backend
+    host, lent = _stage("broadcast", tensor, backend)
+    backend.broadcast(host, src)
+    _unstage(tensor, host, lent, backend)
 
 
 def barrier(group: ProcessGroup | None = None) -> None:

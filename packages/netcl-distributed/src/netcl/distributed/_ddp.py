@@ -7,7 +7,8 @@ its forward runs, every parameter attribute of the wrapped modules is replaced b
 so a shared parameter has one), and put back afterwards. In the backward pass the view's node
 runs once, with the parameter's whole gradient of this pass, just before the autograd adds it
 to ``p.grad``. The hook copies ``p.grad + g`` (``g`` alone when there is no ``.grad``) into the
-parameter's bucket slice, and the bucket's all-reduce starts as soon as its last slice is in
+parameter's bucket slice (straight from the device: ``GradBucketer.add_grads``), and the
+bucket's all-reduce starts as soon as its last slice is in
 (NOTE [ Gradient buckets ] in :mod:`._bucket`), on the backend's worker thread while this
 thread goes on with the backward.
 
@@ -30,37 +31,37 @@ from typing import Any
 import numpy as np
 
 import netcl.autograd as ag
-from netcl.core.dtypes import numpy_dtype
-from netcl.core.tensor import Tensor, copy_from_host
+from netcl.core.tensor import Tensor
 from netcl.nn import Module
 
 from ._backend import Backend
 from ._bucket import DEFAULT_BUCKET_CAP_MB, GradBucketer, backend_of
 from ._group import ProcessGroup
+from ._staging import FlatStaging, download, upload, wait
 
 __all__ = ["DistributedDataParallel", "broadcast_tensors"]
 
 
-def broadcast_tensors(tensors: Iterable[Tensor], backend: Backend, src: int = 0) -> None:
-    """Overwrite ``tensors`` with rank ``src``'s values, one message per dtype."""
+def broadcast_tensors(tensors: Iterable[Tensor], backend: Backend, src: int = 0,
+                      staging: dict[str, FlatStaging] | None = None) -> None:
+    """Overwrite ``tensors`` with rank ``src``'s values, one message per dtype.
+
+    ``staging`` keeps each dtype's flat host array from call to call (a caller that broadcasts
+    the same tensors every step passes the same dict; NOTE [ Persistent host staging ]).
+    """
     by_dtype: dict[str, list[Tensor]] = {}
     for t in tensors:
         if t is not None and t.size:
             by_dtype.setdefault(t.dtype, []).append(t)
     for dtype in sorted(by_dtype):
         group = by_dtype[dtype]
-        flat = np.empty(sum(t.size for t in group), numpy_dtype(dtype))
-        offset = 0
-        for t in group:
-            flat[offset: offset + t.size] = t.to_host().reshape(-1)
-            offset += t.size
-        backend.broadcast(flat, src)
+        flat = FlatStaging() if staging is None else staging.setdefault(dtype, FlatStaging())
+        views = flat.views(group)
         if backend.rank == src:
-            continue
-        offset = 0
-        for t in group:
-            copy_from_host(t, flat[offset: offset + t.size].reshape(t.shape))
-            offset += t.size
+            wait([download(t, v) for t, v in zip(group, views)])
+        backend.broadcast(flat.flat, src)
+        if backend.rank != src:
+            wait([upload(t, v) for t, v in zip(group, views)])
 
 
 class DistributedDataParallel(Module):
@@ -115,6 +116,7 @@ class DistributedDataParallel(Module):
         self.bucketer = GradBucketer(module.parameters(), self.backend, bucket_cap_mb)
         self._sync = True
         self._fired: set[int] = set()
+        self._buffer_staging: dict[str, FlatStaging] = {}
         self._slots = [(mod, name, p) for mod in module.modules()
                        for name, p in mod.named_parameters(recurse=False)
                        if p in self.bucketer]
@@ -136,7 +138,8 @@ class DistributedDataParallel(Module):
                 "parameters take no part in the forward")
         if self.broadcast_buffers and self.module.training and self.backend.world_size > 1:
             with ag.no_grad():
-                broadcast_tensors(self._buffers_of(), self.backend)
+                broadcast_tensors(self._buffers_of(), self.backend,
+                                  staging=self._buffer_staging)
         if not (self._sync and ag.is_recording() and self._slots):
             return self.module(*args, **kwargs)
         views: dict[int, Tensor] = {}
@@ -159,16 +162,26 @@ class DistributedDataParallel(Module):
     def _ready(self, p: Tensor, g: Tensor) -> Tensor | None:
         """``p``'s gradient of this backward arrived (NOTE [ Reducing buckets during backward ])."""
         old = p.grad
-        host = g.to_host() if old is None else old.to_host() + g.to_host()
-        self.bucketer.add(p, host)
+        if old is None:
+            self.bucketer.add_grads(p, g)
+        else:
+            self.bucketer.add_grads(p, old, g)
         self._fired.add(id(p))
         if len(self._fired) < len(self.bucketer.params):
             return None
         self._fired.clear()
         self.bucketer.finish(skip=[p])
-        mean = self.bucketer.reduced(p)
-        own = mean if old is None else mean - old.to_host()
-        return Tensor.from_host(g.queue, np.array(own, copy=True), dtype=g.dtype)
+        mean = self.bucketer.reduced(p).reshape(-1)
+        if old is None:
+            own = mean
+        elif old.dtype != mean.dtype:
+            own = mean - old.to_host().reshape(-1)
+        else:  # mean - old, in the bucketer's scratch (no array made per step)
+            own = self.bucketer.scratch(mean)
+            np.subtract(mean, self.bucketer.host_of(old, own), out=own)
+        out = Tensor.from_shape(g.queue, g.shape, g.dtype, fill=None)
+        wait([upload(out, own)])
+        return out
 
     def finish_sync(self) -> None:
         """Finish the reduction a backward started, handing over the gradients (or zeros) of
@@ -176,7 +189,10 @@ class DistributedDataParallel(Module):
         if not self._fired:
             return
         for p in self.bucketer.pending():
-            self.bucketer.add(p, None if p.grad is None else p.grad.to_host())
+            if p.grad is None:
+                self.bucketer.add_grads(p)
+            else:
+                self.bucketer.add_grads(p, p.grad)
         self._fired.clear()
         self.bucketer.finish()
 
