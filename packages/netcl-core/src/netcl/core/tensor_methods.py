@@ -360,21 +360,12 @@ class TensorMethods:
         return lookup("getitem")(self, key)  # type: ignore[no-any-return]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        # Assignment writes through a view, so only keys whose result is one contiguous run of
-        # the storage (x[i] = v, x[i:j] = t, x[i, j:k] = 0) can be assigned (NOTE [ Indexing ]).
-        run = None if isinstance(key, (TensorMethods, list, np.ndarray)) else \
-            _contiguous_run(self.shape, key)
-        if run is None:
-            raise TypeError(f"Tensor.__setitem__: only an index selecting one contiguous run of "
-                            f"the tensor (x[i], x[i:j], x[i, j:k]) can be assigned, got {key!r} "
-                            f"for shape {self.shape}; build the result with ops (where, concat)")
+        # Every basic key (ints, slices of any step, None, Ellipsis) and keys with one advanced
+        # index (an integer array or Tensor, a boolean mask); the value (a number, an array or
+        # a Tensor) broadcasts to the selection and is converted to this dtype (slot
+        # ``setitem``). Not recorded by autograd, as the other in-place writes.
         _check_inplace(self, "__setitem__")
-        view = self._narrow_view(run[0], run[1])
-        if isinstance(value, (int, float, np.integer, np.floating)) and \
-                not isinstance(value, bool):
-            lookup("fill")(view, value)
-        else:
-            view.copy_(value)
+        lookup("setitem")(self, key, value)
 
     def _advanced_index(self: _TM, key: Any) -> _TM:
         host = key.to_host() if isinstance(key, TensorMethods) else np.asarray(key)

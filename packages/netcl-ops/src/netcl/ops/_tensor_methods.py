@@ -71,6 +71,7 @@ from ._movement import (
 )
 from ._movement_take import gather, index_select
 from ._reduce import argmax, max, mean, min, sum, var
+from ._setitem import setitem
 from ._softmax import log_softmax, softmax
 
 __all__ = ["METHODS", "detach", "to_device"]
@@ -108,7 +109,8 @@ METHODS: dict[str, Callable[..., Any]] = {
     "matmul": matmul, "max": max, "maximum": maximum, "mean": mean, "min": min,
     "minimum": minimum, "mul": mul, "ne": ne, "neg": neg,
     "permute": permute, "pow": pow, "reciprocal": reciprocal, "relu": relu, "rsqrt": rsqrt,
-    "sigmoid": sigmoid, "sign": sign, "silu": silu, "softmax": softmax, "sqrt": sqrt,
+    "setitem": setitem, "sigmoid": sigmoid, "sign": sign, "silu": silu, "softmax": softmax,
+    "sqrt": sqrt,
     "squeeze": squeeze, "sub": sub, "sum": sum, "tanh": tanh, "to_device": to_device,
     "transpose": transpose, "unsqueeze": unsqueeze, "var": var, "view": view, "where": where,
 }
