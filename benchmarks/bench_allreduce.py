@@ -13,6 +13,8 @@ counts the bytes copied per second (read + write would be twice that).
 With ``--tensor-device SELECTOR`` each rank also all-reduces a netcl Tensor on that device
 (every rank shares it: one GPU for all ranks) through ``netcl.distributed.all_reduce``, which
 stages it through the host; every result is checked (each rank sends rank + 1).
+``--tensor-device rank`` puts each rank on its own device instead
+(:func:`netcl.distributed.device_for_rank`: GPU k for rank k where there are several).
 
     python benchmarks/bench_allreduce.py [--ranks 2 4] [--sizes-mb 1 16 128] [--repeat 5]
     python benchmarks/bench_allreduce.py --ranks 2 --backends shm --tensor-device cl   # a GPU
@@ -70,7 +72,8 @@ def rank_main(sizes_mb: list[int], repeat: int, tensor_device: str | None) -> No
         times = _times(partial(backend.all_reduce, buf, "sum"), backend, repeat)
         _report(pg, "ndarray", size, times)
     if tensor_device:
-        dev = manager.default(tensor_device)
+        dev = (dist.device_for_rank(pg.local_rank) if tensor_device == "rank"
+               else manager.default(tensor_device))
         if dev is None:
             raise RuntimeError(f"no device {tensor_device!r}")
         for size in sizes_mb:
@@ -121,7 +124,8 @@ def run(backend: str, ranks: int, sizes_mb: list[int], repeat: int,
         if mpiexec is None:
             return []
         cmd = [mpiexec, "-n", str(ranks), sys.executable, *worker]
-    env = {**os.environ, "NETCL_DEVICE": tensor_device or "cpu"}
+    device_env = "auto" if tensor_device == "rank" else tensor_device or "cpu"
+    env = {**os.environ, "NETCL_DEVICE": device_env}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         print(f"{backend} x{ranks} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}",
@@ -139,7 +143,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["shm", "mpi"])
     parser.add_argument("--tensor-device", default=None,
                         help="also all-reduce netcl Tensors on this device (e.g. cl): every "
-                             "rank shares it")
+                             "rank shares it; 'rank': each rank on its own (device_for_rank)")
     parser.add_argument("--out", help="also write the rows as JSON here")
     parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
