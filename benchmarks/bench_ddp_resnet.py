@@ -37,7 +37,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -46,11 +45,11 @@ import netcl.autograd as ag
 import netcl.distributed as dist
 from netcl.core import Tensor
 from netcl.core.device import DeviceHandle, device, manager
+from netcl.io import load_tensors
 from netcl.nn import Module, resnet18
 from netcl.nn.amp import GradScaler, autocast
 from netcl.optim import SGD
 from netcl.trainer import save_training_checkpoint
-from netcl.trainer._checkpoint import read_training_checkpoint
 
 Array = np.ndarray[Any, Any]
 Step = Callable[[Tensor, Tensor], Tensor]
@@ -285,7 +284,9 @@ def save_and_verify(path: str, model: Module, step: Step, epoch: int) -> int:
     optimizer = step.optimizer  # type: ignore[attr-defined]
     written = save_training_checkpoint(path, model, optimizer, epoch=epoch,
                                        extra={"bench": "ddp_resnet"})
-    tensors, _ = read_training_checkpoint(written)
+    tensors, meta = load_tensors(written)
+    if meta.get("kind") != "training":
+        raise RuntimeError(f"bench_ddp_resnet: {written} is not a training checkpoint: {meta}")
     for name, value in model.state_dict().items():
         if not np.array_equal(tensors[f"model/{name}"], value.to_host()):
             raise RuntimeError(f"bench_ddp_resnet: checkpoint {written} holds another {name}")
@@ -299,8 +300,7 @@ def rank_main(args: argparse.Namespace) -> int:
     if handle is None:
         raise RuntimeError(f"bench_ddp_resnet: no device {args.device!r} on this machine")
     sync_bn = args.sync_bn or args.check_weights
-    with ExitStack() as stack:
-        dev = stack.enter_context(device(handle))
+    with device(handle) as dev:
         names = device_names(group, dev)
         model = build_model(dev, args)
         if sync_bn:
