@@ -152,7 +152,23 @@ class GradBucketer:
         started.
 
         The same values as ``add(p, sum(g.to_host() for g in grads))``, without the arrays
-        that made per call (NOTE [ Persistent host staging ]).
+        that call makes (NOTE [ Persistent host staging ]).
+
+        Examples:
+            >>> import numpy as np
+            >>> import netcl.distributed as dist
+            >>> from netcl.core import manager
+            >>> from netcl.nn import Linear
+            >>> q = manager.default("cpu").queue
+            >>> group = dist.init_process_group("shm", rank=0, world_size=1)
+            >>> layer = Linear(2, 1, queue=q)
+            >>> bucketer = GradBucketer(layer.parameters(), group)
+            >>> ones = [Tensor.from_host(q, np.ones(p.shape, np.float32)) for p in bucketer.params]
+            >>> [bucketer.add_grads(p, g, g) for p, g in zip(bucketer.params, ones)]
+            [False, True]
+            >>> bucketer.wait(); bucketer.reduced(layer.weight).tolist()
+            [[2.0, 2.0]]
+            >>> dist.destroy_process_group()
         """
         bucket, i = self._where[id(p)]
         view = bucket.views[i]
@@ -166,11 +182,11 @@ class GradBucketer:
                 wait([event])
                 event = None
                 for g in grads[1:]:
-                    np.add(view, self.host_of(g, view), out=view)
+                    np.add(view, self._host_of(g, view), out=view)
             bucket.events.append(event)
         return self._filled(bucket, i)
 
-    def scratch(self, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def _scratch_like(self, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """A 1-D host array of ``like``'s size and dtype, this bucketer's own (made once per
         dtype, for its largest parameter; its contents last until the next call that uses
         it)."""
@@ -181,13 +197,13 @@ class GradBucketer:
             scratch = self._scratch[like.dtype] = np.empty(largest, like.dtype)
         return scratch[:like.size]
 
-    def host_of(self, t: Tensor, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def _host_of(self, t: Tensor, like: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """``t``'s data as a 1-D host array of ``like``'s dtype: its own array on the NumPy
-        backend, else downloaded into :meth:`scratch` (valid until its next use)."""
+        backend, else downloaded into :meth:`_scratch_like` (valid until its next use)."""
         own = own_array(t)
         if own is not None and own.dtype == like.dtype:
             return own.reshape(-1)
-        out = self.scratch(like)
+        out = self._scratch_like(like)
         wait([download(t, out)])
         return out
 

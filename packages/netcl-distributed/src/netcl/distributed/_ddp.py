@@ -177,8 +177,8 @@ class DistributedDataParallel(Module):
         elif old.dtype != mean.dtype:
             own = mean - old.to_host().reshape(-1)
         else:  # mean - old, in the bucketer's scratch (no array made per step)
-            own = self.bucketer.scratch(mean)
-            np.subtract(mean, self.bucketer.host_of(old, own), out=own)
+            own = self.bucketer._scratch_like(mean)
+            np.subtract(mean, self.bucketer._host_of(old, own), out=own)
         out = Tensor.from_shape(g.queue, g.shape, g.dtype, fill=None)
         wait([upload(out, own)])
         return out
