@@ -10,9 +10,9 @@ a non-blocking ``enqueue_copy``, waits once for all of them before the reduction
 the result back from the same slices (non-blocking again, one wait). On the NumPy backend the
 tensor's own array is copied into the slice and back, with no temporary.
 
-This is the only module of netcl-distributed that calls PyOpenCL itself (netcl-core has no
-"download into this array" call yet); everything else goes through :func:`download`,
-:func:`upload` and :func:`wait`. While a graph capture or profile records (a recorder is
+The copies are netcl-core's ``download_into``/``upload_from``/``wait_events`` (no PyOpenCL
+here); everything else in the package goes through :func:`download`, :func:`upload` and
+:func:`wait`. While a graph capture or profile records (a recorder is
 active) the copies go through ``Tensor.to_host``/``copy_from_host`` as before, so the recorder
 sees them.
 
@@ -33,9 +33,8 @@ from typing import Any
 import numpy as np
 
 from netcl.core.dtypes import numpy_dtype
-from netcl.core.recording import pyopencl
 from netcl.core.recording import state as recording_state
-from netcl.core.tensor import Tensor, copy_from_host
+from netcl.core.tensor import Tensor, copy_from_host, download_into, upload_from, wait_events
 
 __all__ = ["FlatStaging", "StagingPool", "download", "own_array", "upload", "wait"]
 
@@ -44,7 +43,7 @@ def _direct(t: Tensor, host: np.ndarray[Any, Any]) -> bool:
     """Whether ``t`` and ``host`` can be copied byte for byte (same dtype and size, nothing
     recording); otherwise the copy goes through ``to_host``/``copy_from_host`` (casting)."""
     return (host.dtype == numpy_dtype(t.dtype) and host.size == t.size
-            and recording_state.recorder is None)
+            and host.flags.c_contiguous and recording_state.recorder is None)
 
 
 def own_array(t: Tensor) -> np.ndarray[Any, Any] | None:
@@ -58,7 +57,8 @@ def own_array(t: Tensor) -> np.ndarray[Any, Any] | None:
 
 def download(t: Tensor, out: np.ndarray[Any, Any]) -> Any:
     """Start copying ``t``'s data into ``out`` (a C-contiguous host array of ``t.size``
-    elements, any shape); returns the event to :func:`wait` for, ``None`` when it is done.
+    elements, any shape, cast where the dtypes differ); returns the event to :func:`wait` for,
+    ``None`` when it is done.
 
     Examples:
         >>> from netcl.core.device import manager
@@ -70,15 +70,7 @@ def download(t: Tensor, out: np.ndarray[Any, Any]) -> Any:
     if not _direct(t, out):
         np.copyto(out, np.asarray(t.to_host()).reshape(out.shape), casting="unsafe")
         return None
-    t.wait()
-    if t.array is not None:
-        np.copyto(out, t.array.reshape(out.shape))
-        return None
-    if not t.size:
-        return None
-    itemsize = out.dtype.itemsize
-    return pyopencl().enqueue_copy(t.queue, out, t.buffer, src_offset=t.offset * itemsize,
-                                   is_blocking=False)
+    return download_into(t, out)
 
 
 def upload(t: Tensor, src: np.ndarray[Any, Any]) -> Any:
@@ -95,21 +87,12 @@ def upload(t: Tensor, src: np.ndarray[Any, Any]) -> Any:
     if not _direct(t, src):
         copy_from_host(t, src.reshape(t.shape))
         return None
-    t.wait()
-    if t.array is not None:
-        np.copyto(t.array, src.reshape(t.array.shape))
-        return None
-    if not t.size:
-        return None
-    return pyopencl().enqueue_copy(t.queue, t.buffer, src, dst_offset=t.offset * src.itemsize,
-                                   is_blocking=False)
+    return upload_from(t, src)
 
 
 def wait(events: Iterable[Any]) -> None:
     """Block until every event (``None`` entries are skipped) has completed."""
-    pending = [e for e in events if e is not None]
-    if pending:
-        pyopencl().wait_for_events(pending)
+    wait_events(events)
 
 
 class FlatStaging:
