@@ -30,6 +30,7 @@ import netcl.autograd as ag
 import netcl.ops as ops
 from netcl.core.tensor import Tensor, copy_from_host
 from netcl.nn import BatchNorm1d, BatchNorm2d, Module
+from netcl.nn.amp import is_autocast_enabled
 
 from ._backend import Backend
 from ._bucket import backend_of
@@ -103,6 +104,9 @@ class SyncBatchNorm(BatchNorm2d):
         if x.ndim not in self.expected_ndim or x.shape[1] != self.num_features:
             raise ValueError(f"SyncBatchNorm: expected input of {self.expected_ndim} dims with "
                              f"{self.num_features} channels at dim 1, got {x.shape}")
+        if is_autocast_enabled() and x.dtype != self.running_mean.dtype:
+            # as F.batch_norm under autocast: statistics and output in the statistics' dtype
+            x = ag.ops.cast(x, self.running_mean.dtype)
         channels = x.shape[1]
         axes = (0, *range(2, x.ndim))
         stat_shape = (1, channels) + (1,) * (x.ndim - 2)
