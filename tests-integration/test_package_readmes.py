@@ -35,9 +35,10 @@ DEVICE_LINE = 'device = get_device("cpu")'
 
 
 def blocks(package: str) -> list[str]:
-    """The ```python blocks of ``package``'s README, in order."""
+    """The ```python (and ```py: needs more than the package itself) blocks of ``package``'s
+    README, in order."""
     text = (PACKAGES / package / "README.md").read_text()
-    return [str(b) for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)]
+    return [str(b) for b in re.findall(r"```py(?:thon)?\n(.*?)```", text, flags=re.S)]
 
 
 def first_block(package: str) -> str:
