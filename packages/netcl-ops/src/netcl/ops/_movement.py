@@ -273,23 +273,41 @@ def _index_plan(
             out_shape.append(1)
             strides.append(0)
             continue
-        size = shape[axis]
-        if isinstance(item, _slice):
-            if item.step == 0:
-                raise ValueError(f"{op}: slice step must not be 0 (axis {axis})")
-            start, stop, step = item.indices(size)
-            length = len(range(start, stop, step))
+        length, stride, skip = basic_index_item(op, item, shape[axis], base[axis], f"axis {axis}")
+        if length is not None:
             out_shape.append(length)
-            strides.append(base[axis] * step)
-            offset += start * base[axis] if length else 0
-        else:
-            i = int(item)
-            if not -size <= i < size:
-                raise IndexError(f"{op}: index {i} is out of range for axis {axis} "
-                                 f"of size {size}")
-            offset += (i % size) * base[axis]
+            strides.append(stride)
+        offset += skip
         axis += 1
     return tuple(out_shape), tuple(strides), offset
+
+
+def basic_index_item(op: str, item: Any, size: int, stride: int, where: str,
+                     context: str = "") -> tuple[int | None, int, int]:
+    """One int or slice of a basic index on a dim of ``size`` elements ``stride`` apart:
+    ``(length, stride, offset)`` of what it selects (``length`` None for an int, which drops
+    the dim). ``where`` names the dim in errors (``"axis 1"``), ``context`` ends them.
+
+    Raises:
+        ValueError: a slice step of 0.
+        IndexError: an int out of range.
+
+    Examples:
+        >>> basic_index_item("getitem", _slice(1, None, 2), 7, 3, "axis 0")
+        (3, 6, 3)
+        >>> basic_index_item("getitem", -1, 7, 3, "axis 0")
+        (None, 3, 18)
+    """
+    if isinstance(item, _slice):
+        if item.step == 0:
+            raise ValueError(f"{op}: slice step must not be 0 ({where}){context}")
+        start, stop, step = item.indices(size)
+        length = len(range(start, stop, step))
+        return length, stride * step, start * stride if length else 0
+    i = int(item)
+    if not -size <= i < size:
+        raise IndexError(f"{op}: index {i} is out of range for {where} of size {size}{context}")
+    return None, stride, (i % size) * stride
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:

@@ -60,7 +60,7 @@ from ._elementwise_binary import cast
 from ._elementwise_dispatch import bundle, copy_strided, host
 from ._elementwise_table import OPS
 from ._launch import device_buffer, index_defs, launch_items
-from ._movement import copy
+from ._movement import basic_index_item, copy
 
 __all__ = ["put_family", "setitem"]
 
@@ -225,21 +225,12 @@ def _plan(shape: tuple[int, ...], key: Any, items: list[Any], spans: list[int],
             np_key.append(np_item)
             axis += spans[k]
             continue
-        size = shape[axis]
-        if isinstance(item, _slice):
-            if item.step == 0:
-                raise ValueError(f"{_OP}: slice step must not be 0 (dim {axis}) "
-                                 f"{_where(key, shape)}")
-            start, stop, step = item.indices(size)
-            length = len(range(start, stop, step))
+        length, stride, skip = basic_index_item(_OP, item, shape[axis], base[axis],
+                                                f"dim {axis}", " " + _where(key, shape))
+        if length is not None:
             out_shape.append(length)
-            strides.append(base[axis] * step)
-            offset += start * base[axis] if length else 0
-        else:
-            if not -size <= item < size:
-                raise IndexError(f"{_OP}: index {item} is out of range for dim {axis} of size "
-                                 f"{size} {_where(key, shape)}")
-            offset += (item % size) * base[axis]
+            strides.append(stride)
+        offset += skip
         np_key.append(item)
         axis += 1
     if advanced is None:
