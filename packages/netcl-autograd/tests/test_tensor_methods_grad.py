@@ -165,3 +165,15 @@ def test_in_place_writes_on_recorded_tensors_are_refused(dev: DeviceHandle) -> N
         with ag.no_grad():
             w.sub_(w.grad if w.grad is not None else 0.5)  # a manual SGD step
     assert w.tolist() == [1.5, 2.5]
+
+
+def test_setitem_on_recorded_tensors_is_refused(dev: DeviceHandle) -> None:
+    w = Tensor.from_host(dev.queue, np.zeros(7, np.float32)).requires_grad_()
+    with pytest.raises(RuntimeError, match=r"__setitem__: an in-place write .*no_grad"):
+        w[::2] = 1
+    with pytest.raises(RuntimeError, match=r"__setitem__: an in-place write"):
+        w[[0, 1]] = 1
+    with ag.no_grad():
+        w[::2] = 1
+        w[np.array([1])] = 4
+    assert w.tolist() == [1, 4, 1, 0, 1, 0, 1]
