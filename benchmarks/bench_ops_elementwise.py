@@ -10,6 +10,13 @@ Rows, all in one process on one device:
 - the same through NumPy on the host, and through PyTorch on CUDA when ``torch`` imports and
   sees a GPU (``torch.cuda.synchronize`` around each timing).
 
+With ``--ops relu,exp,...`` only those ops run instead, each on ``--ops-size`` float32
+elements (1M by default): netcl in each kernel form (the bundle with the op as a runtime
+argument, what GPUs run; a kernel per op, what OpenCL CPU devices run: NOTE [ Elementwise
+kernels on CPU devices ] in ``netcl.ops._elementwise_base``) and layout ("vec", "flat"), and
+NumPy, with the ratios NumPy/netcl for the device's default ("now") and for what it ran
+before per-op kernels ("former"), and former/now.
+
 Every timing is per call, from batches of back-to-back calls with one ``queue.finish()``
 each (``benchmarks/_timing.py``; the op's Python dispatch included), after one warm-up call
 (kernel builds); the table shows the median of ``--repeat`` samples and the JSON keeps every
@@ -17,6 +24,7 @@ sample. Launches are counted by ``netcl.core.kernels.primitives``.
 
     PYTHONPATH=$(ls -d packages/*/src | tr '\\n' ':') python benchmarks/bench_ops_elementwise.py \\
         --device cl --out bench_ops_elementwise.json
+    ... --device Intel --ops relu,exp,neg,sqrt,add,mul --ops-size 1M
 """
 
 from __future__ import annotations
@@ -42,11 +50,12 @@ from _timing import per_call_samples
 
 import netcl.ops as ops
 from netcl.core.device import manager
-from netcl.core.kernel_selector import get_kernel_selector
+from netcl.core.kernel_selector import KernelVariant, force_variant, get_kernel_selector
 from netcl.core.kernels.cache import get_kernel
 from netcl.core.kernels.header import kernel_header
 from netcl.core.kernels.primitives import count_launches, launch
 from netcl.core.tensor import Tensor
+from netcl.ops._elementwise_base import FORMS, forced_form, kernel_form
 
 _COPY4 = """
 __kernel void copy_float4(__global const float4* a, __global float4* b, const int n4) {
@@ -143,6 +152,53 @@ class Bench:
             _row(self.rows, "add", (n,), "torch-cuda",
                  self.time_torch(lambda: self.torch.add(ta, tb)), 3 * 4 * n)
 
+    def op(self, name: str, n: int) -> None:
+        """``name`` on ``n`` float32 elements (inputs in [0.5, 1.5): every op defined) in each
+        kernel form and layout, and NumPy; ``now`` marks what the device runs by default,
+        ``former`` what it ran before CPU devices got per-op kernels (the bundle, "vec" above
+        1024 elements)."""
+        hosts = [self.rng.random(n, dtype=np.float32) + np.float32(0.5) for _ in range(2)]
+        reference: dict[str, Callable[..., Any]] = {
+            "relu": lambda a: np.maximum(a, np.float32(0)), "exp": np.exp, "neg": np.negative,
+            "sqrt": np.sqrt, "add": np.add, "mul": np.multiply, "sub": np.subtract,
+            "div": np.divide, "sigmoid": lambda a: 1 / (1 + np.exp(-a)), "tanh": np.tanh,
+            "lt": np.less, "maximum": np.maximum}
+        if name not in reference:
+            raise SystemExit(f"--ops: no NumPy reference for {name!r}; one of {list(reference)}")
+        arity = ops.ELEMENTWISE[name].arity
+        args = [Tensor.from_host(self.q, h) for h in hosts[:arity]]
+        for a in args:
+            a.wait()
+        want = reference[name](*hosts[:arity]).astype(np.float64)
+        nbytes = (arity + 1) * 4 * n
+        fn = getattr(ops, name)
+        ref = _row(self.rows, name, (n,), "numpy",
+                   _timed(lambda: reference[name](*hosts[:arity]), lambda: None, self.repeat),
+                   nbytes)
+        if self.handle.backend != "cl":
+            return
+        layouts = {"vec": KernelVariant.ELEMENTWISE_VECTORIZED,
+                   "flat": KernelVariant.ELEMENTWISE_SCALAR}
+        now_layout = ("vec" if self.selector.select_elementwise_kernel(n).variant
+                      is KernelVariant.ELEMENTWISE_VECTORIZED else "flat")
+        now = (kernel_form(self.q.device), now_layout)
+        former = ("bundle", "vec" if n > 1024 else "flat")
+        times = {}
+        for form in FORMS:
+            for layout, variant in layouts.items():
+                with forced_form(form), force_variant(variant):
+                    err = float(np.abs(fn(*args).to_host().astype(np.float64) - want).max())
+                    tags = [t for t, c in (("now", now), ("former", former))
+                            if c == (form, layout)]
+                    row = _row(self.rows, name, (n,), f"{self.impl}:{form}:{layout}",
+                               self.time(lambda: fn(*args)), nbytes, max_abs_error=err,
+                               variant=",".join(tags) or "-")
+                times[(form, layout)] = row["median_ms"]
+        self.ratios[f"{name} numpy/now ({':'.join(now)})"] = ref["median_ms"] / times[now]
+        self.ratios[f"{name} numpy/former ({':'.join(former)})"] = (
+            ref["median_ms"] / times[former])
+        self.ratios[f"{name} former/now"] = times[former] / times[now]
+
     def softmax(self, shape: tuple[int, int]) -> None:
         x_host = self.rng.standard_normal(shape, dtype=np.float32)
         x = Tensor.from_host(self.q, x_host)
@@ -180,15 +236,20 @@ class Bench:
             _row(self.rows, "sum", (n,), "torch-cuda", self.time_torch(ts.sum), 4 * n)
 
 
-def run(device: str, sizes: list[int], repeat: int) -> dict[str, Any]:
+def run(device: str, sizes: list[int], repeat: int, op_names: list[str] | None = None,
+        op_size: int = MI) -> dict[str, Any]:
     handle = manager.default(device)
     if handle is None:
         raise SystemExit(f"no device matches {device!r}")
     bench = Bench(handle, repeat)
-    for n in sizes:
-        bench.add(n)
-    bench.softmax((4096, 1024))
-    bench.sum(16 * MI)
+    if op_names:
+        for name in op_names:
+            bench.op(name, op_size)
+    else:
+        for n in sizes:
+            bench.add(n)
+        bench.softmax((4096, 1024))
+        bench.sum(16 * MI)
     meta = {
         "device": f"{handle.platform_name} / {handle.device_name}",
         "backend": handle.backend,
@@ -203,7 +264,7 @@ def run(device: str, sizes: list[int], repeat: int) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     lines = [f"device: {result['meta']['device']}",
-             f"{'op':<12} {'shape':<14} {'impl':<12} {'median ms':>10} {'GB/s':>8}  notes"]
+             f"{'op':<12} {'shape':<14} {'impl':<20} {'median ms':>10} {'GB/s':>8}  notes"]
     for r in result["rows"]:
         shape = "x".join(str(d) for d in r["shape"])
         notes = " ".join(f"{k}={r[k]}" for k in ("variant", "launches") if k in r)
@@ -212,7 +273,7 @@ def table(result: dict[str, Any]) -> str:
         if "rel_error" in r:
             notes += f" rel_error={r['rel_error']:.1e}"
         gbps = f"{r['gbps']:8.1f}" if "gbps" in r else " " * 8
-        lines.append(f"{r['op']:<12} {shape:<14} {r['impl']:<12} {r['median_ms']:>10.3f} "
+        lines.append(f"{r['op']:<12} {shape:<14} {r['impl']:<20} {r['median_ms']:>10.3f} "
                      f"{gbps}  {notes}")
     for name, value in result["ratios"].items():
         lines.append(f"ratio {name}: {value:.2f}")
@@ -224,10 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto",
                         help="cl, cpu (NumPy), auto, or NETCL_DEVICE syntax (default: auto)")
     parser.add_argument("--sizes", default="16M,64M", help="add sizes, e.g. 16M,64M")
+    parser.add_argument("--ops", default="",
+                        help="instead of the default rows: these ops (e.g. relu,exp,add), "
+                             "bundle kernel vs the device's kernel form vs NumPy")
+    parser.add_argument("--ops-size", default="1M", help="elements per --ops op (default 1M)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", default="bench_ops_elementwise.json")
     args = parser.parse_args(argv)
-    result = run(args.device, _sizes(args.sizes), args.repeat)
+    op_names = [o.strip() for o in args.ops.split(",") if o.strip()]
+    result = run(args.device, _sizes(args.sizes), args.repeat, op_names,
+                 _sizes(args.ops_size)[0])
     print(table(result))
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")

@@ -18,7 +18,9 @@ from netcl.core.kernels.cache import build_stats
 from netcl.core.kernels.primitives import count_launches
 from netcl.core.tensor import Tensor, reshape
 from netcl.core.testing import assert_close, supports_dtype
-from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary
+from netcl.ops import _elementwise, _elementwise_base, _elementwise_binary, _elementwise_source
+from netcl.ops._elementwise_dispatch import bundle
+from netcl.ops._elementwise_source import _Sig, program_source
 from netcl.ops.testing import Kink, OpInfo, check_error, check_op
 
 FLOATS = ("float32", "float16", "float64")
@@ -339,6 +341,57 @@ def test_forced_variants(dev: DeviceHandle, variant: KernelVariant, dtype: str) 
         assert (layout, dtype, "arith") in used
 
 
+@pytest.mark.parametrize("variant", [KernelVariant.ELEMENTWISE_SCALAR,
+                                     KernelVariant.ELEMENTWISE_VECTORIZED], ids=lambda v: v.name)
+@pytest.mark.parametrize("form", _elementwise_base.FORMS)
+def test_kernel_forms(dev: DeviceHandle, form: str, variant: KernelVariant) -> None:
+    """Both kernel forms on every OpenCL device (NOTE [ Elementwise kernels on CPU devices ]):
+    the bundle switching on ``op`` (GPUs) and a kernel per op (CPU devices), in the flat, vec
+    (with and without a tail, at an odd offset) and nd layouts, against NumPy."""
+    if dev.backend != "cl":
+        pytest.skip("the NumPy backend runs no OpenCL kernel")
+    with _elementwise_base.forced_form(form), force_variant(variant):
+        for n in (7, 1027, 4099):
+            a, b = _x((n,)), _x((n,), 0.5, 3.0, seed=5)
+            check_op(dev, ops.relu, lambda v: np.maximum(v, 0), (a,))
+            check_op(dev, ops.neg, np.negative, (a,))
+            check_op(dev, ops.exp, np.exp, (a,))
+            check_op(dev, ops.sqrt, np.sqrt, (b,))
+            check_op(dev, ops.add, np.add, (a, b))
+            check_op(dev, ops.mul, np.multiply, (3.0, b))
+            check_op(dev, ops.lt, np.less, (a, b))
+            check_op(dev, ops.where, lambda c, x, y: np.where(c != 0, x, y),
+                     (a > 0, a, b))
+            check_op(dev, ops.clamp, lambda v, min, max: np.clip(v, min, max), (a,),
+                     {"min": -1.0, "max": 0.5})
+        ints = np.arange(-20, 1007, dtype=np.int32)
+        check_op(dev, ops.sub, np.subtract, (ints, ints[::-1].copy()), dtype="int32")
+        check_op(dev, ops.mul, np.multiply, (_x((3, 1, 5)), _x((4, 1), seed=2)))  # nd
+        check_op(dev, ops.maximum, np.maximum, (_x((2, 3, 4)), _x((3, 1), seed=3)))
+        q = dev.queue
+        whole = Tensor.from_host(q, _x((2, 1027)).astype(np.float32))
+        row = Tensor(shape=(1026,), dtype=whole.dtype, queue=q, context=whole.context,
+                     buffer=whole.buffer, offset=1027 + 1, _backend=whole._backend)
+        np.testing.assert_array_equal(ops.neg(row).to_host(),
+                                      -whole.to_host().reshape(-1)[1028:])
+        names = {p.kernel.function_name for p in _elementwise_base._plans.of(q.context).values()}
+    per_op = {"ew_arith1_relu", "ew_arith1_exp", "ew_arith2_add", "ew_arith2_sub",
+              "ew_cmp2_lt", "ew_arith1_clamp", "ew_arith2_maximum"}
+    assert per_op <= names if form == "op" else not per_op & names, names
+    assert "ew_arith3" in names  # ``where`` is a bundle of one: the same kernel in both forms
+    assert ("ew_arith1" in names) == (form == "bundle")
+
+
+def test_fixed_op_without_an_expression() -> None:
+    """A per-op kernel of an op the compute dtype has no expression for is refused."""
+    op = _elementwise.OPS["exp"]
+    ops_ = bundle(op)
+    sig = _Sig(group="arith", arity=1, nparams=2, operands=("int32",), compute="int32",
+               out="int32", layout="flat", ndim=1, width=1, wide=False, fixed=ops_.index(op))
+    with pytest.raises(ValueError, match="elementwise: exp has no int32 expression"):
+        program_source(sig, ops_)
+
+
 def test_large_default_selection(dev: DeviceHandle) -> None:
     """Above 1024 elements the selector picks the vectorized kernel; results still match."""
     a, b = _x((3, 1000)), _x((3, 1000), seed=9)
@@ -468,6 +521,6 @@ def test_different_devices(dev: DeviceHandle) -> None:
 
 
 def test_doctests() -> None:
-    for module in (_elementwise, _elementwise_base, _elementwise_binary):
+    for module in (_elementwise, _elementwise_base, _elementwise_binary, _elementwise_source):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__

@@ -114,6 +114,13 @@ def pocl() -> ExtendedDeviceProfile:
                     version="OpenCL 3.0 PoCL HSTR: pthread-x86_64")
 
 
+def intel_cpu() -> ExtendedDeviceProfile:  # Intel's CPU runtime (on an AMD CPU here)
+    return _profile(name="AMD EPYC", vendor="Intel(R) Corporation", type=CPU,
+                    extensions="cl_khr_fp64 cl_khr_fp16", local_mem_size=262144,
+                    max_work_group_size=8192, preferred_vector_width_float=1,
+                    version="OpenCL 3.0 (Build 0)")
+
+
 def small() -> ExtendedDeviceProfile:  # an embedded GPU: 64 work-items, 4 KiB local memory
     return _profile(name="Mali-T860", vendor="ARM", local_mem_size=4096, max_work_group_size=64)
 
@@ -507,6 +514,8 @@ def test_matmul_selection_fits_the_device(m: int, n: int, k: int, profile: Any,
         (intel_xe, 4096, "half", V.ELEMENTWISE_VECTORIZED, 8),  # preferred half width 8
         (intel_xe, 4096, "float32", V.ELEMENTWISE_VECTORIZED, 4),
         (pocl, 4096, "int32", V.ELEMENTWISE_VECTORIZED, 8),
+        (intel_cpu, 4096, "float32", V.ELEMENTWISE_SCALAR, 1),  # preferred float width 1
+        (intel_cpu, 4096, "float16", V.ELEMENTWISE_SCALAR, 1),
         (numpy_profile, 10**6, "float32", V.ELEMENTWISE_VECTORIZED, 4),
     ],
 )
@@ -702,6 +711,8 @@ def test_real_device_decisions_fit_the_device(device: Any) -> None:
         assert [c.variant for c in configs[3:6]] == [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD,
                                                      V.CONV2D_IM2COL]
     width = 8 if p.preferred_vector_width_float >= 8 else 4
+    if p.opencl_cpu and p.preferred_vector_width_float <= 1:
+        width = 1  # scalar elementwise kernels (Intel's CPU runtime)
     assert configs[6].vector_width == width
 
 

@@ -9,17 +9,40 @@ helpers in :mod:`._launch`, shapes in :mod:`netcl.core.shapes`.
 Every launch uses one fixed local size per device (NOTE [ The 1-D launch rule ] in
 :mod:`netcl.core.kernels.family`): PoCL compiles a work-group function per (kernel, local
 size), so a size-dependent local size would recompile for every new shape.
+
+# NOTE [ Elementwise kernels on CPU devices ]
+# The bundle kernel (NOTE [ Elementwise kernel family ]) switches on its ``op`` argument once
+# per work item. GPUs do not notice; OpenCL CPU compilers do. Intel's CPU runtime vectorizes
+# across work items and cannot through a runtime switch: 1M float32 elements took 17-20 ms per
+# unary op and 9-10 ms per add/mul (NumPy: 0.15-2.8 ms). So OpenCL CPU devices run a kernel
+# per op instead (``_Sig.fixed``: the op's expression compiled in, the same arguments, built
+# once per context and signature like any other), and the selector's rule gives devices
+# that prefer scalar floats (``preferred_vector_width_float == 1``: Intel's runtime) the
+# "flat" layout, one element per work item: their vectorizer makes lanes of work items, so
+# the "vec" layout's W elements per work item become strided gathers (per-op relu 0.5 ms
+# "vec" vs 0.2 ms "flat", exp 4.5 vs 0.6 ms; a vec_type_hint(float4) on "vec" stops the
+# gathers but runs exp and sqrt a lane at a time: 2.3 and 1.4 ms). On Intel 1M float32 relu,
+# exp, neg, sqrt, add and mul now take 0.2-0.6 ms. PoCL (preferred width 8) keeps "vec" ("flat"
+# ran 2-6x slower there); the per-op kernel took its relu, neg, add and mul from 0.4-1.4 ms
+# to 0.26-0.9 ms (1.5-1.9x; exp and sqrt, bound by PoCL's scalar libm, unchanged). Figures:
+# ``benchmarks/bench_ops_elementwise.py --ops relu,exp,neg,sqrt,add,mul`` (the former bundle,
+# the bundle in today's layout, the per-op kernel, NumPy, in one run). The cost is a program
+# build per op used (PoCL: ~0.3 s each, once per process and signature, then PyOpenCL's
+# binary cache), which the bundle was made to avoid; GPUs keep the bundle. :func:`kernel_form`
+# chooses; :func:`forced_form` forces one (tests, benchmarks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from netcl.core.capabilities import device_type_name
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.primitives import launch_values
@@ -44,7 +67,8 @@ from ._launch import (
     queue_facts,
 )
 
-__all__ = ["Strided", "run_broadcast", "run_fast", "run_strided"]
+__all__ = ["FORMS", "Strided", "forced_form", "kernel_form", "run_broadcast", "run_fast",
+           "run_strided"]
 
 @dataclass(frozen=True)
 class Strided:
@@ -74,6 +98,74 @@ def _kernel(context: Any, sig: _Sig, bundle: tuple[EwOp, ...]) -> Any:
     if kernel is None:
         kernel = table[(sig, bundle)] = elementwise_family(context, sig, bundle).kernel
     return kernel
+
+
+# -- kernel forms (NOTE [ Elementwise kernels on CPU devices ]) ----------------------------
+
+FORMS = ("bundle", "op")
+"""The kernel forms: the bundle switching on its ``op`` argument (GPUs, accelerators), a
+kernel per op (OpenCL CPU devices)."""
+
+_forms: dict[Any, str] = {}
+_forced: str | None = None
+
+
+def _form_of(device: Any) -> str:
+    return "op" if device_type_name(int(device.type)) == "cpu" else "bundle"
+
+
+def kernel_form(device: Any) -> str:
+    """The elementwise kernel form for ``device``: one of :data:`FORMS` (NOTE [ Elementwise
+    kernels on CPU devices ]), or the one :func:`forced_form` forces.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> kernel_form(NS(type=4)), kernel_form(NS(type=2))  # a GPU, a CPU
+        ('bundle', 'op')
+    """
+    if _forced is not None:
+        return _forced
+    try:
+        return _forms[device]
+    except KeyError:
+        form = _forms[device] = _form_of(device)
+        return form
+    except TypeError:  # an unhashable stand-in
+        return _form_of(device)
+
+
+@contextlib.contextmanager
+def forced_form(form: str) -> Iterator[None]:
+    """Run every elementwise op in kernel ``form`` on every OpenCL device inside the block
+    (tests and benchmarks compare the forms); plans and fast-path entries made before or
+    inside it are forgotten on entry and exit.
+
+    Raises:
+        ValueError: ``form`` is not one of :data:`FORMS`.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> with forced_form("bundle"):
+        ...     kernel_form(NS(type=2))
+        'bundle'
+    """
+    global _forced
+    if form not in FORMS:
+        raise ValueError(f"forced_form: form must be one of {FORMS}, got {form!r}")
+    previous = _forced
+    _forget_plans()
+    _forced = form
+    try:
+        yield
+    finally:
+        _forced = previous
+        _forget_plans()
+
+
+def _forget_plans() -> None:
+    _plans.clear()
+    _fast.clear()
+    _broadcast.clear()
 
 
 # -- running ------------------------------------------------------------------------------
@@ -187,6 +279,7 @@ def _plan(op: EwOp, bundle: tuple[EwOp, ...], shape: Sequence[int], out: Strided
         compute=compute, out=out.tensor.dtype, layout=layout,
         ndim=len(dims) if layout == "nd" else 1, width=width, wide=idx is np.int64,
         aligned=layout == "vec" and all(v.offset % width == 0 for v in [out, *views]),
+        fixed=bundle.index(op) if len(bundle) > 1 and kernel_form(queue.device) == "op" else -1,
     )
     nd_args: list[Any] = []
     if layout == "nd":

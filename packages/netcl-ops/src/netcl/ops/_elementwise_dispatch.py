@@ -316,27 +316,29 @@ def copy_strided(shape: Sequence[int], out: Strided, src: Strided) -> None:
 
 def _golden_case(op: str, operands: tuple[str, ...], compute: str, out: str, layout: str,
                  ndim: int = 1, width: int = 1, wide: bool = False,
-                 aligned: bool = True) -> tuple[str, tuple[_Sig, tuple[EwOp, ...]]]:
+                 aligned: bool = True, fixed: bool = False
+                 ) -> tuple[str, tuple[_Sig, tuple[EwOp, ...]]]:
     """The bundle of ``op`` for one signature, as ``run_strided`` builds it; ``aligned``
     (``vec`` only): every offset a multiple of ``width`` (vector pointers), as for whole
-    tensors, else ``vloadN``/``vstoreN``."""
+    tensors, else ``vloadN``/``vstoreN``; ``fixed``: the kernel of ``op`` alone that CPU
+    devices build (NOTE [ Elementwise kernels on CPU devices ] in ``_elementwise_base``)."""
     ops = bundle(OPS[op])
     vec = layout == "vec"
     sig = _Sig(group=ops[0].group, arity=ops[0].arity, nparams=max(o.nparams for o in ops),
                operands=operands, compute=compute, out=out, layout=layout,
                ndim=ndim if layout == "nd" else 1, width=width, wide=wide,
-               aligned=vec and aligned)
+               aligned=vec and aligned, fixed=ops.index(OPS[op]) if fixed else -1)
     tag = {"flat": "flat", "vec": f"vec{width}", "nd": f"nd{ndim}"}[layout]
     tag += "-unaligned" if vec and not aligned else ""
     tag += "-idx64" if wide else ""
     cast = ops[0].group == "copy" and operands[0] != out
     dtypes = f"{operands[0]}-to-{out}" if cast else operands[-1]
-    return f"elementwise/{kernel_name(ops)[3:]}-{dtypes}-{tag}", (sig, ops)
+    return f"elementwise/{kernel_name(ops, sig.fixed)[3:]}-{dtypes}-{tag}", (sig, ops)
 
 
 def _elementwise_golden() -> list[tuple[str, tuple[_Sig, tuple[EwOp, ...]]]]:
     """The binary, unary, comparison, ``where`` and copy/cast bundles in the flat, vec (aligned
-    and not) and nd layouts, one with 64-bit indices."""
+    and not) and nd layouts, one with 64-bit indices; per-op kernels of CPU devices."""
     c = _golden_case
     vec = default_config(KernelVariant.ELEMENTWISE_VECTORIZED).vector_width
     cases = []
@@ -360,6 +362,13 @@ def _elementwise_golden() -> list[tuple[str, tuple[_Sig, tuple[EwOp, ...]]]]:
               c("copy", ("float64",), "float64", "float16", "vec", width=vec),
               c("copy", (f32,), f32, "int32", "flat"),
               c("copy", ("int32",), "float64", "float64", "flat")]
+    # CPU devices: the op compiled in ("flat" on Intel's runtime, "vec" on PoCL)
+    cases += [c("exp", (f32,), f32, f32, "flat", fixed=True),
+              c("exp", (f32,), f32, f32, "vec", width=vec, fixed=True),
+              c("add", (f32, f32), f32, f32, "flat", fixed=True),
+              c("add", (f32, f32), f32, f32, "vec", width=vec, fixed=True),
+              c("add", (f32, f32), f32, f32, "nd", ndim=3, fixed=True),
+              c("lt", (f32, f32), f32, "uint8", "flat", fixed=True)]
     return cases
 
 

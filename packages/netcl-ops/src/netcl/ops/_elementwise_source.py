@@ -16,6 +16,10 @@ test renders them through :func:`program_source`.
 # package's tests) spend minutes compiling; a uniform branch costs a GPU nothing measurable in
 # a memory-bound kernel. The bundle keeps each op's C expression in one table row.
 #
+# On OpenCL CPU devices the op is a compile-time constant instead (``_Sig.fixed``: a kernel
+# ``ew_<group><arity>_<op>`` holding that op's expression alone, same arguments, ``op``
+# unused): see NOTE [ Elementwise kernels on CPU devices ] in :mod:`._elementwise_base`.
+#
 # Layouts (shapes and strides are scalar kernel arguments, never buffers):
 # - "flat": every operand contiguous over the output (same shape), one element per work item
 #   (KernelVariant.ELEMENTWISE_SCALAR);
@@ -94,6 +98,7 @@ class _Sig:
     width: int
     wide: bool
     aligned: bool = False  # "vec" only: every offset a multiple of width (vector pointers)
+    fixed: int = -1  # the op's index in the bundle, compiled in (CPU devices); -1: ``op`` picks
 
 
 _NAMES = "abc"
@@ -132,7 +137,10 @@ def _loads(sig: _Sig, index: str, indent: str) -> list[str]:
             for k in range(len(sig.operands))]
 
 
-def _switch(cases: Sequence[tuple[int, str]], indent: str) -> list[str]:
+def _switch(sig: _Sig, cases: Sequence[tuple[int, str]], indent: str) -> list[str]:
+    """``switch (op)`` over ``cases``; the one case's statement alone in a ``fixed`` kernel."""
+    if sig.fixed >= 0:
+        return [f"{indent}{{ {stmt} }}" for _, stmt in cases]
     lines = [f"{indent}switch (op) {{"]
     lines += [f"{indent}  case {code}: {{ {stmt} }} break;" for code, stmt in cases]
     lines.append(f"{indent}}}")
@@ -142,7 +150,7 @@ def _switch(cases: Sequence[tuple[int, str]], indent: str) -> list[str]:
 def _scalar_body(sig: _Sig, exprs: Sequence[tuple[int, str]], index: str, out_index: str,
                  indent: str) -> list[str]:
     cases = [(code, f"STO(out, {out_index}, ({expr}));") for code, expr in exprs]
-    return _loads(sig, index, indent) + _switch(cases, indent)
+    return _loads(sig, index, indent) + _switch(sig, cases, indent)
 
 
 def _vec_load(sig: _Sig, k: int, dt: str) -> str:
@@ -194,7 +202,7 @@ def _vec_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
                              for k in range(len(sig.operands)))
             lanes.append(f"{{ {loads} r.{sl} = ({lane_type})({expr}); }}")
         cases.append((code, "\n        ".join(lanes)))
-    lines += _switch(cases, "    ")
+    lines += _switch(sig, cases, "    ")
     lines += [f"    {_vec_store(sig)}", "  } else {", "    for (IDX j = base; j < n; ++j) {"]
     lines += _scalar_body(sig, exprs, "o{k} + j", "oo + j", "      ")
     lines += ["    }", "  }"]
@@ -212,14 +220,29 @@ def _nd_body(sig: _Sig, exprs: Sequence[tuple[int, str]]) -> list[str]:
     return lines + _scalar_body(sig, exprs, "i{k}", "io", "  ")
 
 
-def kernel_name(ops: tuple[EwOp, ...]) -> str:
-    """The name of the kernel serving the bundle ``ops`` (``ew_arith2``, ``ew_cmp2``, ...)."""
-    return f"ew_{ops[0].group}{ops[0].arity}"
+def kernel_name(ops: tuple[EwOp, ...], fixed: int = -1) -> str:
+    """The name of the kernel serving the bundle ``ops`` (``ew_arith2``, ``ew_cmp2``, ...), or
+    only its op ``fixed`` (an index into ``ops``) when that is not -1 (``ew_arith1_exp``).
+
+    Examples:
+        >>> from netcl.ops import ELEMENTWISE
+        >>> from netcl.ops._elementwise_dispatch import bundle
+        >>> ops = bundle(ELEMENTWISE["exp"])
+        >>> kernel_name(ops), kernel_name(ops, ops.index(ELEMENTWISE["exp"]))
+        ('ew_arith1', 'ew_arith1_exp')
+    """
+    name = f"ew_{ops[0].group}{ops[0].arity}"
+    return name if fixed < 0 else f"{name}_{ops[fixed].name}"
 
 
 @functools.cache
 def program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
-    """The one kernel of bundle ``ops`` for ``sig``: ``op`` is the index of an op in ``ops``."""
+    """The one kernel of bundle ``ops`` for ``sig``: ``op`` is the index of an op in ``ops``
+    (or, where ``sig.fixed`` is not -1, the kernel of that op alone, ``op`` unused).
+
+    Raises:
+        ValueError: ``sig.fixed`` names an op without an expression for ``sig.compute``.
+    """
     head = [index_defs(INT32_LIMIT + 1 if sig.wide else 0)[0], literal_macro(sig.compute),
             _store_macro(sig.out)]
     head += [_load_macro(k, dt) for k, dt in enumerate(sig.operands)]
@@ -227,6 +250,11 @@ def program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
         head.append(f"#define W {sig.width}\n")
     exprs = [(code, e) for code, op in enumerate(ops)
              if (e := op.expression(sig.compute)) is not None]
+    if sig.fixed >= 0:
+        exprs = [(code, e) for code, e in exprs if code == sig.fixed]
+        if not exprs:
+            raise ValueError(f"elementwise: {ops[sig.fixed].name} has no {sig.compute} "
+                             "expression to compile in")
     if sig.layout == "flat":
         body = ["  if (i >= n) return;", *_scalar_body(sig, exprs, "o{k} + i", "oo + i", "  ")]
     elif sig.layout == "vec":
@@ -234,12 +262,12 @@ def program_source(sig: _Sig, ops: tuple[EwOp, ...]) -> str:
     else:
         body = _nd_body(sig, exprs)
     params = ",\n    ".join([*_params(sig), "const int op"])
-    return (f"{''.join(head)}\n__kernel void {kernel_name(ops)}(\n    {params})\n{{\n"
+    return (f"{''.join(head)}\n__kernel void {kernel_name(ops, sig.fixed)}(\n    {params})\n{{\n"
             "  const IDX i = get_global_id(0);\n" + "\n".join(body) + "\n}\n")
 
 
 @kernel_family("ops.elementwise")
 def elementwise_family(sig: _Sig, bundle: tuple[EwOp, ...]) -> KernelSource:
     """The kernel of ``bundle`` for ``sig``: one kernel, ``sig.width`` elements per work item."""
-    return KernelSource(program_source(sig, bundle), (kernel_name(bundle),), sig.compute,
-                        Geometry(per_item=sig.width))
+    return KernelSource(program_source(sig, bundle), (kernel_name(bundle, sig.fixed),),
+                        sig.compute, Geometry(per_item=sig.width))

@@ -75,13 +75,17 @@ def _parse_elementwise(n: Any, dtype: Any = "float32") -> ElementwiseQuery:
 
 
 def elementwise_rule(profile: ExtendedDeviceProfile, q: ElementwiseQuery) -> KernelVariant:
-    """Vectorized above 1024 elements, else scalar.
+    """Vectorized above 1024 elements, else scalar; always scalar on an OpenCL CPU device
+    that prefers scalar floats (Intel's CPU runtime, which vectorizes across work items: NOTE
+    [ Elementwise kernels on CPU devices ] in ``_elementwise_base``).
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
         >>> elementwise_rule(extended_profile(None), ElementwiseQuery(100, "float32")).name
         'ELEMENTWISE_SCALAR'
     """
+    if profile.opencl_cpu and profile.preferred_vector_width_float <= 1:
+        return V.ELEMENTWISE_SCALAR
     if q.n > ELEMENTWISE_VECTOR_MIN:
         return V.ELEMENTWISE_VECTORIZED
     return V.ELEMENTWISE_SCALAR
