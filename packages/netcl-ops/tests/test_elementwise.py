@@ -382,6 +382,26 @@ def test_kernel_forms(dev: DeviceHandle, form: str, variant: KernelVariant) -> N
     assert ("ew_arith1" in names) == (form == "bundle")
 
 
+def test_form_from_the_environment(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NETCL_ELEMENTWISE_FORM`` picks the form for every device; a bad value names itself."""
+    if dev.backend != "cl":
+        pytest.skip("the NumPy backend runs no OpenCL kernel")
+    for form in _elementwise_base.FORMS:
+        monkeypatch.setenv("NETCL_ELEMENTWISE_FORM", form.upper())
+        assert _elementwise_base.kernel_form(dev.queue.device) == form
+        _elementwise_base._forget_plans()  # plans keep the kernels they were made with
+        a = _x((33,))
+        check_op(dev, ops.tanh, np.tanh, (a,))
+        plans = _elementwise_base._plans.of(dev.queue.context).values()
+        names = {p.kernel.function_name for p in plans}
+        assert names == {"ew_arith1_tanh" if form == "op" else "ew_arith1"}, names
+    monkeypatch.setenv("NETCL_ELEMENTWISE_FORM", "fused")
+    with pytest.raises(ValueError, match="NETCL_ELEMENTWISE_FORM must be one of bundle, op"):
+        _elementwise_base.kernel_form(dev.queue.device)
+    monkeypatch.delenv("NETCL_ELEMENTWISE_FORM")
+    _elementwise_base._forget_plans()
+
+
 def test_fixed_op_without_an_expression() -> None:
     """A per-op kernel of an op the compute dtype has no expression for is refused."""
     op = _elementwise.OPS["exp"]

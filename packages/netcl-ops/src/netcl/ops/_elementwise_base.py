@@ -27,9 +27,12 @@ size), so a size-dependent local size would recompile for every new shape.
 # to 0.26-0.9 ms (1.5-1.9x; exp and sqrt, bound by PoCL's scalar libm, unchanged). Figures:
 # ``benchmarks/bench_ops_elementwise.py --ops relu,exp,neg,sqrt,add,mul`` (the former bundle,
 # the bundle in today's layout, the per-op kernel, NumPy, in one run). The cost is a program
-# build per op used (PoCL: ~0.3 s each, once per process and signature, then PyOpenCL's
-# binary cache), which the bundle was made to avoid; GPUs keep the bundle. :func:`kernel_form`
-# chooses; :func:`forced_form` forces one (tests, benchmarks).
+# build per op used where the bundle built one per group: cold (empty caches) ~0.4-0.5 s
+# per op and signature on PoCL, ~0.08 s on Intel's runtime (relu, exp, neg, sqrt, add, mul:
+# PoCL 1.8 -> 3.4 s, Intel 0.25 -> 0.49 s), then netcl's disk cache. GPUs keep the bundle.
+# :func:`kernel_form` chooses, ``NETCL_ELEMENTWISE_FORM=bundle|op`` overrides it for every
+# device (a first step that must compile little on PoCL), :func:`forced_form` forces one
+# (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from netcl.core.capabilities import device_type_name
+from netcl.core.env import env_choice
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.primitives import launch_values
@@ -116,7 +120,12 @@ def _form_of(device: Any) -> str:
 
 def kernel_form(device: Any) -> str:
     """The elementwise kernel form for ``device``: one of :data:`FORMS` (NOTE [ Elementwise
-    kernels on CPU devices ]), or the one :func:`forced_form` forces.
+    kernels on CPU devices ]); the one :func:`forced_form` forces, else the one
+    ``NETCL_ELEMENTWISE_FORM`` names. Read when a launch is planned: plans made before a
+    change of the variable keep their kernels.
+
+    Raises:
+        ValueError: ``NETCL_ELEMENTWISE_FORM`` names no form.
 
     Examples:
         >>> from types import SimpleNamespace as NS
@@ -125,6 +134,9 @@ def kernel_form(device: Any) -> str:
     """
     if _forced is not None:
         return _forced
+    chosen = env_choice("NETCL_ELEMENTWISE_FORM", FORMS)
+    if chosen is not None:
+        return chosen
     try:
         return _forms[device]
     except KeyError:
