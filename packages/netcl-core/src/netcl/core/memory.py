@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 import weakref
@@ -178,7 +179,13 @@ class BufferPool:
         # buffers a replay graph holds (id -> count), and those of them given back meanwhile
         self._held: dict[int, int] = {}
         self._parked: dict[int, tuple[Any, int]] = {}
-        self._lock = threading.Lock()
+        # NOTE [ Finalizers inside the pool ]: the garbage collector may run at any allocation,
+        # also inside a locked section below, and a BufferHandle it frees gives its buffer back
+        # from that same thread. So the lock is reentrant and such a give-back, seeing the pool
+        # busy, is queued and done when the section ends (a plain Lock deadlocked a CI run).
+        self._lock = threading.RLock()
+        self._busy = 0
+        self._pending: collections.deque[tuple[Any, int]] = collections.deque()
         self.stats = PoolStats()
         if context is not None:
             track_owner(self)  # a forked child keeps the parent's buffers alive (see .process)
@@ -212,15 +219,19 @@ class BufferPool:
                 self._capacities[nbytes] = capacity
         stats = self.stats
         with self._lock:
-            free = self._free.get(capacity)
-            if free:
-                buffer = free.pop()
-                stats.hits += 1
-                stats.bytes_cached -= capacity
-            else:
-                buffer = None
-                stats.misses += 1
-                stats.bytes_allocated += capacity
+            self._busy += 1
+            try:
+                free = self._free.get(capacity)
+                if free:
+                    buffer = free.pop()
+                    stats.hits += 1
+                    stats.bytes_cached -= capacity
+                else:
+                    buffer = None
+                    stats.misses += 1
+                    stats.bytes_allocated += capacity
+            finally:
+                self._leave()
         handle = BufferHandle(self._new_buffer(capacity) if buffer is None else buffer, nbytes,
                               capacity, self)
         recorder = _recording.recorder
@@ -246,25 +257,33 @@ class BufferPool:
         """
         key = id(buffer)
         with self._lock:
-            self._held[key] = self._held.get(key, 0) + 1
-            for capacity, free in self._free.items():
-                for i, candidate in enumerate(free):
-                    if candidate is buffer:
-                        del free[i]
-                        self.stats.bytes_cached -= capacity
-                        self._parked[key] = (buffer, capacity)
-                        return
+            self._busy += 1
+            try:
+                self._held[key] = self._held.get(key, 0) + 1
+                for capacity, free in self._free.items():
+                    for i, candidate in enumerate(free):
+                        if candidate is buffer:
+                            del free[i]
+                            self.stats.bytes_cached -= capacity
+                            self._parked[key] = (buffer, capacity)
+                            return
+            finally:
+                self._leave()
 
     def unhold(self, buffer: Any) -> None:
         """Undo one :meth:`hold`; after the last, a buffer given back meanwhile is free again."""
         key = id(buffer)
         with self._lock:
-            count = self._held.get(key, 0)
-            if count > 1:
-                self._held[key] = count - 1
-                return
-            self._held.pop(key, None)
-            parked = self._parked.pop(key, None)
+            self._busy += 1
+            try:
+                count = self._held.get(key, 0)
+                if count > 1:
+                    self._held[key] = count - 1
+                    return
+                self._held.pop(key, None)
+                parked = self._parked.pop(key, None)
+            finally:
+                self._leave()
         if parked is not None:
             self._give_back(*parked)
 
@@ -281,28 +300,58 @@ class BufferPool:
 
     def _give_back(self, buffer: Any, capacity: int) -> None:
         with self._lock:
-            self.stats.releases += 1
-            if self._held and id(buffer) in self._held:
-                self._parked[id(buffer)] = (buffer, capacity)
+            if self._busy:  # a finalizer inside this thread's section: after it (NOTE above)
+                self._pending.append((buffer, capacity))
                 return
-            if self._may_cache(capacity):
-                self._free.setdefault(capacity, []).append(buffer)
-                self.stats.bytes_cached += capacity
-            else:
-                self.stats.bytes_allocated -= capacity
+            self._busy += 1
+            try:
+                self._return(buffer, capacity)
+            finally:
+                self._leave()
+
+    def _return(self, buffer: Any, capacity: int) -> None:
+        """Put ``buffer`` back (free, parked or dropped); the caller holds the lock."""
+        self.stats.releases += 1
+        if self._held and id(buffer) in self._held:
+            self._parked[id(buffer)] = (buffer, capacity)
+            return
+        if self._may_cache(capacity):
+            self._free.setdefault(capacity, []).append(buffer)
+            self.stats.bytes_cached += capacity
+        else:
+            self.stats.bytes_allocated -= capacity
+
+    def _leave(self) -> None:
+        """End a locked section (the caller holds the lock): the outermost one gives back what
+        finalizers queued meanwhile."""
+        self._busy -= 1
+        while self._pending and not self._busy:
+            self._busy += 1
+            try:
+                self._return(*self._pending.popleft())
+            finally:
+                self._busy -= 1
 
     def clear(self) -> None:
         """Drop every cached buffer (the driver frees them)."""
         with self._lock:
-            for capacity, free in self._free.items():
-                self.stats.bytes_allocated -= capacity * len(free)
-            self._free.clear()
-            self.stats.bytes_cached = 0
+            self._busy += 1
+            try:
+                for capacity, free in self._free.items():
+                    self.stats.bytes_allocated -= capacity * len(free)
+                self._free.clear()
+                self.stats.bytes_cached = 0
+            finally:
+                self._leave()
 
     def get_stats(self) -> dict[str, Any]:
         """Counters as a dict: hits, misses, hit_rate, bytes_allocated, bytes_cached, buckets."""
         with self._lock:
-            buckets = {cap: len(free) for cap, free in sorted(self._free.items()) if free}
+            self._busy += 1
+            try:
+                buckets = {cap: len(free) for cap, free in sorted(self._free.items()) if free}
+            finally:
+                self._leave()
         return {
             "hits": self.stats.hits,
             "misses": self.stats.misses,
