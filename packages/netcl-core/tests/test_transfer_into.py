@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from netcl.core.device import DeviceHandle
-from netcl.core.tensor import Tensor, download_into, narrow_view, upload_from, wait_events
+from netcl.core.tensor import Tensor, narrow_view
+from netcl.core.transfer import download_into, upload_from, wait_events
 
 
 @pytest.mark.parametrize("size", [1, 7, 33, 257])

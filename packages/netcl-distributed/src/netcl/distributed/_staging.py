@@ -34,7 +34,8 @@ import numpy as np
 
 from netcl.core.dtypes import numpy_dtype
 from netcl.core.recording import state as recording_state
-from netcl.core.tensor import Tensor, copy_from_host, download_into, upload_from, wait_events
+from netcl.core.tensor import Tensor, copy_from_host
+from netcl.core.transfer import download_into, upload_from, wait_events
 
 __all__ = ["FlatStaging", "StagingPool", "download", "own_array", "upload", "wait"]
 
