@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 11's GPU runs (issues 16 and 19): each argument is a step.
+#   ptxas [FILTER...]     registers/spills/local memory per kernel (scripts/gpu/ptxas_info.py)
+#   attn16 | attn32       bench_attention float16 / float32 (extra args from $ATTN_ARGS)
+#   attntests             the attention tests on the GPU (fallback warnings fail)
+#   softmax               bench_membound --only softmax
+#   membound              bench_membound (every group)
+# Results under $OUT/r (and $OUT/r.tgz).
+set -u
+R=${OUT:-/tmp/out}/r
+mkdir -p "$R"
+OUT=$R bash scripts/gpu/gpu_run.sh setup-only > "$R/setup.log" 2>&1
+export PYTHONPATH=/tmp/site:$(ls -d packages/*/src | tr '\n' ':') OCL_ICD_VENDORS=/tmp/icd
+export PYTHONUNBUFFERED=1 NETCL_CACHE_DIR=/tmp/netcl-cache OUT=$R
+step() { local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$R/steps.log"
+  timeout "$limit" "$@" > "$R/$name.txt" 2>&1
+  echo "   rc=$? $(date -u +%T)" | tee -a "$R/steps.log"; }
+trap 'tar -czf "$(dirname "$R")/r.tgz" -C "$R" .' EXIT
+while [ $# -gt 0 ]; do
+  case $1 in
+    ptxas) step ptxas 120 python3 scripts/gpu/ptxas_info.py ${PTXAS_FILTER:-attention softmax} ;;
+    attn16) step attn16 150 python3 benchmarks/bench_attention.py --device cl --dtypes float16 ${ATTN_ARGS:-} ;;
+    attn32) step attn32 200 python3 benchmarks/bench_attention.py --device cl --dtypes float32 ${ATTN_ARGS:-} ;;
+    attntests) NETCL_DEVICE=cl step attntests 200 python3 -m pytest -q -p no:cacheprovider \
+      -W error::RuntimeWarning packages/netcl-ops/tests/test_attention.py \
+      $(ls packages/netcl-ops/tests/test_attention_*.py) packages/netcl-autograd/tests/test_attention.py ;;
+    softmax) step softmax 150 python3 benchmarks/bench_membound.py --device cl --only softmax --out "$R/softmax.json" ;;
+    membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
+    *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
+  esac
+  shift
+done
