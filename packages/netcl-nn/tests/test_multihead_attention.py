@@ -37,7 +37,8 @@ def ref_mha(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v:
             attn_mask: Array | None = None, key_padding_mask: Array | None = None,
             bias_k: Array | None = None, bias_v: Array | None = None,
             add_zero_attn: bool = False, batch_first: bool = False,
-            average: bool = True) -> tuple[Any, Any]:
+            average: bool = True, static_k: Array | None = None,
+            static_v: Array | None = None) -> tuple[Any, Any]:
     """(output, weights) for batched input, float64."""
     if batch_first:
         query, key, value = (np.swapaxes(t, 0, 1) for t in (query, key, value))
@@ -51,6 +52,10 @@ def ref_mha(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v:
         return t.reshape(t.shape[0], n, num_heads, d).transpose(1, 2, 0, 3)
 
     q, k, v = heads(q), heads(k), heads(v)
+    if static_k is not None:
+        k = static_k.reshape(n, num_heads, -1, d)
+    if static_v is not None:
+        v = static_v.reshape(n, num_heads, -1, d)
     source = k.shape[2]
     mask = np.zeros((n, num_heads, length, source))
     am = ref_additive(attn_mask)
@@ -305,6 +310,48 @@ def test_errors(dev: DeviceHandle) -> None:
     other = Tensor.from_host(dev.queue, np.ones((7, 3, 6)))
     with pytest.raises(ValueError, match="query and key must have the same batch size"):
         mha(x, other, other)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_static_key_and_value(dev: DeviceHandle, need_weights: bool) -> None:
+    """static_k/static_v (N*heads, S', head_dim) replace the projected keys and values; the
+    key-padding mask and add_zero_attn follow their length S' (PyTorch's semantics)."""
+    rng = np.random.default_rng(5)
+    length, source, n, e, h = 5, 7, 2, 6, 3
+    d, s2 = e // h, 9
+    query, key = rng.normal(size=(length, n, e)), rng.normal(size=(source, n, e))
+    w_in, w_out = rng.normal(size=(3 * e, e)) / 3, rng.normal(size=(e, e)) / 3
+    b_in = rng.normal(size=3 * e)
+    sk, sv = rng.normal(size=(n * h, s2, d)), rng.normal(size=(n * h, s2, d))
+    kpm = np.zeros((n, s2), bool)
+    kpm[1, -3:] = True
+    want, want_w = ref_mha(query, key, key, w_in[:e], w_in[e:2 * e], w_in[2 * e:], b_in, w_out,
+                           None, h, key_padding_mask=kpm, add_zero_attn=True, static_k=sk,
+                           static_v=sv)
+
+    def t(a: Array, dtype: str = "float32") -> Tensor:
+        return Tensor.from_host(dev.queue, a, dtype=dtype)
+
+    out, weights = F.multi_head_attention_forward(
+        t(query), t(key), t(key), e, h, t(w_in), t(b_in), None, None, True, 0.0, t(w_out),
+        None, key_padding_mask=t(kpm, "uint8"), need_weights=need_weights, static_k=t(sk),
+        static_v=t(sv))
+    np.testing.assert_allclose(out.to_host(), want, rtol=1e-4, atol=1e-5)
+    if need_weights:
+        assert weights is not None
+        np.testing.assert_allclose(weights.to_host(), want_w, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"static_k must be \(batch \* num_heads, S, "
+                                         r"head_dim\) = \(6, S, 2\), got \(6, 9, 3\)"):
+        F.multi_head_attention_forward(t(query), t(key), t(key), e, h, t(w_in), None, None,
+                                       None, False, 0.0, t(w_out), None,
+                                       static_k=t(np.zeros((6, 9, 3))))
+    with pytest.raises(ValueError, match="bias_k/bias_v cannot be added to a static key"):
+        F.multi_head_attention_forward(t(query), t(key), t(key), e, h, t(w_in), None,
+                                       t(np.zeros((1, 1, e))), t(np.zeros((1, 1, e))), False,
+                                       0.0, t(w_out), None, static_k=t(sk))
+    with pytest.raises(ValueError, match="keys and values must have the same length"):
+        F.multi_head_attention_forward(t(query), t(key), t(key), e, h, t(w_in), None, None,
+                                       None, False, 0.0, t(w_out), None, static_k=t(sk))
 
 
 # -- PyTorch ----------------------------------------------------------------------------------

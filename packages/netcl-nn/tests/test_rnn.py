@@ -19,7 +19,7 @@ from netcl.autograd.testing import check_grad, upload
 from netcl.core.device import DeviceHandle, manager
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, central_difference
-from netcl.nn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, autocast, manual_seed
+from netcl.nn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, autocast, manual_seed
 from netcl.nn import functional as F
 from netcl.ops import rnn_scan, rnn_scan_backward
 
@@ -325,8 +325,18 @@ def test_init_and_repr() -> None:
 
 
 def test_errors() -> None:
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="LSTM: proj_size must be smaller than hidden_size"):
+        LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError,
+                       match="RNNBase: proj_size is only supported by LSTM, got mode 'GRU'"):
+        RNNBase("GRU", 3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="LSTM: proj_size must be an int >= 0, got -1"):
+        LSTM(3, 4, proj_size=-1)
+    proj = LSTM(3, 4, proj_size=2)
+    xs = Tensor.from_host(getattr(proj, "weight_ih_l0").queue, np.ones((5, 2, 3)))
+    with pytest.raises(ValueError, match=r"LSTM: expected h_0 of shape \(1, 2, 2\)"):
+        proj(xs, (Tensor.from_host(xs.queue, np.zeros((1, 2, 4))),
+                  Tensor.from_host(xs.queue, np.zeros((1, 2, 4)))))
     with pytest.raises(ValueError, match="RNN: nonlinearity must be 'tanh' or 'relu'"):
         RNN(3, 4, nonlinearity="gelu")
     with pytest.raises(ValueError, match="GRU: hidden_size must be a positive int, got 0"):
@@ -408,3 +418,81 @@ def test_matches_torch(dev: DeviceHandle, mode: str) -> None:
     for name, p in ref.named_parameters():
         np.testing.assert_allclose(getattr(layer, name).grad.to_host(), p.grad.numpy(),
                                    err_msg=name, rtol=tol, atol=tol)
+
+
+# -- LSTM with projections (proj_size) --------------------------------------------------------
+
+def ref_lstm_proj(x: Array, params: list[Array], h0: Array | None, c0: Array | None,
+                  layers: int, dirs: int, bias: bool, hidden: int, proj: int) -> Array:
+    """PyTorch's LSTM with projections step by step in float64 (x (T, B, I)): output, h_n
+    and c_n flattened and joined."""
+    steps, batch = x.shape[:2]
+    per = 5 if bias else 3
+    h_n, c_n = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            w = params[k * per:(k + 1) * per]
+            w_ih, w_hh, w_hr = w[0], w[1], w[-1]
+            b = (w[2] + w[3]) if bias else 0.0
+            h = np.zeros((batch, proj)) if h0 is None else h0[k]
+            c = np.zeros((batch, hidden)) if c0 is None else c0[k]
+            ys: list[Array] = [np.empty(0)] * steps
+            for t in (range(steps) if d == 0 else reversed(range(steps))):
+                i, f, g, o = np.split(x[t] @ w_ih.T + h @ w_hh.T + b, 4, axis=-1)
+                c = sig(f) * c + sig(i) * np.tanh(g)
+                h = (sig(o) * np.tanh(c)) @ w_hr.T
+                ys[t] = h
+            outs.append(np.stack(ys))
+            h_n.append(h)
+            c_n.append(c)
+        x = np.concatenate(outs, axis=2)
+    return np.concatenate([x.ravel(), np.stack(h_n).ravel(), np.stack(c_n).ravel()])
+
+
+# steps, batch, input, hidden, proj, layers, bidirectional, bias, hx
+PROJ_CASES = [(7, 3, 5, 6, 3, 2, True, True, True), (1, 2, 3, 4, 1, 1, False, False, False),
+              (5, 1, 2, 33, 7, 1, True, True, False)]
+
+
+@pytest.mark.parametrize("case", PROJ_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_lstm_projections(dev: DeviceHandle, case: tuple[Any, ...]) -> None:
+    steps, batch, inp, hidden, proj, layers, bi, bias, hx = case
+    layer = LSTM(inp, hidden, num_layers=layers, bidirectional=bi, bias=bias,
+                 proj_size=proj, device=dev.queue, rng=np.random.default_rng(2))
+    names = [n for n, _ in layer.named_parameters()]
+    assert names[:(5 if bias else 3)] == (
+        ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"]
+        if bias else ["weight_ih_l0", "weight_hh_l0", "weight_hr_l0"])  # PyTorch's order
+    assert getattr(layer, "weight_hh_l0").shape == (4 * hidden, proj)
+    params = [p.to_host().astype(np.float64) for p in layer.parameters()]
+    dirs = 2 if bi else 1
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(steps, batch, inp))
+    h0 = rng.normal(size=(layers * dirs, batch, proj)) if hx else None
+    c0 = rng.normal(size=(layers * dirs, batch, hidden)) if hx else None
+
+    def ref(x: Array, *rest: Any) -> Array:
+        return ref_lstm_proj(x, list(rest[:len(params)]), rest[-2], rest[-1], layers, dirs,
+                             bias, hidden, proj)
+
+    check_directional(dev, joined(layer, len(params)), ref, (x, *params, h0, c0))
+    assert repr(layer).startswith(f"LSTM({inp}, {hidden}, proj_size={proj}")
+
+
+def test_lstm_projections_match_torch(dev: DeviceHandle) -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(5, 7, num_layers=2, bidirectional=True, batch_first=True,
+                        proj_size=3).double()
+    layer = LSTM(5, 7, num_layers=2, bidirectional=True, batch_first=True, proj_size=3,
+                 device=dev.queue)
+    layer.load_state_dict(ref.state_dict())
+    rng = np.random.default_rng(8)
+    x, h0, c0 = rng.normal(size=(3, 6, 5)), rng.normal(size=(4, 3, 3)), rng.normal(size=(4, 3, 7))
+    out_t, (h_t, c_t) = ref(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+    out, (h, c) = layer(*(Tensor.from_host(dev.queue, a, dtype="float32") for a in (x,)),
+                        tuple(Tensor.from_host(dev.queue, a, dtype="float32") for a in (h0, c0)))
+    for got, want in ((out, out_t), (h, h_t), (c, c_t)):
+        np.testing.assert_allclose(got.to_host(), want.detach().numpy(), rtol=1e-4, atol=1e-4)

@@ -78,11 +78,13 @@ def _as(t: Tensor | None, dtype: str) -> Any:
 
 def recurrent_direction(mode: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
                         b_hh: Tensor | None, h0: Tensor | None, c0: Tensor | None,
-                        reverse: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+                        reverse: bool = False, w_hr: Tensor | None = None
+                        ) -> tuple[Tensor, Tensor, Tensor | None]:
     """One layer and direction over ``x`` (T, B, input): ``(output (T, B, H), h_n, c_n)``.
 
     ``mode`` is a key of :data:`GATES`; ``h0``/``c0`` are (B, H) or ``None`` (zeros); ``c_n``
-    is ``None`` outside LSTM.
+    is ``None`` outside LSTM. ``w_hr`` (P, H): an LSTM with projections (NOTE [ LSTM
+    projections ]); ``w_hh`` is then (4H, P), ``h0`` (B, P) and the output (T, B, P).
 
     Examples:
         >>> import numpy as np
@@ -96,6 +98,8 @@ def recurrent_direction(mode: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: 
         >>> float(out.to_host().max())  # zero weights: every gate 1/2, g = 0: c = h = 0
         0.0
     """
+    if w_hr is not None:
+        return _projected_direction(x, w_ih, w_hh, b_ih, b_hh, h0, c0, reverse, w_hr)
     steps, batch = x.shape[0], x.shape[1]
     hidden = w_hh.shape[1]
     xproj = F.linear(x, w_ih, b_ih)
@@ -110,6 +114,43 @@ def recurrent_direction(mode: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: 
     first, last = (0, 0) if reverse else (1, steps)
     out = F.getitem(states, slice(first, first + steps))
     return out, F.getitem(states, last), (F.getitem(states, steps + 1) if lstm else None)
+
+
+# NOTE [ LSTM projections ]
+# With ``proj_size`` P, PyTorch's LSTM carries h_t = W_hr (o_t * tanh(c_t)) (P wide) instead of
+# m_t = o_t * tanh(c_t) (H wide), so the gates read W_hh h_{t-1} = (W_hh W_hr) m_{t-1}. The
+# layer therefore runs the ordinary LSTM scan (NOTE [ The recurrent scans ]) over m with the
+# (4H, H) recurrent weight W_hh W_hr (one small matmul per call, differentiable), and projects
+# all of m with one GEMM afterwards. The initial h_0 (P wide) cannot be written as W_hr m_{-1},
+# so the scan starts from m_{-1} = 0 and the first step's input projection gets W_hh h_0
+# added instead (the same gates). Every piece is a differentiable op: the backward is the
+# scan's backward-through-time plus the matmuls', with nothing per step in Python.
+
+
+def _projected_direction(x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
+                         b_hh: Tensor | None, h0: Tensor | None, c0: Tensor | None,
+                         reverse: bool, w_hr: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`recurrent_direction` of an LSTM with projections (NOTE [ LSTM projections ])."""
+    steps, batch = x.shape[0], x.shape[1]
+    hidden = w_hr.shape[1]
+    xproj = F.linear(x, w_ih, b_ih)
+    dtype = xproj.dtype
+    if h0 is not None:  # the first step's W_hh h_0
+        first = steps - 1 if reverse else 0
+        head = F.getitem(xproj, slice(first, first + 1)) + F.unsqueeze(
+            F.linear(_as(h0, dtype), _as(w_hh, dtype)), 0)
+        rest = F.getitem(xproj, slice(0, steps - 1) if reverse else slice(1, steps))
+        xproj = F.concat([rest, head] if reverse else [head, rest], axis=0) if steps > 1 else head
+    w_eff = F.matmul(_as(w_hh, dtype), _as(w_hr, dtype))
+    m0 = _raw.zeros(xproj.queue, (batch, hidden), dtype)
+    if c0 is None:
+        c0 = _raw.zeros(xproj.queue, (batch, hidden), dtype)
+    states = rnn_scan("lstm", xproj, w_eff, _as(b_hh, dtype), m0, _as(c0, dtype),
+                      reverse=reverse)
+    first, last = (0, 0) if reverse else (1, steps)
+    w_out = _as(w_hr, dtype)
+    out = F.linear(F.getitem(states, slice(first, first + steps)), w_out)
+    return out, F.linear(F.getitem(states, last), w_out), F.getitem(states, steps + 1)
 
 
 def _check_size(layer: str, **values: Any) -> None:
@@ -140,26 +181,34 @@ class RNNBase(Module):
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (
                 0 <= dropout <= 1):
             raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
-        if proj_size:
-            raise NotImplementedError(
-                f"{name}: proj_size={proj_size} (LSTM with projections) is not implemented; "
-                "use proj_size=0 (a Linear after the LSTM projects its output)")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError(f"{name}: proj_size must be an int >= 0, got {proj_size!r}")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size is only supported by LSTM, got mode "
+                             f"{mode!r} with proj_size={proj_size}")
+        if proj_size and proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size must be smaller than hidden_size, got "
+                             f"proj_size={proj_size} and hidden_size={hidden_size}")
         if dropout > 0 and num_layers == 1:
             warnings.warn(f"{name}: dropout={dropout} acts between layers only, and "
                           f"num_layers=1", UserWarning, stacklevel=2)
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bool(bias), bool(batch_first)
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bool(bidirectional), 0
+        self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
+        self.proj_size = proj_size
         where = placement(name, device, dtype)
         rows = GATES[mode] * hidden_size
+        out_size = proj_size or hidden_size  # what h carries
         bound = 1 / math.sqrt(hidden_size)
         for layer in range(num_layers):
-            width = input_size if layer == 0 else hidden_size * self.num_directions
+            width = input_size if layer == 0 else out_size * self.num_directions
             for suffix in self._suffixes():
                 shapes: list[tuple[str, tuple[int, ...]]] = [
-                    ("weight_ih", (rows, width)), ("weight_hh", (rows, hidden_size))]
+                    ("weight_ih", (rows, width)), ("weight_hh", (rows, out_size))]
                 if bias:
                     shapes += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+                if proj_size:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
                 for kind, shape in shapes:
                     p = Parameter.from_shape(where[0], shape, where[1])
                     init.uniform_(p, -bound, bound, rng)
@@ -184,6 +233,15 @@ class RNNBase(Module):
                                "missing (deleted or replaced by a non-Tensor)")
         return w_ih, w_hh, get(f"bias_ih_l{layer}{suffix}"), get(f"bias_hh_l{layer}{suffix}")
 
+    def _projection(self, layer: int, suffix: str) -> Tensor | None:
+        if not self.proj_size:
+            return None
+        w_hr = self.__dict__.get(f"weight_hr_l{layer}{suffix}")
+        if not isinstance(w_hr, Tensor):
+            raise RuntimeError(f"{type(self).__name__}: weight_hr_l{layer}{suffix} is missing "
+                               "(deleted or replaced by a non-Tensor)")
+        return w_hr
+
     # -- forward ---------------------------------------------------------------------------
 
     def _check_input(self, x: Any) -> bool:
@@ -205,7 +263,8 @@ class RNNBase(Module):
     def _check_state(self, t: Any, what: str, batched: bool, batch: int) -> Tensor:
         name = type(self).__name__
         n = self.num_layers * self.num_directions
-        expected = (n, batch, self.hidden_size) if batched else (n, self.hidden_size)
+        size = self.proj_size if self.proj_size and what == "h_0" else self.hidden_size
+        expected = (n, batch, size) if batched else (n, size)
         if not isinstance(t, Tensor):
             raise TypeError(f"{name}: {what} must be a netcl Tensor, got {type(t).__name__}")
         if t.shape != expected:
@@ -244,7 +303,8 @@ class RNNBase(Module):
                 out, h, c = recurrent_direction(
                     self.mode, x, *self._weights(layer, suffix),
                     None if h0 is None else F.getitem(h0, k),
-                    None if c0 is None else F.getitem(c0, k), reverse=d == 1)
+                    None if c0 is None else F.getitem(c0, k), reverse=d == 1,
+                    w_hr=self._projection(layer, suffix))
                 outs.append(out)
                 h_n.append(h)
                 if c is not None:
@@ -267,6 +327,8 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"  # PyTorch's (no nonlinearity)
+        if self.proj_size:
+            text += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             text += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -330,12 +392,14 @@ class LSTM(RNNBase):
         c' = f * c + i * g,  h' = o * tanh(c')
 
     Args:
-        as :class:`RNN` (no nonlinearity), plus ``proj_size``: only 0 (projections raise
-        ``NotImplementedError``).
+        as :class:`RNN` (no nonlinearity), plus ``proj_size``: when > 0, ``h`` is projected
+        to ``proj_size`` features by ``weight_hr_l{k}`` (proj_size, hidden_size) each step,
+        as PyTorch's LSTM with projections (NOTE [ LSTM projections ]).
 
     Shape:
         as :class:`RNN`; ``hx`` is a tuple ``(h_0, c_0)`` and the state returned is
-        ``(h_n, c_n)``.
+        ``(h_n, c_n)``. With ``proj_size`` P, ``h_0``/``h_n`` are ``(D * num_layers, N, P)``
+        and the output ``(L, N, D * P)``; ``c_0``/``c_n`` keep ``hidden_size``.
 
     Examples:
         >>> import numpy as np
@@ -347,6 +411,10 @@ class LSTM(RNNBase):
         ((2, 6, 8), (2, 2, 4), (2, 2, 4))
         >>> sorted(lstm.state_dict())[:2]
         ['bias_hh_l0', 'bias_hh_l0_reverse']
+        >>> proj = LSTM(3, 4, proj_size=2, device=q)
+        >>> out, (h_n, c_n) = proj(Tensor.from_host(q, np.ones((6, 1, 3))))
+        >>> out.shape, h_n.shape, c_n.shape, proj.weight_hr_l0.shape
+        ((6, 1, 2), (1, 1, 2), (1, 1, 4), (2, 4))
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,

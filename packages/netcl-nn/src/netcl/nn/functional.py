@@ -364,7 +364,9 @@ def multi_head_attention_forward(
     ``average_attn_weights``. Masks: ``attn_mask`` (L, S) or (N*num_heads, L, S) and
     ``key_padding_mask`` (N, S), bool (uint8; True = *masked out*, the opposite of
     :func:`scaled_dot_product_attention`'s) or float (added); ``is_causal`` is a hint that
-    ``attn_mask`` is the causal mask (it must be given, as in PyTorch).
+    ``attn_mask`` is the causal mask (it must be given, as in PyTorch). ``static_k`` /
+    ``static_v`` (N*num_heads, S, head_dim) replace the projected keys / values, as PyTorch's
+    (``key_padding_mask`` and ``attn_mask`` then follow their length S).
 
     Shape:
         ``query`` (L, N, E) (``batch_first``: (N, L, E); unbatched (L, E)), ``key`` (S, N,
@@ -375,7 +377,6 @@ def multi_head_attention_forward(
         ValueError: shapes that do not fit (embedding dims, heads, batch, sequence, masks).
         TypeError: a mask that is neither uint8 (bool) nor floating point.
         RuntimeError: ``is_causal`` without ``attn_mask``.
-        NotImplementedError: ``static_k``/``static_v``.
 
     Examples:
         >>> import numpy as np
@@ -389,8 +390,6 @@ def multi_head_attention_forward(
         ((5, 2, 4), (2, 5, 5), 0.2)
     """
     op = op_name
-    if static_k is not None or static_v is not None:
-        raise NotImplementedError(f"{op}: static_k/static_v are not supported")
     if not use_separate_proj_weight:
         q_proj_weight = k_proj_weight = v_proj_weight = None
     elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
@@ -406,6 +405,14 @@ def multi_head_attention_forward(
     if is_causal and attn_mask is None:
         raise RuntimeError(f"{op}: is_causal is a hint that attn_mask is the causal mask; "
                            "give attn_mask too (as PyTorch)")
+    if static_k is not None or static_v is not None:
+        if bias_k is not None or bias_v is not None:
+            raise ValueError(f"{op}: bias_k/bias_v cannot be added to a static key or value")
+        k = k if static_k is None else _static_heads(op, "static_k", static_k, k.shape)
+        v = v if static_v is None else _static_heads(op, "static_v", static_v, v.shape)
+        if k.shape[2] != v.shape[2]:
+            raise ValueError(f"{op}: keys and values must have the same length, got "
+                             f"{k.shape[2]} and {v.shape[2]} (static_k/static_v)")
     n, h, length, source = q.shape[0], num_heads, q.shape[2], k.shape[2]
     mask = _merged_mask(op, attn_mask, key_padding_mask, (n, h, length, source), unbatched,
                         q.dtype)
@@ -436,6 +443,18 @@ def multi_head_attention_forward(
     else:
         out = scaled_dot_product_attention(q, k, v, None if causal else mask, p, causal)
     return linear(_heads_out(out, batch_first, unbatched), out_proj_weight, out_proj_bias), weights
+
+
+def _static_heads(op: str, what: str, t: Tensor, heads: tuple[int, ...]) -> Tensor:
+    """A static key or value (N * num_heads, S, head_dim) as heads (N, num_heads, S,
+    head_dim); ``heads`` is the projected one's shape."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: {what} must be a netcl Tensor, got {type(t).__name__}")
+    n, h, _, d = heads
+    if t.ndim != 3 or t.shape[0] != n * h or t.shape[2] != d:
+        raise ValueError(f"{op}: {what} must be (batch * num_heads, S, head_dim) = ({n * h}, "
+                         f"S, {d}), got {t.shape}")
+    return _ops.reshape(t, (n, h, t.shape[1], d))
 
 
 def _heads_in(query: Tensor, key: Tensor, value: Tensor, embed_dim: int, num_heads: int,
