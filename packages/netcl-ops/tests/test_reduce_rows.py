@@ -100,7 +100,8 @@ def test_nan_in_split_rows(dev: DeviceHandle) -> None:
 
 @pytest.mark.parametrize("variant", [*ROW_VARIANTS, None], ids=str)
 def test_bitwise_reproducible(dev: DeviceHandle, variant: KernelVariant | None) -> None:
-    """The same input twice gives the same bits (fixed split, ordered partials, no atomics)."""
+    """The same input twice gives the same bits (fixed split; a split row's last group merges
+    the partials in index order whichever group finishes last)."""
     x = Tensor.from_host(dev.queue, _x((300_007,)).astype(np.float32))
     rows = Tensor.from_host(dev.queue, _x((33, 4097)).astype(np.float32))
 
@@ -115,6 +116,25 @@ def test_bitwise_reproducible(dev: DeviceHandle, variant: KernelVariant | None) 
             first, second = run(), run()
     for a, b in zip(first, second, strict=True):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_split_rows_reset_their_tickets(dev: DeviceHandle) -> None:
+    """A split row's counter returns to 0 after every launch: many launches of differently
+    split shapes in a row (1, 2 and 5 rows; sum, max, var) keep their results."""
+    shapes = [(200_003,), (2, 90_001), (5, 40_000)]
+    hosts = [_x(s).astype(np.float32) for s in shapes]
+    xs = [Tensor.from_host(dev.queue, h) for h in hosts]
+    with force_variant(KernelVariant.REDUCTION_WORKGROUP):
+        for _ in range(6):
+            for h, x in zip(hosts, xs, strict=True):
+                axis = -1 if h.ndim > 1 else None
+                np.testing.assert_allclose(ops.sum(x, axis=axis).to_host(),
+                                           h.astype(np.float64).sum(axis=axis), rtol=1e-5)
+                np.testing.assert_allclose(ops.max(x, axis=axis).to_host(), h.max(axis=axis))
+                if h.ndim > 1:
+                    np.testing.assert_allclose(ops.var(x, axis=-1).to_host(),
+                                               h.astype(np.float64).var(axis=-1, ddof=1),
+                                               rtol=1e-4)
 
 
 @pytest.mark.parametrize("variant", ROW_VARIANTS, ids=lambda v: v.name)

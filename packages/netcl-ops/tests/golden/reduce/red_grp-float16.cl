@@ -152,7 +152,11 @@ __kernel void red_grp(
 // 0 also takes the < 4 elements before the body (head) and after it (tail). Four
 // accumulators (one per vector component), merged in a fixed order, then a local-memory
 // tree: the result depends only on the shape, the offset and G, never on timing (bitwise
-// reproducible). G > 1 writes (rows, G) partials in ACC.
+// reproducible). G > 1: each group writes its partial to part[grp] and takes a ticket from
+// count[o]; the row's last group to arrive (ticket G - 1) merges the row's G partials in
+// index order (lane l takes l, l + L, ...; then the tree), writes the result and resets
+// count[o] to 0 for the next launch (NOTE [ Row reductions ]: one launch, same bits whichever
+// group finishes last).
 #define VEC_STEP(STEP, v) { STEP(a0, (v).x); STEP(a1, (v).y); STEP(a2, (v).z); STEP(a3, (v).w); }
 #define VEC_LOOP(STEP) \
   IDX i = p * L + l; \
@@ -169,9 +173,11 @@ __kernel void red_grp(
 __kernel void red_vec(
     __global const TI* x, const IDX xo, __global TO* out, const IDX oo,
     __global const ACC* aux, const IDX auxo,
-    const IDX R, const ACC scale, const int kind, const int has_aux, const IDX G)
+    const IDX R, const ACC scale, const int kind, const int has_aux, const IDX G,
+    volatile __global ACC* part, volatile __global int* count)
 {
   __local ACC sv[LMAX];
+  __local int last;
   const IDX L = get_local_size(0), l = get_local_id(0);
   const IDX grp = get_group_id(0);
   const IDX o = grp / G, p = grp - o * G;
@@ -194,8 +200,28 @@ __kernel void red_vec(
     if (l < s) sv[l] = MERGE(kind, sv[l], sv[l + s]);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  if (G == 1) {
+    if (l == 0) STO(out, oo + o, RESULT(kind, sv[0]));
+    return;
+  }
   if (l == 0) {
-    if (G > 1) STO(out, oo + grp, sv[0]);
-    else STO(out, oo + o, RESULT(kind, sv[0]));
+    part[grp] = sv[0];
+    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the partial is visible before the ticket is taken
+    last = atomic_inc(&count[o]) == (int)(G - 1);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!last) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  ACC a = INIT(kind);
+  for (IDX q = l; q < G; q += L) a = MERGE(kind, a, part[o * G + q]);
+  sv[l] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (IDX s = L / 2; s > 0; s >>= 1) {
+    if (l < s) sv[l] = MERGE(kind, sv[l], sv[l + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) {
+    STO(out, oo + o, RESULT(kind, sv[0]));
+    count[o] = 0;
   }
 }
