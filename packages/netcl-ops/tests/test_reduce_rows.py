@@ -140,11 +140,17 @@ def test_split_rows_reset_their_tickets(dev: DeviceHandle) -> None:
 @pytest.mark.parametrize("variant", ROW_VARIANTS, ids=lambda v: v.name)
 def test_columns_split_over_work_groups(dev: DeviceHandle, variant: KernelVariant) -> None:
     """Column reductions (inner > 1) split R into enough chunks to fill the device in both
-    work-group variants: partials, then a second stage; the same bits on a second run."""
+    work-group variants: the last group of each column tile merges the partials (argmax: a
+    second stage); the same bits on a second run; var and float16 through the same path."""
     with force_variant(variant):
         for shape, axis in (((4097, 65), 0), ((3, 2049, 40), 1), ((1000, 7), 0)):
             for _, op, ref in KINDS:
                 check_op(dev, op, ref, (_x(shape),), {"axis": axis}, scale=10.0)
+            check_op(dev, lambda t, a=axis: ops.var(t, axis=a),
+                     lambda a, ax=axis: np.var(a, axis=ax, ddof=1), (_x(shape) + 100.0,),
+                     scale=10.0)
+            check_op(dev, ops.sum, np.sum, (_x(shape),), {"axis": axis}, dtype="float16",
+                     scale=10.0)
             check_op(dev, ops.argmax, lambda a, axis: np.argmax(a, axis=axis),
                      (np.round(_x(shape)),), {"axis": axis})
         x = Tensor.from_host(dev.queue, _x((4097, 65)).astype(np.float32))

@@ -13,7 +13,9 @@
 #   output), writing (outer, G, inner) partials in the accumulator dtype (plus indices for
 #   argmax), reduced again by the selector's choice for G: multi-stage for large R.
 #   Columns (inner > 1) split R in both work-group variants, into enough chunks that all
-#   the work-groups together fill the device (8 per compute unit).
+#   the work-groups together fill the device (8 per compute unit); except for argmax, the
+#   chunks' partials go to a per-queue scratch buffer and the last group of each (outer
+#   index, column tile) merges them in order (one launch: NOTE [ Row reductions ]).
 # Rows (inner == 1; sum, mean, max, min, var; NOTE [ Row reductions ]) take ``red_vec`` in the
 # two work-group variants instead of ``red_grp``.
 # Accumulators: float32 for float16/float32, float64 for float64, int64 for integer sums.
@@ -132,12 +134,13 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
                   else _MAX_CHUNKS)
         budget = builtins.max(1, target // builtins.max(1, job.outer * tiles))
         chunks = builtins.min(-(-job.R // (lr * _CHUNK_PER_LANE)), budget)
-    staged = chunks > 1
+    merged = chunks > 1 and not argmax  # one launch: the last group merges (NOTE above)
+    staged = chunks > 1 and argmax
     partial = n_out * chunks
     direct = shape is not None and not staged and not argmax
     # a final argmax stage writes indices only
     values = empty(queue, shape if direct and shape is not None else
-                   (0 if argmax and not staged else partial,),
+                   (0 if argmax and not staged else n_out if merged else partial,),
                    acc if staged or argmax else job.out_dtype)
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
@@ -161,12 +164,12 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
         grid, lsize = (tiles * lj, job.outer * chunks * lr), (lj, lr)
-        args += [idx(chunks), idx(chunk)]
+        args += [idx(chunks), idx(chunk), *(_scratch_buffers(queue) if merged else (None, None))]
         launch_nd(queue, kernel(queue.context, prog, "red_grp"), grid, lsize, *args)
         if chain is not None:
             chain.append(_stage(kernel(queue.context, prog, "red_grp"), grid, lsize, args,
                                 values))
-    if staged:
+    if staged:  # argmax: the partials' (value, index) pairs reduced by another launch
         return _run(_Job(kind, values, 0, job.outer, chunks, job.inner, job.out_dtype,
                          job.scale, None, indices), None, chain)
     return values if indices is None else indices
@@ -206,7 +209,7 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
     values = empty(queue, shape if shape is not None else (n_out,), job.out_dtype)
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R, n_out * groups)
     prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
-    part, count = _row_scratch(queue) if groups > 1 else (None, None)
+    part, count = _scratch_buffers(queue) if groups > 1 else (None, None)
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
@@ -222,20 +225,21 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
     return values
 
 
-_scratch: dict[Any, tuple[Any, Any]] = {}  # queue -> red_vec's (partials, tickets) buffers
+_scratch: dict[Any, tuple[Any, Any]] = {}  # queue -> split reductions' (partials, tickets)
 
 
-def _row_scratch(queue: Any) -> tuple[Any, Any]:
-    """The split ``red_vec``'s partials (8 bytes each, room for every ACC) and ticket counters
-    (int32, zero between launches: the last group of a row resets its own) for ``queue``:
-    two small buffers made once per queue, outside the pool and any capture, the counters
-    zeroed by one blocking write (NOTE [ Row reductions ]). A split has at most
-    ``_ROW_GROUPS_PER_CU * compute units`` groups in all (:func:`_groups_per_row`)."""
+def _scratch_buffers(queue: Any) -> tuple[Any, Any]:
+    """A split reduction's partials (8 bytes each, room for every ACC) and ticket counters
+    (int32, zero between launches: the last group of a row or column tile resets its own)
+    for ``queue``: two small buffers made once per queue, outside the pool and any capture,
+    the counters zeroed by one blocking write (NOTE [ Row reductions ]). A split has at most
+    ``_ROW_GROUPS_PER_CU * compute units`` groups in all (:func:`_groups_per_row`, and the
+    column budget in :func:`_run`), each writing at most 32 columns' partials."""
     found = _scratch.get(queue)
     if found is None:
         cl = pyopencl()
         n = _ROW_GROUPS_PER_CU * _compute_units(queue.device)
-        part = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 8 * n)
+        part = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 8 * 32 * n)
         count = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * n)
         cl.enqueue_copy(queue, count, np.zeros(n, np.int32), is_blocking=True)
         found = _scratch[queue] = (part, count)

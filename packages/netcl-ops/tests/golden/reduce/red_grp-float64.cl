@@ -101,10 +101,11 @@ __kernel void red_grp(
     __global const ACC* aux, const IDX auxo,
     const IDX outer, const IDX R, const IDX inner, const ACC scale,
     const int kind, const int has_aux, const int in_idx, const int write_val,
-    const IDX G, const IDX chunk)
+    const IDX G, const IDX chunk, volatile __global ACC* part, volatile __global int* count)
 {
   __local ACC sv[LMAX];
   __local long si[LMAX];
+  __local int last;
   const IDX LJ = get_local_size(0), LR = get_local_size(1);
   const IDX lj = get_local_id(0), lr = get_local_id(1);
   const IDX j = get_group_id(0) * LJ + lj;
@@ -134,6 +135,30 @@ __kernel void red_grp(
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (G > 1 && kind != 3) {  // split columns: the last group of (o, column tile) merges
+    if (lr == 0 && j < inner) {
+      part[og * inner + j] = sv[lj];
+      mem_fence(CLK_GLOBAL_MEM_FENCE);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    const IDX ticket = o * get_num_groups(0) + get_group_id(0);
+    if (slot == 0) last = atomic_inc(&count[ticket]) == (int)(G - 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    ACC a = INIT(kind);
+    if (j < inner)
+      for (IDX g = lr; g < G; g += LR) a = MERGE(kind, a, part[(o * G + g) * inner + j]);
+    sv[slot] = a;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (IDX s = LR / 2; s > 0; s >>= 1) {
+      if (lr < s) sv[slot] = MERGE(kind, sv[slot], sv[slot + s * LJ]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lr == 0 && j < inner) STO(out, oo + o * inner + j, RESULT(kind, sv[lj]));
+    if (slot == 0) count[ticket] = 0;
+    return;
   }
   if (lr == 0 && j < inner) {
     const IDX dst = og * inner + j;
