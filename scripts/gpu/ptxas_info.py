@@ -5,15 +5,18 @@ of the filters, plus the hardware (not emulated) tensor-core attention kernels, 
 ``-cl-nv-verbose`` and prints what ptxas reports per program: registers per work item, spill
 stores/loads and static local memory. What limits a kernel's occupancy is read from here
 (65536 registers and 228 KiB of local memory per SM on an H100/H200; at most 48 KiB static
-local memory per work-group through OpenCL).
+local memory per work-group through OpenCL). With ``PTX_DUMP_DIR`` set, the PTX of every
+golden program built goes there too.
 
     python3 scripts/gpu/ptxas_info.py attention softmax
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import pyopencl as cl
@@ -33,9 +36,14 @@ def summary(log: str) -> str:
     return "; ".join(out) or log.strip().replace("\n", " | ")[:300]
 
 
-def build(ctx: Any, device: Any, source: str, options: str = "") -> str:
+def build(ctx: Any, device: Any, source: str, options: str = "", name: str = "") -> str:
     try:
         prg = cl.Program(ctx, source).build(options=f"{options} -cl-nv-verbose".strip())
+        dump = os.environ.get("PTX_DUMP_DIR")
+        if dump and name:  # the PTX NVIDIA's driver made (its program binary)
+            path = Path(dump) / (name.replace("/", "_") + ".ptx")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(prg.get_info(cl.program_info.BINARIES)[0])
         return summary(prg.get_build_info(device, cl.program_build_info.LOG))
     except cl.RuntimeError as exc:  # a build failure: its log
         return "BUILD FAILED: " + str(exc).replace("\n", " | ")[:400]
@@ -52,7 +60,7 @@ def main(filters: list[str]) -> None:
     for file, golden in sorted(_golden.golden_sources(device.extensions).items()):
         if filters and not any(f in file for f in filters):
             continue
-        print(f"{file:60s} {build(ctx, device, golden.source)}", flush=True)
+        print(f"{file:60s} {build(ctx, device, golden.source, name=file)}", flush=True)
     if filters and not any("attention" in f or "mma" in f for f in filters):
         return
     for kernel in ("attn_fwd_mma", "attn_bwd_dq_mma", "attn_bwd_dkdv_mma"):

@@ -4,7 +4,8 @@
 #   attn16 | attn32       bench_attention float16 / float32 (extra args from $ATTN_ARGS)
 #   attntests             the attention tests on the GPU (fallback warnings fail)
 #   softmax               bench_membound --only softmax
-#   membound              bench_membound (every group)
+#   reduce | membound     bench_membound --only reduce | every group
+#   tests                 pytest $TESTS on the GPU (default: the row reductions)
 # Results under $OUT/r (and $OUT/r.tgz).
 set -u
 R=${OUT:-/tmp/out}/r
@@ -19,13 +20,16 @@ step() { local name=$1 limit=$2; shift 2
 trap 'tar -czf "$(dirname "$R")/r.tgz" -C "$R" .' EXIT
 while [ $# -gt 0 ]; do
   case $1 in
-    ptxas) step ptxas 120 python3 scripts/gpu/ptxas_info.py ${PTXAS_FILTER:-attention softmax} ;;
+    ptxas) PTX_DUMP_DIR=$R/ptx step ptxas 120 python3 scripts/gpu/ptxas_info.py ${PTXAS_FILTER:-attention softmax} ;;
+    tests) NETCL_DEVICE=cl step tests 300 python3 -m pytest -q -p no:cacheprovider -x \
+      -W error::RuntimeWarning ${TESTS:-packages/netcl-ops/tests/test_reduce_rows.py} ;;
     attn16) step attn16 150 python3 benchmarks/bench_attention.py --device cl --dtypes float16 ${ATTN_ARGS:-} ;;
     attn32) step attn32 200 python3 benchmarks/bench_attention.py --device cl --dtypes float32 ${ATTN_ARGS:-} ;;
     attntests) NETCL_DEVICE=cl step attntests 200 python3 -m pytest -q -p no:cacheprovider \
       -W error::RuntimeWarning packages/netcl-ops/tests/test_attention.py \
       $(ls packages/netcl-ops/tests/test_attention_*.py) packages/netcl-autograd/tests/test_attention.py ;;
     softmax) step softmax 150 python3 benchmarks/bench_membound.py --device cl --only softmax --out "$R/softmax.json" ;;
+    reduce) step reduce 150 python3 benchmarks/bench_membound.py --device cl --only reduce --out "$R/reduce.json" ;;
     membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
     *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
   esac

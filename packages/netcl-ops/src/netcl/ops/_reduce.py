@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.device_profile import extended_profile
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.primitives import launch_values
@@ -144,7 +145,8 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
                    acc if staged or argmax else job.out_dtype)
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
-    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
+    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64,
+                _ptx_fence(queue.device))
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.xi), idx(0), _buffer(indices), idx(0),
@@ -183,6 +185,16 @@ def _groups_per_row(device: Any, outer: int, R: int, lanes: int) -> int:
 
 
 _units: dict[Any, int] = {}
+_fences: dict[Any, bool] = {}
+
+
+def _ptx_fence(device: Any) -> bool:
+    """Whether ``device`` takes the device-wide fence as inline PTX (NVIDIA's driver;
+    NOTE [ Device-wide fence ] in ._reduce_kernels)."""
+    found = _fences.get(device)
+    if found is None:
+        found = _fences[device] = extended_profile(device).vendor_family == "nvidia"
+    return found
 
 
 def _compute_units(device: Any) -> int:
@@ -208,7 +220,8 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
         groups = 1
     values = empty(queue, shape if shape is not None else (n_out,), job.out_dtype)
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R, n_out * groups)
-    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64)
+    prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64,
+                _ptx_fence(queue.device))
     part, count = _scratch_buffers(queue) if groups > 1 else (None, None)
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),

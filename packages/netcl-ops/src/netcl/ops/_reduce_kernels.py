@@ -164,14 +164,14 @@ __kernel void red_grp(
   if (G > 1 && kind != 3) {  // split columns: the last group of (o, column tile) merges
     if (lr == 0 && j < inner) {
       part[og * inner + j] = sv[lj];
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
+      GL_FENCE();
     }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     const IDX ticket = o * get_num_groups(0) + get_group_id(0);
     if (slot == 0) last = atomic_inc(&count[ticket]) == (int)(G - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    GL_FENCE();
     ACC a = INIT(kind);
     if (j < inner)
       for (IDX g = lr; g < G; g += LR) a = MERGE(kind, a, part[(o * G + g) * inner + j]);
@@ -257,12 +257,12 @@ __kernel void red_vec(
   }
   if (l == 0) {
     part[grp] = sv[0];
-    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the partial is visible before the ticket is taken
+    GL_FENCE();  // the partial is visible device-wide before the ticket is taken
     last = atomic_inc(&count[o]) == (int)(G - 1);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!last) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  GL_FENCE();
   ACC a = INIT(kind);
   for (IDX q = l; q < G; q += L) a = MERGE(kind, a, part[o * G + q]);
   sv[l] = a;
@@ -288,6 +288,7 @@ class Prog:
     out: str  # output storage dtype
     local: int
     wide: bool
+    ptx_fence: bool = False  # NVIDIA: the device-wide fence as inline PTX (NOTE below)
 
 
 def _defines(p: Prog) -> str:
@@ -316,6 +317,12 @@ def _defines(p: Prog) -> str:
         f"#define BIGGER(v, a) {bigger}",
         f"#define SMALLER(v, a) {smaller}",
         f"#define BETTER(v, vi, a, ai) {better}",
+        # NOTE [ Device-wide fence ]: a split reduction's groups publish partials to the group
+        # that merges them (NOTE [ Row reductions ] in ._reduce). NVIDIA's compiler turns
+        # mem_fence(CLK_GLOBAL_MEM_FENCE) into membar.cta (ordering within the work-group
+        # only, seen in its PTX), so on NVIDIA the fence is membar.gl, written in PTX.
+        ('#define GL_FENCE() __asm__ volatile("membar.gl;" ::: "memory")' if p.ptx_fence
+         else "#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)"),
     ]
     return "\n".join(lines) + "\n"
 

@@ -34,6 +34,7 @@
 #define BIGGER(v, a) ((v) > (a))
 #define SMALLER(v, a) ((v) < (a))
 #define BETTER(v, vi, a, ai) ((v) > (a) || ((v) == (a) && (vi) < (ai)))
+#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 
 #define STEP_SUM(a, v) ((a) += (v))
 #define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }
@@ -138,14 +139,14 @@ __kernel void red_grp(
   if (G > 1 && kind != 3) {  // split columns: the last group of (o, column tile) merges
     if (lr == 0 && j < inner) {
       part[og * inner + j] = sv[lj];
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
+      GL_FENCE();
     }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     const IDX ticket = o * get_num_groups(0) + get_group_id(0);
     if (slot == 0) last = atomic_inc(&count[ticket]) == (int)(G - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    GL_FENCE();
     ACC a = INIT(kind);
     if (j < inner)
       for (IDX g = lr; g < G; g += LR) a = MERGE(kind, a, part[(o * G + g) * inner + j]);
@@ -231,12 +232,12 @@ __kernel void red_vec(
   }
   if (l == 0) {
     part[grp] = sv[0];
-    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the partial is visible before the ticket is taken
+    GL_FENCE();  // the partial is visible device-wide before the ticket is taken
     last = atomic_inc(&count[o]) == (int)(G - 1);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!last) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  GL_FENCE();
   ACC a = INIT(kind);
   for (IDX q = l; q < G; q += L) a = MERGE(kind, a, part[o * G + q]);
   sv[l] = a;

@@ -34,6 +34,7 @@
 #define BIGGER(v, a) (isnan(v) || (v) > (a))
 #define SMALLER(v, a) (isnan(v) || (v) < (a))
 #define BETTER(v, vi, a, ai) (isnan(a) ? (isnan(v) && (vi) < (ai)) : (isnan(v) || ((v) > (a) || ((v) == (a) && (vi) < (ai)))))
+#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 
 #define STEP_SUM(a, v) ((a) += (v))
 #define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }

@@ -34,6 +34,7 @@
 #define BIGGER(v, a) ((v) > (a))
 #define SMALLER(v, a) ((v) < (a))
 #define BETTER(v, vi, a, ai) ((v) > (a) || ((v) == (a) && (vi) < (ai)))
+#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 
 #define STEP_SUM(a, v) ((a) += (v))
 #define STEP_SQ(a, v) { const ACC d_ = (v) - m; (a) += d_ * d_; }
