@@ -2,17 +2,18 @@
 
 # NOTE [ Batch norm kernels ]
 # Statistics (forward: mean and 1/std; backward: sum(g) and sum(g * xhat)) of a channel's
-# M = N * HW elements, HW contiguous per image, in two launches:
-# - ``bn_partial``: G work-groups of 64..GROUP items per channel (about 16 elements per item;
-#   G chosen so that C * G fills the
-#   device, about 8 groups per compute unit), group p summing the elements p * chunk ..
-#   (p + 1) * chunk of the channel in one pass: the forward sums (x - K) and (x - K)^2 with
-#   K the channel's first element (a shift that keeps the one-pass variance accurate far from
-#   0), the backward g and g * (x - mean); (n, h) advance by the group size without a division
-#   per element; one local-memory tree for both sums, then (C, G, 2) partials;
-# - ``bn_finalize``: one item per channel adds its G partials in order (bitwise reproducible:
-#   no atomics), then the mean, 1/std and the running statistics, or the weight and bias
-#   gradients (in T: no cast launch afterwards).
+# M = N * HW elements, HW contiguous per image, in one launch, ``bn_stats``: G work-groups
+# of 64..GROUP items per channel (about 16 elements per item; G chosen so that C * G fills the
+# device, about 8 groups per compute unit), group p summing the elements p * chunk ..
+# (p + 1) * chunk of the channel in one pass: the forward sums (x - K) and (x - K)^2 with
+# K the channel's first element (a shift that keeps the one-pass variance accurate far from
+# 0), the backward g and g * (x - mean); (n, h) advance by the group size without a division
+# per element; one local-memory tree for both sums, then (C, G, 2) partials. The channel's
+# last group (NOTE [ Last group merges ] in ._split_sync) adds its G partials in order
+# (bitwise reproducible), then writes the mean, 1/std and the running statistics, or the
+# weight and bias gradients (in T: no cast launch afterwards). Until the H200 measurements
+# of 2026-11-29 that merge was a second launch, ``bn_finalize`` (6-8 us of device time on an
+# H100 whatever the size: BN backward of 128x512x4x4 was 0.77x PyTorch).
 # Normalizing (``bn_apply``) and the input gradient (``bn_backward_dx``) are 2-D launches,
 # (HW or HW / 4, N * C): the channel comes from the plane index once per item, and where HW
 # and every offset are multiples of 4 each item moves a 4-vector.
@@ -37,6 +38,7 @@ from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
 from ._launch import view_args
+from ._split_sync import fence_defines
 
 __all__ = ["GROUP", "bn_geometry", "bn_lanes", "bn_launch_2d", "bn_splits", "ln_per_row",
            "normalization_family"]
@@ -82,13 +84,24 @@ inline void group_sum2(CT* a, CT* b, __local CT* acc, __local CT* acc2, const in
 }
 
 // G work-groups of L items per channel, one pass: partial sums (forward: x - K, (x - K)^2;
-// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW.
-__kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
-                         __global const CT* mean, const long meano, __global CT* part,
-                         const long parto, const int N, const int C, const int HW,
-                         const int G, const int chunk, const int backward) {
+// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW. The
+// channel's last group to finish (NOTE [ Last group merges ] in ._split_sync; G = 1: the only
+// one) adds the G partials in order and finishes the channel: forward mean, 1/std and the
+// running statistics; backward sum_g, sum_gx (= sum g * xhat) and the weight and bias
+// gradients in T.
+__kernel void bn_stats(__global const T* x, const long xo, __global const T* g, const long go,
+                       __global CT* mean, const long meano, volatile __global CT* part,
+                       const long parto, __global CT* invstd, const long invstdo,
+                       __global T* run_mean, const long run_meano, __global T* run_var,
+                       const long run_varo, __global CT* sum_g, const long sum_go,
+                       __global CT* sum_gx, const long sum_gxo, __global T* dw, const long dwo,
+                       __global T* db, const long dbo, volatile __global int* count,
+                       const int N, const int C, const int HW, const int G, const int chunk,
+                       const CT eps, const CT momentum, const int update_running,
+                       const int backward) {
   __local CT acc[GROUP], acc2[GROUP];
-  x += xo; g += go; mean += meano; part += parto;
+  x += xo; g += go; mean += meano; part += parto; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
   const int lid = get_local_id(0), L = get_local_size(0);
   const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
   const int M = N * HW;
@@ -117,33 +130,21 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
     }
   }
   group_sum2(&s1, &s2, acc, acc2, L);
-  if (lid == 0) {
+  if (lid != 0) return;
+  if (G > 1) {
     part[2 * get_group_id(0)] = s1;
     part[2 * get_group_id(0) + 1] = s2;
+    GL_FENCE();
+    if (atomic_inc(&count[c]) != G - 1) return;
+    GL_FENCE();
+    s1 = (CT)0;
+    s2 = (CT)0;
+    for (int q = 0; q < G; ++q) {
+      s1 += part[2 * (c * G + q)];
+      s2 += part[2 * (c * G + q) + 1];
+    }
+    count[c] = 0;
   }
-}
-
-// One item per channel: its G partials in order. Forward: mean, 1/std, running statistics.
-// Backward: sum_g, sum_gx (= sum g * xhat) and the weight and bias gradients in T.
-__kernel void bn_finalize(__global const CT* part, const long parto, __global const T* x,
-                          const long xo, __global CT* mean, const long meano,
-                          __global CT* invstd, const long invstdo, __global T* run_mean,
-                          const long run_meano, __global T* run_var, const long run_varo,
-                          __global CT* sum_g, const long sum_go, __global CT* sum_gx,
-                          const long sum_gxo, __global T* dw, const long dwo, __global T* db,
-                          const long dbo, const int N, const int C, const int HW, const int G,
-                          const CT eps, const CT momentum, const int update_running,
-                          const int backward) {
-  part += parto; x += xo; mean += meano; invstd += invstdo; run_mean += run_meano;
-  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
-  const int c = get_global_id(0);
-  if (c >= C) return;
-  CT s1 = (CT)0, s2 = (CT)0;
-  for (int p = 0; p < G; ++p) {
-    s1 += part[2 * (c * G + p)];
-    s2 += part[2 * (c * G + p) + 1];
-  }
-  const int M = N * HW;
   if (backward) {  // invstd is the forward's
     const CT inv = invstd[c];
     sum_g[c] = s1;
@@ -342,7 +343,7 @@ __kernel void ln_backward_params(__global const T* g, const long go, __global co
 }
 """
 
-_NORM_KERNELS = ("bn_partial", "bn_finalize", "bn_apply", "bn_backward_dx", "ln_forward",
+_NORM_KERNELS = ("bn_stats", "bn_apply", "bn_backward_dx", "ln_forward",
                  "ln_backward_dx", "ln_forward_row", "ln_backward_dx_row", "ln_backward_params")
 
 
@@ -360,18 +361,19 @@ def _normalization_golden() -> list[tuple[str, tuple[str]]]:
 
 
 @kernel_family("ops.normalization", golden=_normalization_golden)
-def normalization_family(dtype: str) -> KernelSource:
+def normalization_family(dtype: str, ptx: bool = False) -> KernelSource:
     """The batch and layer norm program for ``dtype``: the statistics kernels run work-groups
-    of ``GROUP`` items (per channel part, or per row), the elementwise ones 2-D or 1-D."""
-    return KernelSource(_vector_defines(dtype) + _SRC, _NORM_KERNELS, dtype,
-                        Geometry(local=GROUP))
+    of ``GROUP`` items (per channel part, or per row), the elementwise ones 2-D or 1-D;
+    ``ptx``: the device-wide fence in inline PTX (NVIDIA; :func:`._split_sync.ptx_fence`)."""
+    return KernelSource(_vector_defines(dtype) + fence_defines(ptx) + _SRC, _NORM_KERNELS,
+                        dtype, Geometry(local=GROUP))
 
 
 _units: dict[Any, int] = {}
 
 
 def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
-    """``(G, chunk)``: work-groups per channel for ``bn_partial`` and the elements each sums
+    """``(G, chunk)``: work-groups per channel for ``bn_stats`` and the elements each sums
     (NOTE [ Batch norm kernels ]): about 8 groups per compute unit over all channels, at
     least 16 elements per item.
 
@@ -412,7 +414,7 @@ def ln_per_row(device: Any) -> bool:
 
 
 def bn_lanes(chunk: int) -> int:
-    """Items per ``bn_partial`` work-group: about 16 elements each, 64 to GROUP.
+    """Items per ``bn_stats`` work-group: about 16 elements each, 64 to GROUP.
 
     Examples:
         >>> bn_lanes(2048), bn_lanes(7711), bn_lanes(10)

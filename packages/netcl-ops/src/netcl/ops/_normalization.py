@@ -33,6 +33,7 @@ from ._norm_kernels import (
     ln_per_row,
     normalization_family,
 )
+from ._split_sync import ptx_fence, tickets
 
 __all__ = ["batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward"]
 
@@ -146,18 +147,16 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     sdt = stat_dtype(x.dtype)
     mean = empty(q, (c,), sdt)
     invstd = empty(q, (c,), sdt)
-    kernels = normalization_family(x.context, x.dtype).kernels
+    kernels = normalization_family(x.context, x.dtype, ptx_fence(x.queue.device)).kernels
     if training:
         groups, chunk = bn_splits(q.device, c, n * hw)
         part = empty(q, (c * groups * 2,), sdt)
         lanes = bn_lanes(chunk)
-        launch(q, kernels["bn_partial"], (c * groups * lanes,), (lanes,),
-               *view_args(x, x, mean, part), n, c, hw, groups, chunk, 0)
         upd = running_mean is not None and running_var is not None
-        launch_1d(q, kernels["bn_finalize"], c,
-                  *view_args(part, x, mean, invstd, _or(running_mean, x), _or(running_var, x),
-                             mean, mean, x, x), n, c, hw, groups,
-                  kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd), 0)
+        launch(q, kernels["bn_stats"], (c * groups * lanes,), (lanes,),
+               *view_args(x, x, mean, part, invstd, _or(running_mean, x), _or(running_var, x),
+                          mean, mean, x, x), tickets(q, c), n, c, hw, groups, chunk,
+               kernel_scalar(op, eps, sdt), kernel_scalar(op, momentum, sdt), int(upd), 0)
     y = empty(q, x.shape, x.dtype)
     affine = weight is not None and bias is not None
     vec, items = bn_geometry(hw, x, y)
@@ -257,18 +256,17 @@ def batch_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, invstd: Tensor,
         return _batch_norm_backward_numpy(grad, x, mean, invstd, weight)
     q = x.queue
     sdt = stat_dtype(x.dtype)
-    kernels = normalization_family(x.context, x.dtype).kernels
+    kernels = normalization_family(x.context, x.dtype, ptx_fence(x.queue.device)).kernels
     groups, chunk = bn_splits(q.device, c, m)
     part = empty(q, (c * groups * 2,), sdt)
     lanes = bn_lanes(chunk)
-    launch(q, kernels["bn_partial"], (c * groups * lanes,), (lanes,),
-           *view_args(x, grad, mean, part), n, c, hw, groups, chunk, 1)
     sum_g_t, sum_gx_t = empty(q, (c,), sdt), empty(q, (c,), sdt)
     wdt = x.dtype if weight is None else weight.dtype  # the same (_check_dtypes)
     dw, db = empty(q, (c,), wdt), empty(q, (c,), wdt)
-    launch_1d(q, kernels["bn_finalize"], c,
-              *view_args(part, x, mean, invstd, x, x, sum_g_t, sum_gx_t, dw, db), n, c, hw,
-              groups, kernel_scalar(op, 0.0, sdt), kernel_scalar(op, 0.0, sdt), 0, 1)
+    launch(q, kernels["bn_stats"], (c * groups * lanes,), (lanes,),
+           *view_args(x, grad, mean, part, invstd, x, x, sum_g_t, sum_gx_t, dw, db),
+           tickets(q, c), n, c, hw, groups, chunk, kernel_scalar(op, 0.0, sdt),
+           kernel_scalar(op, 0.0, sdt), 0, 1)
     dx_t = empty(q, x.shape, x.dtype)
     vec, items = bn_geometry(hw, grad, x, dx_t)
     bn_launch_2d(q, kernels["bn_backward_dx"], items, n * c, grad, x, dx_t, mean, invstd,
@@ -346,7 +344,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     sdt = stat_dtype(x.dtype)
     y_t, mean_t, rstd_t = empty(q, x.shape, x.dtype), empty(q, (rows,), sdt), empty(
         q, (rows,), sdt)
-    kernels = normalization_family(x.context, x.dtype).kernels
+    kernels = normalization_family(x.context, x.dtype, ptx_fence(x.queue.device)).kernels
     affine = weight is not None and bias is not None
     args = view_args(x, y_t, mean_t, rstd_t, _or(weight, x), _or(bias, x))
     if rows and ln_per_row(q.device):
@@ -378,7 +376,7 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
     dx_t = empty(q, x.shape, x.dtype)
     gw_t, gb_t = empty(q, pshape, x.dtype), empty(q, pshape, x.dtype)
     if rows:
-        kernels = normalization_family(x.context, x.dtype).kernels
+        kernels = normalization_family(x.context, x.dtype, ptx_fence(x.queue.device)).kernels
         args = view_args(grad, x, dx_t, mean, rstd, _or(weight, x))
         if ln_per_row(q.device):
             launch_1d(q, kernels["ln_backward_dx_row"], rows, *args, rows, d,

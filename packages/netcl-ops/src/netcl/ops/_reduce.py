@@ -15,7 +15,8 @@
 #   Columns (inner > 1) split R in both work-group variants, into enough chunks that all
 #   the work-groups together fill the device (8 per compute unit); except for argmax, the
 #   chunks' partials go to a per-queue scratch buffer and the last group of each (outer
-#   index, column tile) merges them in order (one launch: NOTE [ Row reductions ]).
+#   index, column tile) merges them in order (one launch: NOTE [ Last group merges ] in
+#   ._split_sync).
 # Rows (inner == 1; sum, mean, max, min, var; NOTE [ Row reductions ]) take ``red_vec`` in the
 # two work-group variants instead of ``red_grp``.
 # Accumulators: float32 for float16/float32, float64 for float64, int64 for integer sums.
@@ -34,12 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from netcl.core.device_profile import extended_profile
 from netcl.core.dtypes import FLOAT_DTYPES, numpy_dtype
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
 from netcl.core.kernels.primitives import launch_values
 from netcl.core.keywords import resolve_dim, resolve_keepdim
-from netcl.core.recording import pyopencl
 from netcl.core.tensor import Tensor, output_tensor, reshape
 
 from ._common import check_tensor, empty, normalize_axes, normalize_axis
@@ -55,6 +54,7 @@ from ._launch import (
 )
 from ._movement import permute
 from ._reduce_kernels import KINDS, Prog, kernel
+from ._split_sync import partials, ptx_fence, tickets
 
 __all__ = ["argmax", "max", "mean", "min", "reduce_sum", "sum", "var"]
 
@@ -68,13 +68,11 @@ _ROW_GROUPS_PER_CU = 8  # red_vec work-groups per compute unit a large row is sp
 # length and offset works), two loads in flight per lane, four accumulators per lane, then a
 # local-memory tree. REDUCTION_PARALLEL gives each row one work-group of 32..local lanes (about
 # 16 elements per lane); REDUCTION_WORKGROUP splits each row over G = min(R / (16 * local),
-# 8 * compute units / rows) work-groups, a fixed number for a shape on a device. They write
-# G partials per row into a scratch buffer kept per queue and take tickets from a per-row
-# counter (an atomic increment); the row's last group merges the G partials in index order
-# and writes the result: one launch instead of a second one over the partials (on an H100
-# that second launch cost as much device time as reading 16 MB: sum of 4096x1024 16.3 us in
-# two launches, 10.0 us for the same bytes as 4096 row sums in one). The merge order is
-# fixed, so the result is the same bits on every run whichever group finishes last.
+# 8 * compute units / rows) work-groups, a fixed number for a shape on a device. They merge
+# in the same launch (NOTE [ Last group merges ] in ._split_sync): the row's last group adds
+# the G partials in index order, so the result is the same bits on every run. (A second
+# launch over the partials cost as much device time on an H100 as reading 16 MB: the sum of
+# 4096x1024 took 16.3 us in two launches, 10.0 us for the same bytes as 4096 row sums.)
 
 # -- OpenCL driver ------------------------------------------------------------------------------
 
@@ -146,7 +144,7 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     indices = empty(queue, (partial,), "int64") if argmax else None
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R * job.inner, partial)
     prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64,
-                _ptx_fence(queue.device))
+                ptx_fence(queue.device))
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.xi), idx(0), _buffer(indices), idx(0),
@@ -166,7 +164,7 @@ def _run(job: _Job, shape: tuple[int, ...] | None = None,
     else:
         chunk = builtins.max(1, -(-job.R // chunks))
         grid, lsize = (tiles * lj, job.outer * chunks * lr), (lj, lr)
-        args += [idx(chunks), idx(chunk), *(_scratch_buffers(queue) if merged else (None, None))]
+        args += [idx(chunks), idx(chunk), *(_scratch(queue) if merged else (None, None))]
         launch_nd(queue, kernel(queue.context, prog, "red_grp"), grid, lsize, *args)
         if chain is not None:
             chain.append(_stage(kernel(queue.context, prog, "red_grp"), grid, lsize, args,
@@ -185,18 +183,6 @@ def _groups_per_row(device: Any, outer: int, R: int, lanes: int) -> int:
 
 
 _units: dict[Any, int] = {}
-_fences: dict[Any, bool] = {}
-
-
-def _ptx_fence(device: Any) -> bool:
-    """Whether ``device`` takes the device-wide fence as inline PTX (NVIDIA's driver;
-    NOTE [ Device-wide fence ] in ._reduce_kernels)."""
-    found = _fences.get(device)
-    if found is None:
-        found = _fences[device] = extended_profile(device).vendor_family == "nvidia"
-    return found
-
-
 def _compute_units(device: Any) -> int:
     units = _units.get(device)
     if units is None:
@@ -207,8 +193,8 @@ def _compute_units(device: Any) -> int:
 def _run_rows(job: _Job, split: bool, local: int, acc: str,
               shape: tuple[int, ...] | None, chain: list[_Stage] | None) -> Tensor:
     """``red_vec``: ``job`` (inner == 1, not argmax) with G work-groups per row where ``split``
-    (REDUCTION_WORKGROUP; NOTE [ Row reductions ]); G > 1 writes (outer, G) partials, reduced
-    by another :func:`_run`."""
+    (REDUCTION_WORKGROUP; NOTE [ Row reductions ]); with G > 1 each row's last group merges
+    the partials in the same launch."""
     queue = job.x.queue
     n_out = job.outer
     if split:
@@ -221,8 +207,8 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
     values = empty(queue, shape if shape is not None else (n_out,), job.out_dtype)
     _, idx = index_defs(job.x.size + job.xo, job.outer * job.R, n_out * groups)
     prog = Prog(job.x.dtype, acc, values.dtype, local, idx is np.int64,
-                _ptx_fence(queue.device))
-    part, count = _scratch_buffers(queue) if groups > 1 else (None, None)
+                ptx_fence(queue.device))
+    part, count = _scratch(queue) if groups > 1 else (None, None)
     args = [
         _buffer(job.x), idx(job.xo), _buffer(values), idx(0),
         _buffer(job.aux), idx(job.aux.offset if job.aux is not None else 0),
@@ -238,25 +224,13 @@ def _run_rows(job: _Job, split: bool, local: int, acc: str,
     return values
 
 
-_scratch: dict[Any, tuple[Any, Any]] = {}  # queue -> split reductions' (partials, tickets)
-
-
-def _scratch_buffers(queue: Any) -> tuple[Any, Any]:
+def _scratch(queue: Any) -> tuple[Any, Any]:
     """A split reduction's partials (8 bytes each, room for every ACC) and ticket counters
-    (int32, zero between launches: the last group of a row or column tile resets its own)
-    for ``queue``: two small buffers made once per queue, outside the pool and any capture,
-    the counters zeroed by one blocking write (NOTE [ Row reductions ]). A split has at most
+    (NOTE [ Last group merges ] in ._split_sync). A split has at most
     ``_ROW_GROUPS_PER_CU * compute units`` groups in all (:func:`_groups_per_row`, and the
     column budget in :func:`_run`), each writing at most 32 columns' partials."""
-    found = _scratch.get(queue)
-    if found is None:
-        cl = pyopencl()
-        n = _ROW_GROUPS_PER_CU * _compute_units(queue.device)
-        part = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 8 * 32 * n)
-        count = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * n)
-        cl.enqueue_copy(queue, count, np.zeros(n, np.int32), is_blocking=True)
-        found = _scratch[queue] = (part, count)
-    return found
+    n = _ROW_GROUPS_PER_CU * _compute_units(queue.device)
+    return partials(queue, 8 * 32 * n), tickets(queue, n)
 
 
 def _buffer(t: Tensor | None) -> Any:

@@ -15,6 +15,7 @@ from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.family import LOCAL_1D, Geometry, KernelSource, kernel_family
 
 from ._launch import index_defs
+from ._split_sync import fence_defines
 
 __all__ = ["KINDS", "Prog", "kernel", "reduce_family"]
 
@@ -206,7 +207,7 @@ __kernel void red_grp(
 // reproducible). G > 1: each group writes its partial to part[grp] and takes a ticket from
 // count[o]; the row's last group to arrive (ticket G - 1) merges the row's G partials in
 // index order (lane l takes l, l + L, ...; then the tree), writes the result and resets
-// count[o] to 0 for the next launch (NOTE [ Row reductions ]: one launch, same bits whichever
+// count[o] to 0 for the next launch (NOTE [ Last group merges ]: one launch, same bits whichever
 // group finishes last).
 #define VEC_STEP(STEP, v) { STEP(a0, (v).x); STEP(a1, (v).y); STEP(a2, (v).z); STEP(a3, (v).w); }
 #define VEC_LOOP(STEP) \\
@@ -288,7 +289,7 @@ class Prog:
     out: str  # output storage dtype
     local: int
     wide: bool
-    ptx_fence: bool = False  # NVIDIA: the device-wide fence as inline PTX (NOTE below)
+    ptx_fence: bool = False  # NVIDIA: NOTE [ Device-wide fence ] in ._split_sync
 
 
 def _defines(p: Prog) -> str:
@@ -317,14 +318,8 @@ def _defines(p: Prog) -> str:
         f"#define BIGGER(v, a) {bigger}",
         f"#define SMALLER(v, a) {smaller}",
         f"#define BETTER(v, vi, a, ai) {better}",
-        # NOTE [ Device-wide fence ]: a split reduction's groups publish partials to the group
-        # that merges them (NOTE [ Row reductions ] in ._reduce). NVIDIA's compiler turns
-        # mem_fence(CLK_GLOBAL_MEM_FENCE) into membar.cta (ordering within the work-group
-        # only, seen in its PTX), so on NVIDIA the fence is membar.gl, written in PTX.
-        ('#define GL_FENCE() __asm__ volatile("membar.gl;" ::: "memory")' if p.ptx_fence
-         else "#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)"),
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + fence_defines(p.ptx_fence)
 
 
 def _reduction_programs() -> list[tuple[str, str, str, str]]:

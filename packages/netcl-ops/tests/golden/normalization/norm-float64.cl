@@ -22,6 +22,7 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define LD4(p, i) CVT4(CT)(((__global const V4(T)*)(p))[(i)])
 #define ST4(p, i, v) (((__global V4(T)*)(p))[(i)] = CVT4(T)(v))
+#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 
 #define GROUP 256
 // Every tensor argument comes with its element offset (x, xo): each kernel first moves its
@@ -60,13 +61,24 @@ inline void group_sum2(CT* a, CT* b, __local CT* acc, __local CT* acc2, const in
 }
 
 // G work-groups of L items per channel, one pass: partial sums (forward: x - K, (x - K)^2;
-// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW.
-__kernel void bn_partial(__global const T* x, const long xo, __global const T* g, const long go,
-                         __global const CT* mean, const long meano, __global CT* part,
-                         const long parto, const int N, const int C, const int HW,
-                         const int G, const int chunk, const int backward) {
+// backward: g, g * (x - mean)) of elements [p * chunk, (p + 1) * chunk) of its N * HW. The
+// channel's last group to finish (NOTE [ Last group merges ] in ._split_sync; G = 1: the only
+// one) adds the G partials in order and finishes the channel: forward mean, 1/std and the
+// running statistics; backward sum_g, sum_gx (= sum g * xhat) and the weight and bias
+// gradients in T.
+__kernel void bn_stats(__global const T* x, const long xo, __global const T* g, const long go,
+                       __global CT* mean, const long meano, volatile __global CT* part,
+                       const long parto, __global CT* invstd, const long invstdo,
+                       __global T* run_mean, const long run_meano, __global T* run_var,
+                       const long run_varo, __global CT* sum_g, const long sum_go,
+                       __global CT* sum_gx, const long sum_gxo, __global T* dw, const long dwo,
+                       __global T* db, const long dbo, volatile __global int* count,
+                       const int N, const int C, const int HW, const int G, const int chunk,
+                       const CT eps, const CT momentum, const int update_running,
+                       const int backward) {
   __local CT acc[GROUP], acc2[GROUP];
-  x += xo; g += go; mean += meano; part += parto;
+  x += xo; g += go; mean += meano; part += parto; invstd += invstdo; run_mean += run_meano;
+  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
   const int lid = get_local_id(0), L = get_local_size(0);
   const int c = get_group_id(0) / G, p = get_group_id(0) - c * G;
   const int M = N * HW;
@@ -95,33 +107,21 @@ __kernel void bn_partial(__global const T* x, const long xo, __global const T* g
     }
   }
   group_sum2(&s1, &s2, acc, acc2, L);
-  if (lid == 0) {
+  if (lid != 0) return;
+  if (G > 1) {
     part[2 * get_group_id(0)] = s1;
     part[2 * get_group_id(0) + 1] = s2;
+    GL_FENCE();
+    if (atomic_inc(&count[c]) != G - 1) return;
+    GL_FENCE();
+    s1 = (CT)0;
+    s2 = (CT)0;
+    for (int q = 0; q < G; ++q) {
+      s1 += part[2 * (c * G + q)];
+      s2 += part[2 * (c * G + q) + 1];
+    }
+    count[c] = 0;
   }
-}
-
-// One item per channel: its G partials in order. Forward: mean, 1/std, running statistics.
-// Backward: sum_g, sum_gx (= sum g * xhat) and the weight and bias gradients in T.
-__kernel void bn_finalize(__global const CT* part, const long parto, __global const T* x,
-                          const long xo, __global CT* mean, const long meano,
-                          __global CT* invstd, const long invstdo, __global T* run_mean,
-                          const long run_meano, __global T* run_var, const long run_varo,
-                          __global CT* sum_g, const long sum_go, __global CT* sum_gx,
-                          const long sum_gxo, __global T* dw, const long dwo, __global T* db,
-                          const long dbo, const int N, const int C, const int HW, const int G,
-                          const CT eps, const CT momentum, const int update_running,
-                          const int backward) {
-  part += parto; x += xo; mean += meano; invstd += invstdo; run_mean += run_meano;
-  run_var += run_varo; sum_g += sum_go; sum_gx += sum_gxo; dw += dwo; db += dbo;
-  const int c = get_global_id(0);
-  if (c >= C) return;
-  CT s1 = (CT)0, s2 = (CT)0;
-  for (int p = 0; p < G; ++p) {
-    s1 += part[2 * (c * G + p)];
-    s2 += part[2 * (c * G + p) + 1];
-  }
-  const int M = N * HW;
   if (backward) {  // invstd is the forward's
     const CT inv = invstd[c];
     sum_g[c] = s1;

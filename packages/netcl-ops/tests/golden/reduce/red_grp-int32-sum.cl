@@ -181,7 +181,7 @@ __kernel void red_grp(
 // reproducible). G > 1: each group writes its partial to part[grp] and takes a ticket from
 // count[o]; the row's last group to arrive (ticket G - 1) merges the row's G partials in
 // index order (lane l takes l, l + L, ...; then the tree), writes the result and resets
-// count[o] to 0 for the next launch (NOTE [ Row reductions ]: one launch, same bits whichever
+// count[o] to 0 for the next launch (NOTE [ Last group merges ]: one launch, same bits whichever
 // group finishes last).
 #define VEC_STEP(STEP, v) { STEP(a0, (v).x); STEP(a1, (v).y); STEP(a2, (v).z); STEP(a3, (v).w); }
 #define VEC_LOOP(STEP) \
