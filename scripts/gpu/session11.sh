@@ -6,6 +6,8 @@
 #   softmax               bench_membound --only softmax
 #   reduce | membound     bench_membound --only reduce | every group
 #   tests                 pytest $TESTS on the GPU (default: the row reductions)
+#   convs | convs_in      bench_conv_layers --variants, ResNet-18 CIFAR | ImageNet layers
+#   capture               bench_capture_resnet --both --kernels (ResNet-18 step device time)
 # Results under $OUT/r (and $OUT/r.tgz).
 set -u
 R=${OUT:-/tmp/out}/r
@@ -30,6 +32,9 @@ while [ $# -gt 0 ]; do
       $(ls packages/netcl-ops/tests/test_attention_*.py) packages/netcl-autograd/tests/test_attention.py ;;
     softmax) step softmax 150 python3 benchmarks/bench_membound.py --device cl --only softmax --out "$R/softmax.json" ;;
     reduce) step reduce 150 python3 benchmarks/bench_membound.py --device cl --only reduce --out "$R/reduce.json" ;;
+    convs) step convs_r18 300 python3 benchmarks/bench_conv_layers.py --set r18 --variants --repeat 3 --inner 3 ${CONV_ARGS:-} --json "$R/convs_r18.json" ;;
+    convs_in) step convs_r18_imagenet 300 python3 benchmarks/bench_conv_layers.py --set r18-imagenet --variants --repeat 3 --inner 3 ${CONV_ARGS:-} --json "$R/convs_r18_imagenet.json" ;;
+    capture) NETCL_PROFILE_EVENTS=1 step capture 300 python3 benchmarks/bench_capture_resnet.py --device cl --both --kernels --json "$R/capture.json" ;;
     membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
     *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
   esac
