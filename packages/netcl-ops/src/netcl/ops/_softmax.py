@@ -48,13 +48,15 @@ from ._launch import (
     remembered,
     run_remembered,
 )
+from ._softmax_rows import MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
 _VPL = 32  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
 _ROW_PER_LANE = 32  # ... and how many row_plan gives each (lanes: R / this, 32 to the most)
 _ONLINE_LANES = 1024  # lanes (at most) for rows too long for registers
-ROW_PATHS = ("registers", "online", "online4")  # softmax_row's ``path`` argument, by number
+# softmax_rows' ``path`` argument, by number: softmax_row's paths 0-2, softmax_mrow's 3-4
+ROW_PATHS = ("registers", "online", "online4", "rows4", "rows1")
 
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
 # to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
@@ -97,7 +99,8 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
    by one tree, the barriers outside the branches.
    softmax_row (path 0): the row in registers (R <= VPL * L): one read, one write.
    softmax_row_online: path 1, online max and sum in one read, then the write pass reads
-   the row again; path 2, the same in 4-vectors (R and the row starts multiples of 4). */
+   the row again; path 2, the same in 4-vectors (xo a multiple of 4; a scalar head and tail around
+   each row's 4-aligned middle). */
 #define ROW_PROLOGUE \\
   __local CT bm[LMAX], bs[LMAX]; \\
   const IDX L = get_local_size(0), l = get_local_id(0); \\
@@ -136,7 +139,14 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
                                  const int take_log, const IDX R, const int path)
 {
   ROW_PROLOGUE
-  const IDX R4 = R >> 2;
+  /* path 2: the row from its first 4-aligned element (h of them before, t after the R4
+     4-vectors; the output at the same alignment: xo a multiple of 4) */
+  IDX h = (IDX)((4 - (int)((xo + base) & 3)) & 3);
+  if (path != 2) h = 0;
+  if (h > R) h = R;
+  const IDX R4 = (R - h) >> 2, t = path == 2 ? R - h - (R4 << 2) : 0;
+  __global const T* xb = xr + h;
+  __global T* yb = yr + h;
   if (path == 1) {
     IDX r = l;
     for (; r + 3 * L < R; r += 4 * L) {  /* four loads in flight, one rescale per four */
@@ -153,14 +163,19 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
     }
   } else {
     IDX i = l;
+    for (IDX k = l; k < h + t; k += L) {  /* the scalar head and tail around the middle */
+      const CT u = LD(xr, k < h ? k : (R4 << 2) + k);
+      RESCALE(u)
+      if (m != -INFINITY) sum += exp(u - m);
+    }
     for (; i + L < R4; i += 2 * L) {  /* two 4-vectors in flight */
-      const CT4 a = LD4(xr, i), b = LD4(xr, i + L);
+      const CT4 a = LD4(xb, i), b = LD4(xb, i + L);
       const CT m8 = MAXNAN(MAX4(a), MAX4(b));
       RESCALE(m8)
       if (m != -INFINITY) sum += EXPSUM4(a) + EXPSUM4(b);
     }
     if (i < R4) {
-      const CT4 a = LD4(xr, i);
+      const CT4 a = LD4(xb, i);
       const CT m4 = MAX4(a);
       RESCALE(m4)
       if (m != -INFINITY) sum += EXPSUM4(a);
@@ -172,9 +187,14 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
   if (path == 1) {
     for (IDX r = l; r < R; r += L) { const CT v = LD(xr, r); ST(yr, r, RESULT); }
   } else {
+    for (IDX k = l; k < h + t; k += L) {
+      const IDX r = k < h ? k : (R4 << 2) + k;
+      const CT v = LD(xr, r);
+      ST(yr, r, RESULT);
+    }
     for (IDX i = l; i < R4; i += L) {
-      const CT4 a = LD4(xr, i);
-      ST4(yr, i, take_log ? a - m - lse : exp(a - m) / sum);
+      const CT4 a = LD4(xb, i);
+      ST4(yb, i, take_log ? a - m - lse : exp(a - m) / sum);
     }
   }
 }
@@ -240,18 +260,23 @@ def _vector_defines(dtype: str) -> str:
 
 
 def _program_source(name: str, local: int, wide: bool, dtype: str = "float32") -> str:
-    """Kernel ``name`` (``softmax_row`` or ``softmax_col``) for work-groups of ``local`` items,
-    with 64-bit indices if ``wide``; the dtype header comes from :func:`softmax_family`."""
+    """Kernel ``name`` (``softmax_row``, with ``softmax_row_online`` and ``softmax_mrow``, or
+    ``softmax_col``) for work-groups of up to ``local`` items, with 64-bit indices if ``wide``;
+    the dtype header comes from :func:`softmax_family`."""
     defs = index_defs(2**31 if wide else 0)[0]
-    vectors = _vector_defines(dtype) if name == "softmax_row" else ""
-    return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{vectors}{_SOURCE}{_KERNELS[name]}"
+    row = name == "softmax_row"
+    vectors = _vector_defines(dtype) + f"#define VPL4 {VPL4}\n" if row else ""
+    body = _KERNELS[name] + (MROW_SOURCE if row else "")
+    return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{vectors}{_SOURCE}{body}"
 
 
-def _nll_source(label_dtype: str, wide: bool) -> str:
-    """``nll_k`` reading ``label_dtype`` (int32 or int64) labels."""
+def _nll_source(label_dtype: str, wide: bool, dtype: str = "float32") -> str:
+    """``nll_k`` and the cross-entropy kernels (``xent_row``, ``xent_sum``: NOTE [ Several rows
+    per work-group ]) reading ``label_dtype`` (int32 or int64) labels."""
     defs = index_defs(2**31 if wide else 0)[0]
     lt = "int" if label_dtype == "int32" else "long"
-    return f"{defs}#define LT {lt}\n{_NLL}"
+    return (f"{defs}#define LT {lt}\n#define LMAX {_ROW_LANES_MAX}\n#define VPL4 {VPL4}\n"
+            f"{_vector_defines(dtype)}{_SOURCE}{_NLL}{XENT_SOURCE}")
 
 
 def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
@@ -266,12 +291,16 @@ def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
 @kernel_family("ops.softmax", golden=_softmax_golden)
 def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
                    labels: str = "") -> KernelSource:
-    """``softmax_row`` (one work-group of ``local`` items per row), ``softmax_col`` (one work
-    item per column) or ``nll_k`` (one work item per row, ``labels`` dtype labels)."""
+    """``softmax_row`` (one work-group of ``local`` items per row; with ``softmax_row_online``
+    and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column)
+    or ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
+    ``xent_sum``)."""
     if kernel == "nll_k":
-        return KernelSource(_nll_source(labels, wide), ("nll_k",), dtype)
+        return KernelSource(_nll_source(labels, wide, dtype), ("nll_k", "xent_row", "xent_sum"),
+                            dtype)
     geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
-    names = (kernel, "softmax_row_online") if kernel == "softmax_row" else (kernel,)
+    names = ((kernel, "softmax_row_online", "softmax_mrow") if kernel == "softmax_row" else
+             (kernel,))
     return KernelSource(_program_source(kernel, local, wide, dtype), names, dtype, geometry)
 
 
@@ -305,9 +334,8 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
         grid, lsize = (-(-items // local) * local,), (local,)
         args += [idx(outer), idx(R), idx(inner)]
     else:
-        kernel, lanes, path = _row_kernel(x, wide, R)
-        grid, lsize = (outer * lanes,), (lanes,)
-        args += [idx(R), np.int32(path)]
+        kernel, grid, lsize, tail = _row_launch(x, wide, R, outer, idx)
+        args += tail
     launch_values(x.queue, kernel, grid, lsize, args)
     remember(key, kernel, grid, lsize, args, [(0, out)], [1])
     return out
@@ -332,17 +360,41 @@ def _most_lanes(kernel: Any, device: Any) -> int:
     return most
 
 
-def _row_kernel(x: Tensor, wide: bool, R: int, lanes: int | None = None,
-                path: int | None = None) -> tuple[Any, int, int]:
-    """The ``softmax_row`` or ``softmax_row_online`` kernel, lanes and path for ``x``'s rows
-    of ``R`` elements (:func:`row_plan`; each kernel's own lane limit)."""
+_gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
+
+
+def _is_gpu(device: Any) -> bool:
+    gpu = _gpus.get(device)
+    if gpu is None:
+        gpu = _gpus[device] = bool(int(device.type) & int(pyopencl().device_type.GPU))
+    return gpu
+
+
+def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int | None = None,
+                path: int | None = None, rows: int | None = None
+                ) -> tuple[Any, tuple[int], tuple[int], list[Any]]:
+    """(kernel, grid, local size, the arguments after ``take_log``) for ``nrows`` rows of
+    ``x`` of ``R`` elements: ``softmax_row`` or ``softmax_row_online`` with :func:`row_plan`
+    (paths 0-2), ``softmax_mrow`` with :func:`mrow_plan` (path 3 in 4-vectors, 4 in scalars;
+    ``rows`` rows per group). By default a GPU runs softmax_mrow for every row it holds (NOTE
+    [ Several rows per work-group ]), other devices :func:`row_plan`'s choice."""
     kernels = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
                              _ROW_LANES_MAX).kernels
-    held, online = kernels["softmax_row"], kernels["softmax_row_online"]
     device = x.queue.device
+    multi = kernels["softmax_mrow"]
+    if path is None and (rows is not None or (
+            lanes is None and _is_gpu(device)
+            and 4 * VPL4 * _most_lanes(multi, device) >= R)):
+        path = 3 if x.offset % 4 == 0 else 4
+    if path in (3, 4):
+        W, per, vec = mrow_plan(R, x.offset, _most_lanes(multi, device), lanes, rows, path == 3)
+        groups = -(-nrows // per)
+        return (multi, (groups * W * per,), (W * per,),
+                [idx(R), idx(nrows), np.int32(W), np.int32(vec)])
+    held, online = kernels["softmax_row"], kernels["softmax_row_online"]
     lanes, path = row_plan(R, x.offset, _most_lanes(held, device), lanes, path,
                            _most_lanes(online, device))
-    return (held if path == 0 else online), lanes, path
+    return (held if path == 0 else online), (nrows * lanes,), (lanes,), [idx(R), np.int32(path)]
 
 
 def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
@@ -351,19 +403,20 @@ def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
     with work-groups of at most ``local`` lanes (``online_local`` for the online paths, by
     default ``local``; NOTE [ Softmax kernels ]): by default the fewest lanes (a power of two
     from 32) that hold the row in registers, ``_VPL`` each; a longer row takes the online path
-    on the most lanes, in 4-vectors where ``R`` and ``offset`` are multiples of 4. ``lanes``
-    and ``path`` force them.
+    on the most lanes, in 4-vectors where ``offset`` is a multiple of 4. ``lanes`` and
+    ``path`` force them (the multi-row paths 3 and 4 are :func:`mrow_plan`'s).
 
     Raises:
         ValueError: a forced plan that cannot run (lanes not a power of two in 1..local, the
-            registers path for a row longer than ``_VPL * lanes``, 4-vectors on unaligned rows).
+            registers path for a row longer than ``_VPL * lanes``, 4-vectors from an unaligned
+            offset).
 
     Examples:
         >>> row_plan(1000, 0, 1024), row_plan(50257, 0, 1024), row_plan(50256, 0, 1024)
-        ((32, 0), (1024, 1), (1024, 2))
+        ((32, 0), (1024, 2), (1024, 2))
     """
     online_local = local if online_local is None else online_local
-    vec = R % 4 == 0 and offset % 4 == 0
+    vec = offset % 4 == 0
     if lanes is None:
         lanes = min(local, max(32, 1 << ((R - 1) // _ROW_PER_LANE).bit_length()))
         if path not in (None, 0) or R > _VPL * lanes:  # noqa: SIM300 (R: no constant)
@@ -380,22 +433,26 @@ def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
 
 
 def softmax_rows(x: Tensor, take_log: bool, lanes: int | None = None,
-                 path: int | None = None) -> Tensor:
-    """Softmax (log-softmax with ``take_log``) over the last axis of an OpenCL tensor with
-    ``softmax_row`` and a given :func:`row_plan`, for benchmarks and tests (no selection).
+                 path: int | None = None, rows: int | None = None) -> Tensor:
+    """Softmax (log-softmax with ``take_log``) over the last axis of an OpenCL tensor with a
+    forced plan, for benchmarks and tests: ``path`` 0-2 (``ROW_PATHS``) runs ``softmax_row``
+    with :func:`row_plan`'s ``lanes``; 3 (4-vectors) or 4 (scalars) ``softmax_mrow`` with
+    ``lanes`` lanes per row and ``rows`` rows per work-group (:func:`mrow_plan`; ``rows``
+    alone picks path 3 or 4 by the offset). Nothing forced: what ``softmax`` runs.
 
     Raises:
-        ValueError: an empty or 0-d tensor, or a plan that cannot run (:func:`row_plan`).
+        ValueError: an empty or 0-d tensor, or a plan that cannot run.
     """
     if x.ndim == 0 or x.size == 0:
         raise ValueError(f"softmax_rows: needs a non-empty tensor with an axis, got {x.shape}")
     R = x.shape[-1]
     _, idx = index_defs(x.offset + x.size)
-    kernel, lanes, path = _row_kernel(x, idx is np.int64, R, lanes, path)
+    kernel, grid, lsize, tail = _row_launch(x, idx is np.int64, R, x.size // R, idx, lanes,
+                                            path, rows)
     out = empty(x.queue, x.shape, x.dtype)
-    launch_values(x.queue, kernel, ((x.size // R) * lanes,), (lanes,),
+    launch_values(x.queue, kernel, grid, lsize,
                   [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(take_log),
-                   idx(R), np.int32(path)])
+                   *tail])
     return out
 
 
@@ -508,9 +565,10 @@ def _check_label_array(labels: np.ndarray[Any, Any], C: int, ignore_index: int) 
     _check_labels(labels.astype(np.int64), C, ignore_index)
 
 
-def _check_labels(y: np.ndarray[Any, Any], C: int, ignore_index: int) -> None:
+def _check_labels(y: np.ndarray[Any, Any], C: int, ignore_index: int,
+                  op: str = "nll_gather") -> None:
     """``ValueError`` naming the first label outside ``[0, C)`` that is not ``ignore_index``."""
     bad = (y != ignore_index) & ((y < 0) | (y >= C))
     if bad.any():
-        raise ValueError(f"nll_gather: label {int(y[bad][0])} is out of range for {C} classes "
+        raise ValueError(f"{op}: label {int(y[bad][0])} is out of range for {C} classes "
                          f"(ignore_index is {ignore_index}); class labels must be in [0, {C})")

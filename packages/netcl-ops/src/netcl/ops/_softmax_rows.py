@@ -1,0 +1,244 @@
+"""Several rows per work-group: ``softmax_mrow`` and the fused cross-entropy kernels
+(``xent_row``, ``xent_sum``): their OpenCL sources and :func:`mrow_plan`.
+
+# NOTE [ Several rows per work-group ]
+# softmax_row gives each row one work-group of 32..1024 lanes. With 32-lane groups (rows of up
+# to 1024 elements) an NVIDIA SM runs at most 32 resident groups, 1024 threads: half its
+# threads, and half the loads in flight a memory-bound kernel wants (H200: softmax 4096x1024
+# at 0.53x PyTorch, 44% of copy bandwidth). softmax_mrow packs ``G / W`` rows of ``W`` lanes
+# into work-groups of G = 256 items (W a power of two from 8; W = G: one row): lane l of a row
+# holds the row's 4-vectors l, l + W, ... (``VPL4`` of them, 32 elements) in registers, so a
+# warp's loads are whole 16-byte vectors, contiguous across its lanes. The row start need not
+# be 4-aligned: up to 3 leading (head) and 3 trailing (tail) elements go to the row's first
+# lanes as one scalar each, the 4-aligned middle as 4-vectors (output at the same alignment,
+# so this needs the input offset a multiple of 4; else the scalar variant, element l + W k).
+# The row's max and sum of exp(v - max) take one local-memory pass each (a barrier, then
+# every lane reads its row's <= 32 partials; rows of more than 32 lanes fold W / 32 first):
+# two or four barriers in all, no exp in the merges, the exp of each element computed once
+# (kept in registers for softmax). A row longer than 32 * 1024 elements takes softmax_row's
+# online path (``online4`` also in 4-vectors for unaligned lengths now).
+# Cross entropy (xent_row): the same row kernel, log-softmax written only if asked (the
+# backward's input), and each row's loss -(x[y] - max - lse) read from the row just loaded (0
+# for ignore_index, NaN for a bad label); xent_sum, one work-group, sums the losses (divided by
+# the number of non-ignored rows for 'mean') and writes the bad-label flag whole: two launches,
+# no fill (NOTE [ Out-of-range labels ] in netcl.ops._softmax).
+"""
+
+from __future__ import annotations
+
+__all__ = ["MROW_LOCAL", "MROW_SOURCE", "VPL4", "XENT_SOURCE", "mrow_plan"]
+
+VPL4 = 8  # 4-vectors each lane holds (32 elements)
+MROW_LOCAL = 256  # work-group size of the multi-row kernels (or W where a row needs more)
+_MIN_W = 8  # the fewest lanes per row (head and tail need up to 6 lanes)
+
+_ROW_FOLD = """
+/* Max (is_max) or sum of a over the W lanes of each row of the work-group: one barrier when
+   W <= 32, two beyond (lanes 0..31 of the row fold W / 32 partials each first). */
+inline CT row_fold(const CT a, __local CT* b, __local CT* b2, const int l, const int lane,
+                   const int g0, const int W, const int is_max)
+{
+  b[l] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local CT* p = b + g0;
+  int n = W;
+  if (W > 32) {
+    __local CT* q = b2 + (g0 / W) * 32;
+    if (lane < 32) {
+      CT r = p[lane];
+      for (int i = lane + 32; i < W; i += 32) r = is_max ? MAXNAN(r, p[i]) : r + p[i];
+      q[lane] = r;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    p = q;
+    n = 32;
+  }
+  CT r = p[0];
+  for (int i = 1; i < n; ++i) r = is_max ? MAXNAN(r, p[i]) : r + p[i];
+  return r;
+}
+#ifndef MAX4
+#define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
+#endif
+"""
+
+_ROW_LOAD = """
+  __local CT bm[LMAX], bs[LMAX], bm2[LMAX], bs2[LMAX];
+  const int l = get_local_id(0), lane = l & (W - 1), g0 = l - lane;
+  const IDX row = (IDX)get_group_id(0) * (IDX)(get_local_size(0) / W) + (IDX)(l / W);
+  const int live = row < nrows;
+  const IDX base = row * R;
+  __global const T* xr = x + xo + base;
+  CT4 v[VPL4];
+  CT e = -INFINITY;  /* a head or tail element (vec), else unused */
+  IDX h = 0, nb = 0, t = 0, epos = 0;
+  if (vec) {
+    h = (IDX)((4 - (int)((xo + base) & 3)) & 3);
+    if (h > R) h = R;
+    nb = (R - h) >> 2;
+    t = R - h - (nb << 2);
+    epos = lane < h ? (IDX)lane : (nb << 2) + (IDX)lane;  /* h + 4 nb + (lane - h) */
+  }
+  if (live && vec) {
+    __global const T* xb = xr + h;
+#pragma unroll
+    for (int j = 0; j < VPL4; ++j) {
+      const IDX i = (IDX)lane + (IDX)j * W;
+      v[j] = i < nb ? LD4(xb, i) : (CT4)(-INFINITY);
+    }
+    if (lane < h + t) e = LD(xr, epos);
+  } else if (live) {
+#pragma unroll
+    for (int j = 0; j < VPL4; ++j) {
+      const IDX r = (IDX)lane + (IDX)(4 * j) * W;
+      v[j].x = r < R ? LD(xr, r) : -INFINITY;
+      v[j].y = r + W < R ? LD(xr, r + W) : -INFINITY;
+      v[j].z = r + 2 * W < R ? LD(xr, r + 2 * W) : -INFINITY;
+      v[j].w = r + 3 * W < R ? LD(xr, r + 3 * W) : -INFINITY;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VPL4; ++j) v[j] = (CT4)(-INFINITY);
+  }
+  CT m = e;
+#pragma unroll
+  for (int j = 0; j < VPL4; ++j) m = MAXNAN(m, MAX4(v[j]));
+  const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
+  /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
+  CT s = exp(e - M);
+  if (keep_exp) e = s;
+#pragma unroll
+  for (int j = 0; j < VPL4; ++j) {
+    const CT4 z = exp(v[j] - M);
+    if (keep_exp) v[j] = z;
+    s += (z.x + z.y) + (z.z + z.w);
+  }
+  CT S = row_fold(s, bs, bs2, l, lane, g0, W, 0);
+  if (M == INFINITY) S = NAN;
+  const CT lse = log(S);
+"""
+
+_ROW_STORE = """
+  if (live && vec) {
+    __global T* yb = yr + h;
+#pragma unroll
+    for (int j = 0; j < VPL4; ++j) {
+      const IDX i = (IDX)lane + (IDX)j * W;
+      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : v[j] / S);
+    }
+    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : e / S);
+  } else if (live) {
+#pragma unroll
+    for (int j = 0; j < VPL4; ++j) {
+      const IDX r = (IDX)lane + (IDX)(4 * j) * W;
+      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : v[j].x / S);
+      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : v[j].y / S);
+      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : v[j].z / S);
+      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : v[j].w / S);
+    }
+  }
+"""
+
+MROW_SOURCE = _ROW_FOLD + """
+/* W lanes per row, get_local_size(0) / W rows per work-group (NOTE [ Several rows per
+   work-group ]); vec: 4-vectors with a scalar head and tail (xo a multiple of 4), else
+   scalars. */
+__kernel void softmax_mrow(__global T* out, __global const T* x, const IDX xo,
+                           const int take_log, const IDX R, const IDX nrows, const int W,
+                           const int vec)
+{
+  const int keep_exp = !take_log;
+""" + _ROW_LOAD + """
+  __global T* yr = out + base;
+""" + _ROW_STORE + "}\n"
+
+XENT_SOURCE = _ROW_FOLD + """
+/* Cross entropy per row: loss[row] = -(x[y] - max - lse), 0 for ignore_index, NaN for a label
+   outside [0, R) (xent_sum raises the flag); the log-softmax rows into out if write_logp. */
+__kernel void xent_row(__global T* loss, __global T* out, __global const T* x, const IDX xo,
+                       __global const LT* labels, const IDX yo, const long ignore,
+                       const int write_logp, const IDX R, const IDX nrows, const int W,
+                       const int vec)
+{
+  const int keep_exp = 0, take_log = 1;
+""" + _ROW_LOAD + """
+  if (write_logp) {
+    __global T* yr = out + base;
+""" + _ROW_STORE + """
+  }
+  if (live && lane == 0) {
+    const long y = (long)labels[yo + row];
+    CT r = 0;
+    if (y != ignore) r = (y < 0 || y >= (long)R) ? (CT)NAN : -(LD(xr, (IDX)y) - M - lse);
+    ST(loss, row, r);
+  }
+}
+
+/* One work-group: out[0] = the sum of loss[0..n) (mode 1) or that over the number of rows
+   whose label is not ignore (mode 2; mode 0 writes no out); bad[0] = whether a label that is
+   not ignore lies outside [0, C), written whole (no fill before). */
+__kernel void xent_sum(__global T* out, __global const T* loss, __global const LT* labels,
+                       const IDX yo, const IDX n, const IDX C, const long ignore,
+                       const int mode, __global int* bad)
+{
+  __local CT bs[LMAX];
+  __local int bc[LMAX], bb[LMAX];
+  const int l = get_local_id(0), L = get_local_size(0);
+  CT s = 0;
+  int c = 0, b = 0;
+  for (IDX i = l; i < n; i += L) {
+    const long y = (long)labels[yo + i];
+    const int valid = y != ignore;
+    b |= valid && (y < 0 || y >= (long)C);
+    c += valid;
+    if (mode) s += LD(loss, i);
+  }
+  bs[l] = s;
+  bc[l] = c;
+  bb[l] = b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = L / 2; k > 0; k >>= 1) {
+    if (l < k) { bs[l] += bs[l + k]; bc[l] += bc[l + k]; bb[l] |= bb[l + k]; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) {
+    *bad = bb[0];
+    if (mode) ST(out, 0, mode == 2 ? bs[0] / (CT)bc[0] : bs[0]);
+  }
+}
+"""
+
+
+def mrow_plan(R: int, offset: int, local: int, lanes: int | None = None,
+              rows: int | None = None, vec: bool | None = None) -> tuple[int, int, bool]:
+    """``(lanes per row, rows per work-group, vec)`` of ``softmax_mrow`` for rows of ``R``
+    elements from element ``offset``, work-groups of at most ``local`` items (NOTE [ Several
+    rows per work-group ]). By default the fewest lanes (a power of two from 8) that hold a row
+    in ``4 * VPL4`` elements each, as many rows as fill ``MROW_LOCAL`` items, and 4-vectors
+    where ``offset`` is a multiple of 4. ``lanes``, ``rows`` and ``vec`` force them.
+
+    Raises:
+        ValueError: a plan that cannot run (lanes not a power of two from 8, a row longer than
+            ``4 * VPL4 * lanes``, more than ``local`` items, 4-vectors from an unaligned
+            offset).
+
+    Examples:
+        >>> mrow_plan(1024, 0, 1024), mrow_plan(1000, 3, 1024), mrow_plan(10, 0, 1024)
+        ((32, 8, True), (32, 8, False), (8, 32, True))
+        >>> mrow_plan(30000, 0, 1024), mrow_plan(1024, 0, 1024, lanes=64, rows=2)
+        ((1024, 1, True), (64, 2, True))
+    """
+    per_lane = 4 * VPL4
+    if lanes is None:
+        lanes = max(_MIN_W, 1 << ((R - 1) // per_lane).bit_length())
+    if rows is None:
+        rows = max(1, min(local, MROW_LOCAL) // lanes)
+    aligned = offset % 4 == 0
+    vec = aligned if vec is None else vec
+    if (lanes < _MIN_W or lanes & (lanes - 1) or per_lane * lanes < R or rows < 1
+            or lanes * rows > local or (vec and not aligned)):
+        raise ValueError(f"softmax: multi-row plan ({lanes} lanes x {rows} rows, "
+                         f"{'4-vectors' if vec else 'scalars'}) cannot run rows of {R} "
+                         f"elements from offset {offset} (lanes a power of two from {_MIN_W}, "
+                         f"at most {per_lane} elements each, at most {local} items)")
+    return lanes, rows, vec
