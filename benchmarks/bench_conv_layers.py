@@ -13,7 +13,8 @@ For each layer and computation:
   gradients); without CUDA, PyTorch on the CPU by wall clock (``torch-cpu``), or ``-``;
 - ``x torch``: torch's time over netcl's (above 1: netcl is faster);
 - then every variant forced where it applies (each ``CONV2D_*`` for the forward, the column path
-  ``CONV2D_IM2COL`` for the gradients, Winograd for both gradients) and the register-tiled
+  ``CONV2D_IM2COL`` for the gradients, Winograd F(2x2, 3x3) ``WINOGRAD`` and F(4x4, 3x3)
+  ``WINOGRAD_F4`` for all three) and the register-tiled
   implicit GEMM with each tiling (``IGEMM 64x64`` ...), so the fastest per layer can be read
   off; each checked against the reference (``err``, max abs difference over max abs value; a row
   above 1e-3 is marked ``!``).
@@ -73,12 +74,14 @@ from netcl.ops._conv import (
 )
 from netcl.ops._conv_geometry import ConvGeometry, conv_geometry
 from netcl.ops._conv_igemm_kernels import TILINGS
-from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
+from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
 from netcl.runtime import profile
 
 V = KernelVariant
-FORWARD_VARIANTS = [V.CONV2D_IM2COL, V.CONV2D_IMPLICIT_GEMM, V.CONV2D_TILED_LOCAL,
-                    V.CONV2D_WINOGRAD, V.CONV2D_NAIVE]
+FORWARD_VARIANTS: list[Any] = [V.CONV2D_IM2COL, V.CONV2D_IMPLICIT_GEMM, V.CONV2D_TILED_LOCAL,
+                               V.CONV2D_WINOGRAD, WINOGRAD_F4, V.CONV2D_NAIVE]
+WINOGRADS = (V.CONV2D_WINOGRAD, WINOGRAD_F4)  # F(2x2, 3x3) and F(4x4, 3x3)
+GRADIENT_VARIANTS: list[Any] = [V.CONV2D_IM2COL, *WINOGRADS]
 PASSES = ("fwd", "data", "weight")
 DIRECTION = {"fwd": "forward", "data": "data", "weight": "weight"}
 
@@ -326,12 +329,12 @@ class LayerBench:
                                   "runs_ms": [s * 1e3 for s in samples]})
             if not self.variants:
                 continue
-            forced = {"fwd": FORWARD_VARIANTS, "data": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD],
-                      "weight": [V.CONV2D_IM2COL, V.CONV2D_WINOGRAD]}[which]
+            forced = {"fwd": FORWARD_VARIANTS, "data": GRADIENT_VARIANTS,
+                      "weight": GRADIENT_VARIANTS}[which]
             if self.quick:
                 forced = [v for v in forced if v is not V.CONV2D_NAIVE]
             if not self.layer.name.startswith(("r18 ", "digits")):  # large sets: no slow kernels
-                forced = [v for v in forced if v in (V.CONV2D_IM2COL, V.CONV2D_WINOGRAD)]
+                forced = [v for v in forced if v in (V.CONV2D_IM2COL, *WINOGRADS)]
             for variant in forced:
                 with force_variant(variant):  # forced where it does not apply: the rule's
                     if self.selector.select(CONV2D_FAMILY, query).variant is not variant:

@@ -12,6 +12,7 @@ view and batched matmuls. Both are chunked over images to bound the column buffe
 - ``CONV2D_TILED_LOCAL``: direct convolution over input patches staged in local memory;
 - ``CONV2D_WINOGRAD``: F(2x2, 3x3) (3x3, stride 1, dilation 1, one group; forced onto any
   other geometry it gives way to the rule's choice);
+- ``CONV2D_WINOGRAD_F4``: F(4x4, 3x3), the same geometries (6x6 tiles, 36 GEMMs);
 - ``CONV2D_IMPLICIT_TILED``: a register-tiled implicit GEMM of its own (``_conv_igemm``).
 
 The gradients are chosen by the same selector (a query of direction ``"data"`` or
@@ -20,7 +21,8 @@ The gradients are chosen by the same selector (a query of direction ``"data"`` o
 *gather* (no atomics); ``conv2d_backward_weight`` is im2col, one GEMM per image into partial
 sums, and a reduction over the images. ``CONV2D_IMPLICIT_TILED``: one implicit-GEMM kernel
 each, gathering the operands from the tensors (the weight gradient's reduction split over
-work-groups, its partial sums added in a fixed order).
+work-groups, its partial sums added in a fixed order). Both Winograd variants compute both
+gradients of their geometries too (``_conv_winograd``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_o
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
 from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
 from ._conv_mma import conv2d_mma, conv2d_mma_applicable
-from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
+from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
 from ._conv_winograd import conv2d_winograd, conv2d_winograd_weight, data_geometry
 from ._elementwise_dispatch import host, np_result
 from ._matmul_launch import Operand, operand, run_gemm
@@ -375,6 +377,8 @@ RUNNERS: dict[AnyVariant, ConvRunner] = {
         lambda x, w, b, g, out, cfg: _conv_tiled_local(_whole(x), _whole(w), _whole(b), g, out),
     KernelVariant.CONV2D_WINOGRAD:
         lambda x, w, b, g, out, cfg: conv2d_winograd(x, _whole(w), _whole(b), g, out),
+    WINOGRAD_F4:
+        lambda x, w, b, g, out, cfg: conv2d_winograd(x, _whole(w), _whole(b), g, out, tile=4),
     KernelVariant.CONV2D_IM2COL: lambda x, w, b, g, out, cfg: _conv_gemm(x, w, b, g, out, None),
     KernelVariant.CONV2D_IMPLICIT_GEMM: _conv_gemm,
     IMPLICIT_TILED:
@@ -598,12 +602,15 @@ DATA_RUNNERS: dict[AnyVariant, GradRunner] = {
     KernelVariant.CONV2D_IM2COL: _data_columns,
     KernelVariant.CONV2D_WINOGRAD: lambda gy, w, g, dx, cfg: conv2d_winograd(
         gy, _whole(w), None, data_geometry(g), dx, flipped=True),
+    WINOGRAD_F4: lambda gy, w, g, dx, cfg: conv2d_winograd(
+        gy, _whole(w), None, data_geometry(g), dx, flipped=True, tile=4),
     IMPLICIT_TILED: lambda gy, w, g, dx, cfg: igemm_backward_data(_whole(gy), _whole(w), g, dx,
                                                                   cfg),
 }
 WEIGHT_RUNNERS: dict[AnyVariant, GradRunner] = {
     KernelVariant.CONV2D_IM2COL: _weight_columns,
     KernelVariant.CONV2D_WINOGRAD: lambda x, gy, g, dw, cfg: conv2d_winograd_weight(x, gy, g, dw),
+    WINOGRAD_F4: lambda x, gy, g, dw, cfg: conv2d_winograd_weight(x, gy, g, dw, tile=4),
     IMPLICIT_TILED: _weight_igemm,
 }
 

@@ -8,6 +8,8 @@ Kinds (sources in ``_conv_kernels``):
   over ``(columns, rows, planes)`` (:class:`PlaneGeometry`);
 - ``sum_batch``: the weight gradient's sum over images (1-D);
 - ``winograd``: F(2x2, 3x3)'s weight (1-D), input and output (planes) transforms;
+- ``winograd4``: F(4x4, 3x3)'s, the same kernels generated from its transform matrices
+  (``_conv_kernels.winograd_source``);
 - ``tiled_local``: direct convolution through local memory, the ``window``
   ``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` baked in (:class:`TileGeometry`);
 - ``igemm_forward`` / ``igemm_data`` / ``igemm_weight``: the register-tiled implicit GEMM's
@@ -82,6 +84,9 @@ class TileGeometry(Geometry):
         return gsize, (self.tx, self.ty, 1)
 
 
+WINOGRAD_KERNELS = ("winograd_weights", "winograd_weights_flipped", "winograd_input",
+                    "winograd_output", "winograd_grad", "winograd_weight_grad")
+
 PLANES = PlaneGeometry()
 ONE_PER_ITEM = Geometry()
 
@@ -90,9 +95,8 @@ KINDS: dict[str, tuple[str, tuple[str, ...], Geometry]] = {
     "im2col": (ck.IM2COL, ("conv2d_im2col",), PLANES),
     "col2im": (ck.COL2IM, ("conv2d_col2im",), PLANES),
     "sum_batch": (ck.SUM_BATCH, ("conv2d_sum_batch",), ONE_PER_ITEM),
-    "winograd": (ck.WINOGRAD, ("winograd_weights", "winograd_weights_flipped",
-                               "winograd_input", "winograd_output", "winograd_grad",
-                               "winograd_weight_grad"), PLANES),
+    "winograd": (ck.WINOGRAD, WINOGRAD_KERNELS, PLANES),
+    "winograd4": (ck.winograd_source(4), WINOGRAD_KERNELS, PLANES),
 }
 """The fixed programs: kind -> (source, kernels, geometry)."""
 
@@ -102,6 +106,7 @@ def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Wind
     for dt in FLOAT_DTYPES:
         yield f"conv2d/naive-{dt}", ("naive", dt)
         yield f"conv2d/winograd-{dt}", ("winograd", dt)
+        yield f"conv2d/winograd4-{dt}", ("winograd4", dt)
     for kind in ("im2col", "col2im", "sum_batch"):
         yield f"conv2d/{kind}-float32", (kind, "float32")
     yield "conv2d/tiled_local-float32-3x3", ("tiled_local", "float32", (3, 3, 1, 1, 1, 1))

@@ -7,6 +7,8 @@ so its local-memory patch has a compile-time size.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 __all__ = [
     "COL2IM",
     "MAX_GRID_ROWS",
@@ -19,9 +21,11 @@ __all__ = [
     "TILED_LOCAL_TX",
     "TILED_LOCAL_TY",
     "WINOGRAD",
+    "WINOGRAD_MATRICES",
     "tiled_local_bytes",
     "tiled_local_patch",
     "tiled_local_source",
+    "winograd_source",
 ]
 
 MAX_GRID_ROWS = 65535
@@ -323,6 +327,216 @@ __kernel void winograd_output(__global const T* M, __global T* y, __global const
         if (ow + 1 < OW) ST(yp, oh * OW + ow + 1, y1 + b);
     }
 }
+"""
+
+Matrix = tuple[tuple[Fraction, ...], ...]
+
+
+def _matrix(rows: list[list[int | str]]) -> Matrix:
+    return tuple(tuple(Fraction(v) for v in row) for row in rows)
+
+
+# Lavin and Gray's transforms of F(m x m, 3x3) (interpolation points 0, +-1, +-2, infinity for
+# m = 4): Y = A^T [ (G g G^T) * (B^T d B) ] A, by tile size m -> (B^T, G, A^T).
+WINOGRAD_MATRICES: dict[int, tuple[Matrix, Matrix, Matrix]] = {
+    2: (_matrix([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+        _matrix([[1, 0, 0], ["1/2", "1/2", "1/2"], ["1/2", "-1/2", "1/2"], [0, 0, 1]]),
+        _matrix([[1, 1, 1, 0], [0, 1, -1, -1]])),
+    4: (_matrix([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]),
+        _matrix([["1/4", 0, 0], ["-1/6", "-1/6", "-1/6"], ["-1/6", "1/6", "-1/6"],
+                 ["1/24", "1/12", "1/6"], ["1/24", "-1/12", "1/6"], [0, 0, 1]]),
+        _matrix([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                 [0, 1, -1, 8, -8, 1]])),
+}
+
+
+def _combination(row: tuple[Fraction, ...], terms: list[str]) -> str:
+    """``sum_j row[j] * terms[j]`` as OpenCL C, zero terms left out, fractions folded in the
+    compute type (``(CT)1 / (CT)6``)."""
+    out = []
+    for c, t in zip(row, terms, strict=True):
+        if c == 0:
+            continue
+        sign = "-" if c < 0 else "+"
+        c = abs(c)
+        if c == 1:
+            factor = t
+        elif c.denominator == 1:
+            factor = f"(CT){c.numerator} * {t}"
+        else:
+            factor = f"((CT){c.numerator} / (CT){c.denominator}) * {t}"
+        out.append(f"{sign} {factor}")
+    if not out:
+        return "(CT)0"
+    text = " ".join(out)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+def _left(mat: Matrix, src: str, dst: str, cols: int) -> list[str]:
+    """``dst = mat @ src`` (``src`` has ``len(mat[0])`` rows and ``cols`` columns)."""
+    inner = len(mat[0])
+    return [f"{dst}[{i}][{j}] = {_combination(row, [f'{src}[{k}][{j}]' for k in range(inner)])};"
+            for i, row in enumerate(mat) for j in range(cols)]
+
+
+def _right(mat: Matrix, src: str, rows: int) -> list[tuple[int, int, str]]:
+    """``src @ mat^T`` as ``(row, column, expression)``."""
+    inner = len(mat[0])
+    return [(i, j, _combination(row, [f"{src}[{i}][{k}]" for k in range(inner)]))
+            for i in range(rows) for j, row in enumerate(mat)]
+
+
+def _transpose(mat: Matrix) -> Matrix:
+    return tuple(zip(*mat, strict=True))
+
+
+def winograd_source(m: int) -> str:
+    """The weight, input and output transforms of Winograd F(m x m, 3x3) (``_conv_winograd``),
+    straight-line code from :data:`WINOGRAD_MATRICES`: each work-item one filter or one tile of
+    one channel, in registers. The kernels have the names and arguments of :data:`WINOGRAD`'s
+    (F(2x2), written out by hand); the tiles hold ``(m + 2)**2`` values.
+
+    Examples:
+        >>> src = winograd_source(4)
+        >>> "CT d[6][6]" in src, src.count("__kernel")
+        (True, 6)
+    """
+    bt, g, at = WINOGRAD_MATRICES[m]
+    a = m + 2
+    ind = "\n    "
+
+    def body(lines: list[str]) -> str:
+        return ind.join(lines)
+
+    u = _right(g, "t", a)
+    store_u = [f"ST(U, {a * i + j} * KC + i, {e});" for i, j, e in u]
+    v = _right(bt, "b", a)
+    store_v = [f"ST(V, {a * i + j} * plane + i, {e});" for i, j, e in v]
+    z = _right(_transpose(at), "e", a)
+    store_z = [f"ST(Z, {a * i + j} * plane + i, {e});" for i, j, e in z]
+    dw = _right(_transpose(g), "t", 3)
+    store_dw = [f"ST(dp, {3 * i + j}, {e} + (accumulate ? LD(dp, {3 * i + j}) : (CT)0));"
+                for i, j, e in dw]
+    y = _right(at, "t", m)
+    store_y = []
+    for i in range(m):
+        row = [f"if (oh + {i} < OH) {{"]
+        for j in range(m):
+            e = next(e for r, c, e in y if (r, c) == (i, j))
+            row.append(f"    if (ow + {j} < OW) ST(yp, (oh + {i}) * OW + ow + {j}, {e} + b);")
+        store_y += [*row, "}"]
+    return f"""
+// Winograd F({m}x{m}, 3x3), generated from its transform matrices (_conv_kernels.winograd_source)
+// U[xi][k][c] = (G g G^T)[xi] for the 3x3 filter g at i = k * C + c (rotated by 180 degrees
+// when flip: the data gradient's filters)
+void winograd_filter(const __global T* w, const int flip, __global T* U, const long i,
+                     const long KC) {{
+    CT g[3][3], t[{a}][3];
+    #pragma unroll
+    for (int j = 0; j < 9; ++j) g[j / 3][j % 3] = LD(w, flip ? 8 - j : j);
+    {body(_left(g, "g", "t", 3))}
+    {body(store_u)}
+}}
+
+// the forward's filters: g = w[k][c]
+__kernel void winograd_weights(__global const T* w, __global T* U, const int K, const int C) {{
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    winograd_filter(w + (long)i * 9, 0, U, i, (long)K * C);
+}}
+
+// the data gradient's (a convolution of grad_out, K here the forward's input channels and C
+// its output channels): g = w[c][k] rotated by 180 degrees
+__kernel void winograd_weights_flipped(__global const T* w, __global T* U, const int K,
+                                       const int C) {{
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    const int k = i / C, c = i - k * C;
+    winograd_filter(w + ((long)c * K + k) * 9, 1, U, i, (long)K * C);
+}}
+
+// V[xi][c][t] = (B^T d B)[xi] for the {a}x{a} input tile d of tile t = (image, tile row, tile
+// column), zero outside the input; launched over (TW, TH, images * C)
+__kernel void winograd_input(__global const T* x, __global T* V, const int offx, const int C,
+                             const int H, const int W, const int TH, const int TW,
+                             const int PH, const int PW, const int ntiles) {{
+    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
+    const int n = z / C, c = z - n * C;
+    const int i = c * ntiles + (n * TH + th) * TW + tw;
+    const __global T* xp = x + offx + (long)z * H * W;
+    const int h0 = {m} * th - PH, w0 = {m} * tw - PW;
+    CT d[{a}][{a}], b[{a}][{a}];
+    #pragma unroll
+    for (int r = 0; r < {a}; ++r) {{
+        const int ih = h0 + r;
+        const bool row = ih >= 0 && ih < H;
+        #pragma unroll
+        for (int s = 0; s < {a}; ++s) {{
+            const int iw = w0 + s;
+            d[r][s] = (row && iw >= 0 && iw < W) ? LD(xp, ih * W + iw) : (CT)0;
+        }}
+    }}
+    {body(_left(bt, "d", "b", a))}
+    const long plane = (long)C * ntiles;
+    {body(store_v)}
+}}
+
+// The weight gradient (conv2d_winograd_weight): Z[xi][k][t] = (A dY A^T)[xi] for the {m}x{m}
+// tile dY of grad_out at tile t (zero past the output); launched over (TW, TH, images * K)
+__kernel void winograd_grad(__global const T* gy, __global T* Z, const int offgy, const int K,
+                            const int OH, const int OW, const int TH, const int TW,
+                            const int ntiles) {{
+    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
+    const int n = z / K, k = z - n * K;
+    const int i = k * ntiles + (n * TH + th) * TW + tw;
+    const __global T* gp = gy + offgy + (long)z * OH * OW;
+    const int oh = {m} * th, ow = {m} * tw;
+    CT d[{m}][{m}], e[{a}][{m}];
+    #pragma unroll
+    for (int r = 0; r < {m}; ++r)
+        #pragma unroll
+        for (int s = 0; s < {m}; ++s)
+            d[r][s] = (oh + r < OH && ow + s < OW) ? LD(gp, (oh + r) * OW + ow + s) : (CT)0;
+    {body(_left(_transpose(at), "d", "e", m))}
+    const long plane = (long)K * ntiles;
+    {body(store_z)}
+}}
+
+// dw[k][c] (+)= G^T M[.][k][c] G, the 3x3 gradient of filter (k, c) from its {a}x{a} product
+// sums M[xi][k][c] (one chunk of images; accumulate adds the chunk to the earlier ones)
+__kernel void winograd_weight_grad(__global const T* M, __global T* dw, const int K,
+                                   const int C, const int accumulate) {{
+    const int i = get_global_id(0);
+    if (i >= K * C) return;
+    const long plane = (long)K * C;
+    CT mm[{a}][{a}], t[3][{a}];
+    #pragma unroll
+    for (int xi = 0; xi < {a * a}; ++xi) mm[xi / {a}][xi % {a}] = LD(M, xi * plane + i);
+    {body(_left(_transpose(g), "mm", "t", a))}
+    __global T* dp = dw + (long)i * 9;
+    {body(store_dw)}
+}}
+
+// y[n][k][{m} th + a][{m} tw + b] = (A^T m A)[a][b] (+ bias[k]) for m[xi] = M[xi][k][t], the
+// writes past the output left out; launched over (TW, TH, images * K)
+__kernel void winograd_output(__global const T* M, __global T* y, __global const T* bias,
+                              const int offy, const int K, const int OH, const int OW,
+                              const int TH, const int TW, const int ntiles,
+                              const int has_bias) {{
+    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
+    const int n = z / K, k = z - n * K;
+    const int i = k * ntiles + (n * TH + th) * TW + tw;
+    const long plane = (long)K * ntiles;
+    CT mm[{a}][{a}], t[{m}][{a}];
+    #pragma unroll
+    for (int xi = 0; xi < {a * a}; ++xi) mm[xi / {a}][xi % {a}] = LD(M, xi * plane + i);
+    {body(_left(at, "mm", "t", a))}
+    const CT b = has_bias ? LD(bias, k) : (CT)0;
+    __global T* yp = y + offy + (long)z * OH * OW;
+    const int oh = {m} * th, ow = {m} * tw;
+    {body(store_y)}
+}}
 """
 
 

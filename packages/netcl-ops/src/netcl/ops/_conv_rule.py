@@ -16,7 +16,10 @@ A query's ``direction`` says which of the convolution's three computations it ch
 ``CONV2D_IMPLICIT_TILED`` (:data:`IMPLICIT_TILED`, registered here: one register-tiled
 implicit-GEMM kernel per computation, ``_conv_igemm``), which also computes the forward;
 ``CONV2D_WINOGRAD`` also computes both gradients (of its geometries; the data gradient for a
-padding of at most 2); the other variants are forward-only.
+padding of at most 2), and so does ``CONV2D_WINOGRAD_F4`` (:data:`WINOGRAD_F4`, registered
+here: Winograd F(4x4, 3x3), the same geometries; the rule picks it where
+:data:`GPU_WINOGRAD_VARIANT` says so, else only when forced); the other variants are
+forward-only.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from ._matmul_rule import (
 __all__ = [
     "CONV2D_FAMILY",
     "IMPLICIT_TILED",
+    "WINOGRAD_F4",
     "ConvQuery",
     "implicit_tiles",
     "conv2d_config",
@@ -66,6 +70,9 @@ __all__ = [
 V = KernelVariant
 IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
 """The register-tiled implicit GEMM (``_conv_igemm``): forward and both gradients."""
+WINOGRAD_F4 = Variant("CONV2D_WINOGRAD_F4")
+"""Winograd F(4x4, 3x3) (``_conv_winograd`` with 6x6 tiles): forward and both gradients of the
+geometries ``CONV2D_WINOGRAD`` computes, in float32 and float64 (not float16: too inexact)."""
 
 # NOTE [ Conv2d rules ]: each threshold is where bench_selector measured the fastest variant
 # change (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
@@ -77,6 +84,9 @@ GPU_WINOGRAD_MIN_TILES = 2048  # ... or with at least this many 2x2 output tiles
 GEMM_SHAPED_MAX_NARROW = 64  # 1x1: the column path (a GEMM) when one side is this narrow ...
 DATA_GEMM_MAX_NARROW = 128  # ... and for the data gradient, output channels this few
 PHASED_SCALAR_COLUMNS = 8192  # a phased data gradient this wide per phase: scalar tiles
+# Which Winograd the GPU rules below pick where they pick one: CONV2D_WINOGRAD (F(2x2, 3x3)) or
+# WINOGRAD_F4 (F(4x4, 3x3), forcible with NETCL_FORCE_CONV2D=CONV2D_WINOGRAD_F4 until measured)
+GPU_WINOGRAD_VARIANT: AnyVariant = V.CONV2D_WINOGRAD
 GPU_WINOGRAD_WEIGHT_MIN_CHANNELS = 256  # the weight gradient: 0.35 against 0.40 ms at 512
 WEIGHT_SPLIT_COLUMNS = 512  # a 64-row weight gradient this wide: 8 work-groups per unit
 DATA_MIN_CHANNELS = 9  # H100: the data gradient of fewer input channels: the column path
@@ -90,6 +100,7 @@ DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
     V.CONV2D_TILED_LOCAL: {"tile_m": ck.TILED_LOCAL_TX, "tile_n": ck.TILED_LOCAL_TX,
                            "work_per_thread": 1, **SCALAR_PARAMS},
     V.CONV2D_WINOGRAD: {"work_per_thread": 1, "extra": {"winograd": "F(2x2,3x3)"}},
+    WINOGRAD_F4: {"work_per_thread": 1, "extra": {"winograd": "F(4x4,3x3)"}},
     IMPLICIT_TILED: {"tile_m": DEFAULT_TILES.bm, "tile_n": DEFAULT_TILES.bn,
                      "tile_k": DEFAULT_TILES.bk,
                      "local_size_2d": (DEFAULT_TILES.lx, DEFAULT_TILES.ly),
@@ -252,7 +263,7 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     if (winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS
             and (g.pixels >= GPU_WINOGRAD_MIN_OUTPUT
                  or winograd_tiles(g) >= GPU_WINOGRAD_MIN_TILES)):
-        return V.CONV2D_WINOGRAD
+        return GPU_WINOGRAD_VARIANT
     if gemm_shaped(g) and _narrow_wide(min(g.c, g.k), max(g.c, g.k), GEMM_SHAPED_MAX_NARROW):
         return V.CONV2D_IM2COL
     return IMPLICIT_TILED
@@ -273,14 +284,14 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
         if g.cg < DATA_MIN_CHANNELS:
             return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
         if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
-            return V.CONV2D_WINOGRAD  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
+            return GPU_WINOGRAD_VARIANT  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
         if gemm_shaped(g) and (_narrow_wide(g.k, g.cg, DATA_GEMM_MAX_NARROW)
                                or _narrow_wide(g.cg, g.k, GEMM_SHAPED_MAX_NARROW)):
             # ResNet-50's 1x1 data gradients as a GEMM: 256 <- 64 on 56x56 0.37 against 0.56
             # ms, 256 <- 128 0.68 against 0.89, 64 <- 256 0.44 against 0.61
             return V.CONV2D_IM2COL
     elif winograd and min(g.c, g.k) >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS:
-        return V.CONV2D_WINOGRAD  # its GEMMs' long reductions cost it below 256 channels
+        return GPU_WINOGRAD_VARIANT  # its GEMMs' long reductions cost it below 256 channels
     return IMPLICIT_TILED
 
 
@@ -436,6 +447,12 @@ def _winograd_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     return winograd_applies(g)  # the forward and the weight gradient
 
 
+def _winograd4_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
+    # float16 stores the 6x6 transformed tiles in half: errors of 1-2% of the output's largest
+    # value (NOTE [ Winograd F(4x4) accuracy ]), so half precision keeps F(2x2)
+    return q.dtype != "float16" and _winograd_applies(profile, q)
+
+
 def _forward_only(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     return q.direction == "forward"
 
@@ -446,6 +463,7 @@ CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
                     switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
                                       env_flag("NETCL_CONV_TILED_LOCAL", None))),
     DEFAULTS,
-    applies={V.CONV2D_WINOGRAD: _winograd_applies, V.CONV2D_TILED_LOCAL: _tiled_local_applies,
+    applies={V.CONV2D_WINOGRAD: _winograd_applies, WINOGRAD_F4: _winograd4_applies,
+             V.CONV2D_TILED_LOCAL: _tiled_local_applies,
              V.CONV2D_NAIVE: _forward_only, V.CONV2D_IMPLICIT_GEMM: _forward_only},
 )
