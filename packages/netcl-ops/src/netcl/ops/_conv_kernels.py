@@ -21,6 +21,7 @@ __all__ = [
     "TILED_LOCAL_TX",
     "TILED_LOCAL_TY",
     "WINOGRAD",
+    "WINOGRAD_GROUP",
     "WINOGRAD_MATRICES",
     "tiled_local_bytes",
     "tiled_local_patch",
@@ -331,6 +332,8 @@ __kernel void winograd_output(__global const T* M, __global T* y, __global const
 
 Matrix = tuple[tuple[Fraction, ...], ...]
 
+WINOGRAD_GROUP = 128  # work-items per group of winograd_source's tile transforms
+
 
 def _matrix(rows: list[list[int | str]]) -> Matrix:
     return tuple(tuple(Fraction(v) for v in row) for row in rows)
@@ -395,7 +398,10 @@ def winograd_source(m: int) -> str:
     """The weight, input and output transforms of Winograd F(m x m, 3x3) (``_conv_winograd``),
     straight-line code from :data:`WINOGRAD_MATRICES`: each work-item one filter or one tile of
     one channel, in registers. The kernels have the names and arguments of :data:`WINOGRAD`'s
-    (F(2x2), written out by hand); the tiles hold ``(m + 2)**2`` values.
+    (F(2x2), written out by hand); the tiles hold ``(m + 2)**2`` values. All kernels are 1-D,
+    one work-item per filter or per tile of every channel (:data:`WINOGRAD_GROUP`-item groups,
+    where :data:`WINOGRAD`'s input, output and gradient transforms are launched over
+    ``(TW, TH, planes)``: 4x4 tiles leave planes of 2x2 tiles on 7x7).
 
     Examples:
         >>> src = winograd_source(4)
@@ -404,6 +410,10 @@ def winograd_source(m: int) -> str:
     """
     bt, g, at = WINOGRAD_MATRICES[m]
     a = m + 2
+    # (channel c, image n, tile row th, tile column tw) of work-item i; i is also the index of
+    # the tile's values in each plane of V, Z or M
+    tile_of = ("const int c = i / ntiles, q = i - c * ntiles, n = q / (TH * TW);\n"
+               "    const int tr = q - n * (TH * TW), th = tr / TW, tw = tr - th * TW;")
     ind = "\n    "
 
     def body(lines: list[str]) -> str:
@@ -456,15 +466,19 @@ __kernel void winograd_weights_flipped(__global const T* w, __global T* U, const
     winograd_filter(w + ((long)c * K + k) * 9, 1, U, i, (long)K * C);
 }}
 
+// The tile transforms are 1-D, one work-item per tile of every channel (small planes have few
+// tiles: 2x2 on 7x7): work-item i = c * ntiles + t, also the index of the tile's values in each
+// plane of V, Z and M.
+
 // V[xi][c][t] = (B^T d B)[xi] for the {a}x{a} input tile d of tile t = (image, tile row, tile
-// column), zero outside the input; launched over (TW, TH, images * C)
+// column), zero outside the input
 __kernel void winograd_input(__global const T* x, __global T* V, const int offx, const int C,
                              const int H, const int W, const int TH, const int TW,
                              const int PH, const int PW, const int ntiles) {{
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / C, c = z - n * C;
-    const int i = c * ntiles + (n * TH + th) * TW + tw;
-    const __global T* xp = x + offx + (long)z * H * W;
+    const int i = get_global_id(0);
+    if (i >= C * ntiles) return;
+    {tile_of}
+    const __global T* xp = x + offx + ((long)n * C + c) * H * W;
     const int h0 = {m} * th - PH, w0 = {m} * tw - PW;
     CT d[{a}][{a}], b[{a}][{a}];
     #pragma unroll
@@ -483,14 +497,14 @@ __kernel void winograd_input(__global const T* x, __global T* V, const int offx,
 }}
 
 // The weight gradient (conv2d_winograd_weight): Z[xi][k][t] = (A dY A^T)[xi] for the {m}x{m}
-// tile dY of grad_out at tile t (zero past the output); launched over (TW, TH, images * K)
+// tile dY of grad_out at tile t (zero past the output), k = c here
 __kernel void winograd_grad(__global const T* gy, __global T* Z, const int offgy, const int K,
                             const int OH, const int OW, const int TH, const int TW,
                             const int ntiles) {{
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / K, k = z - n * K;
-    const int i = k * ntiles + (n * TH + th) * TW + tw;
-    const __global T* gp = gy + offgy + (long)z * OH * OW;
+    const int i = get_global_id(0);
+    if (i >= K * ntiles) return;
+    {tile_of}
+    const __global T* gp = gy + offgy + ((long)n * K + c) * OH * OW;
     const int oh = {m} * th, ow = {m} * tw;
     CT d[{m}][{m}], e[{a}][{m}];
     #pragma unroll
@@ -519,21 +533,21 @@ __kernel void winograd_weight_grad(__global const T* M, __global T* dw, const in
 }}
 
 // y[n][k][{m} th + a][{m} tw + b] = (A^T m A)[a][b] (+ bias[k]) for m[xi] = M[xi][k][t], the
-// writes past the output left out; launched over (TW, TH, images * K)
+// writes past the output left out (k = c here)
 __kernel void winograd_output(__global const T* M, __global T* y, __global const T* bias,
                               const int offy, const int K, const int OH, const int OW,
                               const int TH, const int TW, const int ntiles,
                               const int has_bias) {{
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / K, k = z - n * K;
-    const int i = k * ntiles + (n * TH + th) * TW + tw;
+    const int i = get_global_id(0);
+    if (i >= K * ntiles) return;
+    {tile_of}
     const long plane = (long)K * ntiles;
     CT mm[{a}][{a}], t[{m}][{a}];
     #pragma unroll
     for (int xi = 0; xi < {a * a}; ++xi) mm[xi / {a}][xi % {a}] = LD(M, xi * plane + i);
     {body(_left(at, "mm", "t", a))}
-    const CT b = has_bias ? LD(bias, k) : (CT)0;
-    __global T* yp = y + offy + (long)z * OH * OW;
+    const CT b = has_bias ? LD(bias, c) : (CT)0;
+    __global T* yp = y + offy + ((long)n * K + c) * OH * OW;
     const int oh = {m} * th, ow = {m} * tw;
     {body(store_y)}
 }}

@@ -43,6 +43,7 @@ from netcl.core.tensor import Tensor
 
 from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
+from ._conv_kernels import WINOGRAD_GROUP
 from ._matmul_family import SPLIT_K_SUM, gemm_family
 from ._matmul_launch import Operand, run_gemm, select_gemm
 from ._matmul_params import GemmParams
@@ -81,6 +82,17 @@ def _chunk(g: ConvGeometry, planes: int, tiles: int) -> int:
                       _MAX_GRID_Z // max(g.c, g.k)))
 
 
+def _tiles(queue: Any, kernel: Any, tile: int, tw: int, th: int, planes: int, items: int,
+           *args: Any) -> None:
+    """Launch a tile transform: F(2x2)'s over ``(TW, TH, planes)``, F(4x4)'s 1-D over the
+    ``items`` tiles of every plane in groups of ``WINOGRAD_GROUP`` (``winograd_source``)."""
+    if tile == 2:
+        launch(queue, kernel, (tw, th, planes), None, *args)
+    else:
+        group = WINOGRAD_GROUP
+        launch(queue, kernel, (-(-items // group) * group,), (group,), *args)
+
+
 def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeometry,
                     out: Tensor, flipped: bool = False, tile: int = 2) -> None:
     """Write ``conv2d(x, weight, bias)`` into ``out`` with Winograd F(tile x tile, 3x3),
@@ -111,14 +123,14 @@ def conv2d_winograd(x: Tensor, weight: Tensor, bias: Tensor | None, g: ConvGeome
     for n0 in range(0, g.n, step):
         images = min(step, g.n - n0)
         count = images * tiles
-        launch(queue, ik, (tw, th, images * g.c), None, x.buffer, v,
+        _tiles(queue, ik, tile, tw, th, images * g.c, g.c * count, x.buffer, v,
                np.int32(x.offset + n0 * g.c * g.h * g.w),
                *(np.int32(a) for a in (g.c, g.h, g.w, th, tw, *g.padding, count)))
         config = select_gemm(queue.device, g.k, count, g.c, dtype, planes)
         run_gemm(queue, config, dtype,
                  Operand(u.buffer, 0, g.c, g.k * g.c), Operand(v.buffer, 0, count, g.c * count),
                  Operand(m.buffer, 0, count, g.k * count), g.k, count, g.c, batch=(planes, 1))
-        launch(queue, ok, (tw, th, images * g.k), None, m, out.buffer, b,
+        _tiles(queue, ok, tile, tw, th, images * g.k, g.k * count, m, out.buffer, b,
                np.int32(out.offset + n0 * g.k * g.oh * g.ow),
                *(np.int32(a) for a in (g.k, g.oh, g.ow, th, tw, count, bias is not None)))
 
@@ -161,10 +173,10 @@ def conv2d_winograd_weight(x: Tensor, grad_out: Tensor, g: ConvGeometry, dw: Ten
     for n0 in range(0, g.n, step):
         images = min(step, g.n - n0)
         count = images * tiles
-        launch(queue, ik, (tw, th, images * g.c), None, x.buffer, v,
+        _tiles(queue, ik, tile, tw, th, images * g.c, g.c * count, x.buffer, v,
                np.int32(x.offset + n0 * g.c * g.h * g.w),
                *(np.int32(a) for a in (g.c, g.h, g.w, th, tw, *g.padding, count)))
-        launch(queue, gk, (tw, th, images * g.k), None, grad_out.buffer, z,
+        _tiles(queue, gk, tile, tw, th, images * g.k, g.k * count, grad_out.buffer, z,
                np.int32(grad_out.offset + n0 * g.k * g.oh * g.ow),
                *(np.int32(a) for a in (g.k, g.oh, g.ow, th, tw, count)))
         config = select_gemm(queue.device, g.k, g.c, count, dtype, planes)

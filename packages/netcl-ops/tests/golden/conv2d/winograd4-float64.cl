@@ -102,15 +102,20 @@ __kernel void winograd_weights_flipped(__global const T* w, __global T* U, const
     winograd_filter(w + ((long)c * K + k) * 9, 1, U, i, (long)K * C);
 }
 
+// The tile transforms are 1-D, one work-item per tile of every channel (small planes have few
+// tiles: 2x2 on 7x7): work-item i = c * ntiles + t, also the index of the tile's values in each
+// plane of V, Z and M.
+
 // V[xi][c][t] = (B^T d B)[xi] for the 6x6 input tile d of tile t = (image, tile row, tile
-// column), zero outside the input; launched over (TW, TH, images * C)
+// column), zero outside the input
 __kernel void winograd_input(__global const T* x, __global T* V, const int offx, const int C,
                              const int H, const int W, const int TH, const int TW,
                              const int PH, const int PW, const int ntiles) {
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / C, c = z - n * C;
-    const int i = c * ntiles + (n * TH + th) * TW + tw;
-    const __global T* xp = x + offx + (long)z * H * W;
+    const int i = get_global_id(0);
+    if (i >= C * ntiles) return;
+    const int c = i / ntiles, q = i - c * ntiles, n = q / (TH * TW);
+    const int tr = q - n * (TH * TW), th = tr / TW, tw = tr - th * TW;
+    const __global T* xp = x + offx + ((long)n * C + c) * H * W;
     const int h0 = 4 * th - PH, w0 = 4 * tw - PW;
     CT d[6][6], b[6][6];
     #pragma unroll
@@ -199,14 +204,15 @@ __kernel void winograd_input(__global const T* x, __global T* V, const int offx,
 }
 
 // The weight gradient (conv2d_winograd_weight): Z[xi][k][t] = (A dY A^T)[xi] for the 4x4
-// tile dY of grad_out at tile t (zero past the output); launched over (TW, TH, images * K)
+// tile dY of grad_out at tile t (zero past the output), k = c here
 __kernel void winograd_grad(__global const T* gy, __global T* Z, const int offgy, const int K,
                             const int OH, const int OW, const int TH, const int TW,
                             const int ntiles) {
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / K, k = z - n * K;
-    const int i = k * ntiles + (n * TH + th) * TW + tw;
-    const __global T* gp = gy + offgy + (long)z * OH * OW;
+    const int i = get_global_id(0);
+    if (i >= K * ntiles) return;
+    const int c = i / ntiles, q = i - c * ntiles, n = q / (TH * TW);
+    const int tr = q - n * (TH * TW), th = tr / TW, tw = tr - th * TW;
+    const __global T* gp = gy + offgy + ((long)n * K + c) * OH * OW;
     const int oh = 4 * th, ow = 4 * tw;
     CT d[4][4], e[6][4];
     #pragma unroll
@@ -318,14 +324,15 @@ __kernel void winograd_weight_grad(__global const T* M, __global T* dw, const in
 }
 
 // y[n][k][4 th + a][4 tw + b] = (A^T m A)[a][b] (+ bias[k]) for m[xi] = M[xi][k][t], the
-// writes past the output left out; launched over (TW, TH, images * K)
+// writes past the output left out (k = c here)
 __kernel void winograd_output(__global const T* M, __global T* y, __global const T* bias,
                               const int offy, const int K, const int OH, const int OW,
                               const int TH, const int TW, const int ntiles,
                               const int has_bias) {
-    const int tw = get_global_id(0), th = get_global_id(1), z = get_global_id(2);
-    const int n = z / K, k = z - n * K;
-    const int i = k * ntiles + (n * TH + th) * TW + tw;
+    const int i = get_global_id(0);
+    if (i >= K * ntiles) return;
+    const int c = i / ntiles, q = i - c * ntiles, n = q / (TH * TW);
+    const int tr = q - n * (TH * TW), th = tr / TW, tw = tr - th * TW;
     const long plane = (long)K * ntiles;
     CT mm[6][6], t[4][6];
     #pragma unroll
@@ -354,8 +361,8 @@ __kernel void winograd_output(__global const T* M, __global T* y, __global const
     t[3][3] = mm[1][3] - mm[2][3] + (CT)8 * mm[3][3] - (CT)8 * mm[4][3] + mm[5][3];
     t[3][4] = mm[1][4] - mm[2][4] + (CT)8 * mm[3][4] - (CT)8 * mm[4][4] + mm[5][4];
     t[3][5] = mm[1][5] - mm[2][5] + (CT)8 * mm[3][5] - (CT)8 * mm[4][5] + mm[5][5];
-    const CT b = has_bias ? LD(bias, k) : (CT)0;
-    __global T* yp = y + offy + (long)z * OH * OW;
+    const CT b = has_bias ? LD(bias, c) : (CT)0;
+    __global T* yp = y + offy + ((long)n * K + c) * OH * OW;
     const int oh = 4 * th, ow = 4 * tw;
     if (oh + 0 < OH) {
         if (ow + 0 < OW) ST(yp, (oh + 0) * OW + ow + 0, t[0][0] + t[0][1] + t[0][2] + t[0][3] + t[0][4] + b);
