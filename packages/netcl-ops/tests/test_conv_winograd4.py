@@ -201,3 +201,23 @@ def test_transform_matrices() -> None:
         np.testing.assert_allclose(y, want, rtol=0, atol=1e-13)
     with pytest.raises(ValueError, match="tile must be one of"):
         _conv_winograd._program(None, "float32", 3)
+
+
+def test_winograd4_image_chunks(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scratch of one image's tiles: the three computations go an image at a time (input and
+    output offsets per chunk; the weight gradient's chunks added in order)."""
+    if dev.backend != "cl":
+        pytest.skip("the Winograd kernels run on OpenCL devices")
+    xs, ws, pad = (3, 4, 9, 11), (5, 4, 3, 3), 1
+    tiles = 3 * 3  # 4x4 tiles of one 9x11 output plane
+    monkeypatch.setattr(_conv_winograd, "_SCRATCH_ELEMENTS", 36 * (4 + 5) * tiles)
+    assert _conv_winograd._chunk(conv_geometry("t", xs, ws, 1, pad), 36, tiles) == 1
+    x, w, b = arr(*xs), arr(*ws), arr(ws[0])
+    gy = arr(*ref_conv(x, w, None, pad).shape)
+    with force_variant(WINOGRAD_F4):
+        check_op(dev, lambda xt, wt, bt: conv2d(xt, wt, bt, 1, pad),
+                 lambda xa, wa, ba: ref_conv(xa, wa, ba, pad), (x, w, b), scale=SCALE)
+        check_op(dev, lambda g, wt: conv2d_backward_data(g, wt, xs, 1, pad),
+                 lambda g, wa: ref_grads(np.zeros(xs), wa, g, pad)[0], (gy, w), scale=SCALE)
+        check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, 1, pad),
+                 lambda xa, g: ref_grads(xa, np.zeros(ws), g, pad)[1], (x, gy), scale=SCALE)
