@@ -14,31 +14,48 @@
 # output in float16 and the row log-sum-exp in float32, as attn_fwd does. Dropout is not
 # fused here (dropout_p > 0 runs attn_fwd). Head dims must be multiples of 16 up to 128.
 # Every PTX statement has a plain-C twin (``emulate``, NOTE [ Emulated PTX ] in
-# ._matmul_mma_source: mma through local memory, shuffles through a local scratch), so CPU
-# OpenCL devices test the tiling, fragment maps, masking and softmax; only the GPU runs the
-# instructions. H100, B*H 32, E 64, beside torch SDPA float16 (FlashAttention-2) in the same
-# run: the first version (2-byte global loads, unpadded local rows: the K fragment loads
-# were 8-way bank conflicts) ran the forward at 18-28 TFLOP/s (0.05-0.13x); 16-byte loads into
-# rows padded by 16 bytes, cvt.rn.f16x2 packing and native_exp gave 72-94 (0.20-0.26x),
-# forward+backward 50-79 at L 1024-4096 (0.18-0.45x; 0.53x at L 512, where launches
-# dominate both). Staging V transposed (16-bit scattered local stores for half the P V
-# fragment loads) measured slower, 58-77 TFLOP/s, and was reverted. What is left on the
-# table: ldmatrix fragment loads (the P V B fragment is four 16-bit local loads), cp.async
-# double buffering of the K/V tiles, and 128-key tiles. The tensor cores are used where
-# :func:`netcl.ops._matmul_mma.mma_available` says the device runs mma.sync (NVIDIA's
-# driver, probed once; ``NETCL_MMA=0`` turns it off).
+# ._matmul_mma_source: mma, ldmatrix and cp.async through local memory, shuffles through a
+# local scratch), so CPU OpenCL devices test the tiling, swizzle, fragment maps, staging
+# order, masking and softmax; only the GPU runs the instructions. H100, B*H 32, E 64, beside
+# torch SDPA float16 (FlashAttention-2) in the same run: the first version (2-byte global
+# loads, unpadded local rows: the K fragment loads were 8-way bank conflicts) ran the forward
+# at 18-28 TFLOP/s (0.05-0.13x); 16-byte loads into rows padded by 16 bytes, cvt.rn.f16x2
+# packing and native_exp gave 72-94 (0.20-0.26x), forward+backward 50-79 at L 1024-4096
+# (0.18-0.45x; 0.53x at L 512, where launches dominate both). Staging V transposed (16-bit
+# scattered local stores for half the P V fragment loads) measured slower, 58-77 TFLOP/s.
+# Since then the tiles follow the tensor-core GEMM (NOTE [ Attention local tiles ]): K and V
+# (Q and dO in attn_bwd_dkdv_mma) stream through two stages by cp.async, tile j + 1's copies
+# issued before tile j's mma work (one wait_group and two barriers per tile), rows
+# XOR-swizzled instead of padded, every fragment one ldmatrix.x4 (Q, K rows: plain; V, dO, K
+# as the B of P V / dS K: .trans) instead of two 32-bit or four 16-bit local loads; the rows a
+# work-group keeps (Q; K and V in attn_bwd_dkdv_mma) arrive over stage 1 before the loop.
+# Local memory: 32 KiB forward at every head dim (E 64: 64-key stages of 16 KiB; E 128:
+# 32-key), 33 KiB backward (E 64), against 27-34 KiB forward and 36 KiB backward before;
+# registers as before (the fragments of one ldmatrix are the two mma's B). Expected: the
+# copies no longer stall the warps between tiles and the fragment loads take a quarter of the
+# instructions; the GPU figures are the lead's to measure. ``NETCL_ATTN_MMA_LOADS``
+# (:func:`mma_loads`: ``fast``, ``sync``, ``scalar``, ``legacy``) forces the older copies
+# and/or fragment loads for that comparison. Not done: 128 query rows per work-group (the
+# backward's MMA_ROWS is shared) and 128-key tiles (two stages of 128 x 64 K and V need 64
+# KiB). The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available` says the
+# device runs mma.sync (NVIDIA's driver, probed once; ``NETCL_MMA=0`` turns it off).
 """
 
 from __future__ import annotations
 
+import os
+
 from ._matmul_mma_source import emulated_ptx, hardware_ptx
 
 __all__ = [
+    "LOADS",
     "MMA_ROWS",
     "MMA_THREADS",
     "mma_backward_ok",
     "mma_block_keys",
     "mma_head_ok",
+    "mma_loads",
+    "mma_local_bytes",
     "mma_source",
 ]
 
@@ -69,7 +86,7 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 #define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
 """
 
-_KERNEL = """
+_TILES = """
 #ifdef PACK_PTX
 /* two floats to float16 (round to nearest even), a in the low half: one cvt */
 inline uint pack_h2(const float a, const float b) {
@@ -85,73 +102,149 @@ inline uint pack_h2(const float a, const float b) {
 }
 #endif
 
-/* Local tiles keep rows of w float16 bits at a stride of w + 8 (16 bytes more): the eight rows
-   a fragment load touches then start in eight different bank groups. */
-#define PW(w) ((w) + 8)
-/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile,
-   16 bytes per load (zeros past the end; base and w are multiples of 8 elements). */
-#define LOAD_BITS(tile, p, base, r0, n, rows, w) \\
-  for (int t = tid; t < (n) * ((w) / 8); t += NT) { \\
-    const int rr = t / ((w) / 8), c8 = t - rr * ((w) / 8); \\
-    uint4 x = (uint4)(0u); \\
-    if ((r0) + rr < (rows)) \\
-      x = *(__global const uint4*)((p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8); \\
-    *(__local uint4*)((tile) + rr * PW(w) + c8 * 8) = x; \\
-  }
-/* A local tile of rows x w float16 bits, 16-byte aligned, named `name` (ushort*). */
-#define LOCAL_TILE(name, rows, w) \\
-  __local uint4 name##_v[(rows) * PW(w) / 8]; \\
-  __local ushort* name = (__local ushort*)name##_v;
-#define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
+/* NOTE [ Attention local tiles ]: every tile lives in sA, an array of 16-byte chunks; row r
+   of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
+   [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
+   (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
+   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+#define CW(w) ((w) / 8)
+#define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \\
+                                                                : (((r) >> 2) & 1)))
+#define CHUNK(off, cw, r, c) ((off) + (r) * (cw) + SWZ((r), (c), (cw)))
+#define HALF_AT(off, cw, r, e) ((uint)sh[CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)])
+#define WORD_AT(off, cw, r, e) \\
+  (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
+#define STAGE_CH (BN * (CW(E) + CW(EV)))
+#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+/* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
+#define STAGES 1
+#define A_CHUNKS SMEM_CHUNKS
+#define SHARED_ADDR(p) ((uint)(size_t)(p))
+#define sB sA
 
+/* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
+   through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
+   no byte of it). */
+#ifdef ATTN_ASYNC
+#define COPY16(ch, src, ok, p) CP_ASYNC16(s0 + (uint)(ch) * 16u, (ok) ? (src) : (p), (ok) ? 16 : 0)
+#else
+#define COPY16(ch, src, ok, p) sA[ch] = (ok) ? *(__global const uint4*)(src) : (uint4)(0u)
+#endif
+/* Rows r0 .. r0 + n - 1 (zeros from `rows` on) of w float16 elements into the tile at `off`. */
+#define STAGE_ROWS(off, p, base, r0, n, rows, w) \\
+  for (int t = tid; t < (n) * CW(w); t += NT) { \\
+    const int rr = t / CW(w), c8 = t - rr * CW(w); \\
+    COPY16(CHUNK(off, CW(w), rr, c8), (p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8, \\
+           (r0) + rr < (rows), (p)); \\
+  }
+
+/* Fragments (NOTE [ mma.sync fragments ] of ._matmul_mma_source) from the tile at `off`:
+   FRAG_A the A fragment of rows r0 .. r0 + 15, k-step s; FRAG_BK the B fragments of k-step s
+   for columns n0 .. n0 + 7 (b0) and n0 + 8 .. n0 + 15 (b1) of a tile stored (n, k), as K in
+   Q K^T; FRAG_BV those of rows k0 .. k0 + 15, columns d0 .. d0 + 15 of a tile stored (k, n),
+   as V in P V. ldmatrix .x4 (.trans for FRAG_BV), or 32- and 16-bit local loads. */
+#ifdef ATTN_LDSM
+#define FRAG_A(a, off, cw, r0, s) \\
+  LDSM_X4((a)[0], (a)[1], (a)[2], (a)[3], \\
+          s0 + (uint)CHUNK(off, cw, (r0) + (lane & 15), (s) * 2 + (lane >> 4)) * 16u)
+#define FRAG_BK(b0, b1, off, cw, n0, s) \\
+  LDSM_X4((b0)[0], (b0)[1], (b1)[0], (b1)[1], \\
+          s0 + (uint)CHUNK(off, cw, (n0) + (lane & 7) + ((lane >> 4) << 3), \\
+                           (s) * 2 + ((lane >> 3) & 1)) * 16u)
+#define FRAG_BV(b0, b1, off, cw, k0, d0) \\
+  LDSM_X4_T((b0)[0], (b0)[1], (b1)[0], (b1)[1], \\
+            s0 + (uint)CHUNK(off, cw, (k0) + (lane & 15), ((d0) >> 3) + (lane >> 4)) * 16u)
+#else
+#define FRAG_A(a, off, cw, r0, s) do { \\
+    const int e_ = (s) * 16 + 2 * t4; \\
+    (a)[0] = WORD_AT(off, cw, (r0) + g, e_); \\
+    (a)[1] = WORD_AT(off, cw, (r0) + g + 8, e_); \\
+    (a)[2] = WORD_AT(off, cw, (r0) + g, e_ + 8); \\
+    (a)[3] = WORD_AT(off, cw, (r0) + g + 8, e_ + 8); \\
+  } while (0)
+#define FRAG_BK(b0, b1, off, cw, n0, s) do { \\
+    const int e_ = (s) * 16 + 2 * t4; \\
+    (b0)[0] = WORD_AT(off, cw, (n0) + g, e_); \\
+    (b0)[1] = WORD_AT(off, cw, (n0) + g, e_ + 8); \\
+    (b1)[0] = WORD_AT(off, cw, (n0) + g + 8, e_); \\
+    (b1)[1] = WORD_AT(off, cw, (n0) + g + 8, e_ + 8); \\
+  } while (0)
+#define BV_WORD(off, cw, k, d) (HALF_AT(off, cw, k, d) | (HALF_AT(off, cw, (k) + 1, d) << 16))
+#define FRAG_BV(b0, b1, off, cw, k0, d0) do { \\
+    const int k_ = (k0) + 2 * t4; \\
+    (b0)[0] = BV_WORD(off, cw, k_, (d0) + g); \\
+    (b0)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g); \\
+    (b1)[0] = BV_WORD(off, cw, k_, (d0) + g + 8); \\
+    (b1)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g + 8); \\
+  } while (0)
+#endif
+/* The local array and its shared-window address, the lane coordinates. */
+#define TILES_HEAD \\
+  __local uint4 sA[SMEM_CHUNKS]; \\
+  EMU_LOCALS \\
+  SHFL_LOCALS \\
+  __local const ushort* sh = (__local const ushort*)sA; \\
+  const uint s0 = SHARED_ADDR(sA); \\
+  const int b = get_group_id(1), tid = get_local_id(0); \\
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3; \\
+  const int w0 = warp * 16, wr = w0 + g;
+"""
+
+_KERNEL = """
+#define FIX_CH (BM * CW(E))
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(qs, BM, E)
-  LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vs, BN, EV)
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  TILES_HEAD
+  const int row0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
-  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
+  const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
+  /* Q over stage 1 and key tile 0 into stage 0, two copy groups; tile jt + 1 goes into the
+     other stage before tile jt's mma work, which waits for all but the newest group. */
+  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, kh, kb, 0, BN, S, E)
+    STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint qa[E / 16][4];
   #pragma unroll
-  for (int s = 0; s < E / 16; ++s) {
-    const int c = s * 16 + 2 * t4;
-    qa[s][0] = WORD(qs, wr * PW(E) + c);
-    qa[s][1] = WORD(qs, (wr + 8) * PW(E) + c);
-    qa[s][2] = WORD(qs, wr * PW(E) + c + 8);
-    qa[s][3] = WORD(qs, (wr + 8) * PW(E) + c + 8);
-  }
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
   float o[EV / 8][4];
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
-  const int last = causal ? min(S, row0 + BM) : S;
-  for (int j0 = 0; j0 < last; j0 += BN) {
+  for (int jt = 0; jt < nt; ++jt) {
+    const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
+    /* every warp has left the other stage (or Q): refill it */
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    if (jt + 1 < nt) {
+      const int nx = STAGE_CH - koff;
+      STAGE_ROWS(nx, kh, kb, j0 + BN, BN, S, E)
+      STAGE_ROWS(nx + BN * CW(E), vh, vb, j0 + BN, BN, S, EV)
+    }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4];
     #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    for (int n = 0; n < BN / 8; ++n) { sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f; }
+    #pragma unroll
+    for (int n = 0; n < BN / 8; n += 2) {
       #pragma unroll
       for (int s = 0; s < E / 16; ++s) {
-        uint kf[2];
-        const int at = (n * 8 + g) * PW(E) + s * 16 + 2 * t4;
-        kf[0] = WORD(ks, at);
-        kf[1] = WORD(ks, at + 8);
-        MMA_16816(sc[n], qa[s], kf);
+        uint kf0[2], kf1[2];
+        FRAG_BK(kf0, kf1, koff, CW(E), n * 8, s);
+        MMA_16816(sc[n], qa[s], kf0);
+        MMA_16816(sc[n + 1], qa[s], kf1);
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
@@ -197,14 +290,12 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       pa[1] = pack_h2(sc[2 * s][2], sc[2 * s][3]);
       pa[2] = pack_h2(sc[2 * s + 1][0], sc[2 * s + 1][1]);
       pa[3] = pack_h2(sc[2 * s + 1][2], sc[2 * s + 1][3]);
-      const int key = s * 16 + 2 * t4;
       #pragma unroll
-      for (int n = 0; n < EV / 8; ++n) {
-        const int d = n * 8 + g;
-        uint vf[2];
-        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
-        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
-        MMA_16816(o[n], pa, vf);
+      for (int n = 0; n < EV / 8; n += 2) {
+        uint vf0[2], vf1[2];
+        FRAG_BV(vf0, vf1, voff, CW(EV), s * 16, n * 8);
+        MMA_16816(o[n], pa, vf0);
+        MMA_16816(o[n + 1], pa, vf1);
       }
     }
   }
@@ -230,75 +321,70 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 }
 """
 
-
 _BACKWARD = """
-/* The scores of a 16 x BN warp tile from A fragments a (E/16 of them) and B words in tile
-   tb (row n*8+g, E wide): c += a b^T. */
-#define SCORES(acc, a, tb, w) \\
+#define FIX_CH (BM * (CW(E) + CW(EV)))
+/* The scores of a 16 x BN warp tile from A fragments a ((w)/16 of them) and the rows of the
+   tile at `off` (w wide) as B: acc = a b^T. */
+#define SCORES(acc, a, off, w) \\
   for (int n = 0; n < BN / 8; ++n) { \\
-    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; \\
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; } \\
+  for (int n = 0; n < BN / 8; n += 2) { \\
     for (int s = 0; s < (w) / 16; ++s) { \\
-      uint bf[2]; \\
-      const int at = (n * 8 + g) * PW(w) + s * 16 + 2 * t4; \\
-      bf[0] = WORD(tb, at); bf[1] = WORD(tb, at + 8); \\
-      MMA_16816(acc[n], a[s], bf); \\
+      uint b0_[2], b1_[2]; \\
+      FRAG_BK(b0_, b1_, off, CW(w), n * 8, s); \\
+      MMA_16816(acc[n], a[s], b0_); \\
+      MMA_16816(acc[n + 1], a[s], b1_); \\
     } \\
   }
 /* acc (w/8 tiles) += P (the 16 x BN C tiles in p, packed to float16 A fragments) times the
-   BN x w rows of tile tb. */
-#define ACCUMULATE(acc, p, tb, w) \\
+   BN x w tile at `off`. */
+#define ACCUMULATE(acc, p, off, w) \\
   for (int s = 0; s < BN / 16; ++s) { \\
     uint pa[4]; \\
     pa[0] = pack_h2(p[2 * s][0], p[2 * s][1]); \\
     pa[1] = pack_h2(p[2 * s][2], p[2 * s][3]); \\
     pa[2] = pack_h2(p[2 * s + 1][0], p[2 * s + 1][1]); \\
     pa[3] = pack_h2(p[2 * s + 1][2], p[2 * s + 1][3]); \\
-    const int r_ = s * 16 + 2 * t4; \\
-    for (int n = 0; n < (w) / 8; ++n) { \\
-      const int d = n * 8 + g; \\
-      uint bf[2]; \\
-      bf[0] = (uint)tb[r_ * PW(w) + d] | ((uint)tb[(r_ + 1) * PW(w) + d] << 16); \\
-      bf[1] = (uint)tb[(r_ + 8) * PW(w) + d] | ((uint)tb[(r_ + 9) * PW(w) + d] << 16); \\
-      MMA_16816(acc[n], pa, bf); \\
+    for (int n = 0; n < (w) / 8; n += 2) { \\
+      uint b0_[2], b1_[2]; \\
+      FRAG_BV(b0_, b1_, off, CW(w), s * 16, n * 8); \\
+      MMA_16816(acc[n], pa, b0_); \\
+      MMA_16816(acc[n + 1], pa, b1_); \\
     } \\
-  }
-#define FRAGS(a, tile, w) \\
-  for (int s = 0; s < (w) / 16; ++s) { \\
-    const int c = s * 16 + 2 * t4; \\
-    a[s][0] = WORD(tile, wr * PW(w) + c); \\
-    a[s][1] = WORD(tile, (wr + 8) * PW(w) + c); \\
-    a[s][2] = WORD(tile, wr * PW(w) + c + 8); \\
-    a[s][3] = WORD(tile, (wr + 8) * PW(w) + c + 8); \\
   }
 #define ZERO_TILES(acc, n_) \\
   for (int n = 0; n < (n_); ++n) { \\
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
 
+/* One row per query (of BM) and one column per key (of BN) tile: dS = P (dP - D) with
+   P = exp(S * scale + mask - lse), dQ = scale * dS K. K and V tiles stream through the two
+   stages as in attn_fwd_mma; Q and dO arrive over stage 1 first. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const float* lse,
                      __global const float* dd, OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(qs, BM, E)
-  LOCAL_TILE(gs, BM, EV)
-  LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vs, BN, EV)
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  TILES_HEAD
+  const int row0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
-  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
-  LOAD_BITS(gs, gh, (IDX)b * L * EV, row0, BM, L, EV)
+  const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
+  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
+  STAGE_ROWS(STAGE_CH + BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, kh, kb, 0, BN, S, E)
+    STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint qa[E / 16][4], ga[EV / 16][4];
-  FRAGS(qa, qs, E)
-  FRAGS(ga, gs, EV)
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float li[2], di[2];
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + wr + r * 8;
@@ -308,15 +394,20 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   }
   float acc[E / 8][4];
   ZERO_TILES(acc, E / 8)
-  const int last = causal ? min(S, row0 + BM) : S;
-  for (int j0 = 0; j0 < last; j0 += BN) {
+  for (int jt = 0; jt < nt; ++jt) {
+    const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    if (jt + 1 < nt) {
+      const int nx = STAGE_CH - koff;
+      STAGE_ROWS(nx, kh, kb, j0 + BN, BN, S, E)
+      STAGE_ROWS(nx + BN * CW(E), vh, vb, j0 + BN, BN, S, EV)
+    }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4], dp[BN / 8][4];
-    SCORES(sc, qa, ks, E)
-    SCORES(dp, ga, vs, EV)
+    SCORES(sc, qa, koff, E)
+    SCORES(dp, ga, voff, EV)
     #pragma unroll
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
@@ -328,7 +419,7 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
         sc[n][c] = p * (dp[n][c] - di[c >> 1]);
       }
     }
-    ACCUMULATE(acc, sc, ks, E)
+    ACCUMULATE(acc, sc, koff, E)
   }
   #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -344,51 +435,65 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   }
 }
 
+/* One row per key (of BM) and one column per query (of BN) tile: dV = P^T dO,
+   dK = scale * dS^T Q. Q and dO tiles (with their lse and D) stream through the two stages;
+   K and V arrive over stage 1 first. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
                        __global const float* lse, __global const float* dd,
                        OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(kt, BM, E)
-  LOCAL_TILE(vt, BM, EV)
-  LOCAL_TILE(qs, BN, E)
-  LOCAL_TILE(gs, BN, EV)
-  __local float lt[BN], dt[BN];
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int col0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  __local float lt[2][BN], dt[2][BN];
+  TILES_HEAD
+  const int col0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
-  LOAD_BITS(kt, kh, kb, col0, BM, S, E)
-  LOAD_BITS(vt, vh, vb, col0, BM, S, EV)
+  const int first = causal ? (min(col0, L) / BN) * BN : 0, nt = (L - first + BN - 1) / BN;
+  /* lse and D of query rows i0 .. i0 + BN - 1 into slot st (plain loads and stores) */
+  #define STAGE_ROW_STATS(st, i0) \\
+    for (int t = tid; t < BN; t += NT) { \\
+      const int i = (i0) + t; \\
+      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \\
+      lt[st][t] = x == NEG_INF ? INFINITY : x; \\
+      dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \\
+    }
+  STAGE_ROWS(STAGE_CH, kh, kb, col0, BM, S, E)
+  STAGE_ROWS(STAGE_CH + BM * CW(E), vh, vb, col0, BM, S, EV)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, qh, qb, first, BN, L, E)
+    STAGE_ROWS(BN * CW(E), gh, (IDX)b * L * EV, first, BN, L, EV)
+    STAGE_ROW_STATS(0, first)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint ka[E / 16][4], va[EV / 16][4];
-  FRAGS(ka, kt, E)
-  FRAGS(va, vt, EV)
+  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], STAGE_CH, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float ak[E / 8][4], av[EV / 8][4];
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
-  const int first = causal ? (min(col0, L) / BN) * BN : 0;
-  for (int i0 = first; i0 < L; i0 += BN) {
+  for (int it = 0; it < nt; ++it) {
+    const int i0 = first + it * BN, st_ = it & 1;
+    const int qoff = st_ * STAGE_CH, goff = qoff + BN * CW(E);
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(qs, qh, qb, i0, BN, L, E)
-    LOAD_BITS(gs, gh, (IDX)b * L * EV, i0, BN, L, EV)
-    for (int t = tid; t < BN; t += NT) {
-      const int i = i0 + t;
-      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
-      lt[t] = x == NEG_INF ? INFINITY : x;
-      dt[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+    if (it + 1 < nt) {
+      const int nx = STAGE_CH - qoff;
+      STAGE_ROWS(nx, qh, qb, i0 + BN, BN, L, E)
+      STAGE_ROWS(nx + BN * CW(E), gh, (IDX)b * L * EV, i0 + BN, BN, L, EV)
+      STAGE_ROW_STATS(st_ ^ 1, i0 + BN)
     }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float st[BN / 8][4], dpt[BN / 8][4];
-    SCORES(st, ka, qs, E)
-    SCORES(dpt, va, gs, EV)
+    SCORES(st, ka, qoff, E)
+    SCORES(dpt, va, goff, EV)
     #pragma unroll
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
@@ -396,13 +501,13 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
         const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[st_][il]);
         st[n][c] = p;
-        dpt[n][c] = p * (dpt[n][c] - dt[il]);
+        dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
       }
     }
-    ACCUMULATE(av, st, gs, EV)
-    ACCUMULATE(ak, dpt, qs, E)
+    ACCUMULATE(av, st, goff, EV)
+    ACCUMULATE(ak, dpt, qoff, E)
   }
   #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -441,13 +546,63 @@ def mma_block_keys(E: int, Ev: int) -> int:
     return 64 if max(E, Ev) <= 64 else 32
 
 
-def mma_source(kernel: str, emulate: bool) -> str:
+def mma_local_bytes(E: int, Ev: int, backward: bool) -> int:
+    """Static local memory of one work-group on the GPU (NOTE [ Attention local tiles ]): two
+    stages of K and V (or Q and dO) tiles, the kept rows over the second, and the backward's
+    two slots of lse and D.
+
+    Examples:
+        >>> mma_local_bytes(64, 64, False), mma_local_bytes(64, 64, True)
+        (32768, 33792)
+    """
+    bn = mma_block_keys(E, Ev)
+    stage = bn * (E + Ev) * 2
+    kept = MMA_ROWS * ((E + Ev) if backward else E) * 2
+    return stage + max(stage, kept) + (4 * bn * 4 if backward else 0)
+
+
+# NETCL_ATTN_MMA_LOADS: how the kernels fill local tiles and fragments (the GPU comparison
+# of NOTE [ Tensor-core attention forward ]): cp.async copies and/or ldmatrix fragments.
+LOADS = {"fast": (True, True), "sync": (False, True), "scalar": (True, False),
+         "legacy": (False, False)}
+
+
+def mma_loads() -> str:
+    """The load variant ``NETCL_ATTN_MMA_LOADS`` names (read when a program is first built):
+    ``fast`` (the default: ``cp.async`` tile copies and ``ldmatrix`` fragments), ``sync``
+    (copies through registers), ``scalar`` (32/16-bit local fragment loads) or ``legacy``
+    (neither, as the first versions loaded).
+
+    Examples:
+        >>> mma_loads() in LOADS
+        True
+    """
+    name = os.environ.get("NETCL_ATTN_MMA_LOADS", "").strip().lower() or "fast"
+    if name not in LOADS:
+        raise ValueError(f"scaled_dot_product_attention: NETCL_ATTN_MMA_LOADS must be one of "
+                         f"{', '.join(LOADS)}, got {name!r}")
+    return name
+
+
+def mma_source(kernel: str, emulate: bool, loads: str | None = None) -> str:
     """The PTX (or emulated) helpers and ``kernel`` (``attn_fwd_mma``, or the backward
     ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``, which share one program); the defines of
     the common attention header (``E``, ``EV``, ``BM``, ``BN``, ``MASK_KIND``, ...) come
-    before it."""
-    ptx = emulated_ptx() if emulate else hardware_ptx(0)
-    body = _KERNEL if kernel == "attn_fwd_mma" else _KERNEL.split("__kernel")[0] + _BACKWARD
-    pack = "" if emulate else "#define PACK_PTX\n"
-    return (f"#define NT {MMA_THREADS}\n{pack}{ptx}{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}"
-            f"{body}")
+    before it. ``loads`` is a key of :data:`LOADS` (default :func:`mma_loads`).
+
+    Examples:
+        >>> src = mma_source("attn_fwd_mma", emulate=False, loads="fast")
+        >>> "ldmatrix" in src and "#define ATTN_ASYNC" in src and "#define ATTN_LDSM" in src
+        True
+        >>> "#define ATTN_LDSM" in mma_source("attn_bwd_dq_mma", emulate=True, loads="legacy")
+        False
+    """
+    async_copy, ldmatrix = LOADS[loads or mma_loads()]
+    # one copy group may stay in flight: the next tile's, issued before this tile's work
+    ptx = emulated_ptx() if emulate else hardware_ptx(1)
+    flags = ("" if emulate else "#define PACK_PTX\n") + ("#define ATTN_ASYNC\n" if async_copy
+                                                          else "")
+    flags += "#define ATTN_LDSM\n" if ldmatrix else ""
+    body = _KERNEL if kernel == "attn_fwd_mma" else _BACKWARD
+    return (f"#define NT {MMA_THREADS}\n{flags}{_TILES}{ptx}"
+            f"{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}{body}")

@@ -108,6 +108,111 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
 #define NT 128
+#define ATTN_ASYNC
+#define ATTN_LDSM
+
+#ifdef PACK_PTX
+/* two floats to float16 (round to nearest even), a in the low half: one cvt */
+inline uint pack_h2(const float a, const float b) {
+  uint r;
+  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+#else
+inline uint pack_h2(const float a, const float b) {
+  ushort h[2];
+  vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
+  return (uint)h[0] | ((uint)h[1] << 16);
+}
+#endif
+
+/* NOTE [ Attention local tiles ]: every tile lives in sA, an array of 16-byte chunks; row r
+   of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
+   [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
+   (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
+   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+#define CW(w) ((w) / 8)
+#define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \
+                                                                : (((r) >> 2) & 1)))
+#define CHUNK(off, cw, r, c) ((off) + (r) * (cw) + SWZ((r), (c), (cw)))
+#define HALF_AT(off, cw, r, e) ((uint)sh[CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)])
+#define WORD_AT(off, cw, r, e) \
+  (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
+#define STAGE_CH (BN * (CW(E) + CW(EV)))
+#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+/* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
+#define STAGES 1
+#define A_CHUNKS SMEM_CHUNKS
+#define SHARED_ADDR(p) ((uint)(size_t)(p))
+#define sB sA
+
+/* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
+   through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
+   no byte of it). */
+#ifdef ATTN_ASYNC
+#define COPY16(ch, src, ok, p) CP_ASYNC16(s0 + (uint)(ch) * 16u, (ok) ? (src) : (p), (ok) ? 16 : 0)
+#else
+#define COPY16(ch, src, ok, p) sA[ch] = (ok) ? *(__global const uint4*)(src) : (uint4)(0u)
+#endif
+/* Rows r0 .. r0 + n - 1 (zeros from `rows` on) of w float16 elements into the tile at `off`. */
+#define STAGE_ROWS(off, p, base, r0, n, rows, w) \
+  for (int t = tid; t < (n) * CW(w); t += NT) { \
+    const int rr = t / CW(w), c8 = t - rr * CW(w); \
+    COPY16(CHUNK(off, CW(w), rr, c8), (p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8, \
+           (r0) + rr < (rows), (p)); \
+  }
+
+/* Fragments (NOTE [ mma.sync fragments ] of ._matmul_mma_source) from the tile at `off`:
+   FRAG_A the A fragment of rows r0 .. r0 + 15, k-step s; FRAG_BK the B fragments of k-step s
+   for columns n0 .. n0 + 7 (b0) and n0 + 8 .. n0 + 15 (b1) of a tile stored (n, k), as K in
+   Q K^T; FRAG_BV those of rows k0 .. k0 + 15, columns d0 .. d0 + 15 of a tile stored (k, n),
+   as V in P V. ldmatrix .x4 (.trans for FRAG_BV), or 32- and 16-bit local loads. */
+#ifdef ATTN_LDSM
+#define FRAG_A(a, off, cw, r0, s) \
+  LDSM_X4((a)[0], (a)[1], (a)[2], (a)[3], \
+          s0 + (uint)CHUNK(off, cw, (r0) + (lane & 15), (s) * 2 + (lane >> 4)) * 16u)
+#define FRAG_BK(b0, b1, off, cw, n0, s) \
+  LDSM_X4((b0)[0], (b0)[1], (b1)[0], (b1)[1], \
+          s0 + (uint)CHUNK(off, cw, (n0) + (lane & 7) + ((lane >> 4) << 3), \
+                           (s) * 2 + ((lane >> 3) & 1)) * 16u)
+#define FRAG_BV(b0, b1, off, cw, k0, d0) \
+  LDSM_X4_T((b0)[0], (b0)[1], (b1)[0], (b1)[1], \
+            s0 + (uint)CHUNK(off, cw, (k0) + (lane & 15), ((d0) >> 3) + (lane >> 4)) * 16u)
+#else
+#define FRAG_A(a, off, cw, r0, s) do { \
+    const int e_ = (s) * 16 + 2 * t4; \
+    (a)[0] = WORD_AT(off, cw, (r0) + g, e_); \
+    (a)[1] = WORD_AT(off, cw, (r0) + g + 8, e_); \
+    (a)[2] = WORD_AT(off, cw, (r0) + g, e_ + 8); \
+    (a)[3] = WORD_AT(off, cw, (r0) + g + 8, e_ + 8); \
+  } while (0)
+#define FRAG_BK(b0, b1, off, cw, n0, s) do { \
+    const int e_ = (s) * 16 + 2 * t4; \
+    (b0)[0] = WORD_AT(off, cw, (n0) + g, e_); \
+    (b0)[1] = WORD_AT(off, cw, (n0) + g, e_ + 8); \
+    (b1)[0] = WORD_AT(off, cw, (n0) + g + 8, e_); \
+    (b1)[1] = WORD_AT(off, cw, (n0) + g + 8, e_ + 8); \
+  } while (0)
+#define BV_WORD(off, cw, k, d) (HALF_AT(off, cw, k, d) | (HALF_AT(off, cw, (k) + 1, d) << 16))
+#define FRAG_BV(b0, b1, off, cw, k0, d0) do { \
+    const int k_ = (k0) + 2 * t4; \
+    (b0)[0] = BV_WORD(off, cw, k_, (d0) + g); \
+    (b0)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g); \
+    (b1)[0] = BV_WORD(off, cw, k_, (d0) + g + 8); \
+    (b1)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g + 8); \
+  } while (0)
+#endif
+/* The local array and its shared-window address, the lane coordinates. */
+#define TILES_HEAD \
+  __local uint4 sA[SMEM_CHUNKS]; \
+  EMU_LOCALS \
+  SHFL_LOCALS \
+  __local const ushort* sh = (__local const ushort*)sA; \
+  const uint s0 = SHARED_ADDR(sA); \
+  const int b = get_group_id(1), tid = get_local_id(0); \
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3; \
+  const int w0 = warp * 16, wr = w0 + g;
 #define EMU_LOCALS __local uint emu_addr[NT]; __local uint emu_frag[NT * 6];
 #define EMU_A_BYTES (STAGES * A_CHUNKS * 16)
 #undef SHARED_ADDR
@@ -171,108 +276,69 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 }
 #define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
 
-#ifdef PACK_PTX
-/* two floats to float16 (round to nearest even), a in the low half: one cvt */
-inline uint pack_h2(const float a, const float b) {
-  uint r;
-  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-  return r;
-}
-#else
-inline uint pack_h2(const float a, const float b) {
-  ushort h[2];
-  vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
-  return (uint)h[0] | ((uint)h[1] << 16);
-}
-#endif
-
-/* Local tiles keep rows of w float16 bits at a stride of w + 8 (16 bytes more): the eight rows
-   a fragment load touches then start in eight different bank groups. */
-#define PW(w) ((w) + 8)
-/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile,
-   16 bytes per load (zeros past the end; base and w are multiples of 8 elements). */
-#define LOAD_BITS(tile, p, base, r0, n, rows, w) \
-  for (int t = tid; t < (n) * ((w) / 8); t += NT) { \
-    const int rr = t / ((w) / 8), c8 = t - rr * ((w) / 8); \
-    uint4 x = (uint4)(0u); \
-    if ((r0) + rr < (rows)) \
-      x = *(__global const uint4*)((p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8); \
-    *(__local uint4*)((tile) + rr * PW(w) + c8 * 8) = x; \
-  }
-/* A local tile of rows x w float16 bits, 16-byte aligned, named `name` (ushort*). */
-#define LOCAL_TILE(name, rows, w) \
-  __local uint4 name##_v[(rows) * PW(w) / 8]; \
-  __local ushort* name = (__local ushort*)name##_v;
-#define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
-
-
-/* The scores of a 16 x BN warp tile from A fragments a (E/16 of them) and B words in tile
-   tb (row n*8+g, E wide): c += a b^T. */
-#define SCORES(acc, a, tb, w) \
+#define FIX_CH (BM * (CW(E) + CW(EV)))
+/* The scores of a 16 x BN warp tile from A fragments a ((w)/16 of them) and the rows of the
+   tile at `off` (w wide) as B: acc = a b^T. */
+#define SCORES(acc, a, off, w) \
   for (int n = 0; n < BN / 8; ++n) { \
-    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; \
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; } \
+  for (int n = 0; n < BN / 8; n += 2) { \
     for (int s = 0; s < (w) / 16; ++s) { \
-      uint bf[2]; \
-      const int at = (n * 8 + g) * PW(w) + s * 16 + 2 * t4; \
-      bf[0] = WORD(tb, at); bf[1] = WORD(tb, at + 8); \
-      MMA_16816(acc[n], a[s], bf); \
+      uint b0_[2], b1_[2]; \
+      FRAG_BK(b0_, b1_, off, CW(w), n * 8, s); \
+      MMA_16816(acc[n], a[s], b0_); \
+      MMA_16816(acc[n + 1], a[s], b1_); \
     } \
   }
 /* acc (w/8 tiles) += P (the 16 x BN C tiles in p, packed to float16 A fragments) times the
-   BN x w rows of tile tb. */
-#define ACCUMULATE(acc, p, tb, w) \
+   BN x w tile at `off`. */
+#define ACCUMULATE(acc, p, off, w) \
   for (int s = 0; s < BN / 16; ++s) { \
     uint pa[4]; \
     pa[0] = pack_h2(p[2 * s][0], p[2 * s][1]); \
     pa[1] = pack_h2(p[2 * s][2], p[2 * s][3]); \
     pa[2] = pack_h2(p[2 * s + 1][0], p[2 * s + 1][1]); \
     pa[3] = pack_h2(p[2 * s + 1][2], p[2 * s + 1][3]); \
-    const int r_ = s * 16 + 2 * t4; \
-    for (int n = 0; n < (w) / 8; ++n) { \
-      const int d = n * 8 + g; \
-      uint bf[2]; \
-      bf[0] = (uint)tb[r_ * PW(w) + d] | ((uint)tb[(r_ + 1) * PW(w) + d] << 16); \
-      bf[1] = (uint)tb[(r_ + 8) * PW(w) + d] | ((uint)tb[(r_ + 9) * PW(w) + d] << 16); \
-      MMA_16816(acc[n], pa, bf); \
+    for (int n = 0; n < (w) / 8; n += 2) { \
+      uint b0_[2], b1_[2]; \
+      FRAG_BV(b0_, b1_, off, CW(w), s * 16, n * 8); \
+      MMA_16816(acc[n], pa, b0_); \
+      MMA_16816(acc[n + 1], pa, b1_); \
     } \
-  }
-#define FRAGS(a, tile, w) \
-  for (int s = 0; s < (w) / 16; ++s) { \
-    const int c = s * 16 + 2 * t4; \
-    a[s][0] = WORD(tile, wr * PW(w) + c); \
-    a[s][1] = WORD(tile, (wr + 8) * PW(w) + c); \
-    a[s][2] = WORD(tile, wr * PW(w) + c + 8); \
-    a[s][3] = WORD(tile, (wr + 8) * PW(w) + c + 8); \
   }
 #define ZERO_TILES(acc, n_) \
   for (int n = 0; n < (n_); ++n) { \
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
 
+/* One row per query (of BM) and one column per key (of BN) tile: dS = P (dP - D) with
+   P = exp(S * scale + mask - lse), dQ = scale * dS K. K and V tiles stream through the two
+   stages as in attn_fwd_mma; Q and dO arrive over stage 1 first. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const float* lse,
                      __global const float* dd, OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(qs, BM, E)
-  LOCAL_TILE(gs, BM, EV)
-  LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vs, BN, EV)
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  TILES_HEAD
+  const int row0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
-  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
-  LOAD_BITS(gs, gh, (IDX)b * L * EV, row0, BM, L, EV)
+  const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
+  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
+  STAGE_ROWS(STAGE_CH + BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, kh, kb, 0, BN, S, E)
+    STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint qa[E / 16][4], ga[EV / 16][4];
-  FRAGS(qa, qs, E)
-  FRAGS(ga, gs, EV)
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float li[2], di[2];
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + wr + r * 8;
@@ -282,15 +348,20 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   }
   float acc[E / 8][4];
   ZERO_TILES(acc, E / 8)
-  const int last = causal ? min(S, row0 + BM) : S;
-  for (int j0 = 0; j0 < last; j0 += BN) {
+  for (int jt = 0; jt < nt; ++jt) {
+    const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    if (jt + 1 < nt) {
+      const int nx = STAGE_CH - koff;
+      STAGE_ROWS(nx, kh, kb, j0 + BN, BN, S, E)
+      STAGE_ROWS(nx + BN * CW(E), vh, vb, j0 + BN, BN, S, EV)
+    }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4], dp[BN / 8][4];
-    SCORES(sc, qa, ks, E)
-    SCORES(dp, ga, vs, EV)
+    SCORES(sc, qa, koff, E)
+    SCORES(dp, ga, voff, EV)
     #pragma unroll
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
@@ -302,7 +373,7 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
         sc[n][c] = p * (dp[n][c] - di[c >> 1]);
       }
     }
-    ACCUMULATE(acc, sc, ks, E)
+    ACCUMULATE(acc, sc, koff, E)
   }
   #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -318,51 +389,65 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   }
 }
 
+/* One row per key (of BM) and one column per query (of BN) tile: dV = P^T dO,
+   dK = scale * dS^T Q. Q and dO tiles (with their lse and D) stream through the two stages;
+   K and V arrive over stage 1 first. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
                        __global const float* lse, __global const float* dd,
                        OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(kt, BM, E)
-  LOCAL_TILE(vt, BM, EV)
-  LOCAL_TILE(qs, BN, E)
-  LOCAL_TILE(gs, BN, EV)
-  __local float lt[BN], dt[BN];
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int col0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  __local float lt[2][BN], dt[2][BN];
+  TILES_HEAD
+  const int col0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
-  LOAD_BITS(kt, kh, kb, col0, BM, S, E)
-  LOAD_BITS(vt, vh, vb, col0, BM, S, EV)
+  const int first = causal ? (min(col0, L) / BN) * BN : 0, nt = (L - first + BN - 1) / BN;
+  /* lse and D of query rows i0 .. i0 + BN - 1 into slot st (plain loads and stores) */
+  #define STAGE_ROW_STATS(st, i0) \
+    for (int t = tid; t < BN; t += NT) { \
+      const int i = (i0) + t; \
+      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \
+      lt[st][t] = x == NEG_INF ? INFINITY : x; \
+      dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \
+    }
+  STAGE_ROWS(STAGE_CH, kh, kb, col0, BM, S, E)
+  STAGE_ROWS(STAGE_CH + BM * CW(E), vh, vb, col0, BM, S, EV)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, qh, qb, first, BN, L, E)
+    STAGE_ROWS(BN * CW(E), gh, (IDX)b * L * EV, first, BN, L, EV)
+    STAGE_ROW_STATS(0, first)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint ka[E / 16][4], va[EV / 16][4];
-  FRAGS(ka, kt, E)
-  FRAGS(va, vt, EV)
+  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], STAGE_CH, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float ak[E / 8][4], av[EV / 8][4];
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
-  const int first = causal ? (min(col0, L) / BN) * BN : 0;
-  for (int i0 = first; i0 < L; i0 += BN) {
+  for (int it = 0; it < nt; ++it) {
+    const int i0 = first + it * BN, st_ = it & 1;
+    const int qoff = st_ * STAGE_CH, goff = qoff + BN * CW(E);
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(qs, qh, qb, i0, BN, L, E)
-    LOAD_BITS(gs, gh, (IDX)b * L * EV, i0, BN, L, EV)
-    for (int t = tid; t < BN; t += NT) {
-      const int i = i0 + t;
-      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
-      lt[t] = x == NEG_INF ? INFINITY : x;
-      dt[t] = i < L ? dd[(IDX)b * L + i] : 0.0f;
+    if (it + 1 < nt) {
+      const int nx = STAGE_CH - qoff;
+      STAGE_ROWS(nx, qh, qb, i0 + BN, BN, L, E)
+      STAGE_ROWS(nx + BN * CW(E), gh, (IDX)b * L * EV, i0 + BN, BN, L, EV)
+      STAGE_ROW_STATS(st_ ^ 1, i0 + BN)
     }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float st[BN / 8][4], dpt[BN / 8][4];
-    SCORES(st, ka, qs, E)
-    SCORES(dpt, va, gs, EV)
+    SCORES(st, ka, qoff, E)
+    SCORES(dpt, va, goff, EV)
     #pragma unroll
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
@@ -370,13 +455,13 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
         const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
         float p = 0.0f;
         if (i < L && j < S && (!causal || j <= i))
-          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[il]);
+          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[st_][il]);
         st[n][c] = p;
-        dpt[n][c] = p * (dpt[n][c] - dt[il]);
+        dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
       }
     }
-    ACCUMULATE(av, st, gs, EV)
-    ACCUMULATE(ak, dpt, qs, E)
+    ACCUMULATE(av, st, goff, EV)
+    ACCUMULATE(ak, dpt, qoff, E)
   }
   #pragma unroll
   for (int r = 0; r < 2; ++r) {

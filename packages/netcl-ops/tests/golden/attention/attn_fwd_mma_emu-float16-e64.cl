@@ -108,6 +108,111 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
 #define NT 128
+#define ATTN_ASYNC
+#define ATTN_LDSM
+
+#ifdef PACK_PTX
+/* two floats to float16 (round to nearest even), a in the low half: one cvt */
+inline uint pack_h2(const float a, const float b) {
+  uint r;
+  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+#else
+inline uint pack_h2(const float a, const float b) {
+  ushort h[2];
+  vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
+  return (uint)h[0] | ((uint)h[1] << 16);
+}
+#endif
+
+/* NOTE [ Attention local tiles ]: every tile lives in sA, an array of 16-byte chunks; row r
+   of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
+   [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
+   (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
+   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+#define CW(w) ((w) / 8)
+#define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \
+                                                                : (((r) >> 2) & 1)))
+#define CHUNK(off, cw, r, c) ((off) + (r) * (cw) + SWZ((r), (c), (cw)))
+#define HALF_AT(off, cw, r, e) ((uint)sh[CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)])
+#define WORD_AT(off, cw, r, e) \
+  (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
+#define STAGE_CH (BN * (CW(E) + CW(EV)))
+#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+/* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
+#define STAGES 1
+#define A_CHUNKS SMEM_CHUNKS
+#define SHARED_ADDR(p) ((uint)(size_t)(p))
+#define sB sA
+
+/* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
+   through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
+   no byte of it). */
+#ifdef ATTN_ASYNC
+#define COPY16(ch, src, ok, p) CP_ASYNC16(s0 + (uint)(ch) * 16u, (ok) ? (src) : (p), (ok) ? 16 : 0)
+#else
+#define COPY16(ch, src, ok, p) sA[ch] = (ok) ? *(__global const uint4*)(src) : (uint4)(0u)
+#endif
+/* Rows r0 .. r0 + n - 1 (zeros from `rows` on) of w float16 elements into the tile at `off`. */
+#define STAGE_ROWS(off, p, base, r0, n, rows, w) \
+  for (int t = tid; t < (n) * CW(w); t += NT) { \
+    const int rr = t / CW(w), c8 = t - rr * CW(w); \
+    COPY16(CHUNK(off, CW(w), rr, c8), (p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8, \
+           (r0) + rr < (rows), (p)); \
+  }
+
+/* Fragments (NOTE [ mma.sync fragments ] of ._matmul_mma_source) from the tile at `off`:
+   FRAG_A the A fragment of rows r0 .. r0 + 15, k-step s; FRAG_BK the B fragments of k-step s
+   for columns n0 .. n0 + 7 (b0) and n0 + 8 .. n0 + 15 (b1) of a tile stored (n, k), as K in
+   Q K^T; FRAG_BV those of rows k0 .. k0 + 15, columns d0 .. d0 + 15 of a tile stored (k, n),
+   as V in P V. ldmatrix .x4 (.trans for FRAG_BV), or 32- and 16-bit local loads. */
+#ifdef ATTN_LDSM
+#define FRAG_A(a, off, cw, r0, s) \
+  LDSM_X4((a)[0], (a)[1], (a)[2], (a)[3], \
+          s0 + (uint)CHUNK(off, cw, (r0) + (lane & 15), (s) * 2 + (lane >> 4)) * 16u)
+#define FRAG_BK(b0, b1, off, cw, n0, s) \
+  LDSM_X4((b0)[0], (b0)[1], (b1)[0], (b1)[1], \
+          s0 + (uint)CHUNK(off, cw, (n0) + (lane & 7) + ((lane >> 4) << 3), \
+                           (s) * 2 + ((lane >> 3) & 1)) * 16u)
+#define FRAG_BV(b0, b1, off, cw, k0, d0) \
+  LDSM_X4_T((b0)[0], (b0)[1], (b1)[0], (b1)[1], \
+            s0 + (uint)CHUNK(off, cw, (k0) + (lane & 15), ((d0) >> 3) + (lane >> 4)) * 16u)
+#else
+#define FRAG_A(a, off, cw, r0, s) do { \
+    const int e_ = (s) * 16 + 2 * t4; \
+    (a)[0] = WORD_AT(off, cw, (r0) + g, e_); \
+    (a)[1] = WORD_AT(off, cw, (r0) + g + 8, e_); \
+    (a)[2] = WORD_AT(off, cw, (r0) + g, e_ + 8); \
+    (a)[3] = WORD_AT(off, cw, (r0) + g + 8, e_ + 8); \
+  } while (0)
+#define FRAG_BK(b0, b1, off, cw, n0, s) do { \
+    const int e_ = (s) * 16 + 2 * t4; \
+    (b0)[0] = WORD_AT(off, cw, (n0) + g, e_); \
+    (b0)[1] = WORD_AT(off, cw, (n0) + g, e_ + 8); \
+    (b1)[0] = WORD_AT(off, cw, (n0) + g + 8, e_); \
+    (b1)[1] = WORD_AT(off, cw, (n0) + g + 8, e_ + 8); \
+  } while (0)
+#define BV_WORD(off, cw, k, d) (HALF_AT(off, cw, k, d) | (HALF_AT(off, cw, (k) + 1, d) << 16))
+#define FRAG_BV(b0, b1, off, cw, k0, d0) do { \
+    const int k_ = (k0) + 2 * t4; \
+    (b0)[0] = BV_WORD(off, cw, k_, (d0) + g); \
+    (b0)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g); \
+    (b1)[0] = BV_WORD(off, cw, k_, (d0) + g + 8); \
+    (b1)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g + 8); \
+  } while (0)
+#endif
+/* The local array and its shared-window address, the lane coordinates. */
+#define TILES_HEAD \
+  __local uint4 sA[SMEM_CHUNKS]; \
+  EMU_LOCALS \
+  SHFL_LOCALS \
+  __local const ushort* sh = (__local const ushort*)sA; \
+  const uint s0 = SHARED_ADDR(sA); \
+  const int b = get_group_id(1), tid = get_local_id(0); \
+  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3; \
+  const int w0 = warp * 16, wr = w0 + g;
 #define EMU_LOCALS __local uint emu_addr[NT]; __local uint emu_frag[NT * 6];
 #define EMU_A_BYTES (STAGES * A_CHUNKS * 16)
 #undef SHARED_ADDR
@@ -171,88 +276,59 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 }
 #define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
 
-#ifdef PACK_PTX
-/* two floats to float16 (round to nearest even), a in the low half: one cvt */
-inline uint pack_h2(const float a, const float b) {
-  uint r;
-  __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-  return r;
-}
-#else
-inline uint pack_h2(const float a, const float b) {
-  ushort h[2];
-  vstore_half2_rte((float2)(a, b), 0, (__private half*)h);
-  return (uint)h[0] | ((uint)h[1] << 16);
-}
-#endif
-
-/* Local tiles keep rows of w float16 bits at a stride of w + 8 (16 bytes more): the eight rows
-   a fragment load touches then start in eight different bank groups. */
-#define PW(w) ((w) + 8)
-/* Rows r0 .. r0 + n - 1 (those below `rows`) of w elements as float16 bits into a local tile,
-   16 bytes per load (zeros past the end; base and w are multiples of 8 elements). */
-#define LOAD_BITS(tile, p, base, r0, n, rows, w) \
-  for (int t = tid; t < (n) * ((w) / 8); t += NT) { \
-    const int rr = t / ((w) / 8), c8 = t - rr * ((w) / 8); \
-    uint4 x = (uint4)(0u); \
-    if ((r0) + rr < (rows)) \
-      x = *(__global const uint4*)((p) + (base) + (IDX)((r0) + rr) * (w) + c8 * 8); \
-    *(__local uint4*)((tile) + rr * PW(w) + c8 * 8) = x; \
-  }
-/* A local tile of rows x w float16 bits, 16-byte aligned, named `name` (ushort*). */
-#define LOCAL_TILE(name, rows, w) \
-  __local uint4 name##_v[(rows) * PW(w) / 8]; \
-  __local ushort* name = (__local ushort*)name##_v;
-#define WORD(tile, idx) (((__local const uint*)(tile))[(idx) >> 1])
-
+#define FIX_CH (BM * CW(E))
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 {
-  LOCAL_TILE(qs, BM, E)
-  LOCAL_TILE(ks, BN, E)
-  LOCAL_TILE(vs, BN, EV)
-  EMU_LOCALS
-  SHFL_LOCALS
-  const int b = get_group_id(1), tid = get_local_id(0);
-  const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-  const int row0 = get_group_id(0) * BM, wr = warp * 16 + g;
+  TILES_HEAD
+  const int row0 = get_group_id(0) * BM;
   OPERAND_BASES(b)
   MASK_BASE(b)
   __global const ushort* qh = (__global const ushort*)q;
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
-  LOAD_BITS(qs, qh, qb, row0, BM, L, E)
+  const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
+  /* Q over stage 1 and key tile 0 into stage 0, two copy groups; tile jt + 1 goes into the
+     other stage before tile jt's mma work, which waits for all but the newest group. */
+  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
+  CP_COMMIT();
+  if (nt > 0) {
+    STAGE_ROWS(0, kh, kb, 0, BN, S, E)
+    STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
+  }
+  CP_COMMIT();
+  CP_WAIT();
   barrier(CLK_LOCAL_MEM_FENCE);
   uint qa[E / 16][4];
   #pragma unroll
-  for (int s = 0; s < E / 16; ++s) {
-    const int c = s * 16 + 2 * t4;
-    qa[s][0] = WORD(qs, wr * PW(E) + c);
-    qa[s][1] = WORD(qs, (wr + 8) * PW(E) + c);
-    qa[s][2] = WORD(qs, wr * PW(E) + c + 8);
-    qa[s][3] = WORD(qs, (wr + 8) * PW(E) + c + 8);
-  }
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
   float o[EV / 8][4];
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
-  const int last = causal ? min(S, row0 + BM) : S;
-  for (int j0 = 0; j0 < last; j0 += BN) {
+  for (int jt = 0; jt < nt; ++jt) {
+    const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
+    /* every warp has left the other stage (or Q): refill it */
     barrier(CLK_LOCAL_MEM_FENCE);
-    LOAD_BITS(ks, kh, kb, j0, BN, S, E)
-    LOAD_BITS(vs, vh, vb, j0, BN, S, EV)
+    if (jt + 1 < nt) {
+      const int nx = STAGE_CH - koff;
+      STAGE_ROWS(nx, kh, kb, j0 + BN, BN, S, E)
+      STAGE_ROWS(nx + BN * CW(E), vh, vb, j0 + BN, BN, S, EV)
+    }
+    CP_COMMIT();
+    CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE);
     float sc[BN / 8][4];
     #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    for (int n = 0; n < BN / 8; ++n) { sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f; }
+    #pragma unroll
+    for (int n = 0; n < BN / 8; n += 2) {
       #pragma unroll
       for (int s = 0; s < E / 16; ++s) {
-        uint kf[2];
-        const int at = (n * 8 + g) * PW(E) + s * 16 + 2 * t4;
-        kf[0] = WORD(ks, at);
-        kf[1] = WORD(ks, at + 8);
-        MMA_16816(sc[n], qa[s], kf);
+        uint kf0[2], kf1[2];
+        FRAG_BK(kf0, kf1, koff, CW(E), n * 8, s);
+        MMA_16816(sc[n], qa[s], kf0);
+        MMA_16816(sc[n + 1], qa[s], kf1);
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
@@ -298,14 +374,12 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       pa[1] = pack_h2(sc[2 * s][2], sc[2 * s][3]);
       pa[2] = pack_h2(sc[2 * s + 1][0], sc[2 * s + 1][1]);
       pa[3] = pack_h2(sc[2 * s + 1][2], sc[2 * s + 1][3]);
-      const int key = s * 16 + 2 * t4;
       #pragma unroll
-      for (int n = 0; n < EV / 8; ++n) {
-        const int d = n * 8 + g;
-        uint vf[2];
-        vf[0] = (uint)vs[key * PW(EV) + d] | ((uint)vs[(key + 1) * PW(EV) + d] << 16);
-        vf[1] = (uint)vs[(key + 8) * PW(EV) + d] | ((uint)vs[(key + 9) * PW(EV) + d] << 16);
-        MMA_16816(o[n], pa, vf);
+      for (int n = 0; n < EV / 8; n += 2) {
+        uint vf0[2], vf1[2];
+        FRAG_BV(vf0, vf1, voff, CW(EV), s * 16, n * 8);
+        MMA_16816(o[n], pa, vf0);
+        MMA_16816(o[n + 1], pa, vf1);
       }
     }
   }

@@ -1,0 +1,134 @@
+"""The tensor-core attention kernels (attn_fwd_mma, attn_bwd_dq_mma, attn_bwd_dkdv_mma) with
+their PTX emulated in plain C, in every load variant of NETCL_ATTN_MMA_LOADS (cp.async or
+register copies, ldmatrix or scalar fragments), against the float64 reference: odd lengths
+(1, 7, 33, 257), head dims 16 to 128, causal, bool and float masks, several double-buffered
+key tiles. The GPU runs the instructions; here the tiling, swizzle, fragment maps, staging
+order, masking and softmax are checked."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+from netcl.core.device import DeviceHandle
+from netcl.core.kernels.family import KernelFamily
+from netcl.core.tensor import Tensor
+from netcl.core.testing import assert_close
+from netcl.ops import _attention_fused, _attention_kernels, _attention_mma, _attention_plan
+from netcl.ops.testing import one_opencl_cpu_device
+
+if TYPE_CHECKING:
+    import test_attention_reference as ref
+else:
+    _spec = importlib.util.spec_from_file_location(
+        "netcl_ops_attention_mma_reference",
+        Path(__file__).with_name("test_attention_reference.py"))
+    ref = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(ref)
+
+
+def _rand(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> Any:
+    return np.random.default_rng(seed).standard_normal(shape) * scale
+
+
+def _up(dev: DeviceHandle, a: Any, dtype: str) -> Tensor:
+    return Tensor.from_host(dev.queue, np.asarray(a), dtype=dtype)
+
+
+@pytest.fixture
+def emulated(dev: DeviceHandle) -> DeviceHandle:
+    """One OpenCL CPU device (the emulated kernels are the same program on each)."""
+    if dev.backend == "cpu" or one_opencl_cpu_device(dev) is not None:
+        pytest.skip("an emulated OpenCL kernel: one OpenCL CPU device")
+    return dev
+
+
+def _with_loads(monkeypatch: pytest.MonkeyPatch, loads: str) -> None:
+    """Build the attention programs afresh with ``NETCL_ATTN_MMA_LOADS=loads``."""
+    monkeypatch.setenv("NETCL_ATTN_MMA_LOADS", loads)
+    family = KernelFamily("ops.attention_loads", _attention_kernels.attention_family.builder)
+    monkeypatch.setattr(_attention_fused, "attention_family", family)
+
+
+# (L, S, E, Ev, causal, mask kind): one query row over five key tiles; 128-wide heads (32-key
+# tiles, forward only); a causal diagonal across tiles; a single key; a 16-wide head
+CASES = [(1, 257, 64, 64, False, "float"), (33, 70, 128, 128, True, "bool"),
+         (70, 129, 64, 32, True, None), (7, 1, 32, 16, False, "bool"),
+         (33, 33, 16, 64, False, None)]
+
+
+def _check(dev: DeviceHandle, case: Any) -> None:
+    L, S, E, Ev, causal, kind = case
+    q = _rand((2, L, E), 1).astype(np.float16)
+    k = _rand((2, S, E), 2).astype(np.float16)
+    v = _rand((2, S, Ev), 3).astype(np.float16)
+    mask = None
+    if kind == "bool":
+        mask = np.random.default_rng(4).random((L, S)) > 0.3
+        mask[:, 0] = True
+    elif kind == "float":
+        mask = _rand((2, 1, S), 4, 0.5).astype(np.float16)
+    tm = None
+    if mask is not None:
+        tm = (_up(dev, mask.astype(np.uint8), "uint8") if mask.dtype == bool
+              else _up(dev, mask, "float16"))
+    plan = _attention_plan.plan_attention(_up(dev, q, "float16"), _up(dev, k, "float16"),
+                                          _up(dev, v, "float16"), tm, 0.0, causal, None, False)
+    out, lse = _attention_fused.fused_forward(plan, 0, 0, mma="emulate")
+    g = _rand(out.shape, 5).astype(np.float16)
+    want, wgrads = ref.sdpa(q, k, v, mask, causal, grad=g)
+    assert_close(out.to_host(), want, "float16", 1)
+    plain_lse = _attention_fused.fused_forward(plan, 0, 0, mma="off")[1].to_host()
+    assert_close(lse.to_host(), plain_lse, "float32", 10)
+    if not _attention_mma.mma_backward_ok(E, Ev):
+        return
+    got = _attention_fused.fused_backward(plan, _up(dev, g, "float16"), out, lse, 0, 0,
+                                          mma="emulate")
+    for name, t, w in zip(("dq", "dk", "dv"), got, wgrads[:3]):
+        assert w is not None and t.shape == w.shape, (name, t.shape)
+        assert_close(t.to_host(), w, "float16", 3, err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"L{c[0]}-S{c[1]}-E{c[2]}" for c in CASES])
+def test_fast_loads(emulated: DeviceHandle, monkeypatch: pytest.MonkeyPatch,
+                    case: Any) -> None:
+    """cp.async copies into the two stages and ldmatrix fragments (the default)."""
+    _with_loads(monkeypatch, "fast")
+    _check(emulated, case)
+
+
+@pytest.mark.parametrize("loads", ["legacy", "sync", "scalar"])
+def test_other_loads(emulated: DeviceHandle, monkeypatch: pytest.MonkeyPatch,
+                     loads: str) -> None:
+    """The variants the GPU comparison forces read the same tiles the same way."""
+    _with_loads(monkeypatch, loads)
+    _check(emulated, CASES[2] if loads == "legacy" else CASES[3])
+
+
+def test_loads_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_ATTN_MMA_LOADS", "legacy")
+    src = _attention_mma.mma_source("attn_fwd_mma", emulate=False)
+    assert "#define ATTN_ASYNC" not in src and "#define ATTN_LDSM" not in src
+    monkeypatch.setenv("NETCL_ATTN_MMA_LOADS", "")
+    src = _attention_mma.mma_source("attn_fwd_mma", emulate=False)
+    assert "#define ATTN_ASYNC" in src and "#define ATTN_LDSM" in src
+    assert "cp.async.wait_group 1;" in src
+    monkeypatch.setenv("NETCL_ATTN_MMA_LOADS", "tma")
+    with pytest.raises(ValueError, match=r"NETCL_ATTN_MMA_LOADS must be one of .*'tma'"):
+        _attention_mma.mma_loads()
+
+
+def test_local_memory_fits() -> None:
+    """Two stages plus the kept rows stay within NVIDIA's 48 KiB for every head dim taken."""
+    from netcl.ops._matmul_mma_source import LOCAL_MEMORY_LIMIT
+
+    dims = range(16, 129, 16)
+    for e, ev in ((e, ev) for e in dims for ev in dims):
+        assert _attention_mma.mma_local_bytes(e, ev, False) <= LOCAL_MEMORY_LIMIT, (e, ev)
+        if _attention_mma.mma_backward_ok(e, ev):
+            assert _attention_mma.mma_local_bytes(e, ev, True) <= LOCAL_MEMORY_LIMIT, (e, ev)
+    assert _attention_mma.mma_local_bytes(128, 128, False) == 32768
