@@ -77,9 +77,11 @@ def _program(context: Any, dtype: str, tile: int) -> Any:
 
 
 def _chunk(g: ConvGeometry, planes: int, tiles: int) -> int:
-    """Images per chunk: the scratch and the grid's third dimension bound it."""
-    return max(1, min(g.n, _SCRATCH_ELEMENTS // (planes * (g.c + g.k) * tiles),
-                      _MAX_GRID_Z // max(g.c, g.k)))
+    """Images per chunk: the scratch bounds it, and for F(2x2) (``planes`` 16) the grid's
+    third dimension (F(4x4)'s tile transforms are 1-D: 512 channels on 7x7 at batch 128 go in
+    one chunk, not 127 images and 1)."""
+    grid = _MAX_GRID_Z // max(g.c, g.k) if planes == 16 else g.n
+    return max(1, min(g.n, _SCRATCH_ELEMENTS // (planes * (g.c + g.k) * tiles), grid))
 
 
 def _tiles(queue: Any, kernel: Any, tile: int, tw: int, th: int, planes: int, items: int,
