@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.env import env_choice
 from netcl.core.kernels.cache import KernelBuildError
 from netcl.core.kernels.primitives import launch_values
+from netcl.core.recording import pyopencl
 from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
@@ -29,6 +31,7 @@ from ._attention_mma import (
 )
 from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
+from ._attention_tiled import TILED_ITEMS, tiled_config, tiled_family
 from ._common import empty
 from ._launch import device_buffer, index_defs
 from ._matmul_mma import mma_available
@@ -36,11 +39,14 @@ from ._movement import broadcast_to
 from ._random import _P_SCALE
 from ._reduce import sum as reduce_sum
 
-__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "mma_applies"]
+__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "kernel_choice",
+           "mma_applies"]
 
 _mma_refused: set[Any] = set()  # contexts whose driver would not build attn_fwd_mma
 _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
 _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
+KERNEL_ENV = "NETCL_ATTENTION_KERNEL"  # rows | tiled | auto: the portable kernels' family
+KERNELS = ("auto", "rows", "tiled")
 
 
 def _bn(E: int, Ev: int) -> int:
@@ -78,6 +84,57 @@ def _device_limits(queue: Any) -> tuple[int, int]:
         device = queue.device
         found = _limits[queue] = (int(device.local_mem_size), int(device.max_work_group_size))
     return found
+
+
+_gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
+
+
+def _is_gpu(device: Any) -> bool:
+    gpu = _gpus.get(device)
+    if gpu is None:
+        gpu = _gpus[device] = bool(int(device.type) & int(pyopencl().device_type.GPU))
+    return gpu
+
+
+def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
+    """``"rows"`` or ``"tiled"``: the portable kernels that run ``plan`` (NOTE [ Fused attention
+    kernels ], NOTE [ Register-tiled attention kernels ]). ``kernel`` (else
+    ``NETCL_ATTENTION_KERNEL``) forces ``"rows"`` or ``"tiled"``; ``"auto"`` (the default)
+    takes the tiled kernels on GPU devices, the row kernels on CPU devices. The tiled ones
+    fall back to the rows where their tiles do not fit the device (head dims beyond 128,
+    local memory, work-groups under 128 items).
+
+    Raises:
+        ValueError: ``kernel`` or the variable names no family.
+    """
+    if kernel is None:
+        kernel = env_choice(KERNEL_ENV, KERNELS) or "auto"
+    if kernel not in KERNELS:
+        raise ValueError(f"scaled_dot_product_attention: kernel must be one of "
+                         f"{', '.join(KERNELS)}, got {kernel!r}")
+    if kernel == "rows":
+        return "rows"
+    if kernel == "auto" and not _is_gpu(plan.q.queue.device):
+        return "rows"
+    local_mem, group = _device_limits(plan.q.queue)
+    if group < TILED_ITEMS or any(tiled_config(name, plan.E, plan.Ev, local_mem) is None
+                                  for name in ("attn_fwd_tiled", "attn_bwd_dq_tiled",
+                                               "attn_bwd_dkdv_tiled")):
+        return "rows"
+    return "tiled"
+
+
+def _tiled_launch(plan: AttentionPlan, name: str, kind: str, wide: bool, rows: int,
+                  args: list[Any]) -> None:
+    """One group of 128 items per tile of ``rows`` (query rows or keys) and batch index."""
+    q = plan.q
+    block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0])
+    assert block is not None  # kernel_choice checked it
+    kernel = tiled_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind, block[0],
+                          block[1], wide).kernel
+    groups = -(-rows // (8 * block[0]))
+    launch_values(q.queue, kernel, (groups * TILED_ITEMS, plan.batch_size), (TILED_ITEMS, 1),
+                  args)
 
 
 def batch_map(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, int] | None:
@@ -178,20 +235,32 @@ def mma_applies(plan: AttentionPlan) -> bool:
             and plan.q.queue.context not in _mma_refused)
 
 
-def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None = None
-                  ) -> tuple[Tensor, Tensor]:
-    """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd``, or from
-    ``attn_fwd_mma`` where :func:`mma_applies`; ``mma`` forces ``"off"``, ``"hardware"`` or
-    ``"emulate"`` (the PTX in plain C: tests on CPU devices)."""
+def _forced(kernel: str | None) -> bool:
+    """Whether ``kernel`` (else ``NETCL_ATTENTION_KERNEL``) forces a portable family."""
+    if kernel is None:
+        kernel = env_choice(KERNEL_ENV, KERNELS)
+    return kernel in ("rows", "tiled")
+
+
+def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None = None,
+                  kernel: str | None = None) -> tuple[Tensor, Tensor]:
+    """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd`` or
+    ``attn_fwd_tiled`` (:func:`kernel_choice`; ``kernel`` forces ``"rows"`` or ``"tiled"``),
+    or from ``attn_fwd_mma`` where :func:`mma_applies` and no portable family is forced;
+    ``mma`` forces ``"off"``, ``"hardware"`` or ``"emulate"`` (the PTX in plain C: tests on
+    CPU devices)."""
     q = plan.q
     out = empty(q.queue, (*plan.batch, plan.L, plan.Ev), q.dtype)
     lse = empty(q.queue, (*plan.batch, plan.L), "float32")
     common, kind, wide = _common_args(plan, seed, offset)
     if mma is None:
-        mma = "hardware" if mma_applies(plan) else "off"
+        mma = "hardware" if mma_applies(plan) and not _forced(kernel) else "off"
     args = [device_buffer(out), device_buffer(lse), *common]
     if mma == "off":
-        _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
+        if kernel_choice(plan, kernel) == "tiled":
+            _tiled_launch(plan, "attn_fwd_tiled", kind, wide, plan.L, args)
+        else:
+            _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
         return out, lse
     name = "attn_fwd_mma_emu" if mma == "emulate" else "attn_fwd_mma"
     try:
@@ -236,11 +305,13 @@ def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
 
 
 def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, seed: int,
-                   offset: int, mma: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                   offset: int, mma: str | None = None, kernel: str | None = None
+                   ) -> tuple[Tensor, Tensor, Tensor]:
     """``(dq, dk, dv)`` in the (reshaped) operands' shapes from ``attn_bwd_dq`` and
-    ``attn_bwd_dkdv`` (their tensor-core twins where :func:`mma_applies` and the head dims
-    are at most 64; ``mma`` forces as in :func:`fused_forward`); ``grad``, ``out`` are
-    (*batch, L, Ev), ``lse`` (*batch, L)."""
+    ``attn_bwd_dkdv`` or their tiled twins (:func:`kernel_choice`; ``kernel`` forces), or
+    their tensor-core twins where :func:`mma_applies` and the head dims are at most 64 and
+    no portable family is forced (``mma`` forces as in :func:`fused_forward`); ``grad``,
+    ``out`` are (*batch, L, Ev), ``lse`` (*batch, L)."""
     q = plan.q
     g32 = grad if grad.dtype == "float32" else bi.cast(grad, "float32")
     o32 = out if out.dtype == "float32" else bi.cast(out, "float32")
@@ -254,7 +325,7 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
     saved = [device_buffer(_from_zero(lse)), device_buffer(_from_zero(dd))]
     if mma is None:
         mma = ("hardware" if mma_applies(plan) and mma_backward_ok(plan.E, plan.Ev)
-               else "off")
+               and not _forced(kernel) else "off")
     kernels = None if mma == "off" else _mma_backward_kernels(plan, kind, wide, mma)
     if kernels is not None:
         grid = (-(-plan.L // MMA_ROWS) * MMA_THREADS, plan.batch_size)
@@ -264,8 +335,12 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
         launch_values(q.queue, kernels[1], grid, (MMA_THREADS, 1),
                       [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common])
         return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
-    _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L,
-            [device_buffer(dq), grad_buf, *saved, *common])
-    _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S,
-            [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common])
+    dq_args = [device_buffer(dq), grad_buf, *saved, *common]
+    dkdv_args = [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common]
+    if kernel_choice(plan, kernel) == "tiled":
+        _tiled_launch(plan, "attn_bwd_dq_tiled", kind, wide, plan.L, dq_args)
+        _tiled_launch(plan, "attn_bwd_dkdv_tiled", kind, wide, plan.S, dkdv_args)
+    else:
+        _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L, dq_args)
+        _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S, dkdv_args)
     return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
