@@ -1,7 +1,10 @@
 """Memory-bound ops (issue #16) beside PyTorch and the device's copy bandwidth, in one run.
 
-Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax;
-cross-entropy (log_softmax + NLL gather + mean); batch norm forward (training, eval) and
+Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax (as
+``ops`` runs them, the pre-softmax_mrow plan ``old``, softmax_mrow in scalars ``rows1``; the
+``plans`` group sweeps every softmax kernel's lanes and rows per work-group); cross-entropy
+(``old``: log_softmax + NLL gather + mean; fused: xent_row + xent_sum, ``+logp`` also writing
+the log-probabilities); batch norm forward (training, eval) and
 backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global average pooling; an
 elementwise chain (add then relu); and a device-to-device copy of 64 MiB
 (``clEnqueueCopyBuffer``, ``Tensor.copy_`` for PyTorch) as the bandwidth reference.
@@ -20,6 +23,7 @@ difference over max abs value). ``kernels`` lists the kernels one call launched.
 
     python3 benchmarks/bench_membound.py                       # the GPU run (device cl)
     python3 benchmarks/bench_membound.py --device pthread --quick --out m.json   # PoCL
+    python3 benchmarks/bench_membound.py --only softmax,plans    # softmax old vs new, on a GPU
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ import netcl.ops as ops
 from netcl.core.device import manager
 from netcl.core.tensor import Tensor
 from netcl.ops import _reduce
+from netcl.ops._cross_entropy import softmax_cross_entropy
 from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_rows
+from netcl.ops._softmax_rows import mrow_plan
 from netcl.runtime import profile
 
 Arrays = dict[str, np.ndarray[Any, Any]]
@@ -118,27 +124,59 @@ def reduction_cases(quick: bool) -> list[Case]:
     return cases
 
 
+def _old_row_path(R: int) -> int:
+    """The path ``softmax`` took before softmax_mrow (session 10): registers up to 32 elements
+    a lane, else online, in 4-vectors only for lengths divisible by 4."""
+    return 0 if R <= 32 * 1024 else 2 if R % 4 == 0 else 1
+
+
 def softmax_cases(quick: bool) -> list[Case]:
+    """softmax and log_softmax as ``ops`` runs them (``default``: softmax_mrow on a GPU), the
+    pre-mrow plan (``old``) and softmax_mrow in scalars (``rows1``) beside them; cross entropy
+    composed (``old``: log_softmax, nll_gather, mean) and fused (xent_row + xent_sum, with and
+    without writing the log-probabilities), each beside PyTorch's same op."""
     shapes = ([(512, 256), (1024, 1000), (128, 10), (8, 50257)] if quick else
               [(4096, 1024), (32768, 1000), (128, 10), (256, 50257)])
     cases = []
     for dims in shapes:
         n = int(np.prod(dims))
-        cases.append(Case("softmax", _shape(dims), _normal(*dims), lambda t: ops.softmax(t["x"]),
-                          lambda th, t: th.softmax(t["x"], dim=-1), 8 * n))
-        cases.append(Case("log_softmax", _shape(dims), _normal(*dims),
-                          lambda t: ops.log_softmax(t["x"]),
-                          lambda th, t: th.log_softmax(t["x"], dim=-1), 8 * n))
+        for op, log in (("softmax", False), ("log_softmax", True)):
+            def net_fn(t: dict[str, Tensor], log: bool = log) -> Any:
+                return (ops.log_softmax if log else ops.softmax)(t["x"])
+
+            def torch_fn(th: Any, t: dict[str, Any], log: bool = log) -> Any:
+                return (th.log_softmax if log else th.softmax)(t["x"], dim=-1)
+
+            cases.append(Case(op, _shape(dims), _normal(*dims), net_fn, torch_fn, 8 * n))
+            if dims[1] < 32:  # the column kernel: no row plans
+                continue
+            old = _old_row_path(dims[1])
+            cases.append(Case(f"{op} old", _shape(dims), _normal(*dims),
+                              _plan_call(None, old, None, log), torch_fn, 8 * n))
+            if dims[1] <= 4 * 8 * 1024:
+                cases.append(Case(f"{op} rows1", _shape(dims), _normal(*dims),
+                                  _plan_call(None, 4, None, log), torch_fn, 8 * n))
     rows, classes = (512, 1000) if quick else (4096, 1000)
 
     def ce_inputs(rng: np.random.Generator) -> Arrays:
         return {"x": rng.standard_normal((rows, classes), dtype=np.float32),
                 "y": rng.integers(0, classes, rows).astype(np.int64)}
 
-    cases.append(Case("cross_entropy", f"{rows}x{classes}", ce_inputs,
-                      lambda t: ops.mean(ops.nll_gather(ops.log_softmax(t["x"]), t["y"])),
-                      lambda th, t: th.nn.functional.cross_entropy(t["x"], t["y"]),
-                      4 * rows * classes + 8 * rows))
+    def ce_torch(th: Any, t: dict[str, Any]) -> Any:
+        return th.nn.functional.cross_entropy(t["x"], t["y"])
+
+    def ce_old(t: dict[str, Tensor]) -> Any:
+        return ops.mean(ops.nll_gather(ops.log_softmax(t["x"]), t["y"]))
+
+    nbytes = 4 * rows * classes + 8 * rows
+    cases += [
+        Case("cross_entropy old", f"{rows}x{classes}", ce_inputs, ce_old, ce_torch, nbytes),
+        Case("cross_entropy", f"{rows}x{classes}", ce_inputs,
+             lambda t: softmax_cross_entropy(t["x"], t["y"])[0], ce_torch, nbytes),
+        Case("xent +logp", f"{rows}x{classes}", ce_inputs,
+             lambda t: softmax_cross_entropy(t["x"], t["y"], keep_logp=True)[0], ce_torch,
+             nbytes + 4 * rows * classes),
+    ]
     return cases
 
 
@@ -350,31 +388,53 @@ class Bench:
 
 
 def softmax_plan_cases(quick: bool) -> list[Case]:
-    """``softmax_row`` at every lane count and path that can run (``row_plan``), to pick the
-    default plan per row length; ``default`` is what ``ops.softmax`` runs."""
+    """softmax_row at every lane count and path that can run (``row_plan``), and softmax_mrow
+    (paths ``rows4``/``rows1``) at lanes x rows per work-group of 128 to 1024 items
+    (``mrow_plan``), to pick the default plan per row length; ``default`` is what
+    ``ops.softmax`` runs. Row names: ``sm L<lanes> <path>`` and ``sm W<lanes>xR<rows> <path>``."""
     shapes = ([(512, 1024), (64, 50257), (64, 50256)] if quick else
-              [(4096, 1024), (32768, 1000), (256, 50257), (256, 50256)])
+              [(4096, 1024), (32768, 1000), (16384, 128), (4096, 4096), (256, 50257),
+               (256, 50256)])
     cases = []
     for dims in shapes:
         n = int(np.prod(dims))
         R = dims[1]
+
+        def sm_torch(th: Any, t: dict[str, Any]) -> Any:
+            return th.softmax(t["x"], -1)
+
+        cases.append(Case("sm default", _shape(dims), _normal(*dims),
+                          lambda t: ops.softmax(t["x"]), sm_torch, 8 * n))
         for lanes in (32, 64, 128, 256, 512, 1024):
-            for path, name in enumerate(ROW_PATHS):
+            for path, name in enumerate(ROW_PATHS[:3]):
                 try:
                     row_plan(R, 0, 1024, lanes, path)
                 except ValueError:
                     continue
                 cases.append(Case(f"sm L{lanes} {name}", _shape(dims), _normal(*dims),
-                                  _plan_call(lanes, path), lambda th, t: th.softmax(t["x"], -1),
-                                  8 * n, lambda t: ops.softmax(t["x"])))
+                                  _plan_call(lanes, path), sm_torch, 8 * n,
+                                  lambda t: ops.softmax(t["x"])))
+        for path in (3, 4):
+            for lanes in (8, 16, 32, 64, 128, 256, 512, 1024):
+                for per in (1, 2, 4, 8, 16, 32, 64):
+                    if lanes * per not in (128, 256, 512, 1024):
+                        continue
+                    try:
+                        mrow_plan(R, 0, 1024, lanes, per, path == 3)
+                    except ValueError:
+                        continue
+                    cases.append(Case(f"sm W{lanes}xR{per} {ROW_PATHS[path]}", _shape(dims),
+                                      _normal(*dims), _plan_call(lanes, path, per), sm_torch,
+                                      8 * n, lambda t: ops.softmax(t["x"])))
     return cases
 
 
-def _plan_call(lanes: int, path: int) -> Callable[[dict[str, Tensor]], Any]:
+def _plan_call(lanes: int | None, path: int, rows: int | None = None, log: bool = False
+               ) -> Callable[[dict[str, Tensor]], Any]:
     def call(t: dict[str, Tensor]) -> Any:
         if t["x"].array is not None:  # the NumPy device (--device cpu)
-            return ops.softmax(t["x"])
-        return softmax_rows(t["x"], False, lanes, path)
+            return ops.log_softmax(t["x"]) if log else ops.softmax(t["x"])
+        return softmax_rows(t["x"], log, lanes, path, rows)
     return call
 
 

@@ -1,5 +1,5 @@
-"""softmax, log_softmax and nll_gather on every backend: axes, each forced kernel in each
-dtype, stability, NaN, empty tensors, out-of-range labels, errors."""
+"""softmax, log_softmax, nll_gather and softmax_cross_entropy on every backend: axes, each
+forced kernel in each dtype, stability, NaN, empty tensors, out-of-range labels, errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
-from netcl.ops import _softmax
+from netcl.ops import _cross_entropy, _softmax, _softmax_rows
+from netcl.ops._cross_entropy import softmax_cross_entropy as _softmax_cross_entropy
 from netcl.ops.testing import OpInfo, check_error, check_op
 
 FLOATS = ("float32", "float16", "float64")
@@ -200,3 +201,86 @@ def test_nan_inputs(dev: DeviceHandle, info: OpInfo, case: tuple[str, KernelVari
 
 def test_doctests() -> None:
     assert doctest.testmod(_softmax).failed == 0
+
+
+# -- softmax_cross_entropy (NOTE [ Several rows per work-group ] in netcl.ops._softmax_rows) ---
+
+
+def _ref_cross_entropy(x: Any, labels: Any, ignore_index: int = -100, reduction: str = "mean"
+                       ) -> tuple[Any, Any]:
+    logp = _ref_log_softmax(x)
+    per_row = _ref_nll(logp, labels, ignore_index)
+    if reduction == "none":
+        return per_row, logp
+    with np.errstate(all="ignore"):
+        total = per_row.sum()
+        return (total if reduction == "sum" else total / (labels != ignore_index).sum()), logp
+
+
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "composed"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("label_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax_cross_entropy(dev: DeviceHandle, dtype: str, label_dtype: str, reduction: str,
+                               fused: bool | None) -> None:
+    """The loss and the log-probabilities it keeps, against NumPy in float64: classes 1, 7,
+    33, 257, 1000 and 50257 (beyond the row kernel: the composition), ignored rows, a
+    custom ignore_index, a row of -inf logits but its label's, and a NaN row."""
+    if not supports_dtype(dev, dtype):
+        pytest.skip(f"{dev.device_name} has no {dtype}")
+    rng = np.random.default_rng(3)
+    for n, c in ((1, 1), (7, 7), (33, 33), (9, 257), (17, 1000), (3, 50257)):
+        x = _x((n, c))
+        labels = rng.integers(0, c, size=n)
+        labels[1::4] = -100
+        if n > 6:
+            x[2, :] = -np.inf
+            x[2, labels[2]] = 0.0  # loss 0
+            x[5, 3] = np.nan  # a NaN row: its loss NaN
+        for ignore in (-100, int(labels[0])):
+            y = np.where(labels == -100, ignore, labels).astype(label_dtype)
+            with np.errstate(all="ignore"):
+                check_op(dev, lambda a, b, ig=ignore: _softmax_cross_entropy(
+                    a, b, ig, reduction, keep_logp=True, fused=fused),
+                    lambda a, b, ig=ignore: _ref_cross_entropy(a, b, ig, reduction),
+                    (x, y), dtype=dtype, scale=4.0)
+            loss, logp = _softmax_cross_entropy(
+                Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y),
+                ignore, reduction, fused=fused)
+            assert logp is None and loss.shape == ((n,) if reduction == "none" else ())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softmax_cross_entropy_bad_labels(dev: DeviceHandle, reduction: str) -> None:
+    """A label outside [0, C) that is not ignore_index raises naming the first one, for
+    every reduction (the fused kernels' flag is written whole each call: a good call after a
+    bad one passes); every row ignored: mean NaN (0 / 0, as PyTorch), sum 0."""
+    x = Tensor.from_host(dev.queue, _x((9, 10)))
+    labels = np.arange(9) % 10
+    labels[[4, 7]] = [10, -1]
+    with pytest.raises(ValueError, match=r"label 10 is out of range for 10 classes"):
+        _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction)
+    labels[[4, 7]] = -100
+    loss, _ = _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction)
+    assert not np.isnan(loss.to_host()).any()
+    none = Tensor.from_host(dev.queue, np.full(9, -100))
+    got = _softmax_cross_entropy(x, none, reduction=reduction)[0].to_host()
+    if reduction == "mean":
+        assert np.isnan(got)
+    else:
+        assert not np.asarray(got).any()
+
+
+def test_softmax_cross_entropy_errors(dev: DeviceHandle) -> None:
+    x, y = _x((4, 3)), np.array([0, 1, 2, 0])
+    check_error(dev, _softmax_cross_entropy, (x, y.astype(np.float32)), {}, TypeError,
+                "softmax_cross_entropy: labels must be int32 or int64")
+    check_error(dev, _softmax_cross_entropy, (x, y[:3]), {}, ValueError,
+                r"softmax_cross_entropy: expected logits \(N, C\) and labels \(N,\)")
+    check_error(dev, _softmax_cross_entropy, (x, y), {"reduction": "avg"}, ValueError,
+                "softmax_cross_entropy: reduction must be one of")
+
+
+def test_cross_entropy_doctests() -> None:
+    assert doctest.testmod(_cross_entropy).failed == 0
+    assert doctest.testmod(_softmax_rows).failed == 0

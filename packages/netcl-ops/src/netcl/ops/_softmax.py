@@ -16,6 +16,14 @@
 #   (max, sum) pair is merged by one local-memory tree. H100, float32, vs PyTorch: 4096x1024
 #   0.63x, 32768x1000 0.92x (32 lanes, registers), 256x50257 0.50x (256 lanes, online; more
 #   lanes since), 256x50256 0.87x (256 lanes, 4-vectors).
+# - on GPUs, rows of up to 32 * 1024 elements: ``softmax_mrow``, several rows per work-group
+#   of 256 items in 16-byte vectors (NOTE [ Several rows per work-group ] in
+#   ._softmax_rows; H200 before it: 4096x1024 0.53x, 32768x1000 0.59x with softmax_row).
+#   Other devices keep softmax_row; ``softmax_rows`` forces any kernel, path, lanes and rows
+#   per group (paths 3, 4: ``ROW_PATHS``) for benchmarks/bench_membound.py.
+# The online path's 4-vectors (path 2) now take any row length from a 4-aligned offset (a
+# scalar head and tail around each row's 4-aligned middle): 256x50257 ran the scalar path at
+# 0.39x PyTorch on an H200 (256x50256 in 4-vectors: 0.87x on an H100).
 # float16 is computed in float32. A NaN anywhere in a row makes the row NaN, as in PyTorch.
 """
 
