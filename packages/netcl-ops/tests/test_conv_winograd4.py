@@ -17,7 +17,7 @@ from netcl.core.device import DeviceHandle
 from netcl.core.device_profile import extended_profile
 from netcl.core.kernel_selector import KernelSelector, KernelVariant, force_variant
 from netcl.core.testing import supports_dtype
-from netcl.ops import _conv_winograd
+from netcl.ops import _conv_rule, _conv_winograd
 from netcl.ops._conv import conv2d, conv2d_backward_data, conv2d_backward_weight
 from netcl.ops._conv_family import conv2d_family
 from netcl.ops._conv_geometry import conv_geometry
@@ -221,3 +221,19 @@ def test_winograd4_image_chunks(dev: DeviceHandle, monkeypatch: pytest.MonkeyPat
                  lambda g, wa: ref_grads(np.zeros(xs), wa, g, pad)[0], (gy, w), scale=SCALE)
         check_op(dev, lambda xt, g: conv2d_backward_weight(xt, g, ws, 1, pad),
                  lambda xa, g: ref_grads(xa, np.zeros(ws), g, pad)[1], (x, gy), scale=SCALE)
+
+
+def test_winograd4_rule_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_conv_rule.GPU_WINOGRAD_VARIANT`` (the one-line switch) set to F(4x4): the GPU rule
+    picks it wherever it picked F(2x2) (256 channels: all three computations), except for
+    float16, which keeps F(2x2)."""
+    monkeypatch.setattr(_conv_rule, "GPU_WINOGRAD_VARIANT", WINOGRAD_F4)
+    gpu = KernelSelector(dataclasses.replace(extended_profile(None), name="GPU", device_type="gpu",
+                                             vendor_family="nvidia", compute_units=132,
+                                             local_mem_size=49152, max_work_group_size=1024))
+    wide = conv_geometry("conv2d", (128, 256, 14, 14), (256, 256, 3, 3), 1, 1)
+    for direction in ("forward", "data", "weight"):
+        assert gpu.select(CONV2D_FAMILY, ConvQuery(wide, "float32", direction)).variant is (
+            WINOGRAD_F4)
+        assert gpu.select(CONV2D_FAMILY, ConvQuery(wide, "float16", direction)).variant is (
+            KernelVariant.CONV2D_WINOGRAD)

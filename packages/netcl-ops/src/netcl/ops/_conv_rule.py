@@ -263,10 +263,15 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     if (winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS
             and (g.pixels >= GPU_WINOGRAD_MIN_OUTPUT
                  or winograd_tiles(g) >= GPU_WINOGRAD_MIN_TILES)):
-        return GPU_WINOGRAD_VARIANT
+        return _gpu_winograd(q)
     if gemm_shaped(g) and _narrow_wide(min(g.c, g.k), max(g.c, g.k), GEMM_SHAPED_MAX_NARROW):
         return V.CONV2D_IM2COL
     return IMPLICIT_TILED
+
+
+def _gpu_winograd(q: ConvQuery) -> AnyVariant:
+    """:data:`GPU_WINOGRAD_VARIANT`, but F(2x2) for float16 (F(4x4) does not apply to it)."""
+    return V.CONV2D_WINOGRAD if q.dtype == "float16" else GPU_WINOGRAD_VARIANT
 
 
 def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
@@ -284,14 +289,14 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
         if g.cg < DATA_MIN_CHANNELS:
             return V.CONV2D_IM2COL  # 3 rows of C: 0.09 ms against the implicit GEMM's 0.28
         if winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS:
-            return GPU_WINOGRAD_VARIANT  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
+            return _gpu_winograd(q)  # 0.29-0.36 ms against the implicit GEMM's 0.28-0.36
         if gemm_shaped(g) and (_narrow_wide(g.k, g.cg, DATA_GEMM_MAX_NARROW)
                                or _narrow_wide(g.cg, g.k, GEMM_SHAPED_MAX_NARROW)):
             # ResNet-50's 1x1 data gradients as a GEMM: 256 <- 64 on 56x56 0.37 against 0.56
             # ms, 256 <- 128 0.68 against 0.89, 64 <- 256 0.44 against 0.61
             return V.CONV2D_IM2COL
     elif winograd and min(g.c, g.k) >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS:
-        return GPU_WINOGRAD_VARIANT  # its GEMMs' long reductions cost it below 256 channels
+        return _gpu_winograd(q)  # its GEMMs' long reductions cost it below 256 channels
     return IMPLICIT_TILED
 
 
