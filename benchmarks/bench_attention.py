@@ -3,8 +3,11 @@
     python benchmarks/bench_attention.py --device cl [--json F]      # GPU: the full table
     python benchmarks/bench_attention.py --device cl --quick         # L 1024 and 4096 (GPU)
     python benchmarks/bench_attention.py --device pthread --sizes 128 256 --dtypes float32
+    python benchmarks/bench_attention.py --device cl --dtypes float32 --kernel tiled rows
 
-One row per (dtype, causal, sequence length L = S) at head dim 64 and batch x heads 32
+One row per (dtype, causal, sequence length L = S, kernel family of ``--kernel``: ``rows`` or
+``tiled`` forced through ``NETCL_ATTENTION_KERNEL``, ``auto`` the default choice, printed as
+``mma``, ``tiled``, ``rows`` or ``plain``) at head dim 64 and batch x heads 32
 (4 x 8): ``fwd ms`` / ``fwd+bwd ms`` are netcl's time per call of back-to-back calls until the
 queue finished (``benchmarks/_timing.py``: inner calls per sample, best of ``--repeat``),
 ``TFLOP/s`` the attention's FLOPs over that time: forward 4 B L S E (two matmuls), backward
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -137,8 +141,17 @@ def _numpy_ref(arrays: list[Any], causal: bool, repeat: int) -> tuple[float, flo
     return tf, float("nan"), fwd().astype(np.float64)
 
 
+def _family(plan: Any, kernel: str) -> str:
+    """The kernels ``--kernel kernel`` runs for ``plan``: tensor-core, tiled, rows or plain."""
+    if not _attention_fused.fused_applies(plan):
+        return "plain"
+    if kernel == "auto" and _attention_fused.mma_applies(plan):
+        return "mma"
+    return _attention_fused.kernel_choice(plan, kernel)
+
+
 def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
-        torch: Any) -> list[dict[str, Any]]:
+        torch: Any, kernels: list[str]) -> list[dict[str, Any]]:
     cuda = torch is not None and torch.cuda.is_available()
     if torch is not None and cuda:
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -146,7 +159,8 @@ def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
     ref_name = "torch-cuda" if cuda else "torch-cpu" if torch is not None else "numpy"
     print(f"device: {dev}; reference: {ref_name}; batch x heads {BATCH}x{HEADS}, head dim "
           f"{HEAD_DIM}")
-    print(f"{'dtype':8} {'causal':6} {'L':>5} | {'fwd ms':>8} {'TFLOP/s':>7} {'x ref':>6} | "
+    print(f"{'dtype':8} {'causal':6} {'L':>5} {'kernels':7} | {'fwd ms':>8} {'TFLOP/s':>7} "
+          f"{'x ref':>6} | "
           f"{'f+b ms':>8} {'TFLOP/s':>7} {'x ref':>6} | {'ref fwd':>8} {'ref f+b':>8} | "
           f"{'extra MiB':>9} {'plain MiB':>9} {'err':>8}")
     rows = []
@@ -160,37 +174,40 @@ def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,
                 plan = _attention_plan.plan_attention(q, k, v, None, 0.0, causal, None, False)
                 if not _attention_fused.fused_applies(plan):
                     print("  (the fused kernels do not apply here: plain path)")
-                elif sizes[0] == L and not causal:
-                    mma = _attention_fused.mma_applies(plan)
-                    print(f"  {dtype}: {'tensor-core' if mma else 'portable'} kernels")
-                fwd, fwd_bwd = _netcl_calls(dev, q, k, v, g, causal)
-                sync = dev.queue.finish
-                try:
-                    tf = min(per_call_samples(fwd, sync, repeat, max_inner=8))
-                    tb = min(per_call_samples(fwd_bwd, sync, repeat, max_inner=8))
-                except Exception as exc:  # report the row's failure, go on with the others
-                    print(f"{dtype:8} {causal!s:6} {L:5} | failed: {exc!r}"[:400], flush=True)
-                    continue
-                extra = _pool_bytes(dev, fwd_bwd)
-                plain = _plain_bytes(dev, q, k, v, g, causal) if L <= 1024 else 0
                 if torch is not None:
                     rf, rb, want = _torch_ref(torch, cuda, arrays, dtype, causal, repeat)
                 else:
                     rf, rb, want = _numpy_ref(arrays, causal, repeat)
-                got = fwd()[0].to_host().astype(np.float64)
-                err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-                row = {"dtype": dtype, "causal": causal, "L": L, "fwd_s": tf, "fwd_bwd_s": tb,
-                       "fwd_tflops": flops(L, L, causal, False) / tf / 1e12,
-                       "fwd_bwd_tflops": flops(L, L, causal, True) / tb / 1e12,
-                       "ref": ref_name, "ref_fwd_s": rf, "ref_fwd_bwd_s": rb,
-                       "extra_bytes": extra, "plain_bytes": plain, "err": err}
-                rows.append(row)
-                mib = 2.0**20
-                print(f"{dtype:8} {causal!s:6} {L:5} | {tf * 1e3:8.2f} "
-                      f"{row['fwd_tflops']:7.3f} {rf / tf:6.2f} | {tb * 1e3:8.2f} "
-                      f"{row['fwd_bwd_tflops']:7.3f} {rb / tb:6.2f} | {rf * 1e3:8.2f} "
-                      f"{rb * 1e3:8.2f} | {extra / mib:9.1f} {plain / mib:9.1f} {err:8.1e}",
-                      flush=True)
+                plain = _plain_bytes(dev, q, k, v, g, causal) if L <= 1024 else 0
+                for kernel in kernels:
+                    os.environ[_attention_fused.KERNEL_ENV] = kernel
+                    family = _family(plan, kernel)
+                    fwd, fwd_bwd = _netcl_calls(dev, q, k, v, g, causal)
+                    sync = dev.queue.finish
+                    try:
+                        tf = min(per_call_samples(fwd, sync, repeat, max_inner=8))
+                        tb = min(per_call_samples(fwd_bwd, sync, repeat, max_inner=8))
+                    except Exception as exc:  # report the row's failure, go on
+                        print(f"{dtype:8} {causal!s:6} {L:5} {family:7} | failed: {exc!r}"[:400],
+                              flush=True)
+                        continue
+                    extra = _pool_bytes(dev, fwd_bwd)
+                    got = fwd()[0].to_host().astype(np.float64)
+                    err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+                    row = {"dtype": dtype, "causal": causal, "L": L, "kernel": family,
+                           "fwd_s": tf, "fwd_bwd_s": tb,
+                           "fwd_tflops": flops(L, L, causal, False) / tf / 1e12,
+                           "fwd_bwd_tflops": flops(L, L, causal, True) / tb / 1e12,
+                           "ref": ref_name, "ref_fwd_s": rf, "ref_fwd_bwd_s": rb,
+                           "extra_bytes": extra, "plain_bytes": plain, "err": err}
+                    rows.append(row)
+                    mib = 2.0**20
+                    print(f"{dtype:8} {causal!s:6} {L:5} {family:7} | {tf * 1e3:8.2f} "
+                          f"{row['fwd_tflops']:7.3f} {rf / tf:6.2f} | {tb * 1e3:8.2f} "
+                          f"{row['fwd_bwd_tflops']:7.3f} {rb / tb:6.2f} | {rf * 1e3:8.2f} "
+                          f"{rb * 1e3:8.2f} | {extra / mib:9.1f} {plain / mib:9.1f} "
+                          f"{err:8.1e}", flush=True)
+                os.environ.pop(_attention_fused.KERNEL_ENV, None)
                 for t in (q, k, v, g):
                     t.release()
     return rows
@@ -206,18 +223,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-torch", action="store_true", help="NumPy as the reference")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--kernel", nargs="+", default=["auto"],
+                        choices=list(_attention_fused.KERNELS),
+                        help="portable kernel families to time, each beside the reference: "
+                             "rows, tiled (NETCL_ATTENTION_KERNEL) or auto (the default "
+                             "choice, tensor cores where they apply)")
     args = parser.parse_args()
     dev = manager.default(args.device)
     if dev is None or dev.backend == "cpu":
         raise SystemExit(f"no OpenCL device matches {args.device!r}")
-    torch = None
+    torch: Any = None
     if not args.no_torch:
         try:
-            import torch
+            import torch as torch_module
         except ImportError:
-            torch = None
+            torch_module = None
+        torch = torch_module
     sizes = [1024, 4096] if args.quick else args.sizes
-    rows = run(dev, sizes, args.dtypes, 2 if args.quick else args.repeat, torch)
+    rows = run(dev, sizes, args.dtypes, 2 if args.quick else args.repeat, torch, args.kernel)
     if args.json:
         args.json.write_text(json.dumps({"device": str(dev), "rows": rows}, indent=1))
 
