@@ -109,6 +109,15 @@ def test_other_loads(emulated: DeviceHandle, monkeypatch: pytest.MonkeyPatch,
     _check(emulated, CASES[2] if loads == "legacy" else CASES[3])
 
 
+def test_four_warps(emulated: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NETCL_ATTN_MMA_WARPS=4: 64 rows per work-group (the geometry before 8 warps)."""
+    _with_loads(monkeypatch, "fast")
+    for module in (_attention_mma, _attention_fused):
+        monkeypatch.setattr(module, "MMA_THREADS", 128)
+        monkeypatch.setattr(module, "MMA_ROWS", 64)
+    _check(emulated, CASES[2])
+
+
 def test_loads_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETCL_ATTN_MMA_LOADS", "legacy")
     src = _attention_mma.mma_source("attn_fwd_mma", emulate=False)

@@ -1,7 +1,7 @@
 """The float16 attention forward on NVIDIA tensor cores (inline PTX ``mma.sync.m16n8k16``).
 
 # NOTE [ Tensor-core attention forward ]
-# attn_fwd_mma: one work-group of four warps per (batch, 64 query rows), each warp 16 rows.
+# attn_fwd_mma: one work-group of eight warps per (batch, 128 query rows), 16 rows a warp.
 # The warp keeps its rows of Q as mma A fragments for the whole kernel; per tile of BN keys
 # (64, or 32 for head dims over 64) K and V are staged in local memory as float16 bits, the
 # warp computes its 16 x BN scores with BN/8 x E/16 mma.sync (f16 in, f32 out), scales and
@@ -26,19 +26,26 @@
 # Since then the tiles follow the tensor-core GEMM (NOTE [ Attention local tiles ]): K and V
 # (Q and dO in attn_bwd_dkdv_mma) stream through two stages by cp.async, tile j + 1's copies
 # issued before tile j's mma work (one wait_group and two barriers per tile), rows
-# XOR-swizzled instead of padded, every fragment one ldmatrix.x4 (Q, K rows: plain; V, dO, K
-# as the B of P V / dS K: .trans) instead of two 32-bit or four 16-bit local loads; the rows a
-# work-group keeps (Q; K and V in attn_bwd_dkdv_mma) arrive over stage 1 before the loop.
-# Local memory: 32 KiB forward at every head dim (E 64: 64-key stages of 16 KiB; E 128:
-# 32-key), 33 KiB backward (E 64), against 27-34 KiB forward and 36 KiB backward before;
-# registers as before (the fragments of one ldmatrix are the two mma's B). Expected: the
-# copies no longer stall the warps between tiles and the fragment loads take a quarter of the
-# instructions; the GPU figures are the lead's to measure. ``NETCL_ATTN_MMA_LOADS``
-# (:func:`mma_loads`: ``fast``, ``sync``, ``scalar``, ``legacy``) forces the older copies
-# and/or fragment loads for that comparison. Not done: 128 query rows per work-group (the
-# backward's MMA_ROWS is shared) and 128-key tiles (two stages of 128 x 64 K and V need 64
-# KiB). The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available` says the
-# device runs mma.sync (NVIDIA's driver, probed once; ``NETCL_MMA=0`` turns it off).
+# XOR-swizzled instead of padded, two B fragments (or one A) per ldmatrix.x4 (Q, K rows:
+# plain; V, dO, K as the B of P V / dS K: .trans) instead of two 32-bit or four 16-bit local
+# loads each; the rows a work-group keeps in registers (Q; Q and dO; K and V) arrive over both
+# stages before the loop. Work-groups are 8 warps (MMA_ROWS 128 query rows, or keys in
+# attn_bwd_dkdv_mma), so every K/V tile copied serves twice the rows: per byte copied the
+# forward does 128 FLOP at E 64, where the 64-row groups did 64, the intensity of the GEMM's
+# 128 x 128 tile that NOTE [ What bounds the tensor-core GEMM ] found copy-bound at 231
+# TFLOP/s. Local memory per work-group: forward 32 KiB at every head dim (E 64: 64-key stages
+# of 16 KiB, Q 16 KiB over them; E 128: 32-key stages, Q 32 KiB), backward 33 KiB at E 64 (Q
+# and dO, or K and V, 32 KiB; lse and D 1 KiB), against 27-34 KiB forward and 36 KiB backward
+# before (:func:`mma_local_bytes`). Registers per work-item as before (about 110 forward at E
+# 64, 160-200 backward); 256-item groups may use 255. Expected: the copies no longer stall the
+# warps between tiles, fragment loads take a quarter of the instructions, and the copy traffic
+# per FLOP halves; the GPU figures are the lead's to measure. For that comparison
+# ``NETCL_ATTN_MMA_LOADS`` (:func:`mma_loads`: ``fast``, ``sync``, ``scalar``, ``legacy``)
+# forces register copies and/or scalar fragment loads and ``NETCL_ATTN_MMA_WARPS=4`` the
+# 64-row groups (both read once per process). Not done: 128-key tiles (two stages of 128 x 64
+# K and V need 64 KiB of the 48). The tensor cores are used where
+# :func:`netcl.ops._matmul_mma.mma_available` says the device runs mma.sync (NVIDIA's driver,
+# probed once; ``NETCL_MMA=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -59,8 +66,20 @@ __all__ = [
     "mma_source",
 ]
 
-MMA_THREADS = 128  # four warps
-MMA_ROWS = 64  # query rows per work-group
+
+
+def _warps() -> int:
+    """Warps per work-group, ``NETCL_ATTN_MMA_WARPS`` (4 or 8, default 8), read at import."""
+    text = os.environ.get("NETCL_ATTN_MMA_WARPS", "").strip() or "8"
+    if text not in ("4", "8"):
+        raise ValueError(f"scaled_dot_product_attention: NETCL_ATTN_MMA_WARPS must be 4 or 8, "
+                         f"got {text!r}")
+    return int(text)
+
+
+_WARPS = _warps()
+MMA_THREADS = 32 * _WARPS
+MMA_ROWS = 16 * _WARPS  # query rows (or keys) per work-group, 16 per warp
 
 _SHUFFLE_HW = """
 inline float shfl_xor(const float v, const int mask) {
@@ -106,8 +125,8 @@ inline uint pack_h2(const float a, const float b) {
    of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
    [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
    (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
-   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
-   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH; the rows a work-group keeps
+   in registers (Q, or K and V, BM of them) arrive over both before the loop. */
 #define CW(w) ((w) / 8)
 #define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \\
                                                                 : (((r) >> 2) & 1)))
@@ -116,12 +135,17 @@ inline uint pack_h2(const float a, const float b) {
 #define WORD_AT(off, cw, r, e) \\
   (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
 #define STAGE_CH (BN * (CW(E) + CW(EV)))
-#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+#define SMEM_CHUNKS (FIX_CH > 2 * STAGE_CH ? FIX_CH : 2 * STAGE_CH)
 /* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
 #define STAGES 1
 #define A_CHUNKS SMEM_CHUNKS
 #define SHARED_ADDR(p) ((uint)(size_t)(p))
 #define sB sA
+#ifdef EMULATED
+#define CP_WAIT_ALL() do { } while (0)
+#else
+#define CP_WAIT_ALL() __asm__ volatile("cp.async.wait_all;" ::: "memory")
+#endif
 
 /* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
    through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
@@ -204,27 +228,27 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
-  /* Q over stage 1 and key tile 0 into stage 0, two copy groups; tile jt + 1 goes into the
-     other stage before tile jt's mma work, which waits for all but the newest group. */
-  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
-  CP_COMMIT();
+  /* Q over both stages, into registers; then key tile 0 into stage 0. Tile jt + 1 goes into
+     the other stage before tile jt's mma work, which waits for all but the newest group. */
+  STAGE_ROWS(0, qh, qb, row0, BM, L, E)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4];
+  #pragma unroll
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], 0, CW(E), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, kh, kb, 0, BN, S, E)
     STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint qa[E / 16][4];
-  #pragma unroll
-  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
   float o[EV / 8][4];
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
   for (int jt = 0; jt < nt; ++jt) {
     const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
-    /* every warp has left the other stage (or Q): refill it */
+    /* every warp has left the other stage: refill it */
     barrier(CLK_LOCAL_MEM_FENCE);
     if (jt + 1 < nt) {
       const int nx = STAGE_CH - koff;
@@ -372,19 +396,19 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
   const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
-  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
-  STAGE_ROWS(STAGE_CH + BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
-  CP_COMMIT();
+  STAGE_ROWS(0, qh, qb, row0, BM, L, E)
+  STAGE_ROWS(BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4], ga[EV / 16][4];
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], 0, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], BM * CW(E), CW(EV), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, kh, kb, 0, BN, S, E)
     STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint qa[E / 16][4], ga[EV / 16][4];
-  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
-  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float li[2], di[2];
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + wr + r * 8;
@@ -461,20 +485,20 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       lt[st][t] = x == NEG_INF ? INFINITY : x; \\
       dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \\
     }
-  STAGE_ROWS(STAGE_CH, kh, kb, col0, BM, S, E)
-  STAGE_ROWS(STAGE_CH + BM * CW(E), vh, vb, col0, BM, S, EV)
-  CP_COMMIT();
+  STAGE_ROWS(0, kh, kb, col0, BM, S, E)
+  STAGE_ROWS(BM * CW(E), vh, vb, col0, BM, S, EV)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint ka[E / 16][4], va[EV / 16][4];
+  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], 0, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], BM * CW(E), CW(EV), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, qh, qb, first, BN, L, E)
     STAGE_ROWS(BN * CW(E), gh, (IDX)b * L * EV, first, BN, L, EV)
     STAGE_ROW_STATS(0, first)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint ka[E / 16][4], va[EV / 16][4];
-  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], STAGE_CH, CW(E), w0, s);
-  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float ak[E / 8][4], av[EV / 8][4];
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
@@ -548,8 +572,8 @@ def mma_block_keys(E: int, Ev: int) -> int:
 
 def mma_local_bytes(E: int, Ev: int, backward: bool) -> int:
     """Static local memory of one work-group on the GPU (NOTE [ Attention local tiles ]): two
-    stages of K and V (or Q and dO) tiles, the kept rows over the second, and the backward's
-    two slots of lse and D.
+    stages of K and V (or Q and dO) tiles, the kept rows over both, and the backward's two
+    slots of lse and D.
 
     Examples:
         >>> mma_local_bytes(64, 64, False), mma_local_bytes(64, 64, True)
@@ -558,7 +582,7 @@ def mma_local_bytes(E: int, Ev: int, backward: bool) -> int:
     bn = mma_block_keys(E, Ev)
     stage = bn * (E + Ev) * 2
     kept = MMA_ROWS * ((E + Ev) if backward else E) * 2
-    return stage + max(stage, kept) + (4 * bn * 4 if backward else 0)
+    return max(2 * stage, kept) + (4 * bn * 4 if backward else 0)
 
 
 # NETCL_ATTN_MMA_LOADS: how the kernels fill local tiles and fragments (the GPU comparison
@@ -600,8 +624,8 @@ def mma_source(kernel: str, emulate: bool, loads: str | None = None) -> str:
     async_copy, ldmatrix = LOADS[loads or mma_loads()]
     # one copy group may stay in flight: the next tile's, issued before this tile's work
     ptx = emulated_ptx() if emulate else hardware_ptx(1)
-    flags = ("" if emulate else "#define PACK_PTX\n") + ("#define ATTN_ASYNC\n" if async_copy
-                                                          else "")
+    flags = "#define EMULATED\n" if emulate else "#define PACK_PTX\n"
+    flags += "#define ATTN_ASYNC\n" if async_copy else ""
     flags += "#define ATTN_LDSM\n" if ldmatrix else ""
     body = _KERNEL if kernel == "attn_fwd_mma" else _BACKWARD
     return (f"#define NT {MMA_THREADS}\n{flags}{_TILES}{ptx}"

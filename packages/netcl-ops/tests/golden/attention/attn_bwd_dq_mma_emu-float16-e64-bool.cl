@@ -107,7 +107,8 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX qb = qo + (IDX)BIDX(b, qd, qm) * (IDX)L * E; \
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
-#define NT 128
+#define NT 256
+#define EMULATED
 #define ATTN_ASYNC
 #define ATTN_LDSM
 
@@ -130,8 +131,8 @@ inline uint pack_h2(const float a, const float b) {
    of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
    [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
    (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
-   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
-   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH; the rows a work-group keeps
+   in registers (Q, or K and V, BM of them) arrive over both before the loop. */
 #define CW(w) ((w) / 8)
 #define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \
                                                                 : (((r) >> 2) & 1)))
@@ -140,12 +141,17 @@ inline uint pack_h2(const float a, const float b) {
 #define WORD_AT(off, cw, r, e) \
   (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
 #define STAGE_CH (BN * (CW(E) + CW(EV)))
-#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+#define SMEM_CHUNKS (FIX_CH > 2 * STAGE_CH ? FIX_CH : 2 * STAGE_CH)
 /* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
 #define STAGES 1
 #define A_CHUNKS SMEM_CHUNKS
 #define SHARED_ADDR(p) ((uint)(size_t)(p))
 #define sB sA
+#ifdef EMULATED
+#define CP_WAIT_ALL() do { } while (0)
+#else
+#define CP_WAIT_ALL() __asm__ volatile("cp.async.wait_all;" ::: "memory")
+#endif
 
 /* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
    through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
@@ -326,19 +332,19 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
   const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
-  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
-  STAGE_ROWS(STAGE_CH + BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
-  CP_COMMIT();
+  STAGE_ROWS(0, qh, qb, row0, BM, L, E)
+  STAGE_ROWS(BM * CW(E), gh, (IDX)b * L * EV, row0, BM, L, EV)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4], ga[EV / 16][4];
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], 0, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], BM * CW(E), CW(EV), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, kh, kb, 0, BN, S, E)
     STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint qa[E / 16][4], ga[EV / 16][4];
-  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
-  for (int s = 0; s < EV / 16; ++s) FRAG_A(ga[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float li[2], di[2];
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + wr + r * 8;
@@ -415,20 +421,20 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       lt[st][t] = x == NEG_INF ? INFINITY : x; \
       dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \
     }
-  STAGE_ROWS(STAGE_CH, kh, kb, col0, BM, S, E)
-  STAGE_ROWS(STAGE_CH + BM * CW(E), vh, vb, col0, BM, S, EV)
-  CP_COMMIT();
+  STAGE_ROWS(0, kh, kb, col0, BM, S, E)
+  STAGE_ROWS(BM * CW(E), vh, vb, col0, BM, S, EV)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint ka[E / 16][4], va[EV / 16][4];
+  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], 0, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], BM * CW(E), CW(EV), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, qh, qb, first, BN, L, E)
     STAGE_ROWS(BN * CW(E), gh, (IDX)b * L * EV, first, BN, L, EV)
     STAGE_ROW_STATS(0, first)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint ka[E / 16][4], va[EV / 16][4];
-  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], STAGE_CH, CW(E), w0, s);
-  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], STAGE_CH + BM * CW(E), CW(EV), w0, s);
   float ak[E / 8][4], av[EV / 8][4];
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)

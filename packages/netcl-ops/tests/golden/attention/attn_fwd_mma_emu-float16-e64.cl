@@ -107,7 +107,8 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX qb = qo + (IDX)BIDX(b, qd, qm) * (IDX)L * E; \
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
-#define NT 128
+#define NT 256
+#define EMULATED
 #define ATTN_ASYNC
 #define ATTN_LDSM
 
@@ -130,8 +131,8 @@ inline uint pack_h2(const float a, const float b) {
    of a tile w elements wide is CW(w) chunks from chunk `off`, chunk c stored at SWZ (NOTE
    [ Local memory swizzle ] of ._matmul_mma_source), so the eight rows of an ldmatrix phase
    (and of a scalar fragment load) fall in eight bank groups. Stage 0 holds K (or Q) and V
-   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH, and the rows a work-group
-   keeps (Q, or K and V, BM of them) arrive over stage 1 before the key loop. */
+   (or dO) tiles of BN rows from chunk 0, stage 1 from STAGE_CH; the rows a work-group keeps
+   in registers (Q, or K and V, BM of them) arrive over both before the loop. */
 #define CW(w) ((w) / 8)
 #define SWZ(r, c, cw) ((c) ^ ((cw) >= 8 ? ((r) & 7) : (cw) == 4 ? (((r) >> 1) & 3) \
                                                                 : (((r) >> 2) & 1)))
@@ -140,12 +141,17 @@ inline uint pack_h2(const float a, const float b) {
 #define WORD_AT(off, cw, r, e) \
   (((__local const uint*)sh)[(CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1])
 #define STAGE_CH (BN * (CW(E) + CW(EV)))
-#define SMEM_CHUNKS (STAGE_CH + (FIX_CH > STAGE_CH ? FIX_CH : STAGE_CH))
+#define SMEM_CHUNKS (FIX_CH > 2 * STAGE_CH ? FIX_CH : 2 * STAGE_CH)
 /* the emulated PTX (NOTE [ Emulated PTX ]) addresses sA as its one stage of A */
 #define STAGES 1
 #define A_CHUNKS SMEM_CHUNKS
 #define SHARED_ADDR(p) ((uint)(size_t)(p))
 #define sB sA
+#ifdef EMULATED
+#define CP_WAIT_ALL() do { } while (0)
+#else
+#define CP_WAIT_ALL() __asm__ volatile("cp.async.wait_all;" ::: "memory")
+#endif
 
 /* One 16-byte chunk from global `src` (zeros unless ok) to chunk `ch` of sA: cp.async, or
    through registers. `p` is a valid address of the same buffer (cp.async's zero fill reads
@@ -288,27 +294,27 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   __global const ushort* kh = (__global const ushort*)k;
   __global const ushort* vh = (__global const ushort*)v;
   const int last = causal ? min(S, row0 + BM) : S, nt = (last + BN - 1) / BN;
-  /* Q over stage 1 and key tile 0 into stage 0, two copy groups; tile jt + 1 goes into the
-     other stage before tile jt's mma work, which waits for all but the newest group. */
-  STAGE_ROWS(STAGE_CH, qh, qb, row0, BM, L, E)
-  CP_COMMIT();
+  /* Q over both stages, into registers; then key tile 0 into stage 0. Tile jt + 1 goes into
+     the other stage before tile jt's mma work, which waits for all but the newest group. */
+  STAGE_ROWS(0, qh, qb, row0, BM, L, E)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint qa[E / 16][4];
+  #pragma unroll
+  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], 0, CW(E), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (nt > 0) {
     STAGE_ROWS(0, kh, kb, 0, BN, S, E)
     STAGE_ROWS(BN * CW(E), vh, vb, 0, BN, S, EV)
   }
   CP_COMMIT();
-  CP_WAIT();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint qa[E / 16][4];
-  #pragma unroll
-  for (int s = 0; s < E / 16; ++s) FRAG_A(qa[s], STAGE_CH, CW(E), w0, s);
   float o[EV / 8][4];
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
   for (int jt = 0; jt < nt; ++jt) {
     const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
-    /* every warp has left the other stage (or Q): refill it */
+    /* every warp has left the other stage: refill it */
     barrier(CLK_LOCAL_MEM_FENCE);
     if (jt + 1 < nt) {
       const int nx = STAGE_CH - koff;
