@@ -107,6 +107,7 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
 
+#define UNROLL _Pragma("unroll")  /* register blocks: indices known at compile time */
 #define TY 8
 #define TX 16
 #define NT (TY * TX)
@@ -130,14 +131,14 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 
 /* The RM x CN block s[r][c] = A row (ty + TY r) . B row (tx + TX c) over n4 float4s. */
 #define SCORES(s, A, sa, B, sb, n4) \
-  for (int r = 0; r < RM; ++r) \
-    for (int c = 0; c < CN; ++c) s[r][c] = 0.0f; \
+  UNROLL for (int r = 0; r < RM; ++r) \
+    UNROLL for (int c = 0; c < CN; ++c) s[r][c] = 0.0f; \
   for (int e = 0; e < (n4); ++e) { \
     float4 a_[RM], b_[CN]; \
-    for (int r = 0; r < RM; ++r) a_[r] = A[(ty + TY * r) * (sa) + e]; \
-    for (int c = 0; c < CN; ++c) b_[c] = B[(tx + TX * c) * (sb) + e]; \
-    for (int r = 0; r < RM; ++r) \
-      for (int c = 0; c < CN; ++c) { \
+    UNROLL for (int r = 0; r < RM; ++r) a_[r] = A[(ty + TY * r) * (sa) + e]; \
+    UNROLL for (int c = 0; c < CN; ++c) b_[c] = B[(tx + TX * c) * (sb) + e]; \
+    UNROLL for (int r = 0; r < RM; ++r) \
+      UNROLL for (int c = 0; c < CN; ++c) { \
         float x = fma(a_[r].x, b_[c].x, s[r][c]); \
         x = fma(a_[r].y, b_[c].y, x); \
         x = fma(a_[r].z, b_[c].z, x); \
@@ -150,13 +151,13 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 #define ACCUM(acc, P, B, sb, n4, oc) \
   for (int k4 = 0; k4 < GC / 4; ++k4) { \
     float4 p_[RM]; \
-    for (int r = 0; r < RM; ++r) p_[r] = P[(ty + TY * r) * PS4 + k4]; \
-    for (int cc = 0; cc < (oc); ++cc) { \
+    UNROLL for (int r = 0; r < RM; ++r) p_[r] = P[(ty + TY * r) * PS4 + k4]; \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) { \
       const int c4 = tx + TX * cc; \
       if (c4 < (n4)) { \
         const float4 b0 = B[(4 * k4) * (sb) + c4], b1 = B[(4 * k4 + 1) * (sb) + c4]; \
         const float4 b2 = B[(4 * k4 + 2) * (sb) + c4], b3 = B[(4 * k4 + 3) * (sb) + c4]; \
-        for (int r = 0; r < RM; ++r) { \
+        UNROLL for (int r = 0; r < RM; ++r) { \
           float4 x = fma((float4)(p_[r].x), b0, acc[r][cc]); \
           x = fma((float4)(p_[r].y), b1, x); \
           x = fma((float4)(p_[r].z), b2, x); \
@@ -166,14 +167,14 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
     } \
   }
 #define ZERO(acc, oc) \
-  for (int r = 0; r < RM; ++r) \
-    for (int cc = 0; cc < (oc); ++cc) acc[r][cc] = (float4)(0.0f);
+  UNROLL for (int r = 0; r < RM; ++r) \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) acc[r][cc] = (float4)(0.0f);
 /* Row (first + ty + TY r) of n elements at base + row * n from acc[r][.] times mul. */
 #define STORE_ROWS(p, base, first, rows, n, n4, acc, oc, mul) \
-  for (int r = 0; r < RM; ++r) { \
+  UNROLL for (int r = 0; r < RM; ++r) { \
     const int i = (first) + ty + TY * r; \
     if (i >= (rows)) continue; \
-    for (int cc = 0; cc < (oc); ++cc) { \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) { \
       const int c4 = tx + TX * cc; \
       if (c4 >= (n4)) continue; \
       const float4 x = acc[r][cc] * (mul); \
@@ -219,9 +220,9 @@ void attn_bwd_dkdv_tiled(__global T* dk, __global T* dv, __global const T* dout,
     float s[RM][CN], dp[RM][CN];
     SCORES(s, ks, ES, qs, ES, E4)
     SCORES(dp, vs, EVS, gs, EVS, EV4)
-    for (int r = 0; r < RM; ++r) {
+    UNROLL for (int r = 0; r < RM; ++r) {
       const int jj = ty + TY * r, j = col0 + jj;
-      for (int c = 0; c < CN; ++c) {
+      UNROLL for (int c = 0; c < CN; ++c) {
         const int ii = tx + TX * c, i = i0 + ii;
         float pk = 0.0f, ds = 0.0f;
         if (i < L && j < S && (!causal || j <= i)) {

@@ -108,6 +108,7 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
   const IDX kb = ko + (IDX)BIDX(b, kd, km) * (IDX)S * E; \
   const IDX vb = vo + (IDX)BIDX(b, vd, vm) * (IDX)S * EV;
 
+#define UNROLL _Pragma("unroll")  /* register blocks: indices known at compile time */
 #define TY 8
 #define TX 16
 #define NT (TY * TX)
@@ -131,14 +132,14 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 
 /* The RM x CN block s[r][c] = A row (ty + TY r) . B row (tx + TX c) over n4 float4s. */
 #define SCORES(s, A, sa, B, sb, n4) \
-  for (int r = 0; r < RM; ++r) \
-    for (int c = 0; c < CN; ++c) s[r][c] = 0.0f; \
+  UNROLL for (int r = 0; r < RM; ++r) \
+    UNROLL for (int c = 0; c < CN; ++c) s[r][c] = 0.0f; \
   for (int e = 0; e < (n4); ++e) { \
     float4 a_[RM], b_[CN]; \
-    for (int r = 0; r < RM; ++r) a_[r] = A[(ty + TY * r) * (sa) + e]; \
-    for (int c = 0; c < CN; ++c) b_[c] = B[(tx + TX * c) * (sb) + e]; \
-    for (int r = 0; r < RM; ++r) \
-      for (int c = 0; c < CN; ++c) { \
+    UNROLL for (int r = 0; r < RM; ++r) a_[r] = A[(ty + TY * r) * (sa) + e]; \
+    UNROLL for (int c = 0; c < CN; ++c) b_[c] = B[(tx + TX * c) * (sb) + e]; \
+    UNROLL for (int r = 0; r < RM; ++r) \
+      UNROLL for (int c = 0; c < CN; ++c) { \
         float x = fma(a_[r].x, b_[c].x, s[r][c]); \
         x = fma(a_[r].y, b_[c].y, x); \
         x = fma(a_[r].z, b_[c].z, x); \
@@ -151,13 +152,13 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
 #define ACCUM(acc, P, B, sb, n4, oc) \
   for (int k4 = 0; k4 < GC / 4; ++k4) { \
     float4 p_[RM]; \
-    for (int r = 0; r < RM; ++r) p_[r] = P[(ty + TY * r) * PS4 + k4]; \
-    for (int cc = 0; cc < (oc); ++cc) { \
+    UNROLL for (int r = 0; r < RM; ++r) p_[r] = P[(ty + TY * r) * PS4 + k4]; \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) { \
       const int c4 = tx + TX * cc; \
       if (c4 < (n4)) { \
         const float4 b0 = B[(4 * k4) * (sb) + c4], b1 = B[(4 * k4 + 1) * (sb) + c4]; \
         const float4 b2 = B[(4 * k4 + 2) * (sb) + c4], b3 = B[(4 * k4 + 3) * (sb) + c4]; \
-        for (int r = 0; r < RM; ++r) { \
+        UNROLL for (int r = 0; r < RM; ++r) { \
           float4 x = fma((float4)(p_[r].x), b0, acc[r][cc]); \
           x = fma((float4)(p_[r].y), b1, x); \
           x = fma((float4)(p_[r].z), b2, x); \
@@ -167,14 +168,14 @@ inline uint philox_word(const ulong w, uint k0, uint k1) {
     } \
   }
 #define ZERO(acc, oc) \
-  for (int r = 0; r < RM; ++r) \
-    for (int cc = 0; cc < (oc); ++cc) acc[r][cc] = (float4)(0.0f);
+  UNROLL for (int r = 0; r < RM; ++r) \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) acc[r][cc] = (float4)(0.0f);
 /* Row (first + ty + TY r) of n elements at base + row * n from acc[r][.] times mul. */
 #define STORE_ROWS(p, base, first, rows, n, n4, acc, oc, mul) \
-  for (int r = 0; r < RM; ++r) { \
+  UNROLL for (int r = 0; r < RM; ++r) { \
     const int i = (first) + ty + TY * r; \
     if (i >= (rows)) continue; \
-    for (int cc = 0; cc < (oc); ++cc) { \
+    UNROLL for (int cc = 0; cc < (oc); ++cc) { \
       const int c4 = tx + TX * cc; \
       if (c4 >= (n4)) continue; \
       const float4 x = acc[r][cc] * (mul); \
@@ -199,7 +200,7 @@ void attn_fwd_tiled(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   float4 acc[RM][OEV];
   ZERO(acc, OEV)
   float m[RM], lp[RM];
-  for (int r = 0; r < RM; ++r) { m[r] = NEG_INF; lp[r] = 0.0f; }
+  UNROLL for (int r = 0; r < RM; ++r) { m[r] = NEG_INF; lp[r] = 0.0f; }
   const int last = causal ? min(S, row0 + GR) : S;  /* keys past it are masked for all rows */
   for (int j0 = 0; j0 < last; j0 += GC) {
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -207,10 +208,10 @@ void attn_fwd_tiled(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     barrier(CLK_LOCAL_MEM_FENCE);
     float s[RM][CN];
     SCORES(s, qs, ES, kv, (ES > EVS ? ES : EVS), E4)
-    for (int r = 0; r < RM; ++r) {
+    UNROLL for (int r = 0; r < RM; ++r) {
       const int i = row0 + ty + TY * r;
       float pm = NEG_INF;
-      for (int c = 0; c < CN; ++c) {
+      UNROLL for (int c = 0; c < CN; ++c) {
         const int j = j0 + tx + TX * c;
         float x = NEG_INF;
         if (i < L && j < S && (!causal || j <= i)) x = s[r][c] + MASK_AT(i, j);
@@ -220,18 +221,18 @@ void attn_fwd_tiled(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       ((__local float*)red)[(ty + TY * r) * TX + tx] = pm;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int r = 0; r < RM; ++r) {
+    UNROLL for (int r = 0; r < RM; ++r) {
       const int i = row0 + ty + TY * r;
       float mt = m[r];
-      for (int t = 0; t < TX / 4; ++t) {
+      UNROLL for (int t = 0; t < TX / 4; ++t) {
         const float4 x = red[(ty + TY * r) * (TX / 4) + t];
         mt = fmax(mt, fmax(fmax(x.x, x.y), fmax(x.z, x.w)));
       }
       const float alpha = mt == NEG_INF ? 1.0f : exp(m[r] - mt);  /* m = -inf: 0 */
       m[r] = mt;
       lp[r] *= alpha;
-      for (int cc = 0; cc < OEV; ++cc) acc[r][cc] *= alpha;
-      for (int c = 0; c < CN; ++c) {
+      UNROLL for (int cc = 0; cc < OEV; ++cc) acc[r][cc] *= alpha;
+      UNROLL for (int c = 0; c < CN; ++c) {
         float p = mt == NEG_INF ? 0.0f : exp(s[r][c] - mt);
         lp[r] += p;
         if (threshold && p != 0.0f) p *= DROP(b, i, j0 + tx + TX * c);
@@ -243,16 +244,16 @@ void attn_fwd_tiled(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     ACCUM(acc, ps, kv, (ES > EVS ? ES : EVS), EV4, OEV)
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int r = 0; r < RM; ++r) ((__local float*)red)[(ty + TY * r) * TX + tx] = lp[r];
+  UNROLL for (int r = 0; r < RM; ++r) ((__local float*)red)[(ty + TY * r) * TX + tx] = lp[r];
   barrier(CLK_LOCAL_MEM_FENCE);
   float inv[RM];
-  for (int r = 0; r < RM; ++r) {
+  UNROLL for (int r = 0; r < RM; ++r) {
     float4 x = (float4)(0.0f);
-    for (int t = 0; t < TX / 4; ++t) x += red[(ty + TY * r) * (TX / 4) + t];
+    UNROLL for (int t = 0; t < TX / 4; ++t) x += red[(ty + TY * r) * (TX / 4) + t];
     const float l = (x.x + x.y) + (x.z + x.w);
     const int i = row0 + ty + TY * r;
     inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int cc = 0; cc < OEV; ++cc) acc[r][cc] *= inv[r];
+    UNROLL for (int cc = 0; cc < OEV; ++cc) acc[r][cc] *= inv[r];
     if (tx == 0 && i < L) lse[(IDX)b * L + i] = l > 0.0f ? m[r] + log(l) : NEG_INF;
   }
   STORE_ROWS(out, (IDX)b * L * EV, row0, L, EV, EV4, acc, OEV, 1.0f)
