@@ -3,8 +3,8 @@
 Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax (as
 ``ops`` runs them, the pre-softmax_mrow plan ``old``, softmax_mrow in scalars ``rows1``; the
 ``plans`` group sweeps every softmax kernel's lanes and rows per work-group); cross-entropy
-(``old``: log_softmax + NLL gather + mean; fused: xent_row + xent_sum, ``+logp`` also writing
-the log-probabilities); batch norm forward (training, eval) and
+(``old``: log_softmax + NLL gather + mean; fused: xent_row in one launch, ``2 launches``:
+xent_row + xent_sum, ``+logp`` also writing the log-probabilities); batch norm forward (training, eval) and
 backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global average pooling; an
 elementwise chain (add then relu); and a device-to-device copy of 64 MiB
 (``clEnqueueCopyBuffer``, ``Tensor.copy_`` for PyTorch) as the bandwidth reference.
@@ -133,8 +133,9 @@ def _old_row_path(R: int) -> int:
 def softmax_cases(quick: bool) -> list[Case]:
     """softmax and log_softmax as ``ops`` runs them (``default``: softmax_mrow on a GPU), the
     pre-mrow plan (``old``) and softmax_mrow in scalars (``rows1``) beside them; cross entropy
-    composed (``old``: log_softmax, nll_gather, mean) and fused (xent_row + xent_sum, with and
-    without writing the log-probabilities), each beside PyTorch's same op."""
+    composed (``old``: log_softmax, nll_gather, mean) and fused (xent_row merging in one
+    launch, or xent_row + xent_sum; with and without writing the log-probabilities), each
+    beside PyTorch's same op."""
     shapes = ([(512, 256), (1024, 1000), (128, 10), (8, 50257)] if quick else
               [(4096, 1024), (32768, 1000), (128, 10), (256, 50257)])
     cases = []
@@ -173,6 +174,8 @@ def softmax_cases(quick: bool) -> list[Case]:
         Case("cross_entropy old", f"{rows}x{classes}", ce_inputs, ce_old, ce_torch, nbytes),
         Case("cross_entropy", f"{rows}x{classes}", ce_inputs,
              lambda t: softmax_cross_entropy(t["x"], t["y"])[0], ce_torch, nbytes),
+        Case("xent 2 launches", f"{rows}x{classes}", ce_inputs,
+             lambda t: softmax_cross_entropy(t["x"], t["y"], merge=False)[0], ce_torch, nbytes),
         Case("xent +logp", f"{rows}x{classes}", ce_inputs,
              lambda t: softmax_cross_entropy(t["x"], t["y"], keep_logp=True)[0], ce_torch,
              nbytes + 4 * rows * classes),

@@ -12,7 +12,7 @@ import pytest
 import netcl.ops as ops
 from netcl.core.device import DeviceHandle
 from netcl.core.kernel_selector import KernelVariant, force_variant
-from netcl.core.tensor import Tensor
+from netcl.core.tensor import Tensor, narrow_view
 from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _cross_entropy, _softmax, _softmax_rows
 from netcl.ops._cross_entropy import softmax_cross_entropy as _softmax_cross_entropy
@@ -217,12 +217,16 @@ def _ref_cross_entropy(x: Any, labels: Any, ignore_index: int = -100, reduction:
         return (total if reduction == "sum" else total / (labels != ignore_index).sum()), logp
 
 
-@pytest.mark.parametrize("fused", [None, False], ids=["fused", "composed"])
+# one launch (the last group merges), two (xent_row, xent_sum), the composition
+FORMS = {"merged": {}, "two": {"merge": False}, "composed": {"fused": False}}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("label_dtype", ["int32", "int64"])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_softmax_cross_entropy(dev: DeviceHandle, dtype: str, label_dtype: str, reduction: str,
-                               fused: bool | None) -> None:
+                               form: str) -> None:
     """The loss and the log-probabilities it keeps, against NumPy in float64: classes 1, 7,
     33, 257, 1000 and 50257 (beyond the row kernel: the composition), ignored rows, a
     custom ignore_index, a row of -inf logits but its label's, and a NaN row."""
@@ -241,17 +245,18 @@ def test_softmax_cross_entropy(dev: DeviceHandle, dtype: str, label_dtype: str, 
             y = np.where(labels == -100, ignore, labels).astype(label_dtype)
             with np.errstate(all="ignore"):
                 check_op(dev, lambda a, b, ig=ignore: _softmax_cross_entropy(
-                    a, b, ig, reduction, keep_logp=True, fused=fused),
+                    a, b, ig, reduction, keep_logp=True, **FORMS[form]),
                     lambda a, b, ig=ignore: _ref_cross_entropy(a, b, ig, reduction),
                     (x, y), dtype=dtype, scale=4.0)
             loss, logp = _softmax_cross_entropy(
                 Tensor.from_host(dev.queue, x), Tensor.from_host(dev.queue, y),
-                ignore, reduction, fused=fused)
+                ignore, reduction, **FORMS[form])
             assert logp is None and loss.shape == ((n,) if reduction == "none" else ())
 
 
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_softmax_cross_entropy_bad_labels(dev: DeviceHandle, reduction: str) -> None:
+def test_softmax_cross_entropy_bad_labels(dev: DeviceHandle, reduction: str, form: str) -> None:
     """A label outside [0, C) that is not ignore_index raises naming the first one, for
     every reduction (the fused kernels' flag is written whole each call: a good call after a
     bad one passes); every row ignored: mean NaN (0 / 0, as PyTorch), sum 0."""
@@ -259,16 +264,39 @@ def test_softmax_cross_entropy_bad_labels(dev: DeviceHandle, reduction: str) -> 
     labels = np.arange(9) % 10
     labels[[4, 7]] = [10, -1]
     with pytest.raises(ValueError, match=r"label 10 is out of range for 10 classes"):
-        _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction)
+        _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction,
+                               **FORMS[form])
     labels[[4, 7]] = -100
-    loss, _ = _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction)
+    loss, _ = _softmax_cross_entropy(x, Tensor.from_host(dev.queue, labels), reduction=reduction,
+                                     **FORMS[form])
     assert not np.isnan(loss.to_host()).any()
     none = Tensor.from_host(dev.queue, np.full(9, -100))
-    got = _softmax_cross_entropy(x, none, reduction=reduction)[0].to_host()
+    got = _softmax_cross_entropy(x, none, reduction=reduction, **FORMS[form])[0].to_host()
     if reduction == "mean":
         assert np.isnan(got)
     else:
         assert not np.asarray(got).any()
+
+
+def test_softmax_cross_entropy_many_groups(dev: DeviceHandle) -> None:
+    """More work-groups than the merging group has lanes (70001 rows of 7: 2188 groups of 32
+    rows), and rows of 1000 from an unaligned offset: the merged mean and sum against NumPy,
+    the same bits on a second call (the partials merge in group order), the ticket counter
+    reset (a third call agrees)."""
+    rng = np.random.default_rng(5)
+    for n, c, offset in ((70001, 7, 0), (3001, 1000, 3)):
+        host = rng.standard_normal(n * c + offset) * 3.0
+        x = narrow_view(Tensor.from_host(dev.queue, host.astype(np.float32)), offset, (n, c))
+        a = host[offset:].astype(np.float32).astype(np.float64).reshape(n, c)
+        labels = rng.integers(0, c, size=n)
+        labels[::7] = -100
+        y = Tensor.from_host(dev.queue, labels)
+        for reduction in ("mean", "sum"):
+            want = _ref_cross_entropy(a, labels, -100, reduction)[0]
+            got = [_softmax_cross_entropy(x, y, reduction=reduction)[0].to_host()
+                   for _ in range(3)]
+            assert got[0].tobytes() == got[1].tobytes() == got[2].tobytes()
+            np.testing.assert_allclose(got[0], want, rtol=2e-5)
 
 
 def test_softmax_cross_entropy_errors(dev: DeviceHandle) -> None:

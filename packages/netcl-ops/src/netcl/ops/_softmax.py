@@ -57,6 +57,7 @@ from ._launch import (
     run_remembered,
 )
 from ._softmax_rows import MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
+from ._split_sync import fence_defines
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
@@ -278,13 +279,15 @@ def _program_source(name: str, local: int, wide: bool, dtype: str = "float32") -
     return f"{defs}#define LMAX {local}\n#define VPL {_VPL}\n{vectors}{_SOURCE}{body}"
 
 
-def _nll_source(label_dtype: str, wide: bool, dtype: str = "float32") -> str:
+def _nll_source(label_dtype: str, wide: bool, dtype: str = "float32", ptx: bool = False
+                ) -> str:
     """``nll_k`` and the cross-entropy kernels (``xent_row``, ``xent_sum``: NOTE [ Several rows
-    per work-group ]) reading ``label_dtype`` (int32 or int64) labels."""
+    per work-group ]) reading ``label_dtype`` (int32 or int64) labels; ``ptx``: the
+    device-wide fence in NVIDIA's PTX (NOTE [ Device-wide fence ] in ._split_sync)."""
     defs = index_defs(2**31 if wide else 0)[0]
     lt = "int" if label_dtype == "int32" else "long"
     return (f"{defs}#define LT {lt}\n#define LMAX {_ROW_LANES_MAX}\n#define VPL4 {VPL4}\n"
-            f"{_vector_defines(dtype)}{_SOURCE}{_NLL}{XENT_SOURCE}")
+            f"{fence_defines(ptx)}{_vector_defines(dtype)}{_SOURCE}{_NLL}{XENT_SOURCE}")
 
 
 def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
@@ -298,14 +301,14 @@ def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
 
 @kernel_family("ops.softmax", golden=_softmax_golden)
 def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
-                   labels: str = "") -> KernelSource:
+                   labels: str = "", ptx: bool = False) -> KernelSource:
     """``softmax_row`` (one work-group of ``local`` items per row; with ``softmax_row_online``
     and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column)
     or ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
     ``xent_sum``)."""
     if kernel == "nll_k":
-        return KernelSource(_nll_source(labels, wide, dtype), ("nll_k", "xent_row", "xent_sum"),
-                            dtype)
+        return KernelSource(_nll_source(labels, wide, dtype, ptx),
+                            ("nll_k", "xent_row", "xent_sum"), dtype)
     geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
     names = ((kernel, "softmax_row_online", "softmax_mrow") if kernel == "softmax_row" else
              (kernel,))

@@ -23,6 +23,7 @@
 #define LT long
 #define LMAX 1024
 #define VPL4 8
+#define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #define CT4 float4
 #define LD4(p, i) (((__global const float4*)(p))[(i)])
 #define ST4(p, i, v) (((__global float4*)(p))[(i)] = (v))
@@ -77,12 +78,17 @@ inline CT row_fold(const CT a, __local CT* b, __local CT* b2, const int l, const
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #endif
 
-/* Cross entropy per row: loss[row] = -(x[y] - max - lse), 0 for ignore_index, NaN for a label
-   outside [0, R) (xent_sum raises the flag); the log-softmax rows into out if write_logp. */
+/* Cross entropy per row: -(x[y] - max - lse), 0 for ignore_index, NaN for a label outside
+   [0, R), into loss[row] (in T); the log-softmax rows into out if write_logp. merge: each
+   work-group also writes (sum of its rows' losses, rows kept, any bad label) to part[3 grp..]
+   and the last group to take a ticket (NOTE [ Last group merges ] in ._split_sync) merges the
+   partials in order: *total = their sum (mode 1) or that over the rows kept (mode 2; mode 0
+   writes no total), *bad = any bad label, written whole. Else xent_sum does that. */
 __kernel void xent_row(__global T* loss, __global T* out, __global const T* x, const IDX xo,
                        __global const LT* labels, const IDX yo, const long ignore,
                        const int write_logp, const IDX R, const IDX nrows, const int W,
-                       const int vec)
+                       const int vec, const int merge, const int mode, __global CT* part,
+                       __global int* count, __global T* total, __global int* bad)
 {
   const int keep_exp = 0, take_log = 1;
 
@@ -163,11 +169,59 @@ __kernel void xent_row(__global T* loss, __global T* out, __global const T* x, c
   }
 
   }
-  if (live && lane == 0) {
-    const long y = (long)labels[yo + row];
+  __local int gb[LMAX / 8];
+  __local int last;
+  const int rl = l / W, nr = get_local_size(0) / W;
+  if (lane == 0) {
     CT r = 0;
-    if (y != ignore) r = (y < 0 || y >= (long)R) ? (CT)NAN : -(LD(xr, (IDX)y) - M - lse);
-    ST(loss, row, r);
+    int valid = 0, wrong = 0;
+    if (live) {
+      const long y = (long)labels[yo + row];
+      valid = y != ignore;
+      wrong = valid && (y < 0 || y >= (long)R);
+      if (valid) r = wrong ? (CT)NAN : -(LD(xr, (IDX)y) - M - lse);
+      ST(loss, row, r);
+    }
+    /* bm, bm2 are free: every lane passed a barrier after its last read of them */
+    bm[rl] = r;
+    bm2[rl] = (CT)valid;
+    gb[rl] = wrong;
+  }
+  if (!merge) return;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const IDX G = get_num_groups(0), grp = get_group_id(0);
+  if (l == 0) {
+    CT ps = 0, pc = 0;
+    int pb = 0;
+    for (int k = 0; k < nr; ++k) { ps += bm[k]; pc += bm2[k]; pb |= gb[k]; }
+    part[3 * grp] = ps;
+    part[3 * grp + 1] = pc;
+    part[3 * grp + 2] = (CT)pb;
+    GL_FENCE();  /* the partial is visible device-wide before the ticket is taken */
+    last = atomic_inc(count) == (int)(G - 1);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!last) return;
+  GL_FENCE();
+  const int L = get_local_size(0);
+  CT ts = 0, tc = 0, tb = 0;
+  for (IDX q = l; q < G; q += L) {
+    ts += part[3 * q];
+    tc += part[3 * q + 1];
+    tb = fmax(tb, part[3 * q + 2]);
+  }
+  bm[l] = ts;
+  bs[l] = tc;
+  bs2[l] = tb;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = L / 2; k > 0; k >>= 1) {
+    if (l < k) { bm[l] += bm[l + k]; bs[l] += bs[l + k]; bs2[l] = fmax(bs2[l], bs2[l + k]); }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) {
+    *bad = bs2[0] != 0;
+    if (mode) ST(total, 0, mode == 2 ? bm[0] / bs[0] : bm[0]);
+    *count = 0;
   }
 }
 
