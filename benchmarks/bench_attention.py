@@ -7,7 +7,8 @@
 
 One row per (dtype, causal, sequence length L = S, kernel family of ``--kernel``: ``rows`` or
 ``tiled`` forced through ``NETCL_ATTENTION_KERNEL``, ``auto`` the default choice, printed as
-``mma``, ``tiled``, ``rows`` or ``plain``) at head dim 64 and batch x heads 32
+``mma``, ``tiled``, ``rows`` or ``plain``; ``NETCL_ATTENTION_TILED_BLOCK=4x2`` tries another
+register block of the tiled kernels, printed after the name) at head dim 64 and batch x heads 32
 (4 x 8): ``fwd ms`` / ``fwd+bwd ms`` are netcl's time per call of back-to-back calls until the
 queue finished (``benchmarks/_timing.py``: inner calls per sample, best of ``--repeat``),
 ``TFLOP/s`` the attention's FLOPs over that time: forward 4 B L S E (two matmuls), backward
@@ -147,7 +148,9 @@ def _family(plan: Any, kernel: str) -> str:
         return "plain"
     if kernel == "auto" and _attention_fused.mma_applies(plan):
         return "mma"
-    return _attention_fused.kernel_choice(plan, kernel)
+    family = _attention_fused.kernel_choice(plan, kernel)
+    block = os.environ.get(_attention_fused.BLOCK_ENV, "")
+    return f"{family}{block}" if family == "tiled" else family
 
 
 def run(dev: DeviceHandle, sizes: list[int], dtypes: list[str], repeat: int,

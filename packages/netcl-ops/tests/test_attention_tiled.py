@@ -95,6 +95,25 @@ def test_tiled_forward_backward(dev: DeviceHandle, case: Any) -> None:
         assert_close(a.to_host(), w, "float32", 20, err_msg=name)
 
 
+@pytest.mark.parametrize("block", ["8x2", "2x4"])
+def test_tiled_preferred_block(dev: DeviceHandle, block: str,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NETCL_ATTENTION_TILED_BLOCK`` picks another register block (GPU trials): the same
+    results with other tile shapes."""
+    _opencl(dev)
+    monkeypatch.setenv("NETCL_ATTENTION_TILED_BLOCK", block)
+    q, k, v = _rand((2, 67, 32), 1), _rand((2, 70, 32), 2), _rand((2, 70, 16), 3)
+    mask = _mask("bool", (67, 70), 4)
+    plan = _plan(dev, q, k, v, mask, True)
+    out, lse = _attention_fused.fused_forward(plan, 0, 0, kernel="tiled")
+    g = _rand(out.shape, 5)
+    want, wgrads = ref.sdpa(q, k, v, mask, True, grad=g)
+    assert_close(out.to_host(), want, "float32", 10)
+    got = _attention_fused.fused_backward(plan, _up(dev, g), out, lse, 0, 0, kernel="tiled")
+    for name, a, w in zip(("dq", "dk", "dv"), got, wgrads):
+        assert_close(a.to_host(), w, "float32", 20, err_msg=name)
+
+
 def test_tiled_grouped_query_float16(dev: DeviceHandle) -> None:
     _opencl(dev)
     q = _rand((2, 6, 9, 32), 1).astype(np.float16)

@@ -31,7 +31,7 @@ from ._attention_mma import (
 )
 from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
-from ._attention_tiled import TILED_ITEMS, tiled_config, tiled_family
+from ._attention_tiled import BLOCK_CHOICES, TILED_ITEMS, tiled_config, tiled_family
 from ._common import empty
 from ._launch import device_buffer, index_defs
 from ._matmul_mma import mma_available
@@ -47,6 +47,7 @@ _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
 _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
 KERNEL_ENV = "NETCL_ATTENTION_KERNEL"  # rows | tiled | auto: the portable kernels' family
 KERNELS = ("auto", "rows", "tiled")
+BLOCK_ENV = "NETCL_ATTENTION_TILED_BLOCK"  # RMxCN: the tiled kernels' preferred register block
 
 
 def _bn(E: int, Ev: int) -> int:
@@ -102,7 +103,9 @@ def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
     ``NETCL_ATTENTION_KERNEL``) forces ``"rows"`` or ``"tiled"``; ``"auto"`` (the default)
     takes the tiled kernels on GPU devices, the row kernels on CPU devices. The tiled ones
     fall back to the rows where their tiles do not fit the device (head dims beyond 128,
-    local memory, work-groups under 128 items).
+    local memory, work-groups under 128 items). ``NETCL_ATTENTION_TILED_BLOCK=RMxCN`` (one
+    of ``BLOCK_CHOICES``) makes the tiled kernels prefer that register block where it fits
+    (trials on a GPU).
 
     Raises:
         ValueError: ``kernel`` or the variable names no family.
@@ -124,11 +127,20 @@ def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
     return "tiled"
 
 
+def _prefer() -> tuple[int, int] | None:
+    """The register block ``NETCL_ATTENTION_TILED_BLOCK`` prefers (``4x2``), if set."""
+    chosen = env_choice(BLOCK_ENV, BLOCK_CHOICES)
+    if chosen is None:
+        return None
+    rm, cn = chosen.split("x")
+    return int(rm), int(cn)
+
+
 def _tiled_launch(plan: AttentionPlan, name: str, kind: str, wide: bool, rows: int,
                   args: list[Any]) -> None:
     """One group of 128 items per tile of ``rows`` (query rows or keys) and batch index."""
     q = plan.q
-    block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0])
+    block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0], _prefer())
     assert block is not None  # kernel_choice checked it
     kernel = tiled_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind, block[0],
                           block[1], wide).kernel

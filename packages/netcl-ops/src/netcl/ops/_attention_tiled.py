@@ -47,7 +47,8 @@ from netcl.core.kernels.family import KernelSource, kernel_family
 from ._attention_kernels import _COMMON, MASK_KINDS
 from ._launch import index_defs
 
-__all__ = ["TILED_ITEMS", "TILED_KERNELS", "tiled_config", "tiled_family", "tiled_source"]
+__all__ = ["BLOCK_CHOICES", "TILED_ITEMS", "TILED_KERNELS", "tiled_config", "tiled_family",
+           "tiled_source"]
 
 TILED_ITEMS = 128  # work items per group: TY x TX = 8 x 16
 TILED_MAX_HEAD = 128  # the largest E and Ev the tiled kernels are built for
@@ -56,6 +57,8 @@ _TY, _TX = 8, 16
 # register blocks (RM, CN) tried in order: the first whose local tiles fit the device
 _FORWARD_BLOCKS = ((4, 4), (4, 2), (2, 2), (2, 1))
 _BACKWARD_BLOCKS = ((4, 2), (2, 2), (2, 1))
+BLOCK_CHOICES = ("8x4", "8x2", "4x4", "4x2", "2x4", "2x2", "2x1")
+"""Register blocks ``RMxCN`` a caller may prefer (``NETCL_ATTENTION_TILED_BLOCK``: GPU trials)."""
 
 _TILED_COMMON = """
 #define UNROLL _Pragma("unroll")  /* register blocks: indices known at compile time */
@@ -354,10 +357,12 @@ def tiled_local_bytes(kernel: str, E: int, Ev: int, rm: int, cn: int) -> int:
     return 16 * ((gr + gc) * (es + evs) + 2 * scores) + 8 * gc
 
 
-def tiled_config(kernel: str, E: int, Ev: int, local_mem: int) -> tuple[int, int] | None:
+def tiled_config(kernel: str, E: int, Ev: int, local_mem: int,
+                 prefer: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """The register block ``(rm, cn)`` of ``kernel`` (NOTE [ Register-tiled attention
-    kernels ]): the first of a short list whose local tiles fit ``local_mem`` bytes, or
-    ``None`` (head dims beyond :data:`TILED_MAX_HEAD`, or too little local memory).
+    kernels ]): ``prefer`` where its local tiles fit ``local_mem`` bytes, else the first of a
+    short list that fits, or ``None`` (head dims beyond :data:`TILED_MAX_HEAD`, or too little
+    local memory).
 
     Examples:
         >>> tiled_config("attn_fwd_tiled", 64, 64, 49152)
@@ -367,10 +372,14 @@ def tiled_config(kernel: str, E: int, Ev: int, local_mem: int) -> tuple[int, int
         ((4, 2), (2, 1))
         >>> tiled_config("attn_bwd_dkdv_tiled", 256, 64, 65536) is None
         True
+        >>> tiled_config("attn_bwd_dq_tiled", 64, 64, 49152, prefer=(2, 4))
+        (2, 4)
     """
     if not (0 < E <= TILED_MAX_HEAD and 0 < Ev <= TILED_MAX_HEAD):
         return None
     blocks = _FORWARD_BLOCKS if kernel == "attn_fwd_tiled" else _BACKWARD_BLOCKS
+    if prefer is not None:
+        blocks = (prefer, *blocks)
     for rm, cn in blocks:
         if tiled_local_bytes(kernel, E, Ev, rm, cn) <= local_mem:
             return rm, cn
