@@ -4,9 +4,9 @@ Rows: sum / mean over all, the last and the first axis, max; softmax and log_sof
 ``ops`` runs them, the pre-softmax_mrow plan ``old``, softmax_mrow in scalars ``rows1``; the
 ``plans`` group sweeps every softmax kernel's lanes and rows per work-group); cross-entropy
 (``old``: log_softmax + NLL gather + mean; fused: xent_row in one launch, ``2 launches``:
-xent_row + xent_sum, ``+logp`` also writing the log-probabilities); batch norm forward (training, eval) and
-backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global average pooling; an
-elementwise chain (add then relu); and a device-to-device copy of 64 MiB
+xent_row + xent_sum, ``+logp`` also writing the log-probabilities); batch norm forward
+(training, eval) and backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global
+average pooling; an elementwise chain (add then relu); and a device-to-device copy of 64 MiB
 (``clEnqueueCopyBuffer``, ``Tensor.copy_`` for PyTorch) as the bandwidth reference.
 
 netcl's time is device time from OpenCL profiling events (every kernel a call launches, through
