@@ -186,13 +186,13 @@ def test_selection(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
                  False)
     assert _attention_fused.kernel_choice(wide, "tiled") == "rows"
     calls: list[str] = []
-    real = _attention_fused._tiled_launch
+    real = _attention_fused._tiled_kernels
 
-    def spy(plan: Any, name: str, *args: Any) -> None:
-        calls.append(name)
-        real(plan, name, *args)
+    def spy(plan: Any, names: tuple[str, ...], *args: Any) -> Any:
+        calls.extend(names)
+        return real(plan, names, *args)
 
-    monkeypatch.setattr(_attention_fused, "_tiled_launch", spy)
+    monkeypatch.setattr(_attention_fused, "_tiled_kernels", spy)
     monkeypatch.setenv("NETCL_ATTENTION_KERNEL", "Tiled")
     got = ops.scaled_dot_product_attention(_up(dev, q), _up(dev, k), _up(dev, v))
     assert calls == ["attn_fwd_tiled"]
@@ -213,3 +213,27 @@ def test_tiled_config() -> None:
             assert _attention_tiled.tiled_local_bytes(name, e, e, *block) <= 49152
         assert _attention_tiled.tiled_config(name, 129, 64, 1 << 20) is None
         assert _attention_tiled.tiled_config(name, 64, 64, 4096) is None
+
+
+def test_refused_build_falls_back(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch,
+                                  tmp_path: Path) -> None:
+    """A GPU driver that refuses the tiled programs: the default choice warns once and runs
+    the row kernels from then on; a forced tiled family raises the build error."""
+    _opencl(dev)
+    from netcl.core.kernels.cache import KernelBuildError
+
+    def refuse(*args: Any) -> Any:
+        raise KernelBuildError("attn_fwd_tiled", "gpu", "", "no", tmp_path / "x.cl")
+
+    monkeypatch.setattr(_attention_fused, "tiled_family", refuse)
+    monkeypatch.setattr(_attention_fused, "_is_gpu", lambda device: True)
+    monkeypatch.setattr(_attention_fused, "_tiled_refused", set())
+    q, k, v = _rand((1, 5, 32), 1), _rand((1, 6, 32), 2), _rand((1, 6, 32), 3)
+    plan = _plan(dev, q, k, v, None, False)
+    assert _attention_fused.kernel_choice(plan) == "tiled"
+    with pytest.raises(KernelBuildError):
+        _attention_fused.fused_forward(plan, 0, 0, kernel="tiled")
+    with pytest.warns(RuntimeWarning, match="tiled attention kernels do not build"):
+        out, _ = _attention_fused.fused_forward(plan, 0, 0)
+    assert_close(out.to_host(), ref.sdpa(q, k, v)[0], "float32", 10)
+    assert _attention_fused.kernel_choice(plan) == "rows"

@@ -88,6 +88,7 @@ def _device_limits(queue: Any) -> tuple[int, int]:
 
 
 _gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
+_tiled_refused: set[Any] = set()  # contexts whose driver would not build the tiled kernels
 
 
 def _is_gpu(device: Any) -> bool:
@@ -117,7 +118,8 @@ def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
                          f"{', '.join(KERNELS)}, got {kernel!r}")
     if kernel == "rows":
         return "rows"
-    if kernel == "auto" and not _is_gpu(plan.q.queue.device):
+    if kernel == "auto" and (not _is_gpu(plan.q.queue.device)
+                             or plan.q.queue.context in _tiled_refused):
         return "rows"
     local_mem, group = _device_limits(plan.q.queue)
     if group < TILED_ITEMS or any(tiled_config(name, plan.E, plan.Ev, local_mem) is None
@@ -136,17 +138,37 @@ def _prefer() -> tuple[int, int] | None:
     return int(rm), int(cn)
 
 
-def _tiled_launch(plan: AttentionPlan, name: str, kind: str, wide: bool, rows: int,
-                  args: list[Any]) -> None:
-    """One group of 128 items per tile of ``rows`` (query rows or keys) and batch index."""
+def _tiled_kernels(plan: AttentionPlan, names: tuple[str, ...], kind: str, wide: bool,
+                   forced: bool) -> list[tuple[Any, int]] | None:
+    """``(kernel, rows per group)`` of each tiled kernel of ``names``, or ``None`` where the
+    driver refuses one and the tiled family was not forced (warned once; the row kernels run
+    on that context from then on). A forced family raises the build error."""
     q = plan.q
-    block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0], _prefer())
-    assert block is not None  # kernel_choice checked it
-    kernel = tiled_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind, block[0],
-                          block[1], wide).kernel
-    groups = -(-rows // (8 * block[0]))
-    launch_values(q.queue, kernel, (groups * TILED_ITEMS, plan.batch_size), (TILED_ITEMS, 1),
-                  args)
+    built = []
+    try:
+        for name in names:
+            block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0], _prefer())
+            assert block is not None  # kernel_choice checked it
+            built.append((tiled_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
+                                       block[0], block[1], wide).kernel, 8 * block[0]))
+    except KernelBuildError as exc:
+        if forced:
+            raise
+        _tiled_refused.add(q.queue.context)
+        warnings.warn(f"scaled_dot_product_attention: the tiled attention kernels do not "
+                      f"build on this device, using the row kernels ({exc})", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    return built
+
+
+def _tiled_launch(plan: AttentionPlan, built: tuple[Any, int], rows: int,
+                  args: list[Any]) -> None:
+    """One group of 128 items per ``built[1]`` of ``rows`` (query rows or keys) and batch
+    index."""
+    groups = -(-rows // built[1])
+    launch_values(plan.q.queue, built[0], (groups * TILED_ITEMS, plan.batch_size),
+                  (TILED_ITEMS, 1), args)
 
 
 def batch_map(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, int] | None:
@@ -269,8 +291,11 @@ def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None =
         mma = "hardware" if mma_applies(plan) and not _forced(kernel) else "off"
     args = [device_buffer(out), device_buffer(lse), *common]
     if mma == "off":
+        built = None
         if kernel_choice(plan, kernel) == "tiled":
-            _tiled_launch(plan, "attn_fwd_tiled", kind, wide, plan.L, args)
+            built = _tiled_kernels(plan, ("attn_fwd_tiled",), kind, wide, _forced(kernel))
+        if built is not None:
+            _tiled_launch(plan, built[0], plan.L, args)
         else:
             _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
         return out, lse
@@ -349,9 +374,13 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
         return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
     dq_args = [device_buffer(dq), grad_buf, *saved, *common]
     dkdv_args = [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common]
+    built = None
     if kernel_choice(plan, kernel) == "tiled":
-        _tiled_launch(plan, "attn_bwd_dq_tiled", kind, wide, plan.L, dq_args)
-        _tiled_launch(plan, "attn_bwd_dkdv_tiled", kind, wide, plan.S, dkdv_args)
+        built = _tiled_kernels(plan, ("attn_bwd_dq_tiled", "attn_bwd_dkdv_tiled"), kind, wide,
+                               _forced(kernel))
+    if built is not None:
+        _tiled_launch(plan, built[0], plan.L, dq_args)
+        _tiled_launch(plan, built[1], plan.S, dkdv_args)
     else:
         _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L, dq_args)
         _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S, dkdv_args)
