@@ -4,6 +4,12 @@ The operands are read in place: each one's batch index is ``(b / div) % mod`` of
 broadcast batch index ``b`` (:func:`batch_map`), which covers the batch broadcasting of
 grouped-query attention, key-padding masks ``(N, 1, 1, S)`` and shared ``(L, S)`` masks; an
 operand whose broadcast is not of that form is materialized first.
+
+Two portable families run the same calls with the same arguments: the row kernels (one work
+item per query row or key; CPU devices) and their register-tiled twins (NOTE [ Register-tiled
+attention kernels ] in ._attention_tiled; GPU devices). :func:`kernel_choice` picks;
+``NETCL_ATTENTION_KERNEL=rows|tiled|auto`` or the ``kernel=`` argument of
+:func:`fused_forward` / :func:`fused_backward` forces (tests, ``bench_attention.py --kernel``).
 """
 
 from __future__ import annotations
