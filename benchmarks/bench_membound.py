@@ -53,6 +53,7 @@ from _timing import cuda_event_samples, device_samples
 
 import netcl.ops as ops
 from netcl.core.device import manager
+from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.ops import _reduce
 from netcl.ops._cross_entropy import softmax_cross_entropy
@@ -136,8 +137,8 @@ def softmax_cases(quick: bool) -> list[Case]:
     composed (``old``: log_softmax, nll_gather, mean) and fused (xent_row merging in one
     launch, or xent_row + xent_sum; with and without writing the log-probabilities), each
     beside PyTorch's same op."""
-    shapes = ([(512, 256), (1024, 1000), (128, 10), (8, 50257)] if quick else
-              [(4096, 1024), (32768, 1000), (128, 10), (256, 50257)])
+    shapes = ([(512, 256), (1024, 1000), (128, 10), (512, 128), (8, 50257)] if quick else
+              [(4096, 1024), (32768, 1000), (128, 10), (16384, 128), (256, 50257)])
     cases = []
     for dims in shapes:
         n = int(np.prod(dims))
@@ -151,9 +152,9 @@ def softmax_cases(quick: bool) -> list[Case]:
             cases.append(Case(op, _shape(dims), _normal(*dims), net_fn, torch_fn, 8 * n))
             if dims[1] < 32:  # the column kernel: no row plans
                 continue
-            old = _old_row_path(dims[1])
-            cases.append(Case(f"{op} old", _shape(dims), _normal(*dims),
-                              _plan_call(None, old, None, log), torch_fn, 8 * n))
+            old = (_col_call(log) if dims[1] < 256 else  # the reduction rule's one item a row
+                   _plan_call(None, _old_row_path(dims[1]), None, log))
+            cases.append(Case(f"{op} old", _shape(dims), _normal(*dims), old, torch_fn, 8 * n))
             if dims[1] <= 4 * 8 * 1024:
                 cases.append(Case(f"{op} rows1", _shape(dims), _normal(*dims),
                                   _plan_call(None, 4, None, log), torch_fn, 8 * n))
@@ -430,6 +431,14 @@ def softmax_plan_cases(quick: bool) -> list[Case]:
                                       _normal(*dims), _plan_call(lanes, path, per), sm_torch,
                                       8 * n, lambda t: ops.softmax(t["x"])))
     return cases
+
+
+def _col_call(log: bool) -> Callable[[dict[str, Tensor]], Any]:
+    """``ops.softmax`` (``log_softmax``) with REDUCTION_SEQUENTIAL forced: softmax_col."""
+    def call(t: dict[str, Tensor]) -> Any:
+        with force_variant(KernelVariant.REDUCTION_SEQUENTIAL):
+            return ops.log_softmax(t["x"]) if log else ops.softmax(t["x"])
+    return call
 
 
 def _plan_call(lanes: int | None, path: int, rows: int | None = None, log: bool = False

@@ -226,6 +226,11 @@ def test_gpu_default_is_multirow(dev: DeviceHandle, monkeypatch: pytest.MonkeyPa
             x = _x((9, n))
             check_op(dev, ops.softmax, _softmax, (x,), scale=4.0)
             check_op(dev, ops.log_softmax, _log_softmax, (x,), scale=4.0)
+    for n in (33, 128, 255):  # the reduction rule's one item per row: on a GPU softmax_mrow
+        x = _x((70, n))
+        check_op(dev, ops.softmax, _softmax, (x,), scale=4.0)
+        check_op(dev, ops.log_softmax, _log_softmax, (x,), scale=4.0)
+    with force_variant(PAR):
         host = _x((6 * 1000 + 3,))
         view = _view(dev, host, 3, (6, 1000), "float32")
         want = _softmax(host[3:].astype(np.float32).astype(np.float64).reshape(6, 1000))

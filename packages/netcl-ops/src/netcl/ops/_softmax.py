@@ -16,9 +16,11 @@
 #   (max, sum) pair is merged by one local-memory tree. H100, float32, vs PyTorch: 4096x1024
 #   0.63x, 32768x1000 0.92x (32 lanes, registers), 256x50257 0.50x (256 lanes, online; more
 #   lanes since), 256x50256 0.87x (256 lanes, 4-vectors).
-# - on GPUs, rows of up to 32 * 1024 elements: ``softmax_mrow``, several rows per work-group
+# - on GPUs, rows of 32 to 32 * 1024 elements: ``softmax_mrow``, several rows per work-group
 #   of 256 items in 16-byte vectors (NOTE [ Several rows per work-group ] in
-#   ._softmax_rows; H200 before it: 4096x1024 0.53x, 32768x1000 0.59x with softmax_row).
+#   ._softmax_rows; H200 before it: 4096x1024 0.53x, 32768x1000 0.59x with softmax_row),
+#   also below the reduction rule's 256 (it picks one work item per row there, which on a
+#   GPU reads rows apart with a few warps), unless a variant is forced.
 #   Other devices keep softmax_row; ``softmax_rows`` forces any kernel, path, lanes and rows
 #   per group (paths 3, 4: ``ROW_PATHS``) for benchmarks/bench_membound.py.
 # The online path's 4-vectors (path 2) now take any row length from a 4-aligned offset (a
@@ -41,6 +43,7 @@ from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
 from netcl.core.keywords import resolve_dim
 from netcl.core.recording import check_flag, pyopencl
+from netcl.core.selection import forced_variant
 from netcl.core.tensor import Tensor
 
 from ._common import check_tensor, empty, normalize_axis, same_device
@@ -339,6 +342,12 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     wide = idx is np.int64
     variant = get_kernel_selector(x.queue.device).select_reduction_kernel(R, "max").variant
     args = [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(op == "log_softmax")]
+    # the rule's one item per row below 256 elements: on a GPU only a few warps, reading rows
+    # apart (16384x128: 128 warps for 132 SMs); softmax_mrow packs 8-lane rows instead (a
+    # forced variant is kept)
+    if (variant is KernelVariant.REDUCTION_SEQUENTIAL and inner == 1 and R >= _MROW_MIN
+            and forced_variant("reduction") is None and _is_gpu(x.queue.device)):
+        variant = KernelVariant.REDUCTION_PARALLEL
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
         kernel = softmax_family(x.queue.context, "softmax_col", x.dtype, wide, local).kernel
         items = outer * inner
@@ -352,6 +361,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return out
 
 
+_MROW_MIN = 32  # on GPUs rows from this long take softmax_mrow whatever the reduction rule
 _ROW_LANES_MAX = 1024  # softmax_row's programs are built for work-groups of up to this many
 _row_limits: dict[Any, int] = {}  # kernel -> the most lanes it launches with (a power of two)
 
