@@ -33,7 +33,7 @@ from netcl.ops._conv_igemm_kernels import (
     IgemmTiles,
     igemm_source,
 )
-from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, ConvQuery
+from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
 from netcl.ops._matmul_family import gemm_family
 from netcl.ops.testing import OpInfo, check_error, check_op
 
@@ -408,15 +408,15 @@ def _gpu_profile() -> Any:
 
 @pytest.mark.parametrize("direction", ["data", "weight"])
 def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gradients: the implicit GEMM on a GPU (Winograd for a data gradient from 64 channels,
-    a weight gradient from 256), the column path on CPU devices; the forward-only variants
-    never apply to them (forced, they give way), the implicit GEMM's tiles follow the GEMM's
-    rows (NETCL_CONV_WINOGRAD=0 from the second check on)."""
+    """Gradients: the implicit GEMM on a GPU (Winograd F(4x4) for a data gradient from 64
+    channels, a weight gradient from 128 or from 64 on planes up to 32x32), the column path
+    on CPU devices; the forward-only variants never apply to them (forced, they give way), the
+    implicit GEMM's tiles follow the GEMM's rows (NETCL_CONV_WINOGRAD=0 from the second check
+    on)."""
     gpu, numpy_profile = KernelSelector(_gpu_profile()), KernelSelector(extended_profile(None))
     g = conv_geometry("conv2d", (128, 64, 32, 32), (64, 64, 3, 3), 1, 1)
     query = ConvQuery(g, "float32", direction)
-    winograd = KernelVariant.CONV2D_WINOGRAD if direction == "data" else IMPLICIT_TILED
-    assert gpu.select(CONV2D_FAMILY, query).variant is winograd
+    assert gpu.select(CONV2D_FAMILY, query).variant is WINOGRAD_F4  # 64 channels on 32x32
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")
     cfg = gpu.select(CONV2D_FAMILY, query)
     tiles = "64x64x16/4x4" if direction == "weight" else "64x64x16/4x4v"
@@ -444,24 +444,26 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     else:
         assert (cfg.variant, cfg.extra["tiles"]) == (IMPLICIT_TILED, "64x64x16/4x4v")
     monkeypatch.delenv("NETCL_CONV_WINOGRAD")
-    wide_winograd = KernelVariant.CONV2D_WINOGRAD  # 256 channels: both gradients
+    wide_winograd = WINOGRAD_F4  # 256 channels: both gradients
     assert gpu.select(CONV2D_FAMILY, wide).variant is wide_winograd
     assert query.key()[-1] == direction and ConvQuery(g).key()[-1] == "float32"
 
 
 @pytest.mark.parametrize(("shape", "expected"), [
-    # (N, C, H, K, R, stride, padding) -> the forward's variant and tiles on an H100
+    # (N, C, H, K, R, stride, padding) -> the forward's variant and tiles on an H100 (Winograd
+    # F(4x4) from the H200's measurements)
     ((128, 3, 32, 64, 3, 1, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),  # ResNet's stem
-    ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD"),
+    ((128, 64, 32, 64, 3, 1, 1), "CONV2D_WINOGRAD_F4"),
     ((128, 64, 32, 128, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
     ((128, 64, 32, 128, 1, 2, 0), "CONV2D_IMPLICIT_TILED 128x64x16/8x4"),  # strided 1x1
     ((128, 128, 16, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
     ((128, 256, 8, 512, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
-    ((128, 128, 16, 128, 3, 1, 1), "CONV2D_WINOGRAD"),
-    ((128, 512, 4, 512, 3, 1, 1), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),  # a 4x4 plane
+    ((128, 128, 16, 128, 3, 1, 1), "CONV2D_WINOGRAD_F4"),
+    ((128, 512, 4, 512, 3, 1, 1), "CONV2D_WINOGRAD_F4"),  # a 4x4 plane: 512 2x2 tiles
+    ((32, 512, 4, 512, 3, 1, 1), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),  # 128 tiles
     ((64, 16, 8, 32, 3, 1, 1), "CONV2D_IMPLICIT_TILED 32x64x16/4x4"),  # the digits CNN
     # ImageNet planes (ResNet-18/50)
-    ((128, 512, 7, 512, 3, 1, 1), "CONV2D_WINOGRAD"),  # 2048 2x2 tiles
+    ((128, 512, 7, 512, 3, 1, 1), "CONV2D_WINOGRAD_F4"),  # 2048 2x2 tiles
     ((128, 64, 56, 256, 1, 1, 0), "CONV2D_IM2COL"),  # 1x1 64 -> 256: the tuned GEMM
     ((128, 256, 56, 64, 1, 1, 0), "CONV2D_IM2COL"),
     ((128, 64, 56, 64, 1, 1, 0), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
@@ -470,9 +472,9 @@ def test_gradient_rule(direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ((128, 256, 28, 256, 3, 2, 1), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
 ])
 def test_forward_gpu_rule(shape: tuple[int, ...], expected: str) -> None:
-    """The forward on a GPU (NOTE [ GPU conv2d rules ]): Winograd from 64 channels on 3x3
-    stride 1 with a plane from 16x16, else the register-tiled implicit GEMM with the tiles
-    that fill the device."""
+    """The forward on a GPU (NOTE [ GPU conv2d rules ]): Winograd F(4x4) from 64 channels on
+    3x3 stride 1 with a plane from 16x16 or 512 2x2 tiles, else the register-tiled implicit
+    GEMM with the tiles that fill the device."""
     n, c, h, k, r, stride, padding = shape
     q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, r, r), stride, padding))
     cfg = KernelSelector(_gpu_profile()).select(CONV2D_FAMILY, q)

@@ -169,7 +169,8 @@ def test_winograd4_weight_gradient_split(dev: DeviceHandle, xs: tuple[int, ...],
 def test_winograd4_forcing(monkeypatch: pytest.MonkeyPatch) -> None:
     """``NETCL_FORCE_CONV2D=CONV2D_WINOGRAD_F4`` picks it for all three computations of a
     3x3 stride-1 geometry; forced onto a strided one (or a data gradient of padding 3) it gives
-    way to the rule, like ``CONV2D_WINOGRAD``; the rule itself keeps F(2x2)."""
+    way to the rule, like ``CONV2D_WINOGRAD``; the GPU rule picks it for float32, F(2x2) for
+    float16."""
     gpu = KernelSelector(dataclasses.replace(extended_profile(None), name="GPU", device_type="gpu",
                                              vendor_family="nvidia", compute_units=132,
                                              local_mem_size=49152, max_work_group_size=1024))
@@ -185,8 +186,11 @@ def test_winograd4_forcing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpu.select(CONV2D_FAMILY, ConvQuery(wide_pad, "float32", "data")).variant is not (
         WINOGRAD_F4)
     monkeypatch.delenv("NETCL_FORCE_CONV2D")
-    for direction in ("forward", "data"):  # 64 channels: F(2x2) by GPU_WINOGRAD_VARIANT
+    for direction in ("forward", "data", "weight"):  # the GPU rule: F(4x4) (H200 measured)
         assert gpu.select(CONV2D_FAMILY, ConvQuery(three, "float32", direction)).variant is (
+            WINOGRAD_F4)
+    for direction in ("forward", "data"):  # float16 keeps F(2x2)
+        assert gpu.select(CONV2D_FAMILY, ConvQuery(three, "float16", direction)).variant is (
             KernelVariant.CONV2D_WINOGRAD)
 
 

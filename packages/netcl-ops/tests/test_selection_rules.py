@@ -41,6 +41,7 @@ from netcl.ops.testing import check_op
 
 V = KernelVariant
 IMPLICIT_TILED = _conv_rule.IMPLICIT_TILED
+WINOGRAD_F4 = _conv_rule.WINOGRAD_F4
 GPU, CPU = 4, 2
 
 
@@ -269,8 +270,8 @@ def test_decisions_are_cached() -> None:
     [
         ({"R": 1, "S": 1}, IMPLICIT_TILED),
         ({"R": 1, "S": 1, "stride": 2}, IMPLICIT_TILED),
-        ({"R": 3, "S": 3, "padding": 1}, V.CONV2D_WINOGRAD),
-        ({"R": 3, "S": 3, "stride": (1, 1)}, V.CONV2D_WINOGRAD),
+        ({"R": 3, "S": 3, "padding": 1}, WINOGRAD_F4),
+        ({"R": 3, "S": 3, "stride": (1, 1)}, WINOGRAD_F4),
         ({"R": 3, "S": 3, "stride": 2}, IMPLICIT_TILED),
         ({"R": 3, "S": 3, "stride": (1, 2)}, IMPLICIT_TILED),
         ({"R": 3, "S": 3, "dilation": 2}, IMPLICIT_TILED),
@@ -288,17 +289,17 @@ def test_conv2d_gpu_rules(monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any],
 
 @pytest.mark.parametrize(
     ("shape", "expected"),
-    [  # (N, C, H, K, R, stride, padding): bench_conv_layers' classes, fastest on an H100
+    [  # (N, C, H, K, R, stride, padding): bench_conv_layers' classes (H100; F(4x4): H200)
         ((64, 1, 8, 16, 3, 1, 1), IMPLICIT_TILED),  # the digits CNN
         ((64, 16, 8, 32, 3, 1, 1), IMPLICIT_TILED),
-        ((32, 64, 32, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ResNet-18, CIFAR sizes
+        ((32, 64, 32, 64, 3, 1, 1), WINOGRAD_F4),  # ResNet-18, CIFAR sizes
         ((32, 64, 32, 128, 3, 2, 1), IMPLICIT_TILED),
         ((32, 64, 32, 128, 1, 2, 0), IMPLICIT_TILED),
-        ((32, 128, 16, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
-        ((32, 256, 8, 256, 3, 1, 1), IMPLICIT_TILED),  # planes under 16x16
-        ((32, 512, 4, 512, 3, 1, 1), IMPLICIT_TILED),
-        ((32, 64, 56, 64, 3, 1, 1), V.CONV2D_WINOGRAD),  # ImageNet sizes
-        ((32, 128, 28, 128, 3, 1, 1), V.CONV2D_WINOGRAD),
+        ((32, 128, 16, 128, 3, 1, 1), WINOGRAD_F4),
+        ((32, 256, 8, 256, 3, 1, 1), WINOGRAD_F4),  # under 16x16: 512 2x2 tiles
+        ((32, 512, 4, 512, 3, 1, 1), IMPLICIT_TILED),  # 128 2x2 tiles
+        ((32, 64, 56, 64, 3, 1, 1), WINOGRAD_F4),  # ImageNet sizes
+        ((32, 128, 28, 128, 3, 1, 1), WINOGRAD_F4),
         ((128, 3, 32, 64, 3, 1, 1), IMPLICIT_TILED),  # the stem: 3 channels
     ],
 )
@@ -334,7 +335,7 @@ def test_conv2d_opencl_cpu_winograd_for_3x3(monkeypatch: pytest.MonkeyPatch) -> 
 def test_conv2d_winograd_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NETCL_CONV_TILED_LOCAL", "0")
     s = sel(hopper())
-    assert s.select_conv2d_kernel(2, 64, 32, 32, 64, 3, 3, padding=1).variant is V.CONV2D_WINOGRAD
+    assert s.select_conv2d_kernel(2, 64, 32, 32, 64, 3, 3, padding=1).variant is WINOGRAD_F4
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "0")  # read at decision time, not cached over
     assert s.select_conv2d_kernel(2, 64, 32, 32, 64, 3, 3, padding=1).variant is IMPLICIT_TILED
     monkeypatch.setenv("NETCL_CONV_WINOGRAD", "maybe")
@@ -360,7 +361,7 @@ def test_conv2d_tiled_local_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 1, 1).variant is IMPLICIT_TILED
     monkeypatch.delenv("NETCL_CONV_TILED_LOCAL")  # unset: the measured rule (no tiled-local)
     assert s.select_conv2d_kernel(1, 8, 32, 32, 8, 3, 3).variant is IMPLICIT_TILED
-    assert s.select_conv2d_kernel(1, 256, 18, 18, 256, 3, 3).variant is V.CONV2D_WINOGRAD
+    assert s.select_conv2d_kernel(1, 256, 18, 18, 256, 3, 3).variant is WINOGRAD_F4
     assert s.select_conv2d_kernel(1, 256, 8, 8, 256, 3, 3).variant is IMPLICIT_TILED  # 6x6
     assert s.select_conv2d_kernel(1, 128, 8, 8, 8, 5, 5).variant is IMPLICIT_TILED
     assert s.select_conv2d_kernel(1, 128, 24, 24, 8, 3, 3, padding=1).variant is (
@@ -682,8 +683,7 @@ def test_spec_wrappers_resolve_through_the_families() -> None:
     assert s is get_kernel_selector(dev) and s.profile.architecture == "hopper"
     assert select_matmul_config(1024, 1024, 1024, device=dev).tile_m == 128
     assert select_matmul_config(1024, 1024, 1024).tile_m == 64
-    assert select_conv2d_config(1, 256, 18, 18, 256, 3, 3, device=dev).variant is (
-        V.CONV2D_WINOGRAD)
+    assert select_conv2d_config(1, 256, 18, 18, 256, 3, 3, device=dev).variant is WINOGRAD_F4
     assert select_conv2d_config(1, 8, 8, 8, 8, 3, 3).variant is V.CONV2D_IM2COL
 
 

@@ -85,9 +85,16 @@ GEMM_SHAPED_MAX_NARROW = 64  # 1x1: the column path (a GEMM) when one side is th
 DATA_GEMM_MAX_NARROW = 128  # ... and for the data gradient, output channels this few
 PHASED_SCALAR_COLUMNS = 8192  # a phased data gradient this wide per phase: scalar tiles
 # Which Winograd the GPU rules below pick where they pick one: CONV2D_WINOGRAD (F(2x2, 3x3)) or
-# WINOGRAD_F4 (F(4x4, 3x3), forcible with NETCL_FORCE_CONV2D=CONV2D_WINOGRAD_F4 until measured)
-GPU_WINOGRAD_VARIANT: AnyVariant = V.CONV2D_WINOGRAD
-GPU_WINOGRAD_WEIGHT_MIN_CHANNELS = 256  # the weight gradient: 0.35 against 0.40 ms at 512
+# WINOGRAD_F4 (F(4x4, 3x3)). H200, batch 128 (bench_conv_layers --variants, 2026-11-29):
+# F(4x4) is 1.4-2.2x faster than F(2x2) on every ResNet-18 3x3 stride-1 layer, forward, data
+# and weight gradient (CIFAR 64 on 32x32 forward 0.166 against 0.351 ms, 256 on 8x8 0.131
+# against 0.283, 512 on 4x4 0.257 against the implicit GEMM's 0.324; ImageNet 128 on 28x28
+# 0.441 against 0.678). float16 keeps F(2x2) (_gpu_winograd).
+GPU_WINOGRAD_VARIANT: AnyVariant = WINOGRAD_F4
+GPU_WINOGRAD_WEIGHT_MIN_CHANNELS = 128  # F(4x4) weight gradient: 0.178 against 0.353 ms at 128
+GPU_WINOGRAD_WEIGHT_MAX_OUTPUT = 32 * 32  # ... and at 64 channels on planes up to 32x32 (0.308
+# against 0.469 ms); at 64 on 56x56 the implicit GEMM wins (1.31 against 1.47 ms)
+GPU_WINOGRAD_MIN_TILES_F4 = 512  # F(4x4): with 512 2x2 tiles already (512 on 4x4, batch 128)
 WEIGHT_SPLIT_COLUMNS = 512  # a 64-row weight gradient this wide: 8 work-groups per unit
 DATA_MIN_CHANNELS = 9  # H100: the data gradient of fewer input channels: the column path
 IMPLICIT_GEMM_TILE = 16  # the implicit GEMM's tiles when the GEMM is too small to tile
@@ -214,7 +221,8 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     A gradient (``q.direction`` ``"data"`` or ``"weight"``), unless ``NETCL_CONV_WINOGRAD=0``:
     Winograd for a gradient of a Winograd geometry on an OpenCL CPU device for an input plane of
     at least 16x16, and on a GPU for the data gradient (a convolution of ``grad_out``) with at
-    least 64 channels in and out and the weight gradient with at least 256; else the column path
+    least 64 channels in and out and the weight gradient with at least 128 (64 on planes up to
+    32x32; F(2x2) for float16: 256); else the column path
     (im2col) on CPU devices and for the data gradient of fewer than 9 input channels; else the
     register-tiled implicit GEMM. The forward, first match wins (each measured fastest for its
     class: PoCL by ``benchmarks/bench_selector.py``, the H100 by
@@ -224,7 +232,8 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     ``NETCL_CONV_TILED_LOCAL=1`` and a non-1x1 convolution with an output plane of at most 32x32
     -> tiled-local (im2col where its window does not fit in local memory); a Winograd geometry
     with at least 64 input and output channels and an output plane of at least 16x16 or at
-    least 2048 2x2 output tiles (:func:`winograd_tiles`) -> Winograd unless
+    least 512 2x2 output tiles (:func:`winograd_tiles`; 2048 for float16's F(2x2)) -> Winograd
+    F(4x4) (float16: F(2x2)) unless
     ``NETCL_CONV_WINOGRAD=0``; a 1x1 stride-1 convolution (:func:`gemm_shaped`) between at
     most 64 and more than 64 channels -> im2col, which is the tuned GEMM there; otherwise (1x1,
     strided, dilated, grouped, few channels, small batches) the register-tiled implicit GEMM.
@@ -260,9 +269,10 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     # Winograd wins wherever there are at least 2048 2x2 tiles (512 channels on 7x7: 0.80
     # against 0.88 ms; 4x4 CIFAR planes, 512 tiles: 0.35 against 0.32); the 1x1 expansion
     # 64 -> 256 on 56x56 runs 0.40 ms as a GEMM against 0.59-0.76 as an implicit GEMM.
+    min_tiles = (GPU_WINOGRAD_MIN_TILES_F4 if _gpu_winograd(q) == WINOGRAD_F4
+                 else GPU_WINOGRAD_MIN_TILES)
     if (winograd and min(g.c, g.k) >= GPU_WINOGRAD_MIN_CHANNELS
-            and (g.pixels >= GPU_WINOGRAD_MIN_OUTPUT
-                 or winograd_tiles(g) >= GPU_WINOGRAD_MIN_TILES)):
+            and (g.pixels >= GPU_WINOGRAD_MIN_OUTPUT or winograd_tiles(g) >= min_tiles)):
         return _gpu_winograd(q)
     if gemm_shaped(g) and _narrow_wide(min(g.c, g.k), max(g.c, g.k), GEMM_SHAPED_MAX_NARROW):
         return V.CONV2D_IM2COL
@@ -272,6 +282,18 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
 def _gpu_winograd(q: ConvQuery) -> AnyVariant:
     """:data:`GPU_WINOGRAD_VARIANT`, but F(2x2) for float16 (F(4x4) does not apply to it)."""
     return V.CONV2D_WINOGRAD if q.dtype == "float16" else GPU_WINOGRAD_VARIANT
+
+
+def _winograd_weight(q: ConvQuery) -> bool:
+    """Whether a GPU weight gradient of a Winograd geometry takes Winograd: F(4x4) from 128
+    channels, or from 64 on planes up to 32x32; F(2x2) (float16) from 256 (its GEMMs' long
+    reductions cost it below: 0.35 against 0.40 ms at 512 on an H100)."""
+    g = q.geometry
+    channels = min(g.c, g.k)
+    if _gpu_winograd(q) != WINOGRAD_F4:
+        return channels >= 256
+    return channels >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS or (
+        channels >= GPU_WINOGRAD_MIN_CHANNELS and g.pixels <= GPU_WINOGRAD_WEIGHT_MAX_OUTPUT)
 
 
 def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
@@ -295,8 +317,8 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
             # ResNet-50's 1x1 data gradients as a GEMM: 256 <- 64 on 56x56 0.37 against 0.56
             # ms, 256 <- 128 0.68 against 0.89, 64 <- 256 0.44 against 0.61
             return V.CONV2D_IM2COL
-    elif winograd and min(g.c, g.k) >= GPU_WINOGRAD_WEIGHT_MIN_CHANNELS:
-        return _gpu_winograd(q)  # its GEMMs' long reductions cost it below 256 channels
+    elif winograd and _winograd_weight(q):
+        return _gpu_winograd(q)
     return IMPLICIT_TILED
 
 
