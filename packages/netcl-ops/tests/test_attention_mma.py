@@ -55,10 +55,11 @@ def _with_loads(monkeypatch: pytest.MonkeyPatch, loads: str) -> None:
 
 
 # (L, S, E, Ev, causal, mask kind): one query row over five key tiles; 128-wide heads (32-key
-# tiles, forward only); a causal diagonal across tiles; a single key; a 16-wide head
+# tiles, forward only); a causal diagonal across tiles; a single key; a 16-wide head; inner
+# query tiles of the dK/dV kernel beside keys past S under a mask
 CASES = [(1, 257, 64, 64, False, "float"), (33, 70, 128, 128, True, "bool"),
          (70, 129, 64, 32, True, None), (7, 1, 32, 16, False, "bool"),
-         (33, 33, 16, 64, False, None)]
+         (33, 33, 16, 64, False, None), (130, 40, 32, 32, False, "bool")]
 
 
 def _check(dev: DeviceHandle, case: Any) -> None:

@@ -42,10 +42,12 @@
 # per FLOP halves; the GPU figures are the lead's to measure. For that comparison
 # ``NETCL_ATTN_MMA_LOADS`` (:func:`mma_loads`: ``fast``, ``sync``, ``scalar``, ``legacy``)
 # forces register copies and/or scalar fragment loads and ``NETCL_ATTN_MMA_WARPS=4`` the
-# 64-row groups (both read once per process). Not done: 128-key tiles (two stages of 128 x 64
-# K and V need 64 KiB of the 48). The tensor cores are used where
-# :func:`netcl.ops._matmul_mma.mma_available` says the device runs mma.sync (NVIDIA's driver,
-# probed once; ``NETCL_MMA=0`` turns it off).
+# 64-row groups (both read once per process). Scores are kept in base 2 (scale and mask times
+# log2 e, one ex2 per exponential, no multiply), and key tiles that cross neither S nor the
+# causal diagonal of the warp's rows skip the per-score bounds tests (left: the row test where
+# a mask is read). Not done: 128-key tiles (two stages of 128 x 64 K and V need 64 KiB of the
+# 48). The tensor cores are used where :func:`netcl.ops._matmul_mma.mma_available` says the
+# device runs mma.sync (NVIDIA's driver, probed once; ``NETCL_MMA=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -203,6 +205,25 @@ inline uint pack_h2(const float a, const float b) {
     (b1)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g + 8); \\
   } while (0)
 #endif
+/* Scores go to the base-2 domain (scale and mask times log2 e) so each exponential is one
+   ex2. Whether score (i, j) counts: IN_EDGE in a key tile that crosses S or (causal) the
+   diagonal of the warp's rows, IN_INNER elsewhere (only rows past L, whose mask row is not
+   there, are left out; their results are never stored). */
+#define LOG2E 1.4426950408889634f
+#ifdef EMULATED
+#define EXP2(x) exp2(x)  /* PoCL's native_exp2 put lse 2e-4 off */
+#else
+#define EXP2(x) native_exp2(x)  /* ex2.approx: relative error ~2^-22 */
+#endif
+#define LN2 0.6931471805599453f
+#define IN_EDGE(i, j) ((i) < L && (j) < S && (!causal || (j) <= (i)))
+#if MASK_KIND == 0
+#define IN_INNER(i, j) 1
+#else
+#define IN_INNER(i, j) ((i) < L)
+#endif
+#define EDGE_TILE(j0, r0) ((j0) + BN > S || (causal && (j0) + BN - 1 > (r0)))
+
 /* The local array and its shared-window address, the lane coordinates. */
 #define TILES_HEAD \\
   __local uint4 sA[SMEM_CHUNKS]; \\
@@ -246,6 +267,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
+  const float scale2 = scale * LOG2E;
   for (int jt = 0; jt < nt; ++jt) {
     const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
     /* every warp has left the other stage: refill it */
@@ -272,16 +294,19 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
-    #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
-        float x = NEG_INF;
-        if (i < L && j < S && (!causal || j <= i)) x = sc[n][c] * scale + MASK_AT(i, j);
-        sc[n][c] = x;
-        mx[c >> 1] = fmax(mx[c >> 1], x);
+    #define MASK_SCORES(ok_) \
+      for (int n = 0; n < BN / 8; ++n) { \
+        for (int c = 0; c < 4; ++c) { \
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1); \
+          const float x = ok_(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF; \
+          sc[n][c] = x; \
+          mx[c >> 1] = fmax(mx[c >> 1], x); \
+        } \
       }
+    if (EDGE_TILE(j0, row0 + w0)) {
+      MASK_SCORES(IN_EDGE)
+    } else {
+      MASK_SCORES(IN_INNER)
     }
     float alpha[2], ms[2];
     #pragma unroll
@@ -290,7 +315,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       mx[r] = fmax(mx[r], SHFL_XOR(mx[r], 2));
       const float mn = fmax(mr[r], mx[r]);
       ms[r] = mn == NEG_INF ? 0.0f : mn;
-      alpha[r] = native_exp(mr[r] - ms[r]);
+      alpha[r] = EXP2(mr[r] - ms[r]);
       mr[r] = mn;
       lr[r] *= alpha[r];
     }
@@ -302,7 +327,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = native_exp(sc[n][c] - ms[c >> 1]);
+        const float p = EXP2(sc[n][c] - ms[c >> 1]);
         lr[c >> 1] += p;
         sc[n][c] = p;
       }
@@ -339,7 +364,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
         ST(out, ob + d, o[n][2 * r] * inv);
         ST(out, ob + d + 1, o[n][2 * r + 1] * inv);
       }
-      if (t4 == 0) lse[(IDX)b * L + i] = lr[r] > 0.0f ? mr[r] + log(lr[r]) : NEG_INF;
+      if (t4 == 0) lse[(IDX)b * L + i] = lr[r] > 0.0f ? mr[r] * LN2 + log(lr[r]) : NEG_INF;
     }
   }
 }
@@ -413,11 +438,12 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + wr + r * 8;
     const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF;
-    li[r] = x == NEG_INF ? INFINITY : x;
+    li[r] = x == NEG_INF ? INFINITY : x * LOG2E;
     di[r] = i < L ? dd[(IDX)b * L + i] : 0.0f;
   }
   float acc[E / 8][4];
   ZERO_TILES(acc, E / 8)
+  const float scale2 = scale * LOG2E;
   for (int jt = 0; jt < nt; ++jt) {
     const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -432,16 +458,19 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
     float sc[BN / 8][4], dp[BN / 8][4];
     SCORES(sc, qa, koff, E)
     SCORES(dp, ga, voff, EV)
-    #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
-        float p = 0.0f;
-        if (i < L && j < S && (!causal || j <= i))
-          p = native_exp(sc[n][c] * scale + MASK_AT(i, j) - li[c >> 1]);
-        sc[n][c] = p * (dp[n][c] - di[c >> 1]);
+    #define DS_ROWS(ok_) \
+      for (int n = 0; n < BN / 8; ++n) { \
+        for (int c = 0; c < 4; ++c) { \
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1); \
+          const float p = ok_(i, j) \
+            ? EXP2(sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E - li[c >> 1]) : 0.0f; \
+          sc[n][c] = p * (dp[n][c] - di[c >> 1]); \
+        } \
       }
+    if (EDGE_TILE(j0, row0 + w0)) {
+      DS_ROWS(IN_EDGE)
+    } else {
+      DS_ROWS(IN_INNER)
     }
     ACCUMULATE(acc, sc, koff, E)
   }
@@ -482,7 +511,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
     for (int t = tid; t < BN; t += NT) { \\
       const int i = (i0) + t; \\
       const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \\
-      lt[st][t] = x == NEG_INF ? INFINITY : x; \\
+      lt[st][t] = x == NEG_INF ? INFINITY : x * LOG2E; \\
       dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \\
     }
   STAGE_ROWS(0, kh, kb, col0, BM, S, E)
@@ -502,6 +531,13 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
   float ak[E / 8][4], av[EV / 8][4];
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
+  const float scale2 = scale * LOG2E;
+  /* keys past S (rows of the warp) get results that are never stored; the mask has them */
+  #if MASK_KIND == 0
+  #define IN_INNER_T(i, j) 1
+  #else
+  #define IN_INNER_T(i, j) ((j) < S)
+  #endif
   for (int it = 0; it < nt; ++it) {
     const int i0 = first + it * BN, st_ = it & 1;
     const int qoff = st_ * STAGE_CH, goff = qoff + BN * CW(E);
@@ -518,17 +554,22 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
     float st[BN / 8][4], dpt[BN / 8][4];
     SCORES(st, ka, qoff, E)
     SCORES(dpt, va, goff, EV)
-    #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
-        float p = 0.0f;
-        if (i < L && j < S && (!causal || j <= i))
-          p = native_exp(st[n][c] * scale + MASK_AT(i, j) - lt[st_][il]);
-        st[n][c] = p;
-        dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+    /* the transposed tile: keys j are the warp's rows, queries i its columns; it is inner
+       when every query is below L and (causal) at or past the warp's last key */
+    #define P_COLS(ok_) \
+      for (int n = 0; n < BN / 8; ++n) { \
+        for (int c = 0; c < 4; ++c) { \
+          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il; \
+          const float p = ok_(i, j) \
+            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f; \
+          st[n][c] = p; \
+          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]); \
+        } \
       }
+    if (i0 + BN > L || (causal && i0 < col0 + w0 + 15)) {
+      P_COLS(IN_EDGE)
+    } else {
+      P_COLS(IN_INNER_T)
     }
     ACCUMULATE(av, st, goff, EV)
     ACCUMULATE(ak, dpt, qoff, E)

@@ -209,6 +209,25 @@ inline uint pack_h2(const float a, const float b) {
     (b1)[1] = BV_WORD(off, cw, k_ + 8, (d0) + g + 8); \
   } while (0)
 #endif
+/* Scores go to the base-2 domain (scale and mask times log2 e) so each exponential is one
+   ex2. Whether score (i, j) counts: IN_EDGE in a key tile that crosses S or (causal) the
+   diagonal of the warp's rows, IN_INNER elsewhere (only rows past L, whose mask row is not
+   there, are left out; their results are never stored). */
+#define LOG2E 1.4426950408889634f
+#ifdef EMULATED
+#define EXP2(x) exp2(x)  /* PoCL's native_exp2 put lse 2e-4 off */
+#else
+#define EXP2(x) native_exp2(x)  /* ex2.approx: relative error ~2^-22 */
+#endif
+#define LN2 0.6931471805599453f
+#define IN_EDGE(i, j) ((i) < L && (j) < S && (!causal || (j) <= (i)))
+#if MASK_KIND == 0
+#define IN_INNER(i, j) 1
+#else
+#define IN_INNER(i, j) ((i) < L)
+#endif
+#define EDGE_TILE(j0, r0) ((j0) + BN > S || (causal && (j0) + BN - 1 > (r0)))
+
 /* The local array and its shared-window address, the lane coordinates. */
 #define TILES_HEAD \
   __local uint4 sA[SMEM_CHUNKS]; \
@@ -312,6 +331,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
   #pragma unroll
   for (int n = 0; n < EV / 8; ++n) { o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f; }
   float mr[2] = {NEG_INF, NEG_INF}, lr[2] = {0.0f, 0.0f};
+  const float scale2 = scale * LOG2E;
   for (int jt = 0; jt < nt; ++jt) {
     const int j0 = jt * BN, koff = (jt & 1) * STAGE_CH, voff = koff + BN * CW(E);
     /* every warp has left the other stage: refill it */
@@ -338,16 +358,11 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
-    #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
-        float x = NEG_INF;
-        if (i < L && j < S && (!causal || j <= i)) x = sc[n][c] * scale + MASK_AT(i, j);
-        sc[n][c] = x;
-        mx[c >> 1] = fmax(mx[c >> 1], x);
-      }
+    #define MASK_SCORES(ok_)       for (int n = 0; n < BN / 8; ++n) {         for (int c = 0; c < 4; ++c) {           const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);           const float x = ok_(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;           sc[n][c] = x;           mx[c >> 1] = fmax(mx[c >> 1], x);         }       }
+    if (EDGE_TILE(j0, row0 + w0)) {
+      MASK_SCORES(IN_EDGE)
+    } else {
+      MASK_SCORES(IN_INNER)
     }
     float alpha[2], ms[2];
     #pragma unroll
@@ -356,7 +371,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       mx[r] = fmax(mx[r], SHFL_XOR(mx[r], 2));
       const float mn = fmax(mr[r], mx[r]);
       ms[r] = mn == NEG_INF ? 0.0f : mn;
-      alpha[r] = native_exp(mr[r] - ms[r]);
+      alpha[r] = EXP2(mr[r] - ms[r]);
       mr[r] = mn;
       lr[r] *= alpha[r];
     }
@@ -368,7 +383,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
     for (int n = 0; n < BN / 8; ++n) {
       #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = native_exp(sc[n][c] - ms[c >> 1]);
+        const float p = EXP2(sc[n][c] - ms[c >> 1]);
         lr[c >> 1] += p;
         sc[n][c] = p;
       }
@@ -405,7 +420,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
         ST(out, ob + d, o[n][2 * r] * inv);
         ST(out, ob + d + 1, o[n][2 * r + 1] * inv);
       }
-      if (t4 == 0) lse[(IDX)b * L + i] = lr[r] > 0.0f ? mr[r] + log(lr[r]) : NEG_INF;
+      if (t4 == 0) lse[(IDX)b * L + i] = lr[r] > 0.0f ? mr[r] * LN2 + log(lr[r]) : NEG_INF;
     }
   }
 }
