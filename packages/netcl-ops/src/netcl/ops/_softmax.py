@@ -16,11 +16,12 @@
 #   (max, sum) pair is merged by one local-memory tree. H100, float32, vs PyTorch: 4096x1024
 #   0.63x, 32768x1000 0.92x (32 lanes, registers), 256x50257 0.50x (256 lanes, online; more
 #   lanes since), 256x50256 0.87x (256 lanes, 4-vectors).
-# - on GPUs, rows of 32 to 32 * 1024 elements: ``softmax_mrow``, several rows per work-group
-#   of 256 items in 16-byte vectors (NOTE [ Several rows per work-group ] in
-#   ._softmax_rows; H200 before it: 4096x1024 0.53x, 32768x1000 0.59x with softmax_row),
-#   also below the reduction rule's 256 (it picks one work item per row there, which on a
-#   GPU reads rows apart with a few warps), unless a variant is forced.
+# - on GPUs, rows of 32 to 255 elements: ``softmax_mrow``, several rows per work-group of
+#   256 items in 16-byte vectors (NOTE [ Several rows per work-group ] in ._softmax_rows),
+#   below the reduction rule's 256 (it picks one work item per row there, which on a GPU
+#   reads rows apart with a few warps), unless a variant is forced. Longer rows measured
+#   slower with it on an H200 (4096x1024 26.0 us against softmax_row's 20.1, 32768x1000 140
+#   against 116; PyTorch 10.0 and 68 us), so they keep softmax_row.
 #   Other devices keep softmax_row; ``softmax_rows`` forces any kernel, path, lanes and rows
 #   per group (paths 3, 4: ``ROW_PATHS``) for benchmarks/bench_membound.py.
 # The online path's 4-vectors (path 2) now take any row length from a 4-aligned offset (a
@@ -362,6 +363,10 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
 
 
 _MROW_MIN = 32  # on GPUs rows from this long take softmax_mrow whatever the reduction rule
+# ... up to this long: from 256 softmax_row measured faster on an H200 (bench_membound,
+# 2026-11-29, device time: 4096x1024 20.1 us against softmax_mrow's 26.0, 32768x1000 116 against
+# 140; PyTorch 10.0 and 68 us)
+_MROW_MAX = 255
 _ROW_LANES_MAX = 1024  # softmax_row's programs are built for work-groups of up to this many
 _row_limits: dict[Any, int] = {}  # kernel -> the most lanes it launches with (a power of two)
 
@@ -397,14 +402,15 @@ def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int 
     """(kernel, grid, local size, the arguments after ``take_log``) for ``nrows`` rows of
     ``x`` of ``R`` elements: ``softmax_row`` or ``softmax_row_online`` with :func:`row_plan`
     (paths 0-2), ``softmax_mrow`` with :func:`mrow_plan` (path 3 in 4-vectors, 4 in scalars;
-    ``rows`` rows per group). By default a GPU runs softmax_mrow for every row it holds (NOTE
-    [ Several rows per work-group ]), other devices :func:`row_plan`'s choice."""
+    ``rows`` rows per group). By default a GPU runs softmax_mrow for rows of up to
+    ``_MROW_MAX`` elements (NOTE [ Several rows per work-group ]), everything else
+    :func:`row_plan`'s choice."""
     kernels = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
                              _ROW_LANES_MAX).kernels
     device = x.queue.device
     multi = kernels["softmax_mrow"]
     if path is None and (rows is not None or (
-            lanes is None and _is_gpu(device)
+            lanes is None and _is_gpu(device) and R <= _MROW_MAX
             and 4 * VPL4 * _most_lanes(multi, device) >= R)):
         path = 3 if x.offset % 4 == 0 else 4
     if path in (3, 4):
