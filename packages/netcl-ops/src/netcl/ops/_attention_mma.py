@@ -294,19 +294,28 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
-    #define MASK_SCORES(ok_) \
-      for (int n = 0; n < BN / 8; ++n) { \
-        for (int c = 0; c < 4; ++c) { \
-          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1); \
-          const float x = ok_(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF; \
-          sc[n][c] = x; \
-          mx[c >> 1] = fmax(mx[c >> 1], x); \
-        } \
-      }
     if (EDGE_TILE(j0, row0 + w0)) {
-      MASK_SCORES(IN_EDGE)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float x = IN_EDGE(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;
+          sc[n][c] = x;
+          mx[c >> 1] = fmax(mx[c >> 1], x);
+        }
+      }
     } else {
-      MASK_SCORES(IN_INNER)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float x = IN_INNER(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;
+          sc[n][c] = x;
+          mx[c >> 1] = fmax(mx[c >> 1], x);
+        }
+      }
     }
     float alpha[2], ms[2];
     #pragma unroll
@@ -458,19 +467,28 @@ void attn_bwd_dq_mma(__global T* dq, __global const T* dout, __global const floa
     float sc[BN / 8][4], dp[BN / 8][4];
     SCORES(sc, qa, koff, E)
     SCORES(dp, ga, voff, EV)
-    #define DS_ROWS(ok_) \
-      for (int n = 0; n < BN / 8; ++n) { \
-        for (int c = 0; c < 4; ++c) { \
-          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1); \
-          const float p = ok_(i, j) \
-            ? EXP2(sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E - li[c >> 1]) : 0.0f; \
-          sc[n][c] = p * (dp[n][c] - di[c >> 1]); \
-        } \
-      }
     if (EDGE_TILE(j0, row0 + w0)) {
-      DS_ROWS(IN_EDGE)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float p = IN_EDGE(i, j)
+            ? EXP2(sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E - li[c >> 1]) : 0.0f;
+          sc[n][c] = p * (dp[n][c] - di[c >> 1]);
+        }
+      }
     } else {
-      DS_ROWS(IN_INNER)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float p = IN_INNER(i, j)
+            ? EXP2(sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E - li[c >> 1]) : 0.0f;
+          sc[n][c] = p * (dp[n][c] - di[c >> 1]);
+        }
+      }
     }
     ACCUMULATE(acc, sc, koff, E)
   }
@@ -556,20 +574,30 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
     SCORES(dpt, va, goff, EV)
     /* the transposed tile: keys j are the warp's rows, queries i its columns; it is inner
        when every query is below L and (causal) at or past the warp's last key */
-    #define P_COLS(ok_) \
-      for (int n = 0; n < BN / 8; ++n) { \
-        for (int c = 0; c < 4; ++c) { \
-          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il; \
-          const float p = ok_(i, j) \
-            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f; \
-          st[n][c] = p; \
-          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]); \
-        } \
-      }
     if (i0 + BN > L || (causal && i0 < col0 + w0 + 15)) {
-      P_COLS(IN_EDGE)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
+          const float p = IN_EDGE(i, j)
+            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
+          st[n][c] = p;
+          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+        }
+      }
     } else {
-      P_COLS(IN_INNER_T)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
+          const float p = IN_INNER_T(i, j)
+            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
+          st[n][c] = p;
+          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+        }
+      }
     }
     ACCUMULATE(av, st, goff, EV)
     ACCUMULATE(ak, dpt, qoff, E)

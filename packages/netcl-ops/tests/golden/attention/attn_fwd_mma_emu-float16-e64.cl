@@ -358,11 +358,28 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
       }
     }
     float mx[2] = {NEG_INF, NEG_INF};
-    #define MASK_SCORES(ok_)       for (int n = 0; n < BN / 8; ++n) {         for (int c = 0; c < 4; ++c) {           const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);           const float x = ok_(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;           sc[n][c] = x;           mx[c >> 1] = fmax(mx[c >> 1], x);         }       }
     if (EDGE_TILE(j0, row0 + w0)) {
-      MASK_SCORES(IN_EDGE)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float x = IN_EDGE(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;
+          sc[n][c] = x;
+          mx[c >> 1] = fmax(mx[c >> 1], x);
+        }
+      }
     } else {
-      MASK_SCORES(IN_INNER)
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int i = row0 + wr + (c >> 1) * 8, j = j0 + n * 8 + 2 * t4 + (c & 1);
+          const float x = IN_INNER(i, j) ? sc[n][c] * scale2 + MASK_AT(i, j) * LOG2E : NEG_INF;
+          sc[n][c] = x;
+          mx[c >> 1] = fmax(mx[c >> 1], x);
+        }
+      }
     }
     float alpha[2], ms[2];
     #pragma unroll
