@@ -625,7 +625,8 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
 
 def mma_backward_ok(E: int, Ev: int) -> bool:
     """Whether the tensor-core backward kernels take head dims ``E``/``Ev`` (multiples of 16
-    up to 64: their four local tiles must fit in 48 KiB)."""
+    up to 64: at 128 the kept rows of 128-row work-groups need 64 KiB of local memory, and
+    attn_bwd_dkdv_mma's fragments and two accumulators alone 192 registers)."""
     return all(d % 16 == 0 and 0 < d <= 64 for d in (E, Ev))
 
 
