@@ -151,23 +151,24 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean",
 # is the closed form ``(softmax - one_hot(label)) * valid * g / count``: the composite
 # (log_softmax, nll_gather, sum, div: four nodes, a dozen backward ops) spent most of a small
 # training step's loss time in recording and in backward rules (about a fifth of the digits
-# CNN's step at batch 2 on NumPy). The values are the composite's ops, so they are unchanged;
-# jit traces (lazy values) keep the composite.
+# CNN's step at batch 2 on NumPy). Its forward is netcl.ops.softmax_cross_entropy: on OpenCL
+# one kernel (log-softmax, the label gather and the reduction; the backward's log-probabilities
+# kept), elsewhere the same ops as the composite; jit traces (lazy values) keep the composite.
 
 
 def _cross_entropy_node(rows: Tensor, labels: Tensor, ignore_index: int, mean: bool) -> Tensor:
-    with no_grad():
-        logp = _ops.log_softmax(rows, axis=1)
-        keep = _ops.ne(labels, ignore_index)
-        valid = _ops.cast(keep, rows.dtype)
-        total = _ops.sum(_ops.nll_gather(logp, labels, ignore_index=ignore_index))
-        count = _ops.sum(valid) if mean else None
-        out = total if count is None else _ops.div(total, count)
+    with no_grad():  # one launch on OpenCL devices (netcl.ops.softmax_cross_entropy)
+        out, logp = _ops.softmax_cross_entropy(rows, labels, ignore_index,
+                                               "mean" if mean else "sum", keep_logp=True)
+    if logp is None:  # keep_logp=True returns them on every backend
+        raise RuntimeError("cross_entropy: softmax_cross_entropy kept no log-probabilities")
 
     def backward(g: Tensor, needs: tuple[bool, ...]) -> Grads:
+        keep = _ops.ne(labels, ignore_index)
+        valid = _ops.cast(keep, rows.dtype)
         weight = _ops.mul(valid, g)
-        if count is not None:
-            weight = _ops.div(weight, count)
+        if mean:
+            weight = _ops.div(weight, _ops.sum(valid))
         hot = _ops.one_hot(_ops.where(keep, labels, 0), rows.shape[1], dtype=rows.dtype)
         diff = _ops.sub(_ops.exp(logp), hot)
         return _ops.mul(diff, reshape(weight, (rows.shape[0], 1))), None

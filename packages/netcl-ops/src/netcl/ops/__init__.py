@@ -14,6 +14,7 @@ from ._creation import full as full
 from ._creation import one_hot as one_hot
 from ._creation import ones as ones
 from ._creation import zeros as zeros
+from ._cross_entropy import softmax_cross_entropy as softmax_cross_entropy
 from ._elementwise import abs as abs
 from ._elementwise import clamp as clamp
 from ._elementwise import elementwise as elementwise
@@ -215,6 +216,7 @@ __all__ = [
     "silu",
     "slice",
     "softmax",
+    "softmax_cross_entropy",
     "sqrt",
     "squeeze",
     "stack",
