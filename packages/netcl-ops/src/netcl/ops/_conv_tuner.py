@@ -9,16 +9,17 @@ register-tiled implicit GEMM (``CONV2D_IMPLICIT_TILED``) in each of its tilings
 
 A shape class is the batch, the input and output channels and the input plane's height and
 width each rounded up to a power of two, with the window, stride, padding, dilation, groups,
-dtype and direction exact (so every variant that applies to one query of a class applies to
-the others, except where the local-memory fit of the tiled-local kernel changes: the selector
-checks that per query). Timing runs the variant's runner (``_conv.RUNNERS``,
-``DATA_RUNNERS``, ``WEIGHT_RUNNERS``) on scratch tensors of the query's exact shapes.
+dtype and direction exact, and :data:`CLASS_VERSION` (so every variant that applies to one
+query of a class applies to the others, except where the local-memory fit of the tiled-local
+kernel changes: the selector checks that per query). Timing runs the variant's runner
+(``_conv.RUNNERS``, ``DATA_RUNNERS``, ``WEIGHT_RUNNERS``) on scratch tensors of the query's
+exact shapes.
 
 Examples:
     >>> from ._conv_rule import ConvQuery, parse_conv2d
     >>> conv_class(ConvQuery(parse_conv2d(3, 5, 30, 30, 7, 3, 3, 1, 1).geometry, "float32",
     ...                      "data"))
-    (4, 8, 32, 32, 8, 3, 3, (1, 1), (1, 1), (1, 1), 1, 'float32', 'data')
+    (4, 8, 32, 32, 8, 3, 3, (1, 1), (1, 1), (1, 1), 1, 'float32', 'data', 2)
 """
 
 from __future__ import annotations
@@ -41,10 +42,16 @@ from netcl.core.selection import (
 
 from ._conv import DATA_RUNNERS, RUNNERS, WEIGHT_RUNNERS, _data_columns, _weight_columns
 from ._conv_igemm_kernels import TILINGS
-from ._conv_rule import IMPLICIT_TILED, ConvQuery
+from ._conv_rule import IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
 from ._matmul_tuner import queue_for, scratch
 
 __all__ = ["CONV2D_TUNER", "conv_bench", "conv_candidates", "conv_class"]
+
+
+# The last element of a class: bumped when the candidates change, so winners stored by an
+# earlier version (per device and driver, on disk) are not reused (2: NOTE [ Winograd is not
+# tuned on GPUs ]).
+CLASS_VERSION = 2
 
 
 def conv_class(q: ConvQuery) -> tuple[Any, ...]:
@@ -52,16 +59,31 @@ def conv_class(q: ConvQuery) -> tuple[Any, ...]:
     g = q.geometry
     return (pow2_bucket(g.n), pow2_bucket(g.c), pow2_bucket(g.h), pow2_bucket(g.w),
             pow2_bucket(g.k), g.r, g.s, g.stride, g.padding, g.dilation, g.groups, q.dtype,
-            q.direction)
+            q.direction, CLASS_VERSION)
+
+
+# NOTE [ Winograd is not tuned on GPUs ]
+# The tuner times a candidate by the host's clock (netcl.core.selection.time_candidate): runs
+# back to back, then one wait. Winograd is 3-4 launches with per-call planning on the host,
+# and on a GPU that host time exceeds its device time, so the tuner saw it slower than it is:
+# on an H200 (2026-11-29) it replaced the rule's Winograd F(2x2)/F(4x4) by implicit GEMMs that
+# bench_conv_layers times at 2.2x F(4x4)'s device time (64 channels on 32x32 at batch 128:
+# 0.370 against 0.166 ms), and every forward of a ResNet-18 step ran the implicit GEMM (4.8 ms
+# of its 15.2 ms of device time). In training the host cost vanishes (capture/replay), so
+# where the GPU rule picks Winograd (a measured rule: NOTE [ GPU conv2d rules ]) it stands.
 
 
 def conv_candidates(profile: ExtendedDeviceProfile, q: ConvQuery,
                     rule: AnyVariant) -> list[Candidate]:
     """Every registered conv2d variant but the naive one, then (GPUs) the implicit GEMM's
-    tilings; the selector drops those that do not apply to ``q``."""
+    tilings; the selector drops those that do not apply to ``q``. On a GPU where the rule
+    picks Winograd, only that (NOTE [ Winograd is not tuned on GPUs ])."""
+    gpu = not profile.opencl_cpu and profile.device_type != "cpu"
+    if gpu and rule in (KernelVariant.CONV2D_WINOGRAD, WINOGRAD_F4):
+        return [Candidate(rule)]
     out = [Candidate(variant_named(name)) for name in variant_names("conv2d")
            if name != KernelVariant.CONV2D_NAIVE.name]
-    if not profile.opencl_cpu and profile.device_type != "cpu":
+    if gpu:
         for t in TILINGS.values():
             out.append(Candidate(IMPLICIT_TILED, params_of({
                 "tile_m": t.bm, "tile_n": t.bn, "tile_k": t.bk, "local_size_2d": (t.lx, t.ly),
