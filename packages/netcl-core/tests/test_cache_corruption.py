@@ -74,6 +74,7 @@ def _run_child(dev: DeviceHandle, cache: Path, factor: str, disk_cache: str) -> 
     shows that netcl moves it to the child's own ``NETCL_CACHE_DIR``.
     """
     env = {**os.environ, "NETCL_CACHE_DIR": str(cache), "NETCL_DISK_CACHE": disk_cache}
+    env.pop("POCL_CACHE_DIR", None)  # a folder of the caller's would take PoCL's files elsewhere
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, dev.platform_name.strip(), dev.device_name.strip(),
          factor],
