@@ -226,7 +226,7 @@ def test_refused_build_falls_back(dev: DeviceHandle, monkeypatch: pytest.MonkeyP
         raise KernelBuildError("attn_fwd_tiled", "gpu", "", "no", tmp_path / "x.cl")
 
     monkeypatch.setattr(_attention_fused, "tiled_family", refuse)
-    monkeypatch.setattr(_attention_fused, "_is_gpu", lambda device: True)
+    monkeypatch.setattr(_attention_fused, "is_gpu", lambda device: True)
     monkeypatch.setattr(_attention_fused, "_tiled_refused", set())
     q, k, v = _rand((1, 5, 32), 1), _rand((1, 6, 32), 2), _rand((1, 6, 32), 3)
     plan = _plan(dev, q, k, v, None, False)

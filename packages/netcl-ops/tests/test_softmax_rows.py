@@ -231,7 +231,7 @@ def test_gpu_default_is_multirow(dev: DeviceHandle, monkeypatch: pytest.MonkeyPa
     odd lengths, an offset view, and the online path for 40001."""
     if dev.backend != "cl":
         pytest.skip("softmax_mrow is an OpenCL kernel")
-    monkeypatch.setitem(softmax_mod._gpus, dev.cl_device, True)
+    monkeypatch.setitem(_launch._gpus, dev.cl_device, True)
     monkeypatch.setattr(_launch, "_remembered", {})  # launches planned for a CPU
     with force_variant(PAR):
         for n in (7, 257, 1000, 1024, 4097, 40001):

@@ -23,7 +23,6 @@ import numpy as np
 from netcl.core.env import env_choice
 from netcl.core.kernels.cache import KernelBuildError
 from netcl.core.kernels.primitives import launch_values
-from netcl.core.recording import pyopencl
 from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
@@ -39,7 +38,7 @@ from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
 from ._attention_tiled import BLOCK_CHOICES, TILED_ITEMS, tiled_config, tiled_family
 from ._common import empty
-from ._launch import device_buffer, index_defs
+from ._launch import device_buffer, index_defs, is_gpu
 from ._matmul_mma import mma_available
 from ._movement import broadcast_to
 from ._random import _P_SCALE
@@ -93,15 +92,9 @@ def _device_limits(queue: Any) -> tuple[int, int]:
     return found
 
 
-_gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
 _tiled_refused: set[Any] = set()  # contexts whose driver would not build the tiled kernels
 
 
-def _is_gpu(device: Any) -> bool:
-    gpu = _gpus.get(device)
-    if gpu is None:
-        gpu = _gpus[device] = bool(int(device.type) & int(pyopencl().device_type.GPU))
-    return gpu
 
 
 def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
@@ -124,7 +117,7 @@ def kernel_choice(plan: AttentionPlan, kernel: str | None = None) -> str:
                          f"{', '.join(KERNELS)}, got {kernel!r}")
     if kernel == "rows":
         return "rows"
-    if kernel == "auto" and (not _is_gpu(plan.q.queue.device)
+    if kernel == "auto" and (not is_gpu(plan.q.queue.device)
                              or plan.q.queue.context in _tiled_refused):
         return "rows"
     local_mem, group = _device_limits(plan.q.queue)
@@ -154,7 +147,9 @@ def _tiled_kernels(plan: AttentionPlan, names: tuple[str, ...], kind: str, wide:
     try:
         for name in names:
             block = tiled_config(name, plan.E, plan.Ev, _device_limits(q.queue)[0], _prefer())
-            assert block is not None  # kernel_choice checked it
+            if block is None:  # kernel_choice checked that every block fits
+                raise RuntimeError(f"scaled_dot_product_attention: no register block of "
+                                   f"{name} fits head dims {plan.E}/{plan.Ev} on this device")
             built.append((tiled_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
                                        block[0], block[1], wide).kernel, 8 * block[0]))
     except KernelBuildError as exc:

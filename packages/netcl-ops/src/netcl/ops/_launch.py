@@ -17,6 +17,7 @@ from netcl.core.kernel_selector import get_kernel_selector
 from netcl.core.kernels.family import local_size_1d
 from netcl.core.kernels.header import index_macro
 from netcl.core.kernels.primitives import launch, launch_values
+from netcl.core.recording import pyopencl
 from netcl.core.tensor import Tensor, output_tensor
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Remembered",
     "device_buffer",
     "index_defs",
+    "is_gpu",
     "launch_items",
     "launch_key",
     "launch_nd",
@@ -185,3 +187,14 @@ def run_remembered(entry: Remembered, queue: Any, *inputs: Tensor) -> list[Tenso
         args[i] = device_buffer(t)
     launch_values(queue, entry.kernel, entry.grid, entry.local, args)
     return outs
+
+
+_gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
+
+
+def is_gpu(device: Any) -> bool:
+    """Whether the OpenCL ``device`` is a GPU (its type, asked of the driver once)."""
+    gpu = _gpus.get(device)
+    if gpu is None:
+        gpu = _gpus[device] = bool(int(device.type) & int(pyopencl().device_type.GPU))
+    return gpu

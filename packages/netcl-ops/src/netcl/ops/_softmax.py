@@ -53,6 +53,7 @@ from ._elementwise_dispatch import host, np_checked, np_result
 from ._launch import (
     device_buffer,
     index_defs,
+    is_gpu,
     launch_items,
     local_size,
     queue_facts,
@@ -347,7 +348,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     # apart (16384x128: 128 warps for 132 SMs); softmax_mrow packs 8-lane rows instead (a
     # forced variant is kept)
     if (variant is KernelVariant.REDUCTION_SEQUENTIAL and inner == 1 and R >= _MROW_MIN
-            and forced_variant("reduction") is None and _is_gpu(x.queue.device)):
+            and forced_variant("reduction") is None and is_gpu(x.queue.device)):
         variant = KernelVariant.REDUCTION_PARALLEL
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
         kernel = softmax_family(x.queue.context, "softmax_col", x.dtype, wide, local).kernel
@@ -386,14 +387,6 @@ def _most_lanes(kernel: Any, device: Any) -> int:
     return most
 
 
-_gpus: dict[Any, bool] = {}  # device -> whether it is a GPU
-
-
-def _is_gpu(device: Any) -> bool:
-    gpu = _gpus.get(device)
-    if gpu is None:
-        gpu = _gpus[device] = bool(int(device.type) & int(pyopencl().device_type.GPU))
-    return gpu
 
 
 def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int | None = None,
@@ -410,7 +403,7 @@ def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int 
     device = x.queue.device
     multi = kernels["softmax_mrow"]
     if path is None and (rows is not None or (
-            lanes is None and _is_gpu(device) and R <= _MROW_MAX
+            lanes is None and is_gpu(device) and R <= _MROW_MAX
             and 4 * VPL4 * _most_lanes(multi, device) >= R)):
         path = 3 if x.offset % 4 == 0 else 4
     if path in (3, 4):
