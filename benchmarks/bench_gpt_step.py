@@ -34,7 +34,7 @@ from netcl.core import Tensor
 from netcl.core.device import DeviceHandle, manager
 from netcl.nn.amp import GradScaler, autocast
 from netcl.optim import AdamW
-from netcl.runtime import CaptureError, CaptureFallbackWarning, capture
+from netcl.runtime import CaptureError, CaptureFallbackWarning, capture, profile
 from netcl.trainer._charlm_model import GPT
 
 VOCAB = 128
@@ -66,7 +66,7 @@ def _batch(batch: int, seq: int) -> np.ndarray[Any, Any]:
 
 
 def time_netcl(dev: DeviceHandle, shape: dict[str, int], amp: bool, captured: bool,
-               steps: int) -> dict[str, Any]:
+               steps: int, kernels: bool = False) -> dict[str, Any]:
     model = GPT(VOCAB, shape["seq"], shape["layers"], shape["width"], shape["heads"],
                 queue=dev.queue, seed=0)
     step: Any = make_step(model, amp)
@@ -89,8 +89,16 @@ def time_netcl(dev: DeviceHandle, shape: dict[str, int], amp: bool, captured: bo
         step(x, y)
     dev.queue.finish()
     seconds = (time.perf_counter() - start) / steps
-    return {"step_ms": seconds * 1e3, "first_loss": first,
-            "mode": step.mode if captured else "eager"}
+    found: dict[str, Any] = {"step_ms": seconds * 1e3, "first_loss": first,
+                             "mode": step.mode if captured else "eager"}
+    if kernels:  # one more step under the profiler: its kernels by device time
+        with profile() as prof:
+            step(x, y)
+            dev.queue.finish()
+        if prof.device_timed:
+            found["device_ms"] = sum(k.device_us or 0.0 for k in prof.summary()) / 1e3
+        found["table"] = prof.table(limit=25)
+    return found
 
 
 def time_torch(shape: dict[str, int], amp: bool, steps: int,
@@ -150,6 +158,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--precision", choices=("float32", "amp", "both"), default="both")
     parser.add_argument("--eager", action="store_true", help="eager rows too")
+    parser.add_argument("--kernels", action="store_true",
+                        help="print one step's kernels by device time (NETCL_PROFILE_EVENTS=1)")
     parser.add_argument("--torch-device", choices=("cuda", "cpu"), default="cuda",
                         help="where the PyTorch reference runs (cpu: float32 only)")
     parser.add_argument("--quick", action="store_true",
@@ -179,7 +189,7 @@ def main() -> None:
         precision = "amp" if amp else "float32"
         ref = time_torch(shape, amp, args.steps, args.torch_device)
         for who, captured in modes:
-            row = time_netcl(dev, shape, amp, captured, args.steps)
+            row = time_netcl(dev, shape, amp, captured, args.steps, args.kernels)
             rows.append({"precision": precision, "who": who, **shape, **row})
             if "error" in row:
                 print(f"{precision:<9} {who:<14} {row['error'][:100]}")
@@ -188,6 +198,9 @@ def main() -> None:
             print(f"{precision:<9} {who:<14} {row['step_ms']:>8.2f} "
                   f"{tokens / row['step_ms'] * 1e3:>9.0f} "
                   f"{flops / row['step_ms'] / 1e9:>8.2f} {ratio:>8} {row['first_loss']:>9.4f}")
+            if "table" in row:
+                print(f"  one step's kernels (device {row.get('device_ms', float('nan')):.2f} ms):")
+                print("\n".join("  " + line for line in row.pop("table").splitlines()))
         if ref is not None:
             rows.append({"precision": precision, "who": "pytorch", **shape, **ref})
             print(f"{precision:<9} {'pytorch':<14} {ref['step_ms']:>8.2f} "
