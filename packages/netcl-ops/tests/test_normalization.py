@@ -295,3 +295,41 @@ def test_layer_norm_both_kernel_layouts(dev: DeviceHandle, per_row: bool, affine
     assert_close(dx.to_host(), want_dx, "float32", scale=4)
     assert_close(dw.to_host(), (g * xhat).sum(0), "float32", scale=8)
     assert_close(db.to_host(), g.sum(0), "float32", scale=8)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("rows", "d", "splits"), [(4099, 33, 8), (2048, 1, 5), (1000, 257, 3),
+                                                   (129, 7, 1), (7, 384, 4)], ids=str)
+def test_layer_norm_parameter_gradients_split(dev: DeviceHandle, rows: int, d: int, splits: int,
+                                              dtype: str, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """dweight and dbias summed over row chunks that the last work-group merges (NOTE
+    [ Layer norm parameter gradients ]): forced chunk counts, repeated launches (the ticket
+    counters reset), the same bits every time, against float64 sums."""
+    _need(dev, dtype)
+    if dev.backend != "cpu":
+        chunk = -(-rows // splits)
+        monkeypatch.setattr(_normalization, "ln_param_splits",
+                            lambda device, r, dd: (-(-r // chunk), chunk))
+    rng = np.random.default_rng(rows + d)
+    x = rng.standard_normal((rows, d)) * 2 + 1
+    g = rng.standard_normal((rows, d))
+    q = dev.queue
+    xt = Tensor.from_host(q, x, dtype=dtype)
+    gt = Tensor.from_host(q, g, dtype=dtype)
+    _, mean, rstd = layer_norm(xt, d)
+    xs = xt.to_host().astype(np.float64)
+    xhat = (xs - mean.to_host().reshape(-1, 1)) * rstd.to_host().reshape(-1, 1)
+    gs = gt.to_host().astype(np.float64)
+    first = None
+    for _ in range(3):
+        _, dw, db = layer_norm_backward(gt, xt, d, mean, rstd)
+        got = (dw.to_host(), db.to_host())
+        if first is None:
+            first = got
+        np.testing.assert_array_equal(got[0], first[0])
+        np.testing.assert_array_equal(got[1], first[1])
+    assert first is not None
+    scale = np.sqrt(rows)
+    assert_close(first[0], (gs * xhat).sum(0), dtype, scale=scale)
+    assert_close(first[1], gs.sum(0), dtype, scale=scale)

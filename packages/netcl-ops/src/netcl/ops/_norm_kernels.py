@@ -25,6 +25,14 @@
 # barriers per row, which is slow (Intel CPU: ~29 ms for 2048 rows of 64). There
 # ``ln_forward_row`` / ``ln_backward_dx_row`` give each work-item a whole row and loop over
 # it serially (:func:`ln_per_row` picks them by device type): no barriers, no local memory.
+
+# NOTE [ Layer norm parameter gradients ]
+# dweight and dbias are column sums over all R rows (R = batch x sequence: 8192 rows of 384 in
+# the charlm GPT). Until 2026-11-29 one work-item per column looped over the R rows: 384
+# work-items on a GPU, 850 us per launch on an H200, 11 of the GPT step's 36 ms (kernel table
+# of bench_gpt_step --kernels). ``ln_backward_params`` now splits the rows into P chunks
+# (:func:`ln_param_splits`: about 8 work-groups per compute unit, at least 16 rows per item) and
+# merges them in one launch, in a fixed order (bitwise reproducible).
 """
 
 from __future__ import annotations
@@ -40,11 +48,12 @@ from netcl.core.tensor import Tensor
 from ._launch import view_args
 from ._split_sync import fence_defines
 
-__all__ = ["GROUP", "bn_geometry", "bn_lanes", "bn_launch_2d", "bn_splits", "ln_per_row",
-           "normalization_family"]
+__all__ = ["GROUP", "LNP_COLUMNS", "LNP_ROWS", "bn_geometry", "bn_lanes", "bn_launch_2d",
+           "bn_splits", "ln_param_splits", "ln_per_row", "normalization_family"]
 
 GROUP = 256
 _GROUPS_PER_CU = 8
+LNP_COLUMNS, LNP_ROWS = 32, 8  # ln_backward_params' work-group: columns x row lanes
 
 _SRC = """
 #define GROUP 256
@@ -323,23 +332,75 @@ __kernel void ln_backward_dx_row(__global const T* g, const long go, __global co
   }
 }
 
-// One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
+// Layer norm's weight and bias gradients (NOTE [ Layer norm parameter gradients ]): per column
+// j, sum_r g * xhat and sum_r g. Work-groups of LNP_C columns x LNP_R row lanes; group (cx, p)
+// sums rows [p * chunk, min(R, (p + 1) * chunk)) of columns cx * LNP_C.. (loads coalesced
+// across the column lanes), the row lanes fold in order, and with P > 1 row chunks the column
+// tile's last group adds the P partials in order (NOTE [ Last group merges ] in ._split_sync).
+// No early return after the ticket's barrier: with ``if (!last) return;`` there, PoCL 3.0
+// (pthread) stored a stale sum instead of the merged one (seen in the tests).
+#define LNP_C 32
+#define LNP_R 8
 __kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
                                  const long xo, __global const CT* mean, const long meano,
                                  __global const CT* rstd, const long rstdo, __global T* gw,
-                                 const long gwo, __global T* gb, const long gbo, const int R,
-                                 const int D) {
-  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
-  int j = get_global_id(0);
-  if (j >= D) return;
+                                 const long gwo, __global T* gb, const long gbo,
+                                 volatile __global CT* part, const long parto,
+                                 volatile __global int* count, const int R, const int D,
+                                 const int P, const int chunk) {
+  __local CT aw[LNP_R * LNP_C], ab[LNP_R * LNP_C];
+  __local int last;
+  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo; part += parto;
+  const int tx = get_local_id(0), ty = get_local_id(1);
+  const int cx = get_group_id(0), p = get_group_id(1);
+  const int j = cx * LNP_C + tx;
+  const int r1 = min(R, (p + 1) * chunk);
   CT sw = (CT)0, sb = (CT)0;
-  for (int r = 0; r < R; ++r) {
-    CT gv = LD(g, (long)r * D + j);
-    sb += gv;
-    sw += gv * ((CT)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
+  if (j < D) {
+    for (int r = p * chunk + ty; r < r1; r += LNP_R) {
+      const long i = (long)r * D + j;
+      const CT gv = LD(g, i);
+      sb += gv;
+      sw += gv * ((CT)LD(x, i) - mean[r]) * rstd[r];
+    }
   }
-  ST(gw, j, sw);
-  ST(gb, j, sb);
+  aw[ty * LNP_C + tx] = sw;
+  ab[ty * LNP_C + tx] = sb;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (ty == 0) {
+    sw = aw[tx];
+    sb = ab[tx];
+    for (int k = 1; k < LNP_R; ++k) { sw += aw[k * LNP_C + tx]; sb += ab[k * LNP_C + tx]; }
+    if (P > 1 && j < D) {
+      part[2 * ((long)p * D + j)] = sw;
+      part[2 * ((long)p * D + j) + 1] = sb;
+      GL_FENCE();
+    }
+  }
+  int finish = P == 1;
+  if (P > 1) {
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (tx == 0 && ty == 0) last = atomic_inc(&count[cx]) == P - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    finish = last;
+    if (finish) {
+      GL_FENCE();
+      if (ty == 0 && j < D) {
+        CT mw = (CT)0, mb = (CT)0;
+        for (int q = 0; q < P; ++q) {
+          mw += part[2 * ((long)q * D + j)];
+          mb += part[2 * ((long)q * D + j) + 1];
+        }
+        sw = mw;
+        sb = mb;
+      }
+      if (tx == 0 && ty == 0) count[cx] = 0;
+    }
+  }
+  if (finish && ty == 0 && j < D) {
+    ST(gw, j, sw);
+    ST(gb, j, sb);
+  }
 }
 """
 
@@ -390,6 +451,31 @@ def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
         units = max(1, int(device.max_compute_units))
     groups = max(1, min(-(-_GROUPS_PER_CU * units // max(c, 1)), m // (GROUP * 16)))
     return groups, -(-m // groups)
+
+
+def ln_param_splits(device: Any, rows: int, d: int) -> tuple[int, int]:
+    """``(P, chunk)``: row chunks of ``ln_backward_params`` and the rows each sums (NOTE
+    [ Layer norm parameter gradients ]): about 8 work-groups per compute unit over the column
+    tiles, at least 16 rows per row lane.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> ln_param_splits(NS(max_compute_units=132), 8192, 384)
+        (64, 128)
+        >>> ln_param_splits(NS(max_compute_units=2), 7, 33)
+        (1, 7)
+    """
+    try:
+        units = _units[device]
+    except KeyError:
+        units = _units[device] = max(1, int(device.max_compute_units))
+    except TypeError:  # an unhashable stand-in
+        units = max(1, int(device.max_compute_units))
+    tiles = -(-d // LNP_COLUMNS)
+    most = max(1, rows // (LNP_ROWS * 16))
+    p = max(1, min(-(-_GROUPS_PER_CU * units // tiles), most))
+    chunk = -(-rows // p)
+    return -(-rows // chunk), chunk
 
 
 _per_row: dict[Any, bool] = {}

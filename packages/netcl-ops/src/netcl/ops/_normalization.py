@@ -26,10 +26,13 @@ from ._elementwise_dispatch import host, np_results
 from ._launch import view_args
 from ._norm_kernels import (
     GROUP,
+    LNP_COLUMNS,
+    LNP_ROWS,
     bn_geometry,
     bn_lanes,
     bn_launch_2d,
     bn_splits,
+    ln_param_splits,
     ln_per_row,
     normalization_family,
 )
@@ -384,8 +387,12 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
         else:
             launch(q, kernels["ln_backward_dx"], (rows * GROUP,), (GROUP,), *args, d,
                    int(weight is not None))
-        launch_1d(q, kernels["ln_backward_params"], d,
-                  *view_args(grad, x, mean, rstd, gw_t, gb_t), rows, d)
+        splits, chunk = ln_param_splits(q.device, rows, d)
+        part = empty(q, (2 * splits * d if splits > 1 else 1,), stat_dtype(x.dtype))
+        tiles = -(-d // LNP_COLUMNS)
+        launch(q, kernels["ln_backward_params"], (tiles * LNP_COLUMNS, splits * LNP_ROWS),
+               (LNP_COLUMNS, LNP_ROWS), *view_args(grad, x, mean, rstd, gw_t, gb_t, part),
+               tickets(q, tiles), rows, d, splits, chunk)
     return dx_t, gw_t, gb_t
 
 

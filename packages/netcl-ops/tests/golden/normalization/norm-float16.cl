@@ -300,21 +300,73 @@ __kernel void ln_backward_dx_row(__global const T* g, const long go, __global co
   }
 }
 
-// One work-item per column: grad_weight = sum_r g * xhat, grad_bias = sum_r g.
+// Layer norm's weight and bias gradients (NOTE [ Layer norm parameter gradients ]): per column
+// j, sum_r g * xhat and sum_r g. Work-groups of LNP_C columns x LNP_R row lanes; group (cx, p)
+// sums rows [p * chunk, min(R, (p + 1) * chunk)) of columns cx * LNP_C.. (loads coalesced
+// across the column lanes), the row lanes fold in order, and with P > 1 row chunks the column
+// tile's last group adds the P partials in order (NOTE [ Last group merges ] in ._split_sync).
+// No early return after the ticket's barrier: with ``if (!last) return;`` there, PoCL 3.0
+// (pthread) stored a stale sum instead of the merged one (seen in the tests).
+#define LNP_C 32
+#define LNP_R 8
 __kernel void ln_backward_params(__global const T* g, const long go, __global const T* x,
                                  const long xo, __global const CT* mean, const long meano,
                                  __global const CT* rstd, const long rstdo, __global T* gw,
-                                 const long gwo, __global T* gb, const long gbo, const int R,
-                                 const int D) {
-  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo;
-  int j = get_global_id(0);
-  if (j >= D) return;
+                                 const long gwo, __global T* gb, const long gbo,
+                                 volatile __global CT* part, const long parto,
+                                 volatile __global int* count, const int R, const int D,
+                                 const int P, const int chunk) {
+  __local CT aw[LNP_R * LNP_C], ab[LNP_R * LNP_C];
+  __local int last;
+  g += go; x += xo; mean += meano; rstd += rstdo; gw += gwo; gb += gbo; part += parto;
+  const int tx = get_local_id(0), ty = get_local_id(1);
+  const int cx = get_group_id(0), p = get_group_id(1);
+  const int j = cx * LNP_C + tx;
+  const int r1 = min(R, (p + 1) * chunk);
   CT sw = (CT)0, sb = (CT)0;
-  for (int r = 0; r < R; ++r) {
-    CT gv = LD(g, (long)r * D + j);
-    sb += gv;
-    sw += gv * ((CT)LD(x, (long)r * D + j) - mean[r]) * rstd[r];
+  if (j < D) {
+    for (int r = p * chunk + ty; r < r1; r += LNP_R) {
+      const long i = (long)r * D + j;
+      const CT gv = LD(g, i);
+      sb += gv;
+      sw += gv * ((CT)LD(x, i) - mean[r]) * rstd[r];
+    }
   }
-  ST(gw, j, sw);
-  ST(gb, j, sb);
+  aw[ty * LNP_C + tx] = sw;
+  ab[ty * LNP_C + tx] = sb;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (ty == 0) {
+    sw = aw[tx];
+    sb = ab[tx];
+    for (int k = 1; k < LNP_R; ++k) { sw += aw[k * LNP_C + tx]; sb += ab[k * LNP_C + tx]; }
+    if (P > 1 && j < D) {
+      part[2 * ((long)p * D + j)] = sw;
+      part[2 * ((long)p * D + j) + 1] = sb;
+      GL_FENCE();
+    }
+  }
+  int finish = P == 1;
+  if (P > 1) {
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (tx == 0 && ty == 0) last = atomic_inc(&count[cx]) == P - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    finish = last;
+    if (finish) {
+      GL_FENCE();
+      if (ty == 0 && j < D) {
+        CT mw = (CT)0, mb = (CT)0;
+        for (int q = 0; q < P; ++q) {
+          mw += part[2 * ((long)q * D + j)];
+          mb += part[2 * ((long)q * D + j) + 1];
+        }
+        sw = mw;
+        sb = mb;
+      }
+      if (tx == 0 && ty == 0) count[cx] = 0;
+    }
+  }
+  if (finish && ty == 0 && j < D) {
+    ST(gw, j, sw);
+    ST(gb, j, sb);
+  }
 }
