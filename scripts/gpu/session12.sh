@@ -10,6 +10,7 @@
 #   attnprof              scripts/gpu/attn_profile.py (host vs device time of attention)
 #   sweep                 benchmarks/sweep_gemm.py ($SWEEP_CLASSES, default mid,skinny,small)
 #   gpt                   bench_gpt_step --kernels (GPT step, kernels by device time)
+#   gemmshapes            scripts/gpu/gemm_shapes.py (GPT step GEMMs or $GEMM_SHAPES vs torch.mm)
 #   capture               bench_capture_resnet --both --kernels (ResNet-18 step device time)
 # Results under $OUT/r (and $OUT/r.tgz).
 set -u
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
     sweep) step sweep 300 python3 benchmarks/sweep_gemm.py --budget ${SWEEP_BUDGET:-240} --classes ${SWEEP_CLASSES:-mid,skinny,small} --out "$R/sweep.json" ;;
     gemm) step gemm 200 python3 benchmarks/bench_ops_linalg.py --device cl ${GEMM_ARGS:-} ;;
     gpt) NETCL_PROFILE_EVENTS=1 step gpt 300 python3 benchmarks/bench_gpt_step.py --device cl --kernels ${GPT_ARGS:-} --json "$R/gpt.json" ;;
+    gemmshapes) NETCL_PROFILE_EVENTS=1 step gemmshapes 200 python3 scripts/gpu/gemm_shapes.py ${GEMM_SHAPES:+--shapes $GEMM_SHAPES} ;;
     membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
     *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
   esac
