@@ -21,6 +21,7 @@ from netcl.ops._matmul_mma import (
     mma_applicable,
     mma_available,
     mma_config,
+    mma_split_k,
     mma_verdict,
     run_hgemm_mma,
 )
@@ -219,6 +220,8 @@ GPU_CASES = [
     (1, 256, 264, 520, True, True, "float16"),
     (1, 8, 8, 8, False, False, "float32"),
     (1, 2048, 512, 4096, False, False, "float16"),
+    (1, 384, 384, 8192, True, False, "float16"),  # split K (a GPT weight gradient)
+    (1, 136, 72, 1064, True, True, "float32"),  # split K with a shorter last slice
 ]
 
 
@@ -238,3 +241,47 @@ def test_tensor_cores_match_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> N
     # about sqrt(K) ulps; float16 output: its own rounding dominates
     scale = max(1.0, float(np.sqrt(K)) / 4) if out_dtype == "float32" else 1.0
     assert_close(c.to_host(), ref[0] if squeeze else ref, out_dtype, scale=scale)
+
+
+# (M, N, K, transpose_a, transpose_b, out_dtype, split): slices of 32-deep k tiles, with and
+# without a shorter last slice (K = 72 in two: 64 + 8).
+SPLIT_CASES = [
+    (7, 16, 72, False, False, "float32", 2),
+    (40, 48, 200, False, True, "float16", 3),
+    (16, 40, 136, True, False, "float32", 5),
+    (24, 8, 96, True, True, "float16", 3),
+    (33, 24, 64, False, False, "float16", 2),
+]
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=lambda c: "x".join(map(str, c[:3])) + "_"
+                         + ("t" if c[3] else "n") + ("t" if c[4] else "n") + f"_{c[5]}_s{c[6]}")
+def test_emulated_split_k_matches_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> None:
+    """NOTE [ Tensor-core split-K ]: K slices as batch entries, a shorter last slice, their
+    float32 sum rounded once to the output dtype; repeated calls give the same bits."""
+    if not is_opencl(dev):
+        pytest.skip("emulated PTX runs on OpenCL devices; the NumPy backend has no kernels")
+    M, N, K, ta, tb, out_dtype, split = case
+    a, b, ref = operands(1, M, N, K, ta, tb)
+    ta_, tb_ = (Tensor.from_host(dev.queue, x[0], dtype="float16") for x in (a, b))
+    c = matmul_mma(ta_, tb_, transpose_a=ta, transpose_b=tb, out_dtype=out_dtype,
+                   config=EMULATED, split_k=split)
+    one = matmul_mma(ta_, tb_, transpose_a=ta, transpose_b=tb, out_dtype=out_dtype,
+                     config=EMULATED, split_k=1)
+    assert c.dtype == out_dtype and c.shape == (M, N)
+    got = c.to_host()
+    assert_close(got, ref[0], out_dtype)
+    assert_close(got, one.to_host().astype(np.float64), out_dtype)
+    again = matmul_mma(ta_, tb_, transpose_a=ta, transpose_b=tb, out_dtype=out_dtype,
+                       config=EMULATED, split_k=split)
+    np.testing.assert_array_equal(again.to_host(), got)
+
+
+def test_split_choice() -> None:
+    """Few output tiles and a long K split (about two work-groups per compute unit, slices of
+    at least 512); many tiles, a short K or a batch do not."""
+    gpt = mma_config(384, 384, 8192)
+    assert mma_split_k(384, 384, 8192, 1, 132, gpt) == 8
+    assert mma_split_k(384, 384, 8192, 4, 132, gpt) == 1
+    assert mma_split_k(384, 384, 256, 1, 132, gpt) == 1
+    assert mma_split_k(4096, 4096, 8192, 1, 132, mma_config(4096, 4096, 8192)) == 1

@@ -43,6 +43,7 @@ from netcl.core.tensor import Tensor
 from ._common import check_tensor, empty, same_device
 from ._matmul_mma_source import (
     PROBE_SOURCE,
+    SPLIT_SUM_SOURCE,
     MmaConfig,
     hgemm_alignment_ok,
     hgemm_kernel_name,
@@ -56,6 +57,7 @@ __all__ = [
     "mma_applicable",
     "mma_available",
     "mma_config",
+    "mma_split_k",
     "mma_verdict",
     "run_hgemm_mma",
 ]
@@ -163,6 +165,34 @@ def mma_config(
     return _with(base, trans_a, trans_b, out_f16)
 
 
+# NOTE [ Tensor-core split-K ]
+# A weight gradient dY^T X has a small M x N and a long K (the charlm GPT: 384 x 384 x 8192):
+# 36 tiles of 64 x 64 for an H200's 132 SMs, so the AMP step's ``hgemm_mma_tn`` launches ran
+# at ~32 TFLOP/s (2.8 of its 25 ms; kernel table of bench_gpt_step --kernels). With few tiles
+# K is cut into S slices (each at least 512 deep, a whole number of k tiles) that run as S
+# batch entries of one launch into an S x M x N float32 workspace (a shorter last slice as a
+# second launch), and ``hgemm_split_sum_*`` adds the slices in slice order into C (float16
+# rounded once, from the float32 sum).
+_SPLIT_MIN_DEPTH = 512
+
+
+def mma_split_k(M: int, N: int, K: int, batch: int, compute_units: int, config: MmaConfig
+                ) -> int:
+    """How many K slices :func:`matmul_mma` runs (1: no split; NOTE [ Tensor-core split-K ]):
+    enough for about two work-groups per compute unit, each slice >= 512 deep.
+
+    Examples:
+        >>> mma_split_k(384, 384, 8192, 1, 132, mma_config(384, 384, 8192))
+        8
+        >>> mma_split_k(4096, 4096, 4096, 1, 132, mma_config(4096, 4096, 4096))
+        1
+    """
+    tiles = -(-M // config.bm) * -(-N // config.bn) * batch
+    if batch != 1 or 2 * tiles > compute_units:
+        return 1
+    return max(1, min(-(-2 * compute_units // tiles), K // _SPLIT_MIN_DEPTH, 16))
+
+
 @functools.lru_cache(maxsize=64)
 def _with(base: MmaConfig, trans_a: bool, trans_b: bool, out_f16: bool) -> MmaConfig:
     """``base`` with the layouts and output dtype of one call (one object per combination)."""
@@ -265,7 +295,7 @@ def mma_applicable(a: Tensor, b: Tensor, transpose_a: bool = False,
 
 def matmul_mma(
     a: Tensor, b: Tensor, *, transpose_a: bool = False, transpose_b: bool = False,
-    out_dtype: str = "float16", config: MmaConfig | None = None,
+    out_dtype: str = "float16", config: MmaConfig | None = None, split_k: int = 0,
 ) -> Tensor:
     """``op(a) @ op(b)`` of float16 tensors on the tensor cores (f32 accumulation).
 
@@ -276,6 +306,8 @@ def matmul_mma(
         out_dtype: ``"float16"`` (rounded to nearest even) or ``"float32"``.
         config: tiles to use (default :func:`mma_config`); ``MmaConfig(emulate=True, ...)``
             runs on any OpenCL device.
+        split_k: K slices (NOTE [ Tensor-core split-K ]): 0 picks (:func:`mma_split_k`),
+            1 runs one pass; splits apply to unbatched products.
 
     Returns:
         A new (..., M, N) tensor of ``out_dtype``.
@@ -321,7 +353,41 @@ def matmul_mma(
     a.wait()
     b.wait()
     c = empty(queue, (*a.shape[:-2], M, N), out_dtype)
+    if split_k == 0:
+        units = int(getattr(queue.device, "max_compute_units", 132))
+        split_k = mma_split_k(M, N, K, batch, units, config)
+    if split_k > 1 and batch == 1:
+        _split(queue, config, a, b, c, M, N, K, split_k, transpose_a, transpose_b)
+        return c
     strides = (M * K, K * N, M * N) if batch > 1 else (0, 0, 0)
     run_hgemm_mma(queue, config, a.buffer, b.buffer, c.buffer, M, N, K,
                   offsets=(a.offset, b.offset, c.offset), batch=batch, batch_strides=strides)
     return c
+
+
+def _split(queue: Any, config: MmaConfig, a: Tensor, b: Tensor, c: Tensor, M: int, N: int,
+           K: int, split: int, trans_a: bool, trans_b: bool) -> None:
+    """``c = op(a) @ op(b)`` as ``split`` K slices and their sum (NOTE [ Tensor-core
+    split-K ])."""
+    ks = -(-K // split)
+    ks = -(-ks // config.bk) * config.bk  # a whole number of k tiles (and of 8 elements)
+    full, rest = divmod(K, ks)
+    slices = full + (1 if rest else 0)
+    work = empty(queue, (slices, M, N), "float32")
+    wide = _with(config, trans_a, trans_b, False)
+    lds = (M if trans_a else K, K if trans_b else N, N)
+    sa = ks * (lds[0] if trans_a else 1)  # elements from one K slice to the next
+    sb = ks * (1 if trans_b else lds[1])
+    run_hgemm_mma(queue, wide, a.buffer, b.buffer, work.buffer, M, N, ks,
+                  offsets=(a.offset, b.offset, work.offset), lds=lds, batch=full,
+                  batch_strides=(sa, sb, M * N))
+    if rest:
+        run_hgemm_mma(queue, wide, a.buffer, b.buffer, work.buffer, M, N, rest,
+                      offsets=(a.offset + full * sa, b.offset + full * sb,
+                               work.offset + full * M * N), lds=lds)
+    name = "hgemm_split_sum_h" if c.dtype == "float16" else "hgemm_split_sum_f"
+    kernel = get_kernel(queue.context, SPLIT_SUM_SOURCE, name)
+    total = M * N
+    launch(queue, kernel, (-(-total // 256) * 256,), (256,), work.buffer,
+           np.int64(work.offset), np.int32(slices), np.int64(total), c.buffer,
+           np.int64(c.offset))
