@@ -16,6 +16,7 @@ from netcl.core.tensor import Tensor, reshape
 from ._attention_fused import fused_applies, fused_backward, fused_forward
 from ._attention_plain import plain_backward, plain_forward
 from ._attention_plan import OP, AttentionPlan, plan_attention
+from ._attention_prepared import Record, call_key, lookup, remember, run
 from ._common import check_tensor
 from ._random import default_generator
 
@@ -53,14 +54,49 @@ def scaled_dot_product_attention_forward(
         >>> out.shape, lse.shape, round(float(lse.to_host()[0, 0]), 4)  # log(3)
         ((2, 3, 4), (2, 3), 1.0986)
     """
+    # NOTE [ Remembered attention launches ] in ._attention_prepared
+    ckey = call_key("fwd", (query, key, value, attn_mask), dropout_p, is_causal, scale,
+                    enable_gqa)
+    entry = lookup(ckey)
+    if entry is not None:
+        stream = _repeat_stream(entry.words, seed, offset)
+        given = {"q": query, "k": key, "v": value}
+        if attn_mask is not None:
+            given["mask"] = attn_mask
+        out, lse = run(entry, query.queue, given, *stream)
+        return out, lse, stream
     plan = plan_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     stream = _stream(plan, seed, offset)
-    fused = fused_applies(plan)
-    out, lse = fused_forward(plan, *stream) if fused else plain_forward(plan, *stream)
+    if not fused_applies(plan):
+        out, lse = plain_forward(plan, *stream)
+    else:
+        record = _record(plan)
+        out, lse = fused_forward(plan, *stream, record=record)
+        remember(ckey, record, (("out", plan.out_shape), ("lse", plan.out_shape[:-1])),
+                 plan.batch_size * plan.L * plan.S if plan.dropout_p > 0 else 0)
     if out.shape != plan.out_shape:
         out = reshape(out, plan.out_shape)
         lse = reshape(lse, plan.out_shape[:-1])
     return out, lse, stream
+
+
+def _record(plan: AttentionPlan) -> Record:
+    """A record of a fused call with the operands' roles (NOTE [ Remembered attention
+    launches ])."""
+    record = Record()
+    record.tensors.update(q=plan.q, k=plan.k, v=plan.v)
+    if plan.mask is not None:
+        record.tensors["mask"] = plan.mask
+    return record
+
+
+def _repeat_stream(words: int, seed: int | None, offset: int | None) -> tuple[int, int]:
+    """:func:`_stream` of a remembered call that draws ``words`` dropout words (0: none)."""
+    if words == 0:
+        return 0, 0
+    if seed is None:
+        return default_generator.seed, default_generator.take(words)
+    return int(seed), 0 if offset is None else int(offset)
 
 
 def scaled_dot_product_attention(
@@ -134,6 +170,15 @@ def scaled_dot_product_attention_backward(
         >>> dv.to_host()[0, :, 0].tolist()
         [1.0, 1.0]
     """
+    ckey = call_key("bwd", (grad, query, key, value, out, lse, attn_mask), dropout_p,
+                    is_causal, scale, enable_gqa, bool(mask_grad))
+    entry = lookup(ckey)
+    if entry is not None:
+        given = {"grad": grad, "q": query, "k": key, "v": value, "out": out, "lse": lse}
+        if attn_mask is not None:
+            given["mask"] = attn_mask
+        made = run(entry, query.queue, given, *stream if entry.words else (0, 0))
+        return made[1], made[2], made[3], None
     plan = plan_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     grad = check_tensor(OP, grad, "grad")
     if grad.shape != plan.out_shape or out.shape != plan.out_shape:
@@ -145,8 +190,14 @@ def scaled_dot_product_attention_backward(
         lse = reshape(lse, full[:-1])
     if fused_applies(plan) and not (mask_grad and attn_mask is not None
                                     and attn_mask.dtype != "uint8"):
-        dq, dk, dv = fused_backward(plan, grad, out, lse, *stream)
+        record = _record(plan)
+        dq, dk, dv = fused_backward(plan, grad, out, lse, *stream, record=record)
         dmask = None
+        if (dq is record.tensors["dq"] and dk is record.tensors["dk"]
+                and dv is record.tensors["dv"]):  # no broadcast gradient summed
+            remember(ckey, record, (("dd", (*plan.batch, plan.L)), ("dq", plan.shapes[0]),
+                                    ("dk", plan.shapes[1]), ("dv", plan.shapes[2])),
+                     plan.batch_size * plan.L * plan.S if plan.dropout_p > 0 else 0)
     else:
         dq, dk, dv, dmask = plain_backward(plan, grad, out, lse, *stream, mask_grad)
     shapes = plan.shapes

@@ -22,11 +22,10 @@ import numpy as np
 
 from netcl.core.env import env_choice
 from netcl.core.kernels.cache import KernelBuildError
-from netcl.core.kernels.primitives import launch_values
 from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
-from ._attention_kernels import attention_family
+from ._attention_kernels import ROW_DOT_ITEMS, ROW_DOT_LANES, attention_family
 from ._attention_mma import (
     MMA_ROWS,
     MMA_THREADS,
@@ -36,8 +35,9 @@ from ._attention_mma import (
 )
 from ._attention_plain import sum_to
 from ._attention_plan import AttentionPlan
+from ._attention_prepared import Record, launch
 from ._attention_tiled import BLOCK_CHOICES, TILED_ITEMS, tiled_config, tiled_family
-from ._common import empty
+from ._common import empty, from_numpy, same_device
 from ._launch import device_buffer, index_defs, is_gpu
 from ._matmul_mma import mma_available
 from ._movement import broadcast_to
@@ -45,7 +45,7 @@ from ._random import _P_SCALE
 from ._reduce import sum as reduce_sum
 
 __all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "kernel_choice",
-           "mma_applies"]
+           "mma_applies", "row_dot"]
 
 _mma_refused: set[Any] = set()  # contexts whose driver would not build attn_fwd_mma
 _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
@@ -53,6 +53,13 @@ _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per
 KERNEL_ENV = "NETCL_ATTENTION_KERNEL"  # rows | tiled | auto: the portable kernels' family
 KERNELS = ("auto", "rows", "tiled")
 BLOCK_ENV = "NETCL_ATTENTION_TILED_BLOCK"  # RMxCN: the tiled kernels' preferred register block
+DELTA_ENV = "NETCL_ATTENTION_DELTA"  # kernel | ops: how the backward computes D = rowsum(dO O)
+DELTAS = ("kernel", "ops")
+# where each kernel's common arguments (:func:`_common_args`) hold q, k, v, the Philox key
+# and the mask: slots of NOTE [ Remembered attention launches ]
+_COMMON_SLOTS = ((0, "q"), (4, "k"), (8, "v"))
+_STREAM_AT = 16
+_MASK_AT = 21
 
 
 def _bn(E: int, Ev: int) -> int:
@@ -163,13 +170,13 @@ def _tiled_kernels(plan: AttentionPlan, names: tuple[str, ...], kind: str, wide:
     return built
 
 
-def _tiled_launch(plan: AttentionPlan, built: tuple[Any, int], rows: int,
-                  args: list[Any]) -> None:
+def _tiled_launch(plan: AttentionPlan, built: tuple[Any, int], rows: int, args: list[Any],
+                  roles: tuple[str, ...], record: Record | None) -> None:
     """One group of 128 items per ``built[1]`` of ``rows`` (query rows or keys) and batch
     index."""
     groups = -(-rows // built[1])
-    launch_values(plan.q.queue, built[0], (groups * TILED_ITEMS, plan.batch_size),
-                  (TILED_ITEMS, 1), args)
+    _go(plan, record, built[0], (groups * TILED_ITEMS, plan.batch_size), (TILED_ITEMS, 1),
+        args, roles)
 
 
 def batch_map(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, int] | None:
@@ -247,10 +254,23 @@ def _kernel(plan: AttentionPlan, name: str, kind: str, wide: bool) -> Any:
                             _BM, _bn(plan.E, plan.Ev), wide).kernel
 
 
-def _launch(plan: AttentionPlan, kernel: Any, rows: int, args: list[Any]) -> None:
+def _launch(plan: AttentionPlan, kernel: Any, rows: int, args: list[Any],
+            roles: tuple[str, ...], record: Record | None) -> None:
     """One group of ``_BM`` items per ``_BM`` rows (or keys) and batch index."""
     groups = -(-rows // _BM)
-    launch_values(plan.q.queue, kernel, (groups * _BM, plan.batch_size), (_BM, 1), args)
+    _go(plan, record, kernel, (groups * _BM, plan.batch_size), (_BM, 1), args, roles)
+
+
+def _go(plan: AttentionPlan, record: Record | None, kernel: Any, grid: tuple[int, ...],
+        local: tuple[int, ...], args: list[Any], roles: tuple[str, ...]) -> None:
+    """Launch a kernel whose arguments are the buffers of ``roles`` (its outputs and saved
+    tensors), then :func:`_common_args`; recorded in ``record`` with their slots."""
+    n = len(roles)
+    slots = tuple(enumerate(roles)) + tuple((n + i, role) for i, role in _COMMON_SLOTS)
+    if plan.mask is not None:
+        slots += ((n + _MASK_AT, "mask"),)
+    stream = n + _STREAM_AT if plan.dropout_p > 0 else -1
+    launch(record, plan.q.queue, kernel, grid, local, args, slots, stream)
 
 
 def _from_zero(t: Tensor) -> Tensor:
@@ -278,27 +298,31 @@ def _forced(kernel: str | None) -> bool:
 
 
 def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None = None,
-                  kernel: str | None = None) -> tuple[Tensor, Tensor]:
+                  kernel: str | None = None, record: Record | None = None
+                  ) -> tuple[Tensor, Tensor]:
     """``(out (*batch, L, Ev), lse (*batch, L) float32)`` from ``attn_fwd`` or
     ``attn_fwd_tiled`` (:func:`kernel_choice`; ``kernel`` forces ``"rows"`` or ``"tiled"``),
     or from ``attn_fwd_mma`` where :func:`mma_applies` and no portable family is forced;
     ``mma`` forces ``"off"``, ``"hardware"`` or ``"emulate"`` (the PTX in plain C: tests on
-    CPU devices)."""
+    CPU devices). ``record`` keeps the launch (NOTE [ Remembered attention launches ])."""
     q = plan.q
     out = empty(q.queue, (*plan.batch, plan.L, plan.Ev), q.dtype)
     lse = empty(q.queue, (*plan.batch, plan.L), "float32")
+    if record is not None:
+        record.tensors.update(out=out, lse=lse)
     common, kind, wide = _common_args(plan, seed, offset)
     if mma is None:
         mma = "hardware" if mma_applies(plan) and not _forced(kernel) else "off"
     args = [device_buffer(out), device_buffer(lse), *common]
+    roles = ("out", "lse")
     if mma == "off":
         built = None
         if kernel_choice(plan, kernel) == "tiled":
             built = _tiled_kernels(plan, ("attn_fwd_tiled",), kind, wide, _forced(kernel))
         if built is not None:
-            _tiled_launch(plan, built[0], plan.L, args)
+            _tiled_launch(plan, built[0], plan.L, args, roles, record)
         else:
-            _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
+            _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args, roles, record)
         return out, lse
     name = "attn_fwd_mma_emu" if mma == "emulate" else "attn_fwd_mma"
     try:
@@ -313,11 +337,11 @@ def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None =
         warnings.warn(f"scaled_dot_product_attention: the tensor-core forward does not build "
                       f"on this device, using the portable kernel ({exc})", RuntimeWarning,
                       stacklevel=2)
-        _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args)
+        _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args, roles, record)
         return out, lse
     groups = -(-plan.L // MMA_ROWS)
-    launch_values(q.queue, kernel, (groups * MMA_THREADS, plan.batch_size), (MMA_THREADS, 1),
-                  args)
+    _go(plan, record, kernel, (groups * MMA_THREADS, plan.batch_size), (MMA_THREADS, 1), args,
+        roles)
     return out, lse
 
 
@@ -342,47 +366,135 @@ def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
         return None
 
 
+def _row_dot_launch(grad: Tensor, out: Tensor, dd: Tensor, record: Record | None) -> None:
+    """``attn_bwd_d`` of ``grad`` and ``out`` (same shape, rows of the last dim) into the
+    contiguous ``dd`` (one element per row)."""
+    queue = grad.queue
+    ev = grad.shape[-1] if grad.ndim else 1
+    rows = dd.size
+    if rows == 0:
+        return
+    _, idx = index_defs(grad.offset + grad.size, out.offset + out.size)
+    kernel = attention_family(queue.context, "attn_bwd_d", grad.dtype, ev, ev, "none",
+                              ROW_DOT_ITEMS, ROW_DOT_LANES, idx is np.int64).kernel
+    per_group = ROW_DOT_ITEMS // ROW_DOT_LANES
+    grid = (-(-rows // per_group) * ROW_DOT_ITEMS,)
+    args = [device_buffer(dd), device_buffer(grad), idx(grad.offset), device_buffer(out),
+            idx(out.offset), idx(rows)]
+    launch(record, queue, kernel, grid, (ROW_DOT_ITEMS,), args,
+           ((0, "dd"), (1, "grad"), (3, "out")), -1)
+
+
+def row_dot(grad: Tensor, out: Tensor) -> Tensor:
+    """``D = sum(grad * out, axis=-1)`` of two tensors of one shape ``(..., Ev)`` and a float
+    dtype: float32 for float16 and float32 inputs, float64 for float64. On OpenCL one launch
+    of ``attn_bwd_d`` (NOTE [ Fused attention kernels ]) reads both in place from their
+    offsets and sums in float (double for float64) in a fixed order: what the fused backward
+    computes before its two kernels; NumPy on the NumPy backend.
+
+    Raises:
+        TypeError: non-Tensors, non-float or differing dtypes.
+        ValueError: differing shapes or devices, or no dimension.
+
+    Examples:
+        >>> import numpy as np
+        >>> from netcl.core import Tensor, manager
+        >>> dev = manager.default("cpu").queue
+        >>> x = Tensor.from_host(dev, np.ones((2, 32), np.float32))
+        >>> y = Tensor.from_host(dev, np.array([[1.0] * 32, [0.0] * 32], np.float32))
+        >>> d = row_dot(x, y)
+        >>> d.dtype, d.to_host().tolist()
+        ('float32', [32.0, 0.0])
+    """
+    op = "scaled_dot_product_attention row_dot"
+    if not isinstance(grad, Tensor) or not isinstance(out, Tensor):
+        raise TypeError(f"{op}: grad and out must be Tensors, got {type(grad).__name__} and "
+                        f"{type(out).__name__}")
+    same_device(op, grad, out)
+    if grad.dtype != out.dtype or grad.dtype not in ("float16", "float32", "float64"):
+        raise TypeError(f"{op}: grad and out must share a float dtype, got {grad.dtype} and "
+                        f"{out.dtype}")
+    if grad.shape != out.shape or grad.ndim == 0:
+        raise ValueError(f"{op}: grad and out must have one shape with a last dimension, got "
+                         f"{grad.shape} and {out.shape}")
+    acc = "float64" if grad.dtype == "float64" else "float32"
+    if grad.array is not None:
+        g, o = (np.asarray(t.to_host(), dtype=acc) for t in (grad, out))
+        return from_numpy(grad.queue, np.einsum("...e,...e->...", g, o), acc)
+    dd = empty(grad.queue, grad.shape[:-1], acc)
+    _row_dot_launch(grad, out, dd, None)
+    return dd
+
+
+def _delta(plan: AttentionPlan, grad: Tensor, out: Tensor, delta: str | None,
+           record: Record | None) -> Tensor:
+    """D = rowsum(grad * out) as float32 (*batch, L): ``attn_bwd_d``, or with ``delta``
+    (else ``NETCL_ATTENTION_DELTA``) ``"ops"`` the four launches it replaced (two float32
+    copies, a multiply and a row sum; kept for timing one beside the other)."""
+    if delta is None:
+        delta = env_choice(DELTA_ENV, DELTAS) or "kernel"
+    if delta not in DELTAS:
+        raise ValueError(f"scaled_dot_product_attention: delta must be one of "
+                         f"{', '.join(DELTAS)}, got {delta!r}")
+    if delta == "ops":
+        if record is not None:
+            record.ok = False
+        g32 = grad if grad.dtype == "float32" else bi.cast(grad, "float32")
+        o32 = out if out.dtype == "float32" else bi.cast(out, "float32")
+        return reduce_sum(bi.mul(g32, o32), axis=-1)
+    dd = empty(plan.q.queue, (*plan.batch, plan.L), "float32")
+    if record is not None:
+        record.tensors.update(dd=dd, grad=grad, out=out)
+    _row_dot_launch(grad, out, dd, record)
+    return dd
+
+
 def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, seed: int,
-                   offset: int, mma: str | None = None, kernel: str | None = None
+                   offset: int, mma: str | None = None, kernel: str | None = None,
+                   delta: str | None = None, record: Record | None = None
                    ) -> tuple[Tensor, Tensor, Tensor]:
     """``(dq, dk, dv)`` in the (reshaped) operands' shapes from ``attn_bwd_dq`` and
     ``attn_bwd_dkdv`` or their tiled twins (:func:`kernel_choice`; ``kernel`` forces), or
     their tensor-core twins where :func:`mma_applies` and the head dims are at most 64 and
     no portable family is forced (``mma`` forces as in :func:`fused_forward`); ``grad``,
-    ``out`` are (*batch, L, Ev), ``lse`` (*batch, L)."""
+    ``out`` are (*batch, L, Ev), ``lse`` (*batch, L). D = rowsum(grad * out) comes from
+    ``attn_bwd_d`` first (``delta`` as in :func:`_delta`). ``record`` keeps the launches
+    (NOTE [ Remembered attention launches ])."""
     q = plan.q
-    g32 = grad if grad.dtype == "float32" else bi.cast(grad, "float32")
-    o32 = out if out.dtype == "float32" else bi.cast(out, "float32")
-    dd = reduce_sum(bi.mul(g32, o32), axis=-1)
+    dd = _delta(plan, grad, out, delta, record)
     common, kind, wide = _common_args(plan, seed, offset)
     batch = plan.batch
     dq = empty(q.queue, (*batch, plan.L, plan.E), q.dtype)
     dk = empty(q.queue, (*batch, plan.S, plan.E), q.dtype)
     dv = empty(q.queue, (*batch, plan.S, plan.Ev), q.dtype)
+    if record is not None:
+        record.tensors.update(dq=dq, dk=dk, dv=dv, lse=lse)
     grad_buf = device_buffer(_from_zero(grad))
     saved = [device_buffer(_from_zero(lse)), device_buffer(_from_zero(dd))]
     if mma is None:
         mma = ("hardware" if mma_applies(plan) and mma_backward_ok(plan.E, plan.Ev)
                and not _forced(kernel) else "off")
     kernels = None if mma == "off" else _mma_backward_kernels(plan, kind, wide, mma)
-    if kernels is not None:
-        grid = (-(-plan.L // MMA_ROWS) * MMA_THREADS, plan.batch_size)
-        launch_values(q.queue, kernels[0], grid, (MMA_THREADS, 1),
-                      [device_buffer(dq), grad_buf, *saved, *common])
-        grid = (-(-plan.S // MMA_ROWS) * MMA_THREADS, plan.batch_size)
-        launch_values(q.queue, kernels[1], grid, (MMA_THREADS, 1),
-                      [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common])
-        return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
     dq_args = [device_buffer(dq), grad_buf, *saved, *common]
     dkdv_args = [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common]
+    dq_roles = ("dq", "grad", "lse", "dd")
+    dkdv_roles = ("dk", "dv", "grad", "lse", "dd")
+    if kernels is not None:
+        grid = (-(-plan.L // MMA_ROWS) * MMA_THREADS, plan.batch_size)
+        _go(plan, record, kernels[0], grid, (MMA_THREADS, 1), dq_args, dq_roles)
+        grid = (-(-plan.S // MMA_ROWS) * MMA_THREADS, plan.batch_size)
+        _go(plan, record, kernels[1], grid, (MMA_THREADS, 1), dkdv_args, dkdv_roles)
+        return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
     built = None
     if kernel_choice(plan, kernel) == "tiled":
         built = _tiled_kernels(plan, ("attn_bwd_dq_tiled", "attn_bwd_dkdv_tiled"), kind, wide,
                                _forced(kernel))
     if built is not None:
-        _tiled_launch(plan, built[0], plan.L, dq_args)
-        _tiled_launch(plan, built[1], plan.S, dkdv_args)
+        _tiled_launch(plan, built[0], plan.L, dq_args, dq_roles, record)
+        _tiled_launch(plan, built[1], plan.S, dkdv_args, dkdv_roles, record)
     else:
-        _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L, dq_args)
-        _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S, dkdv_args)
+        _launch(plan, _kernel(plan, "attn_bwd_dq", kind, wide), plan.L, dq_args, dq_roles,
+                record)
+        _launch(plan, _kernel(plan, "attn_bwd_dkdv", kind, wide), plan.S, dkdv_args,
+                dkdv_roles, record)
     return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
