@@ -32,7 +32,8 @@ GPT = [f"{T}x{n}x{k}:nt" for n, k in ((C, C), (H, C), (C, H), (V, C))] + \
       [f"{n}x{k}x{T}:tn" for n, k in ((C, C), (H, C), (C, H), (V, C))]
 
 
-def _torch_ms(shape: tuple[int, int, int], layout: str, reps: int) -> float | None:
+def _torch_ms(shape: tuple[int, int, int], layout: str, reps: int, dtype: str
+              ) -> float | None:
     try:
         import torch
     except ImportError:
@@ -41,8 +42,9 @@ def _torch_ms(shape: tuple[int, int, int], layout: str, reps: int) -> float | No
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     m, n, k = shape
-    a = torch.randn((k, m) if layout[0] == "t" else (m, k), device="cuda")
-    b = torch.randn((n, k) if layout[1] == "t" else (k, n), device="cuda")
+    tdt = getattr(torch, dtype)
+    a = torch.randn((k, m) if layout[0] == "t" else (m, k), device="cuda", dtype=tdt)
+    b = torch.randn((n, k) if layout[1] == "t" else (k, n), device="cuda", dtype=tdt)
     ta = a.t() if layout[0] == "t" else a
     tb = b.t() if layout[1] == "t" else b
     for _ in range(3):
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--device", default="cl")
     parser.add_argument("--shapes", nargs="*", default=GPT, help="MxNxK:layout (nn nt tn tt)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     args = parser.parse_args()
     dev = manager.default(args.device)
     assert dev is not None
@@ -77,8 +80,10 @@ def main() -> None:
         m, n, k = (int(v) for v in dims.split("x"))
         a_shape = (k, m) if layout[0] == "t" else (m, k)
         b_shape = (n, k) if layout[1] == "t" else (k, n)
-        a = Tensor.from_host(dev.queue, rng.standard_normal(a_shape).astype(np.float32))
-        b = Tensor.from_host(dev.queue, rng.standard_normal(b_shape).astype(np.float32))
+        a = Tensor.from_host(dev.queue, rng.standard_normal(a_shape).astype(np.float32),
+                             dtype=args.dtype)
+        b = Tensor.from_host(dev.queue, rng.standard_normal(b_shape).astype(np.float32),
+                             dtype=args.dtype)
         for _ in range(3):
             ops.matmul(a, b, layout[0] == "t", layout[1] == "t")
         dev.queue.finish()
@@ -92,7 +97,7 @@ def main() -> None:
             if t < best:
                 best = t
                 kernels = " ".join(f"{s.name}x{s.launches // 5}" for s in stats)
-        ref = _torch_ms((m, n, k), layout, args.repeat)
+        ref = _torch_ms((m, n, k), layout, args.repeat, args.dtype)
         flops = 2.0 * m * n * k
         ratio = f"{ref / best:7.2f}" if ref else "      -"
         total[0] += best

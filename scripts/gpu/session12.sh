@@ -44,6 +44,7 @@ while [ $# -gt 0 ]; do
     gemm) step gemm 200 python3 benchmarks/bench_ops_linalg.py --device cl ${GEMM_ARGS:-} ;;
     gpt) NETCL_PROFILE_EVENTS=1 step gpt 300 python3 benchmarks/bench_gpt_step.py --device cl --kernels ${GPT_ARGS:-} --json "$R/gpt.json" ;;
     gemmshapes) NETCL_PROFILE_EVENTS=1 step gemmshapes 200 python3 scripts/gpu/gemm_shapes.py ${GEMM_SHAPES:+--shapes $GEMM_SHAPES} ;;
+    hgemmshapes) NETCL_PROFILE_EVENTS=1 step hgemmshapes 200 python3 scripts/gpu/gemm_shapes.py --dtype float16 ${GEMM_SHAPES:+--shapes $GEMM_SHAPES} ;;
     membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
     *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
   esac
