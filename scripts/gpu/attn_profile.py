@@ -2,6 +2,12 @@
 and the Python functions of the host side (cProfile), at a short and a long sequence.
 
     NETCL_PROFILE_EVENTS=1 python scripts/gpu/attn_profile.py --device cl
+
+Besides ``fwd`` and ``fb`` (forward+backward, remembered launches: NOTE [ Remembered attention
+launches ] in netcl.ops._attention_prepared) it times, in the same run, ``add`` (one eager
+``ops.add`` of q and k: the host floor of a single launch), ``fwd_planned`` / ``fb_planned``
+(the remembered launches forgotten before each call: the planning path) and ``fb_delta_ops``
+(``NETCL_ATTENTION_DELTA=ops``: D from two copies, a multiply and a row sum, the old way).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import sys
 import time
@@ -23,11 +30,14 @@ sys.path[:0] = [str(p) for p in sorted(root.glob("*/src"))]
 import netcl.ops as ops  # noqa: E402
 from netcl.core.device import manager  # noqa: E402
 from netcl.core.tensor import Tensor  # noqa: E402
+from netcl.ops import _attention_prepared  # noqa: E402
 from netcl.runtime import profile  # noqa: E402
 
 
-def _calls(q: Tensor, k: Tensor, v: Tensor, g: Tensor
-           ) -> tuple[Callable[[], object], Callable[[], object]]:
+def _calls(q: Tensor, k: Tensor, v: Tensor, g: Tensor) -> list[Callable[[], object]]:
+    def add() -> object:
+        return ops.add(q, k)
+
     def fwd() -> object:
         return ops.scaled_dot_product_attention_forward(q, k, v, is_causal=False)
 
@@ -35,7 +45,24 @@ def _calls(q: Tensor, k: Tensor, v: Tensor, g: Tensor
         out, lse, stream = ops.scaled_dot_product_attention_forward(q, k, v)
         return ops.scaled_dot_product_attention_backward(g, q, k, v, out, lse, stream=stream)
 
-    return fwd, fb
+    def fwd_planned() -> object:
+        _attention_prepared.forget()
+        return fwd()
+
+    def fb_planned() -> object:
+        _attention_prepared.forget()
+        out, lse, stream = ops.scaled_dot_product_attention_forward(q, k, v)
+        _attention_prepared.forget()
+        return ops.scaled_dot_product_attention_backward(g, q, k, v, out, lse, stream=stream)
+
+    def fb_delta_ops() -> object:
+        os.environ["NETCL_ATTENTION_DELTA"] = "ops"
+        try:
+            return fb()
+        finally:
+            del os.environ["NETCL_ATTENTION_DELTA"]
+
+    return [add, fwd, fb, fwd_planned, fb_planned, fb_delta_ops]
 
 
 def main() -> None:
@@ -53,8 +80,7 @@ def main() -> None:
             q, k, v, g = (Tensor.from_host(dev.queue, rng.standard_normal(shape)
                                            .astype(np.float32), dtype=dtype) for _ in range(4))
 
-            fwd, fb = _calls(q, k, v, g)
-            for f in (fwd, fb):
+            for f in _calls(q, k, v, g):
                 for _ in range(5):
                     f()
                 dev.queue.finish()
@@ -73,7 +99,7 @@ def main() -> None:
                 print(f"== {dtype} L{L} {f.__name__}: wall {wall * 1e6:.1f} us/call, "
                       f"host {host / n * 1e6:.1f} us/call, launches {prof.launches}")
                 print(prof.table(limit=12))
-                if min(args.sizes) == L:
+                if min(args.sizes) == L and f.__name__ in ("fwd", "fb"):
                     pr = cProfile.Profile()
                     pr.enable()
                     for _ in range(n):

@@ -31,7 +31,8 @@ from netcl.core.tensor import Tensor, output_tensor
 
 from ._launch import device_buffer
 
-__all__ = ["ENV_SWITCHES", "Prepared", "Record", "call_key", "lookup", "remember", "run"]
+__all__ = ["ENV_SWITCHES", "Prepared", "Record", "call_key", "forget", "lookup", "remember",
+           "run"]
 
 # the variables that change which kernels a call gets (read per call, so a test or a bench
 # that sets one gets a new key)
@@ -100,7 +101,8 @@ def _tensor_key(t: Any) -> tuple[Any, ...] | None:
 def call_key(kind: str, tensors: tuple[Any, ...], *scalars: Any) -> tuple[Any, ...] | None:
     """The key of a call of ``kind`` on ``tensors`` (``None`` entries allowed: an absent
     mask) with ``scalars`` (kept with their types), or ``None`` when a tensor is not an
-    OpenCL Tensor or a scalar is unhashable (such calls go the checked way)."""
+    OpenCL Tensor (such calls go the checked way; so do calls with an unhashable scalar,
+    which :func:`lookup` and :func:`remember` pass over)."""
     parts: list[Any] = [kind]
     for t in tensors:
         if t is None:
@@ -114,17 +116,22 @@ def call_key(kind: str, tensors: tuple[Any, ...], *scalars: Any) -> tuple[Any, .
         parts += (type(s), s)
     environ = os.environ
     parts += [environ.get(name) for name in ENV_SWITCHES]
-    key = tuple(parts)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(parts)
+
+
+def forget() -> None:
+    """Drop every remembered call (the next call of each plans again: timing the planning)."""
+    _prepared.clear()
 
 
 def lookup(key: tuple[Any, ...] | None) -> Prepared | None:
     """The call remembered under ``key`` (NOTE [ Remembered attention launches ])."""
-    return None if key is None else _prepared.get(key)
+    if key is None:
+        return None
+    try:
+        return _prepared.get(key)
+    except TypeError:  # an unhashable scalar: the checked path says what is wrong with it
+        return None
 
 
 def remember(key: tuple[Any, ...] | None, record: Record,
@@ -132,6 +139,10 @@ def remember(key: tuple[Any, ...] | None, record: Record,
     """Keep ``record`` under ``key`` when every buffer slot of it holds its role's tensor;
     ``outputs`` are the roles (and final shapes) of the tensors a repeat makes, in order."""
     if key is None or not record.ok or not record.steps:
+        return
+    try:
+        hash(key)
+    except TypeError:
         return
     tensors = record.tensors
     steps = []
