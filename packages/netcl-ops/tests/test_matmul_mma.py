@@ -281,7 +281,8 @@ def test_split_choice() -> None:
     """Few output tiles and a long K split (about two work-groups per compute unit, slices of
     at least 512); many tiles, a short K or a batch do not."""
     gpt = mma_config(384, 384, 8192)
-    assert mma_split_k(384, 384, 8192, 1, 132, gpt) == 8
+    assert mma_split_k(384, 384, 8192, 1, 132, gpt) == 15
+    assert mma_split_k(1536, 384, 8192, 1, 132, mma_config(1536, 384, 8192)) == 4
     assert mma_split_k(384, 384, 8192, 4, 132, gpt) == 1
     assert mma_split_k(384, 384, 256, 1, 132, gpt) == 1
     assert mma_split_k(4096, 4096, 8192, 1, 132, mma_config(4096, 4096, 8192)) == 1

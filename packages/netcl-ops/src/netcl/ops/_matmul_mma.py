@@ -168,7 +168,8 @@ def mma_config(
 # NOTE [ Tensor-core split-K ]
 # A weight gradient dY^T X has a small M x N and a long K (the charlm GPT: 384 x 384 x 8192):
 # 36 tiles of 64 x 64 for an H200's 132 SMs, so the AMP step's ``hgemm_mma_tn`` launches ran
-# at ~32 TFLOP/s (2.8 of its 25 ms; kernel table of bench_gpt_step --kernels). With few tiles
+# at ~32 TFLOP/s (2.8 of its 25 ms; kernel table of bench_gpt_step --kernels); 1536 x 384 x
+# 8192 (144 tiles, one wave) ran at 102, 0.24x cuBLAS (scripts/gpu/gemm_shapes.py). With few tiles
 # K is cut into S slices (each at least 512 deep, a whole number of k tiles) that run as S
 # batch entries of one launch into an S x M x N float32 workspace (a shorter last slice as a
 # second launch), and ``hgemm_split_sum_*`` adds the slices in slice order into C (float16
@@ -179,18 +180,21 @@ _SPLIT_MIN_DEPTH = 512
 def mma_split_k(M: int, N: int, K: int, batch: int, compute_units: int, config: MmaConfig
                 ) -> int:
     """How many K slices :func:`matmul_mma` runs (1: no split; NOTE [ Tensor-core split-K ]):
-    enough for about two work-groups per compute unit, each slice >= 512 deep.
+    up to 2 tiles per compute unit split into about 4 work-groups per compute unit (several
+    64 x 64 work-groups fit on one), each slice >= 512 deep, at most 16 slices.
 
     Examples:
         >>> mma_split_k(384, 384, 8192, 1, 132, mma_config(384, 384, 8192))
-        8
+        15
+        >>> mma_split_k(1536, 384, 8192, 1, 132, mma_config(1536, 384, 8192))
+        4
         >>> mma_split_k(4096, 4096, 4096, 1, 132, mma_config(4096, 4096, 4096))
         1
     """
     tiles = -(-M // config.bm) * -(-N // config.bn) * batch
-    if batch != 1 or 2 * tiles > compute_units:
+    if batch != 1 or tiles > 2 * compute_units:
         return 1
-    return max(1, min(-(-2 * compute_units // tiles), K // _SPLIT_MIN_DEPTH, 16))
+    return max(1, min(-(-4 * compute_units // tiles), K // _SPLIT_MIN_DEPTH, 16))
 
 
 @functools.lru_cache(maxsize=64)
