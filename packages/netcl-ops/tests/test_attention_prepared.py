@@ -122,12 +122,15 @@ def _planless(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_attention, "plan_attention", refuse)
 
 
+@pytest.mark.parametrize("kernel", ["rows", "tiled"])
 @pytest.mark.parametrize("mask", [None, "bool", "float"])
-def test_remembered_calls_repeat_the_first(dev: DeviceHandle, mask: str | None,
+def test_remembered_calls_repeat_the_first(dev: DeviceHandle, mask: str | None, kernel: str,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A repeat (no planning: plan_attention refuses) gives the first call's bits, into new
-    tensors of the caller's shapes; other tensors of the same shapes give their own result."""
+    tensors of the caller's shapes; other tensors of the same shapes give their own result.
+    Both portable families (the switch is part of the key)."""
     _fused_device(dev)
+    monkeypatch.setenv("NETCL_ATTENTION_KERNEL", kernel)
     q, k, v, g = _qkvg(dev, (2, 3, 7, 32))
     m = None
     if mask == "bool":
@@ -152,7 +155,7 @@ def test_remembered_calls_repeat_the_first(dev: DeviceHandle, mask: str | None,
         q2, k2, v2, _ = _qkvg(dev, (2, 3, 7, 32), seed=9)
         other = ops.scaled_dot_product_attention_forward(q2, k2, v2, m, scale=0.3)[0]
     plan = _attention_plan.plan_attention(q2, k2, v2, m, 0.0, False, 0.3, False)
-    want = _attention_fused.fused_forward(plan, 0, 0)[0]
+    want = _attention_fused.fused_forward(plan, 0, 0, kernel=kernel)[0]
     np.testing.assert_array_equal(other.to_host(), want.to_host().reshape(other.shape))
 
 

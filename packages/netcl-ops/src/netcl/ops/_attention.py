@@ -6,7 +6,9 @@ in ._attention_kernels; the float16 forward on NVIDIA tensor cores, NOTE [ Tenso
 attention forward ] in ._attention_mma) on OpenCL devices for float32 and float16, the plain
 path (NOTE [ The plain attention path ] in ._attention_plain) on the NumPy backend, for
 float64, and for the backward of a float mask that needs its gradient (the fused kernels
-never hold the (L, S) scores that gradient is).
+never hold the (L, S) scores that gradient is). A fused call repeated with the same
+signature skips the planning and repeats its launches (NOTE [ Remembered attention
+launches ] in ._attention_prepared).
 """
 
 from __future__ import annotations

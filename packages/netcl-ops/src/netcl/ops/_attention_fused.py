@@ -10,6 +10,12 @@ item per query row or key; CPU devices) and their register-tiled twins (NOTE [ R
 attention kernels ] in ._attention_tiled; GPU devices). :func:`kernel_choice` picks;
 ``NETCL_ATTENTION_KERNEL=rows|tiled|auto`` or the ``kernel=`` argument of
 :func:`fused_forward` / :func:`fused_backward` forces (tests, ``bench_attention.py --kernel``).
+
+The backward first computes D = rowsum(dO * O) with ``attn_bwd_d`` (:func:`row_dot`);
+``NETCL_ATTENTION_DELTA=ops`` or ``delta="ops"`` computes it with the ops instead (four
+launches: the old way, for timing one beside the other). Every launch goes through
+:func:`._attention_prepared.launch` with the roles of its buffer arguments, so a call can be
+recorded and repeated (NOTE [ Remembered attention launches ]).
 """
 
 from __future__ import annotations
