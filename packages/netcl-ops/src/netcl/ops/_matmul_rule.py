@@ -90,8 +90,10 @@ NVIDIA_SPLIT_WIDE = {"tile_m": 128, "tile_n": 128, "tile_k": 8, "work_per_thread
 SPLIT_WIDE_MAX = 16
 SPLIT_TILE = (128, 64)  # the tiles split_k counts (its thresholds were set with them)
 NVIDIA_WARP_N = 8
-# Split-K (NVIDIA): fewer 128x64 tiles than half the compute units and K from SPLIT_MIN_K
-# (128x4096x4096: 64 tiles on 132 units) -> K in 2 x compute units / tiles slices (2..8)
+# Split-K (NVIDIA): fewer 128x64 tiles than compute units and K from SPLIT_MIN_K
+# (128x4096x4096: 64 tiles on 132 units) -> K in 2 x compute units / tiles slices (2..8).
+# Up to 2026-11-29 only below half the units: a transformer's weight gradients 1536x384x8192
+# (72 tiles) ran unsplit on 144 64x64 tiles at 0.49x cuBLAS on an H200 (gemm_shapes.py).
 SPLIT_MIN_K = 2048
 SPLIT_MAX = 8
 NVIDIA_TILED_TILE = 32  # NVIDIA's tiled kernel: 4 outputs per work-item down a column
@@ -200,7 +202,7 @@ def split_k(profile: ExtendedDeviceProfile, q: MatmulQuery) -> int:
         return 0
     tiles = -(-q.M // SPLIT_TILE[0]) * -(-q.N // SPLIT_TILE[1])
     units = max(profile.compute_units, 1)
-    if 2 * tiles >= units:
+    if tiles >= units:
         return 0
     return max(2, min(SPLIT_MAX, 2 * units // tiles))
 
