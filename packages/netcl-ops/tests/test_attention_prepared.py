@@ -28,12 +28,16 @@ def _up(dev: DeviceHandle, a: Any, dtype: str = "float32") -> Tensor:
     return Tensor.from_host(dev.queue, np.asarray(a), dtype=dtype)
 
 
+_KEEP: list[Tensor] = []  # the buffers _at_offset's views read (else the pool reuses them)
+
+
 def _at_offset(dev: DeviceHandle, a: Any, dtype: str, offset: int) -> Tensor:
     """``a`` stored from element ``offset`` of a larger buffer (a view, as a slice gives)."""
     flat = np.concatenate([np.full(offset, 7.0), np.asarray(a).reshape(-1), np.full(3, 7.0)])
     whole = _up(dev, flat, dtype)
     if whole.array is not None:
         return _up(dev, a, dtype)
+    _KEEP.append(whole)  # the view does not own the buffer: its owner must outlive it
     return Tensor(shape=tuple(a.shape), dtype=whole.dtype, queue=whole.queue,
                   context=whole.context, buffer=whole.buffer, offset=offset,
                   _backend=whole._backend)
