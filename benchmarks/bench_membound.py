@@ -1,8 +1,11 @@
 """Memory-bound ops (issue #16) beside PyTorch and the device's copy bandwidth, in one run.
 
 Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax (as
-``ops`` runs them, the pre-softmax_mrow plan ``old``, softmax_mrow in scalars ``rows1``; the
-``plans`` group sweeps every softmax kernel's lanes and rows per work-group); cross-entropy
+``ops`` runs them, the pre-softmax_mrow plan ``old``, and each row kernel of
+``--softmax-kernels`` with its default plan: ``row`` softmax_row, ``mrow`` softmax_mrow,
+``warp`` softmax_warp, ``warp-emu`` softmax_warp with emulated shuffles, or a path of
+``ROW_PATHS`` such as ``rows1``; float32 and one float16 shape; the ``plans`` group sweeps
+every softmax kernel's lanes and rows per work-group); cross-entropy
 (``old``: log_softmax + NLL gather + mean; fused: xent_row in one launch, ``2 launches``:
 xent_row + xent_sum, ``+logp`` also writing the log-probabilities); batch norm forward
 (training, eval) and backward on ResNet shapes; max pooling 3x3 s2 and 2x2 s2; global
@@ -24,6 +27,7 @@ difference over max abs value). ``kernels`` lists the kernels one call launched.
     python3 benchmarks/bench_membound.py                       # the GPU run (device cl)
     python3 benchmarks/bench_membound.py --device pthread --quick --out m.json   # PoCL
     python3 benchmarks/bench_membound.py --only softmax,plans    # softmax old vs new, on a GPU
+    python3 benchmarks/bench_membound.py --only softmax --softmax-kernels row,mrow,warp,warp-emu
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from netcl.ops import _reduce
 from netcl.ops._cross_entropy import softmax_cross_entropy
 from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_rows
 from netcl.ops._softmax_rows import mrow_plan
+from netcl.ops._softmax_warp import warp_plan
 from netcl.runtime import profile
 
 Arrays = dict[str, np.ndarray[Any, Any]]
@@ -80,6 +85,10 @@ class Case:
 
 def _normal(*shape: int) -> Callable[[np.random.Generator], Arrays]:
     return lambda rng: {"x": rng.standard_normal(shape, dtype=np.float32)}
+
+
+def _normal16(*shape: int) -> Callable[[np.random.Generator], Arrays]:
+    return lambda rng: {"x": rng.standard_normal(shape, dtype=np.float32).astype(np.float16)}
 
 
 def _shape(dims: tuple[int, ...]) -> str:
@@ -131,17 +140,27 @@ def _old_row_path(R: int) -> int:
     return 0 if R <= 32 * 1024 else 2 if R % 4 == 0 else 1
 
 
-def softmax_cases(quick: bool) -> list[Case]:
-    """softmax and log_softmax as ``ops`` runs them (``default``: softmax_mrow on a GPU), the
-    pre-mrow plan (``old``) and softmax_mrow in scalars (``rows1``) beside them; cross entropy
-    composed (``old``: log_softmax, nll_gather, mean) and fused (xent_row merging in one
-    launch, or xent_row + xent_sum; with and without writing the log-probabilities), each
-    beside PyTorch's same op."""
-    shapes = ([(512, 256), (1024, 1000), (128, 10), (512, 128), (8, 50257)] if quick else
-              [(4096, 1024), (32768, 1000), (128, 10), (16384, 128), (256, 50257)])
+SOFTMAX_KERNELS = "row,mrow,warp"  # --softmax-kernels' default
+
+
+def softmax_cases(quick: bool, kernels: str = SOFTMAX_KERNELS) -> list[Case]:
+    """softmax and log_softmax as ``ops`` runs them (``default``: softmax_mrow, softmax_warp on
+    a GPU), the pre-mrow plan (``old``) and each row kernel of ``kernels`` (see
+    :func:`_kernel_call`) beside them, float32 and one float16 shape; cross entropy composed
+    (``old``: log_softmax, nll_gather, mean) and fused (xent_row merging in one launch, or
+    xent_row + xent_sum; with and without writing the log-probabilities), each beside
+    PyTorch's same op."""
+    shapes = ([(512, 256), (1024, 1000), (128, 10), (512, 128), (8, 50257), (512, 2048),
+               (512, 4096)] if quick else
+              [(4096, 1024), (32768, 1000), (128, 10), (16384, 128), (256, 50257),
+               (4096, 256), (8192, 2048), (4096, 4096), (4096, 4095)])
+    half = [(512, 1024)] if quick else [(4096, 1024), (32768, 1000)]
+    names = [k for k in kernels.split(",") if k]
     cases = []
-    for dims in shapes:
+    for dims, f16 in [(d, False) for d in shapes] + [(d, True) for d in half]:
         n = int(np.prod(dims))
+        size = 2 if f16 else 4
+        make = _normal16(*dims) if f16 else _normal(*dims)
         for op, log in (("softmax", False), ("log_softmax", True)):
             def net_fn(t: dict[str, Tensor], log: bool = log) -> Any:
                 return (ops.log_softmax if log else ops.softmax)(t["x"])
@@ -149,15 +168,21 @@ def softmax_cases(quick: bool) -> list[Case]:
             def torch_fn(th: Any, t: dict[str, Any], log: bool = log) -> Any:
                 return (th.log_softmax if log else th.softmax)(t["x"], dim=-1)
 
-            cases.append(Case(op, _shape(dims), _normal(*dims), net_fn, torch_fn, 8 * n))
+            label = f"{op} f16" if f16 else op
+            cases.append(Case(label, _shape(dims), make, net_fn, torch_fn, 2 * size * n))
             if dims[1] < 32:  # the column kernel: no row plans
                 continue
-            old = (_col_call(log) if dims[1] < 256 else  # the reduction rule's one item a row
-                   _plan_call(None, _old_row_path(dims[1]), None, log))
-            cases.append(Case(f"{op} old", _shape(dims), _normal(*dims), old, torch_fn, 8 * n))
-            if dims[1] <= 4 * 8 * 1024:
-                cases.append(Case(f"{op} rows1", _shape(dims), _normal(*dims),
-                                  _plan_call(None, 4, None, log), torch_fn, 8 * n))
+            if not f16:
+                old = (_col_call(log) if dims[1] < 256 else  # the reduction rule's item a row
+                       _plan_call(None, _old_row_path(dims[1]), None, log))
+                cases.append(Case(f"{op} old", _shape(dims), make, old, torch_fn, 8 * n))
+            for name in names:
+                if name in ("mrow", "rows4", "rows1") and dims[1] > 4 * 8 * 1024:
+                    continue  # longer than softmax_mrow holds
+                if name.startswith("warp") and dims[1] > 32 * 1024:
+                    continue
+                cases.append(Case(f"{label} {name}", _shape(dims), make,
+                                  _kernel_call(name, log), torch_fn, 2 * size * n))
     rows, classes = (512, 1000) if quick else (4096, 1000)
 
     def ce_inputs(rng: np.random.Generator) -> Arrays:
@@ -430,6 +455,17 @@ def softmax_plan_cases(quick: bool) -> list[Case]:
                     cases.append(Case(f"sm W{lanes}xR{per} {ROW_PATHS[path]}", _shape(dims),
                                       _normal(*dims), _plan_call(lanes, path, per), sm_torch,
                                       8 * n, lambda t: ops.softmax(t["x"])))
+        for lanes in (8, 16, 32, 64, 128, 256, 512, 1024):  # softmax_warp, 4-vectors (path 5)
+            for per in (1, 2, 4, 8, 16, 32):
+                if lanes * per not in (64, 128, 256, 512, 1024):
+                    continue
+                try:
+                    warp_plan(R, 0, 1024, lanes, per, True)
+                except ValueError:
+                    continue
+                cases.append(Case(f"sm W{lanes}xR{per} warp4", _shape(dims), _normal(*dims),
+                                  _plan_call(lanes, 5, per), sm_torch, 8 * n,
+                                  lambda t: ops.softmax(t["x"])))
     return cases
 
 
@@ -441,13 +477,28 @@ def _col_call(log: bool) -> Callable[[dict[str, Tensor]], Any]:
     return call
 
 
-def _plan_call(lanes: int | None, path: int, rows: int | None = None, log: bool = False
+def _plan_call(lanes: int | None, path: int | None, rows: int | None = None, log: bool = False,
+               kernel: str | None = None, shuffle: str | None = None
                ) -> Callable[[dict[str, Tensor]], Any]:
     def call(t: dict[str, Tensor]) -> Any:
         if t["x"].array is not None:  # the NumPy device (--device cpu)
             return ops.log_softmax(t["x"]) if log else ops.softmax(t["x"])
-        return softmax_rows(t["x"], log, lanes, path, rows)
+        return softmax_rows(t["x"], log, lanes, path, rows, kernel, shuffle)
     return call
+
+
+def _kernel_call(name: str, log: bool) -> Callable[[dict[str, Tensor]], Any]:
+    """A row kernel by name with its default plan: ``row``, ``mrow``, ``warp`` (``warp-emu``:
+    its shuffles emulated in local memory), or a path of ``ROW_PATHS`` (``rows1``, ``warp1``:
+    the scalar loads; ...)."""
+    if name == "warp-emu":
+        return _plan_call(None, None, None, log, "warp", "emulate")
+    if name in ROW_PATHS:
+        return _plan_call(None, ROW_PATHS.index(name), None, log)
+    if name in ("row", "mrow", "warp"):
+        return _plan_call(None, None, None, log, name)
+    raise SystemExit(f"--softmax-kernels: unknown kernel {name!r} (row, mrow, warp, warp-emu, "
+                     f"{', '.join(ROW_PATHS)})")
 
 
 def split_cases(quick: bool) -> list[Case]:
@@ -505,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None, help="samples (default 5; quick 2)")
     parser.add_argument("--inner", type=int, default=None,
                         help="calls per sample (default 20; quick 3)")
+    parser.add_argument("--softmax-kernels", default=SOFTMAX_KERNELS,
+                        help="the softmax group's row kernels, one row each beside the default "
+                             "(row, mrow, warp, warp-emu, or a path: "
+                             + ", ".join(ROW_PATHS) + f"; default {SOFTMAX_KERNELS})")
     parser.add_argument("--out", default="bench_membound.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -520,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     rng = np.random.default_rng(0)
     for group in args.only.split(","):
-        for case in GROUPS[group](args.quick):
+        cases = (softmax_cases(args.quick, args.softmax_kernels) if group == "softmax" else
+                 GROUPS[group](args.quick))
+        for case in cases:
             bench.case(case, rng)
     meta = {"device": f"{bench.handle.platform_name} / {bench.handle.device_name}",
             "host": platform.platform(), "repeat": repeat, "inner": inner, "quick": args.quick,

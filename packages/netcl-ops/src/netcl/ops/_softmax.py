@@ -24,6 +24,12 @@
 #   against 116; PyTorch 10.0 and 68 us), so they keep softmax_row.
 #   Other devices keep softmax_row; ``softmax_rows`` forces any kernel, path, lanes and rows
 #   per group (paths 3, 4: ``ROW_PATHS``) for benchmarks/bench_membound.py.
+# - on NVIDIA GPUs, float32 and float16 rows of 256 to 4096 elements: ``softmax_warp``, a
+#   warp (or a few) per row, max and sum by ``shfl.sync`` butterflies, as PyTorch's
+#   persistent softmax (NOTE [ Warp-per-row softmax ] in ._softmax_warp; paths 5, 6).
+#   ``NETCL_SOFTMAX_KERNEL=row|mrow|warp`` forces a row kernel for every row it can run
+#   (``auto``: this rule); ``NETCL_SOFTMAX_SHUFFLE=emulate`` softmax_warp's shuffles in local
+#   memory (how CPU devices run it).
 # The online path's 4-vectors (path 2) now take any row length from a 4-aligned offset (a
 # scalar head and tail around each row's 4-aligned middle): 256x50257 ran the scalar path at
 # 0.39x PyTorch on an H200 (256x50256 in 4-vectors: 0.87x on an H100).
@@ -33,12 +39,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type
+from netcl.core.env import env_raw
 from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernels.cache import KernelBuildError
 from netcl.core.kernels.family import LOCAL_1D as _LOCAL
 from netcl.core.kernels.family import Geometry, KernelSource, kernel_family
 from netcl.core.kernels.primitives import launch_values
@@ -62,15 +71,27 @@ from ._launch import (
     run_remembered,
 )
 from ._softmax_rows import MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
-from ._split_sync import fence_defines
+from ._softmax_warp import (
+    KERNEL_ENV,
+    SHUFFLE_ENV,
+    WARP_MAX,
+    WARP_MIN,
+    WARP_SOURCE,
+    forced_kernel,
+    hardware_shuffle,
+    warp_plan,
+)
+from ._split_sync import fence_defines, ptx_fence
 
 __all__ = ["log_softmax", "nll_gather", "softmax"]
 
 _VPL = 32  # row elements each lane of softmax_row holds in registers (NOTE [ Softmax kernels ])
 _ROW_PER_LANE = 32  # ... and how many row_plan gives each (lanes: R / this, 32 to the most)
 _ONLINE_LANES = 1024  # lanes (at most) for rows too long for registers
-# softmax_rows' ``path`` argument, by number: softmax_row's paths 0-2, softmax_mrow's 3-4
-ROW_PATHS = ("registers", "online", "online4", "rows4", "rows1")
+# softmax_rows' ``path`` argument, by number: softmax_row's paths 0-2, softmax_mrow's 3-4,
+# softmax_warp's 5-6 (NOTE [ Warp-per-row softmax ] in ._softmax_warp)
+ROW_PATHS = ("registers", "online", "online4", "rows4", "rows1", "warp4", "warp1")
+_WARP_DTYPES = ("float32", "float16")  # softmax_warp's (float64 keeps softmax_row)
 
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
 # to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
@@ -295,22 +316,36 @@ def _nll_source(label_dtype: str, wide: bool, dtype: str = "float32", ptx: bool 
             f"{fence_defines(ptx)}{_vector_defines(dtype)}{_SOURCE}{_NLL}{XENT_SOURCE}")
 
 
-def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str]]]:
-    cases = [(f"softmax/{kernel}-{dt}", (kernel, dt, False, _LOCAL, ""))
+def _warp_source(local: int, wide: bool, dtype: str, ptx: bool, vec4: int) -> str:
+    """``softmax_warp`` for work-groups of up to ``local`` items, ``vec4`` 4-vectors per lane,
+    shuffles in PTX if ``ptx`` (NOTE [ Warp-per-row softmax ] in ._softmax_warp)."""
+    defs = index_defs(2**31 if wide else 0)[0]
+    return (f"{defs}#define LMAX {local}\n#define VPL4 {vec4}\n#define SHFL_PTX {int(ptx)}\n"
+            f"{_vector_defines(dtype)}{WARP_SOURCE}")
+
+
+def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str, bool, int]]]:
+    cases = [(f"softmax/{kernel}-{dt}", (kernel, dt, False, _LOCAL, "", False, 0))
              for dt in FLOAT_DTYPES for kernel in ("softmax_row", "softmax_col")]
-    cases += [(f"softmax/nll-{dt}-labels-{labels}", ("nll_k", dt, False, 0, labels))
+    cases += [(f"softmax/nll-{dt}-labels-{labels}", ("nll_k", dt, False, 0, labels, False, 0))
               for dt, labels in (("float32", "int64"), ("float16", "int32"),
                                  ("float64", "int64"))]
+    # the emulated shuffle (it builds on every device; the PTX one is in the source too)
+    cases += [(f"softmax/softmax_warp-{dt}", ("softmax_warp", dt, False, _ROW_LANES_MAX, "",
+                                              False, 8)) for dt in _WARP_DTYPES]
     return cases
 
 
 @kernel_family("ops.softmax", golden=_softmax_golden)
 def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
-                   labels: str = "", ptx: bool = False) -> KernelSource:
+                   labels: str = "", ptx: bool = False, vec4: int = 0) -> KernelSource:
     """``softmax_row`` (one work-group of ``local`` items per row; with ``softmax_row_online``
-    and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column)
+    and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column),
+    ``softmax_warp`` (W lanes per row, ``vec4`` 4-vectors each, shuffles in PTX if ``ptx``)
     or ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
     ``xent_sum``)."""
+    if kernel == "softmax_warp":
+        return KernelSource(_warp_source(local, wide, dtype, ptx, vec4), (kernel,), dtype)
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide, dtype, ptx),
                             ("nll_k", "xent_row", "xent_sum"), dtype)
@@ -323,7 +358,8 @@ def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     if isinstance(x, Tensor) and x.array is None:  # NOTE [ Remembered launches ] in ._launch
         key = (op, x.shape, x.dtype, x.offset, x.queue, axis,
-               queue_facts(x.queue)[1].epoch("reduction"))
+               queue_facts(x.queue)[1].epoch("reduction"), env_raw(KERNEL_ENV),
+               env_raw(SHUFFLE_ENV))
         entry = remembered(key)
         if entry is not None:
             return run_remembered(entry, x.queue, x)[0]
@@ -347,8 +383,10 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     # the rule's one item per row below 256 elements: on a GPU only a few warps, reading rows
     # apart (16384x128: 128 warps for 132 SMs); softmax_mrow packs 8-lane rows instead (a
     # forced variant is kept)
-    if (variant is KernelVariant.REDUCTION_SEQUENTIAL and inner == 1 and R >= _MROW_MIN
-            and forced_variant("reduction") is None and is_gpu(x.queue.device)):
+    # NETCL_SOFTMAX_KERNEL forces a row kernel whatever the rule (a forced variant is kept)
+    if (variant is KernelVariant.REDUCTION_SEQUENTIAL and inner == 1
+            and forced_variant("reduction") is None
+            and ((R >= _MROW_MIN and is_gpu(x.queue.device)) or forced_kernel() is not None)):
         variant = KernelVariant.REDUCTION_PARALLEL
     if variant is KernelVariant.REDUCTION_SEQUENTIAL or inner > 1:
         kernel = softmax_family(x.queue.context, "softmax_col", x.dtype, wide, local).kernel
@@ -363,6 +401,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return out
 
 
+_warp_refused: set[Any] = set()  # contexts whose driver would not build softmax_warp
 _MROW_MIN = 32  # on GPUs rows from this long take softmax_mrow whatever the reduction rule
 # ... up to this long: from 256 softmax_row measured faster on an H200 (bench_membound,
 # 2026-11-29, device time: 4096x1024 20.1 us against softmax_mrow's 26.0, 32768x1000 116 against
@@ -390,24 +429,46 @@ def _most_lanes(kernel: Any, device: Any) -> int:
 
 
 def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int | None = None,
-                path: int | None = None, rows: int | None = None
+                path: int | None = None, rows: int | None = None, kernel: str | None = None,
+                shuffle: str | None = None
                 ) -> tuple[Any, tuple[int], tuple[int], list[Any]]:
     """(kernel, grid, local size, the arguments after ``take_log``) for ``nrows`` rows of
     ``x`` of ``R`` elements: ``softmax_row`` or ``softmax_row_online`` with :func:`row_plan`
     (paths 0-2), ``softmax_mrow`` with :func:`mrow_plan` (path 3 in 4-vectors, 4 in scalars;
-    ``rows`` rows per group). By default a GPU runs softmax_mrow for rows of up to
-    ``_MROW_MAX`` elements (NOTE [ Several rows per work-group ]), everything else
-    :func:`row_plan`'s choice."""
+    ``rows`` rows per group), ``softmax_warp`` with :func:`warp_plan` (path 5 in 4-vectors, 6
+    in scalars; ``lanes`` per row, ``rows`` per group; ``shuffle`` forces its shuffles).
+    Without a path, ``kernel`` (else ``NETCL_SOFTMAX_KERNEL``: ``row``, ``mrow``, ``warp``)
+    picks the kernel where it can run the rows (else the default); by default a GPU runs
+    softmax_mrow for rows of up to ``_MROW_MAX`` elements (NOTE [ Several rows per
+    work-group ]), an NVIDIA GPU softmax_warp for float32 and float16 rows of ``WARP_MIN`` to
+    ``WARP_MAX`` elements (NOTE [ Warp-per-row softmax ]), everything else :func:`row_plan`'s
+    choice."""
+    device = x.queue.device
+    if path is None:
+        chosen = _row_kernel(x, R, lanes, rows, kernel)
+    else:
+        chosen = "warp" if path in (5, 6) else "mrow" if path in (3, 4) else "row"
+    if chosen == "warp":
+        try:
+            return _warp_launch(x, wide, R, nrows, idx, lanes, path, rows, shuffle)
+        except ValueError:
+            if path is not None or kernel is not None:
+                raise
+            chosen = _row_kernel(x, R, lanes, rows, "auto")  # the variable's kernel cannot
+        except KernelBuildError as exc:
+            if path is not None or kernel is not None or forced_kernel() is not None:
+                raise
+            # the default rule's PTX refused by a driver: say so once, run softmax_row
+            _warp_refused.add(x.queue.context)
+            warnings.warn(f"softmax: softmax_warp does not build on this device, using "
+                          f"softmax_row ({exc})", RuntimeWarning, stacklevel=4)
+            chosen = "row"
     kernels = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
                              _ROW_LANES_MAX).kernels
-    device = x.queue.device
-    multi = kernels["softmax_mrow"]
-    if path is None and (rows is not None or (
-            lanes is None and is_gpu(device) and R <= _MROW_MAX
-            and 4 * VPL4 * _most_lanes(multi, device) >= R)):
-        path = 3 if x.offset % 4 == 0 else 4
-    if path in (3, 4):
-        W, per, vec = mrow_plan(R, x.offset, _most_lanes(multi, device), lanes, rows, path == 3)
+    if chosen == "mrow":
+        multi = kernels["softmax_mrow"]
+        vec = None if path is None else path == 3
+        W, per, vec = mrow_plan(R, x.offset, _most_lanes(multi, device), lanes, rows, vec)
         groups = -(-nrows // per)
         return (multi, (groups * W * per,), (W * per,),
                 [idx(R), idx(nrows), np.int32(W), np.int32(vec)])
@@ -415,6 +476,57 @@ def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int 
     lanes, path = row_plan(R, x.offset, _most_lanes(held, device), lanes, path,
                            _most_lanes(online, device))
     return (held if path == 0 else online), (nrows * lanes,), (lanes,), [idx(R), np.int32(path)]
+
+
+def _warp_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int | None,
+                 path: int | None, rows: int | None, shuffle: str | None
+                 ) -> tuple[Any, tuple[int], tuple[int], list[Any]]:
+    """:func:`_row_launch` for ``softmax_warp`` (:func:`warp_plan`; ``path`` 5 or 6 forces
+    4-vectors or scalars).
+
+    Raises:
+        ValueError: float64, or a plan that cannot run.
+    """
+    if x.dtype not in _WARP_DTYPES:
+        raise ValueError(f"softmax: softmax_warp runs {' and '.join(_WARP_DTYPES)}, got "
+                         f"{x.dtype}")
+    device = x.queue.device
+    vec = None if path is None else path == 5
+    vec4 = warp_plan(R, x.offset, _ROW_LANES_MAX, lanes, rows, vec)[3]
+    warp = softmax_family(x.queue.context, "softmax_warp", x.dtype, wide, _ROW_LANES_MAX, "",
+                          hardware_shuffle(device, shuffle), vec4).kernel
+    W, per, vec, _ = warp_plan(R, x.offset, _most_lanes(warp, device), lanes, rows, vec)
+    return (warp, (-(-nrows // per) * W * per,), (W * per,),
+            [idx(R), idx(nrows), np.int32(W), np.int32(vec)])
+
+
+def _row_kernel(x: Tensor, R: int, lanes: int | None, rows: int | None, kernel: str | None
+                ) -> str:
+    """The row kernel (``row``, ``mrow`` or ``warp``) for rows of ``R`` elements of ``x``
+    without a forced path: ``kernel`` if given, else ``NETCL_SOFTMAX_KERNEL``'s where it can
+    run (softmax_warp: float32 and float16), else ``mrow`` with ``rows`` given, ``row`` with
+    ``lanes``, else the default (see :func:`_row_launch`)."""
+    if kernel is not None and kernel != "auto":
+        forced_kernel(kernel)  # a ValueError for a name it does not know
+        return kernel
+    forced = forced_kernel(kernel)
+    if forced == "warp" and x.dtype in _WARP_DTYPES:
+        return "warp"
+    if forced == "mrow" and R <= 4 * VPL4 * _ROW_LANES_MAX:
+        return "mrow"
+    if forced == "row" or (lanes is not None and rows is None):
+        return "row"
+    if rows is not None:
+        return "mrow"
+    device = x.queue.device
+    if not is_gpu(device):
+        return "row"
+    if R <= _MROW_MAX:
+        return "mrow"
+    if (WARP_MIN <= R <= WARP_MAX and x.dtype in _WARP_DTYPES and ptx_fence(device)
+            and x.queue.context not in _warp_refused):
+        return "warp"
+    return "row"
 
 
 def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
@@ -453,24 +565,32 @@ def row_plan(R: int, offset: int, local: int, lanes: int | None = None,
 
 
 def softmax_rows(x: Tensor, take_log: bool, lanes: int | None = None,
-                 path: int | None = None, rows: int | None = None) -> Tensor:
+                 path: int | None = None, rows: int | None = None, kernel: str | None = None,
+                 shuffle: str | None = None) -> Tensor:
     """Softmax (log-softmax with ``take_log``) over the last axis of an OpenCL tensor with a
     forced plan, for benchmarks and tests: ``path`` 0-2 (``ROW_PATHS``) runs ``softmax_row``
     with :func:`row_plan`'s ``lanes``; 3 (4-vectors) or 4 (scalars) ``softmax_mrow`` with
     ``lanes`` lanes per row and ``rows`` rows per work-group (:func:`mrow_plan`; ``rows``
-    alone picks path 3 or 4 by the offset). Nothing forced: what ``softmax`` runs.
+    alone picks path 3 or 4 by the offset); 5 (4-vectors) or 6 (scalars) ``softmax_warp``
+    the same way (:func:`~netcl.ops._softmax_warp.warp_plan`), its shuffles in PTX or
+    emulated as ``shuffle`` (``"hardware"``, ``"emulate"``) forces. Without a path,
+    ``kernel`` (``"row"``, ``"mrow"``, ``"warp"``; by default ``NETCL_SOFTMAX_KERNEL``) runs
+    that kernel with its default plan (the 4-vectors where the offset allows). Nothing forced:
+    what ``softmax`` runs.
 
     Raises:
-        ValueError: an empty or 0-d tensor, or a plan that cannot run.
+        ValueError: an empty or 0-d tensor, an unknown kernel or shuffle, or a plan that
+            cannot run (softmax_warp on float64).
+        RuntimeError: the hardware shuffle forced on a device without NVIDIA's PTX.
     """
     if x.ndim == 0 or x.size == 0:
         raise ValueError(f"softmax_rows: needs a non-empty tensor with an axis, got {x.shape}")
     R = x.shape[-1]
     _, idx = index_defs(x.offset + x.size)
-    kernel, grid, lsize, tail = _row_launch(x, idx is np.int64, R, x.size // R, idx, lanes,
-                                            path, rows)
+    built, grid, lsize, tail = _row_launch(x, idx is np.int64, R, x.size // R, idx, lanes,
+                                           path, rows, kernel, shuffle)
     out = empty(x.queue, x.shape, x.dtype)
-    launch_values(x.queue, kernel, grid, lsize,
+    launch_values(x.queue, built, grid, lsize,
                   [device_buffer(out), device_buffer(x), idx(x.offset), np.int32(take_log),
                    *tail])
     return out

@@ -29,7 +29,8 @@
 
 from __future__ import annotations
 
-__all__ = ["MROW_LOCAL", "MROW_SOURCE", "VPL4", "XENT_SOURCE", "mrow_plan"]
+__all__ = ["MROW_LOCAL", "MROW_SOURCE", "ROW_READ", "ROW_STORE", "VPL4", "XENT_SOURCE",
+           "mrow_plan"]
 
 VPL4 = 8  # 4-vectors each lane holds (32 elements)
 MROW_LOCAL = 256  # work-group size of the multi-row kernels (or W where a row needs more)
@@ -73,9 +74,13 @@ inline CT row_fold(const CT a, __local CT* b, __local CT* b2, const int l, const
 #endif
 """
 
-_ROW_LOAD = """
+# the row read into registers (lane ``lane`` of W): ``ROW_READ`` (also softmax_warp's, in
+# ._softmax_warp), then the max and sum merged across the row's lanes (``_ROW_FOLDS``)
+_ROW_LOCALS = """
   __local CT bm[LMAX], bs[LMAX], bm2[LMAX], bs2[LMAX];
-  const int l = get_local_id(0), lane = l & (W - 1), g0 = l - lane;
+"""
+
+ROW_READ = """  const int l = get_local_id(0), lane = l & (W - 1), g0 = l - lane;
   const IDX row = (IDX)get_group_id(0) * (IDX)(get_local_size(0) / W) + (IDX)(l / W);
   const int live = row < nrows;
   const IDX base = row * R;
@@ -114,7 +119,9 @@ _ROW_LOAD = """
   CT m = e;
 #pragma unroll
   for (int j = 0; j < VPL4; ++j) m = MAXNAN(m, MAX4(v[j]));
-  const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
+"""
+
+_ROW_FOLDS = """  const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
   /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
   CT s = exp(e - M);
   if (keep_exp) e = s;
@@ -129,7 +136,9 @@ _ROW_LOAD = """
   const CT lse = log(S);
 """
 
-_ROW_STORE = """
+_ROW_LOAD = _ROW_LOCALS + ROW_READ + _ROW_FOLDS
+
+ROW_STORE = """
   if (live && vec) {
     __global T* yb = yr + h;
 #pragma unroll
@@ -161,7 +170,7 @@ __kernel void softmax_mrow(__global T* out, __global const T* x, const IDX xo,
   const int keep_exp = !take_log;
 """ + _ROW_LOAD + """
   __global T* yr = out + base;
-""" + _ROW_STORE + "}\n"
+""" + ROW_STORE + "}\n"
 
 XENT_SOURCE = _ROW_FOLD + """
 /* Cross entropy per row: -(x[y] - max - lse), 0 for ignore_index, NaN for a label outside
@@ -180,7 +189,7 @@ __kernel void xent_row(__global T* loss, __global T* out, __global const T* x, c
 """ + _ROW_LOAD + """
   if (write_logp) {
     __global T* yr = out + base;
-""" + _ROW_STORE + """
+""" + ROW_STORE + """
   }
   __local int gb[LMAX / 8];
   __local int last;
