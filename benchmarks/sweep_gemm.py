@@ -12,6 +12,7 @@ A time budget (``--budget`` seconds) stops the sweep early and still prints the 
 
     bash scripts/gpu/gpu_run.sh benchmarks/sweep_gemm.py      # on the GPU machine
     python benchmarks/sweep_gemm.py --device cl --quick       # any OpenCL device, small
+    python benchmarks/sweep_gemm.py --set 4 --classes mid,skinny,small   # split K: 1 vs 2 launches
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ SMALL_CONFIGS: list[Any] = [
 ]
 # --set 3 (the default): the NVIDIA rule's configs (shown as "sel") beside their nearest
 # alternatives, to check the rule; --set 2: the wider sweep the rule was set from.
-VERIFY_CONFIGS = {
+VERIFY_CONFIGS: dict[str, list[Any]] = {
     "big": [
         (128, 128, 8, 16, 8, 8, 0, 0, -2),  # the rule's nn/tt form
         (128, 128, 8, 16, 8, 8, 8, 0, 0),  # the rule's tn form
@@ -147,6 +148,41 @@ VERIFY_CONFIGS = {
         (32, 32, 16, 4, 4, 8, 4, 0),
     ],
 }
+# --set 4: a split K merged in one launch by the last work-group per tile ("k4m") beside the
+# same config's two-launch path ("k4": slices, then gemm_split_k_sum; NOTE [ Split-K ] in
+# netcl.ops._matmul_launch), with new split candidates for the mid squares; each split row
+# runs in both forms, next to the unsplit configs the rule picks now.
+SPLIT_CONFIGS: dict[str, list[Any]] = {
+    "mid": [
+        (64, 64, 16, 8, 4, 8, 4, 0),  # the rule's (no split)
+        (64, 64, 16, 8, 4, 8, 0, 0),
+        (128, 128, 8, 16, 8, 8, 0, 2),
+        (128, 128, 8, 16, 8, 8, 0, 3),
+        (128, 128, 8, 16, 8, 8, 0, 4),
+        (128, 128, 8, 16, 8, 8, 0, 4, -2),
+        (128, 64, 16, 8, 4, 8, 0, 2),
+        (128, 64, 8, 16, 8, 8, 0, 2),
+        (64, 64, 16, 8, 4, 8, 0, 2),
+        (64, 64, 16, 8, 4, 8, 0, 4),
+    ],
+    "skinny": [
+        (64, 64, 16, 8, 4, 8, 0, 4),  # the rule's
+        (64, 64, 16, 8, 4, 8, 0, 8),
+        (128, 128, 8, 16, 8, 8, 0, 4),
+        (128, 128, 8, 16, 8, 8, 0, 8),
+        (128, 64, 8, 16, 8, 8, 0, 8),
+        (128, 64, 16, 8, 4, 8, 0, 4),
+    ],
+    "small": [
+        (32, 32, 16, 4, 4, 8, 0, 0),  # the rule's
+        (64, 64, 16, 8, 4, 8, 0, 0),
+        (64, 64, 16, 8, 4, 8, 0, 2),
+        (32, 64, 16, 4, 4, 8, 0, 2),
+        (32, 32, 16, 4, 4, 8, 0, 2),
+        (64, 64, 16, 8, 4, 8, 0, 4),
+    ],
+}
+SPLIT_SHAPES = {"mid": [(1, 1024, 1024, 1024), (1, 1000, 1000, 1000)]}  # no batch: no split
 CLASSES: dict[str, tuple[list[Shape], list[Any]]] = {
     "big": ([(1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 8192, 8192, 8192),
              (1, 4095, 4095, 4095)], BIG_CONFIGS),
@@ -161,17 +197,33 @@ SHARE = {"big": 0.5, "mid": 0.2, "skinny": 0.15, "small": 0.15}
 LATE = {(1, 8192, 8192, 8192): 5, (1, 4095, 4095, 4095): 6}
 
 
-def make_config(c: Any) -> KernelConfig:
+def make_config(c: Any, merge: str = "group") -> KernelConfig:
+    """The config of a row; a split K merged by ``merge`` ("group": one launch, "launch")."""
     if isinstance(c, KernelConfig):
         return c
     bm, bn, bk, tm, tn, warp_n, swizzle, split = c[:8]
     extra: dict[str, Any] = {"micro_n": tn, "warp_n": warp_n, "swizzle": swizzle,
                              "split_k": split}
+    if split:
+        extra["split_merge"] = merge
     if len(c) > 8 and c[8] >= 0:
         extra["lds_pad"] = c[8]
     if len(c) > 9 and c[9]:
         extra["stage_tn"] = ("nn", "nt", "tt") if c[9] == 2 else ("nn", "tt")
     return KernelConfig(RT, tile_m=bm, tile_n=bn, tile_k=bk, work_per_thread=tm, extra=extra)
+
+
+def is_split(c: Any) -> bool:
+    """Whether a config row splits K (it then runs merged in one launch and in two)."""
+    return not isinstance(c, KernelConfig) and bool(c[7])
+
+
+def quick_configs(rows: list[Any], which: int) -> list[Any]:
+    """The two configs ``--quick`` runs per class: the first two, or in ``--set 4`` the first
+    and the first split one."""
+    if which != 4:
+        return rows[:2]
+    return rows[:1] + [c for c in rows[1:] if is_split(c)][:1]
 
 
 def label(c: KernelConfig) -> str:
@@ -184,7 +236,9 @@ def label(c: KernelConfig) -> str:
     s += f" p{e['lds_pad']}" if e.get("lds_pad", -1) >= 0 else ""
     s += " L" if e.get("by_layout") else ""
     s += f" T{len(e['stage_tn'])}" if e.get("stage_tn") else ""
-    return s + (f" k{e['split_k']}" if e.get("split_k") else "")
+    if not e.get("split_k"):
+        return s
+    return s + f" k{e['split_k']}" + ("m" if ml.split_merge_mode(c) == "group" else "")
 
 
 def registers(ctx: Any, dev: Any, p: mk.GemmParams) -> str:
@@ -337,8 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=290.0, help="seconds for the sweep")
     parser.add_argument("--target", type=float, default=0.03, help="seconds timed per point")
     parser.add_argument("--classes", default=",".join(CLASSES))
-    parser.add_argument("--set", type=int, default=3, choices=(2, 3),
-                        help="3: the NVIDIA rule's configs and neighbours; 2: the wide sweep")
+    parser.add_argument("--set", type=int, default=3, choices=(2, 3, 4),
+                        help="3: the NVIDIA rule's configs and neighbours; 2: the wide sweep; "
+                             "4: split K merged in one launch (k4m) beside two launches (k4)")
     parser.add_argument("--quick", action="store_true",
                         help="small shapes and two configs per class (CPU OpenCL devices)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
@@ -350,11 +405,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no OpenCL device for {args.device!r}")
         return 1
     ctx, dev = handle.queue.context, handle.queue.device
-    classes = {k: (CLASSES[k][0], CLASSES[k][1] if args.set == 2 else VERIFY_CONFIGS[k])
-               for k in args.classes.split(",")}
+    sets: dict[int, dict[str, list[Any]]] = {2: {k: v[1] for k, v in CLASSES.items()},
+                                             3: VERIFY_CONFIGS, 4: SPLIT_CONFIGS}
+    picked = [k for k in args.classes.split(",") if k in sets[args.set]]
+    classes = {k: (SPLIT_SHAPES.get(k, CLASSES[k][0]) if args.set == 4 else CLASSES[k][0],
+                   sets[args.set][k]) for k in picked}
     if args.quick:
         classes = {k: ([(nb, max(M // 16, 33), max(N // 16, 33), max(K // 16, 40))
-                        for nb, M, N, K in shapes[:2]], cfgs[:2])
+                        for nb, M, N, K in shapes[:2]], quick_configs(cfgs, args.set))
                    for k, (shapes, cfgs) in classes.items()}
     elements = max(nb * max(M * K, K * N, M * N) for shapes, _ in classes.values()
                    for nb, M, N, K in shapes)
@@ -371,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     for cname, (shapes, cfg_rows) in classes.items():
         share += SHARE.get(cname, 0.1)
         deadline = args.budget * min(1.0, share)
-        configs = [make_config(c) for c in cfg_rows]
+        configs = [make_config(c, merge) for c in cfg_rows
+                   for merge in (("group", "launch") if is_split(c) else ("group",))]
         score: dict[str, list[float]] = {}
         for shape in shapes:
             for layout in LAYOUTS:
@@ -386,8 +445,11 @@ def main(argv: list[str] | None = None) -> int:
                     skipped += 1
                     continue
                 if name not in regs:
+                    merged = bool(cfg.extra.get("split_k")) and ml.split_merge_mode(cfg) == "group"
                     p = dataclasses.replace(fam.gemm_params(cfg, "float32", False, False),
-                                            vec_a=True, vec_b=True, vec_c=True)
+                                            vec_a=True, vec_b=True, vec_c=True,
+                                            split_merge=merged and cfg.variant is RT,
+                                            ptx_fence=merged and "NVIDIA" in dev.platform.name)
                     regs[name] = registers(ctx, dev, p)
                     for problem in check(runner, cfg):
                         print(f"WRONG {name}: {problem}")
@@ -430,6 +492,22 @@ def main(argv: list[str] | None = None) -> int:
                 shp = f"{nb}x{M}x{N}x{K}" if nb > 1 else f"{M}x{N}x{K}"
                 print(f"{shp:<17}{layout} {name:<26}{t * 1e3:8.3f}ms {tf:5.1f}TF {rx}"
                       f" cuBLAS {(r or 0) * 1e3:7.3f}ms | sel {label(chosen)} {sx}")
+    one_launch = [row for row in rows if re.search(r" k\d+m$", row["config"])]
+    if one_launch:
+        print("== split K merged in one launch (k..m) vs the same config in two launches (k..):"
+              " two-launch time / one-launch time, per layout")
+        times = {(r["config"], tuple(r["shape"]), r["layout"]): r["ms"] for r in rows}
+        for row in one_launch:
+            if row["layout"] != "nn":
+                continue
+            shape, name = tuple(row["shape"]), row["config"]
+            pairs = []
+            for layout in LAYOUTS:
+                one = times.get((name, shape, layout))
+                two = times.get((name[:-1], shape, layout))
+                pairs.append(f"{layout}:{two / one:5.2f}" if one and two else f"{layout}:  -  ")
+            nb, M, N, K = shape
+            print(f"{f'{M}x{N}x{K}':<17}{name:<28}" + " ".join(pairs))
     if not ratios:  # no reference: ratios to the fastest config instead
         for row in rows:
             key = (tuple(row["shape"]), row["layout"])

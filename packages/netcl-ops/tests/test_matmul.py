@@ -236,19 +236,22 @@ def test_register_tiled_configs(dev: DeviceHandle, cfg: tuple[int, ...], dtype: 
                                        err_msg=f"{cfg} {(M, N, K)} ta={ta} tb={tb}")
 
 
-def test_split_k_launches(dev: DeviceHandle) -> None:
-    """A split K runs the slices (one launch, a second for a shorter last slice) and a sum."""
+@pytest.mark.parametrize("merge", ["group", "launch"])
+def test_split_k_launches(dev: DeviceHandle, merge: str) -> None:
+    """A split K runs in one launch whose last group per tile merges the slices, or (forced)
+    the slices (one launch, a second for a shorter last slice) and a sum."""
     if dev.backend == "cpu":
         pytest.skip("the NumPy backend has no kernel variants")
     config = KernelConfig(KernelVariant.MATMUL_REGISTER_TILED, tile_m=64, tile_n=64, tile_k=16,
-                          work_per_thread=4, extra={"split_k": 4})
+                          work_per_thread=4, extra={"split_k": 4, "split_merge": merge})
     mm = build_matmul_kernel(dev.queue, config)
     a, b = arr(20, 128), arr(128, 12)
     ta, tb = Tensor.from_host(dev.queue, a), Tensor.from_host(dev.queue, b)
     with count_launches() as launches:
         got = mm(ta, tb).to_host()
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
-    assert launches[0] == 2  # 4 slices of 32: one GEMM launch and the sum
+    # 4 slices of 32: one launch, or one GEMM launch and the sum
+    assert launches[0] == (1 if merge == "group" else 2)
 
 
 def test_matmul_remembers_its_plan(dev: DeviceHandle) -> None:

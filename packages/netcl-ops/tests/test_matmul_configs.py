@@ -181,15 +181,18 @@ def test_staging_for_tn(dev: DeviceHandle, dtype: str) -> None:
     assert launches[0] == 3
 
 
-def test_split_k_per_layout(dev: DeviceHandle) -> None:
-    """A ``by_layout`` entry's own split K and tiles: nt splits K into 3 slices with 32x64
-    tiles (slices, a shorter last slice, the sum), nn runs one launch."""
+@pytest.mark.parametrize("merge", ["group", "launch"])
+def test_split_k_per_layout(dev: DeviceHandle, merge: str) -> None:
+    """A ``by_layout`` entry's own split K, tiles and merge: nt splits K into 3 slices with
+    32x64 tiles (one launch merged by the last group per tile; or slices, a shorter last
+    slice, the sum), nn runs one launch."""
     if dev.backend == "cpu":
         pytest.skip("the NumPy backend has no kernel variants")
     cfg = _config((64, 64, 8, 8, 8, 8, 0, 0))
-    cfg.extra["by_layout"] = {"nt": {"split_k": 3, "tile_m": 32, "work_per_thread": 4}}
+    cfg.extra["by_layout"] = {"nt": {"split_k": 3, "tile_m": 32, "work_per_thread": 4,
+                                     "split_merge": merge}}
     mm = build_matmul_kernel(dev.queue, cfg)
-    for tb, count in ((True, 3), (False, 1)):
+    for tb, count in ((True, 1 if merge == "group" else 3), (False, 1)):
         a, b = RNG.standard_normal((37, 70)), RNG.standard_normal((33, 70) if tb else (70, 33))
         x, y = (Tensor.from_host(dev.queue, v, dtype="float32") for v in (a, b))
         with count_launches() as launches:

@@ -189,6 +189,43 @@ def _tile_origin(p: GemmParams) -> str:
             f"    const int m0 = (r0 + rest % rows) * BM, n0 = (rest / rows) * BN;")
 
 
+def _merge_slices(p: GemmParams) -> str:
+    """Split K (``split_merge``): write this slice's partial tile, take the tile's ticket, and
+    in the last group to take one, sum every slice's partial in slice order into ``acc``.
+
+    The partials of output tile ``tile`` lie in W as ``nb2`` slots (slice order) of
+    TM * TN * NT values, value (i, j) of work-item ``tid`` at ``(i * TN + j) * NT + tid``: each
+    work-item reads back exactly what it and its twins in the other slices wrote (no local
+    memory, coalesced, no bounds checks: a whole tile is stored)."""
+    return f"""{{
+        const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
+        __global CT* w = W + (long)tile * nb2 * (NT * TM * TN) + tid;
+        __global CT* wb = w + (long)b2 * (NT * TM * TN);
+        {UNROLL}
+        for (int i = 0; i < TM; ++i)
+            {UNROLL}
+            for (int j = 0; j < TN; ++j) wb[(i * TN + j) * NT] = acc[i][j];
+        GL_FENCE();  // this work-item's partial is visible device-wide before the ticket
+        barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+        if (tid == 0) last_group = atomic_inc(&tickets[tile]) == nb2 - 1;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!last_group) return;
+        GL_FENCE();
+        if (tid == 0) tickets[tile] = 0;  // every slice has taken its ticket: ready to reuse
+        {UNROLL}
+        for (int i = 0; i < TM; ++i)
+            {UNROLL}
+            for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+        for (int z = 0; z < nb2; ++z) {{  // in slice order: the same bits whoever is last
+            const __global CT* wz = w + (long)z * (NT * TM * TN);
+            {UNROLL}
+            for (int i = 0; i < TM; ++i)
+                {UNROLL}
+                for (int j = 0; j < TN; ++j) acc[i][j] += wz[(i * TN + j) * NT];
+        }}
+    }}"""
+
+
 def register_tiled_source(p: GemmParams, signature: str) -> str:
     """The register-tiled kernel's body after its ``#define``s; ``signature`` opens it."""
     # both tiles get the same padding: 0 when both are stored as they are loaded (A^T and B
@@ -204,9 +241,11 @@ def register_tiled_source(p: GemmParams, signature: str) -> str:
     defines = _defines(BM=p.bm, BN=p.bn, BK=p.bk, TM=p.tm, TN=p.tn, RM=p.ly, RN=p.lx,
                        NT=p.lx * p.ly, LDA_S=p.bm + pad_a, LDB_S=p.bn + pad_b)
     defines += "#define KSEL(k, v, zero) ((k) < K ? (v) : (zero))\n"
+    merge = _merge_slices(p) + "\n    " if p.split_merge else ""
+    local_flag = "\n    __local int last_group;" if p.split_merge else ""
     return defines + signature + f"""\
     __local CTV As4[2 * BK * LDA_S / 4];
-    __local CTV Bs4[2 * BK * LDB_S / 4];
+    __local CTV Bs4[2 * BK * LDB_S / 4];{local_flag}
     const int tid = get_local_id(1) * RN + get_local_id(0);
     {_thread_map(p)}
     {_tile_origin(p)}
@@ -255,6 +294,6 @@ def register_tiled_source(p: GemmParams, signature: str) -> str:
         }}
         barrier(CLK_LOCAL_MEM_FENCE);
     }}
-    {_store_c(p)}
+    {merge}{_store_c(p)}
 }}
 """

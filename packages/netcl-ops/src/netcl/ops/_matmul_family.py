@@ -7,8 +7,9 @@ keyed by the frozen, hashable ``GemmParams``) renders and builds it once per con
 :class:`GemmGeometry` saying how it is launched. ``run_gemm`` (``_matmul_launch``) keeps the
 prepared launches in front of it. The family's golden matrix: the four variants' default
 configs per dtype, the register-tiled kernel's vector forms (NVIDIA's 16 x 8 blocks among
-them) and its swizzled form, the staging transpose, the vectorized kernel's CPU form and the
-implicit-GEMM form the convolution runs (B gathered by ``_conv_kernels``' loader).
+them), its swizzled form and its split-K form, the staging transpose, the vectorized
+kernel's CPU form and the implicit-GEMM form the convolution runs (B gathered by
+``_conv_kernels``' loader).
 
 Examples:
     >>> from netcl.core.kernel_selector import KernelVariant, default_config
@@ -110,6 +111,11 @@ def _matmul_golden() -> Iterator[tuple[str, tuple[GemmParams]]]:
     swz = dataclasses.replace(big, tile_m=64, tile_n=64, extra={
         "micro_n": 8, "warp_n": 8, "swizzle": 4, "lds_pad": 8})
     yield "matmul/register_tiled-float32-tt-swizzle", (gemm_params(swz, "float32", True, True),)
+    # a split K whose last group per output tile merges the slices (NOTE [ Split-K ] in
+    # ._matmul_launch), with the portable fence (NVIDIA's PTX one would not build elsewhere)
+    yield "matmul/register_tiled-float32-nt-vec-split", (dataclasses.replace(
+        gemm_params(big, "float32", False, True), vec_a=True, vec_b=True, vec_c=True,
+        split_merge=True),)
     yield "matmul/transpose-float32", (GemmParams(TRANSPOSE, "float32"),)
     cpu = dataclasses.replace(gemm_params(_cpu_vectorized_config(), "float32", False, False),
                               vec_c=True, fma=False)

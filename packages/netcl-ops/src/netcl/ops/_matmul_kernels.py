@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ._matmul_blocked import register_tiled_source
 from ._matmul_params import GemmParams as GemmParams
+from ._split_sync import fence_defines
 
 __all__ = ["GemmParams", "gemm_kernel_name", "gemm_source", "local_size"]
 
@@ -34,12 +35,17 @@ def local_size(p: GemmParams) -> tuple[int, int]:
 
 
 def gemm_kernel_name(p: GemmParams) -> str:
-    """The ``__kernel`` name: variant and transposes (``gemm_register_tiled_nt``)."""
-    return f"gemm_{p.variant}_{'t' if p.trans_a else 'n'}{'t' if p.trans_b else 'n'}"
+    """The ``__kernel`` name: variant and transposes (``gemm_register_tiled_nt``; a split K
+    merged in the launch adds ``_split``)."""
+    split = "_split" if p.split_merge else ""
+    return f"gemm_{p.variant}_{'t' if p.trans_a else 'n'}{'t' if p.trans_b else 'n'}{split}"
 
 
 def gemm_source(p: GemmParams) -> str:
     """The OpenCL C source (without the dtype header) of the kernel ``p`` describes."""
+    if p.split_merge and p.variant != REGISTER_TILED:
+        raise ValueError(f"gemm_source: a split K merged in the launch needs the "
+                         f"register-tiled kernel, got variant {p.variant!r}")
     madd = "fma((a), (b), (c))" if p.fma else "((a) * (b) + (c))"
     head = _access_macros(p) + _BIAS + f"#define MADD(a, b, c) {madd}\n"
     if p.variant == NAIVE:
@@ -48,6 +54,8 @@ def gemm_source(p: GemmParams) -> str:
         return head + _tiled(p)
     if p.variant == REGISTER_TILED:
         signature = _signature(p, _reqd(p))
+        if p.split_merge:
+            head += fence_defines(p.ptx_fence)
         return head + _vector_macros(p.dtype, 4) + register_tiled_source(p, signature)
     if p.variant == VECTORIZED:
         return head + _vector_macros(p.dtype, p.vw) + _vectorized(p)
@@ -146,13 +154,26 @@ _BIAS = """\
 """
 
 
+# A split K merged in the launch (``split_merge``; NOTE [ Split-K ] in ._matmul_launch): batch
+# entry b2 is K slice b2 of ``ks`` columns of A (rows of B), the last one shorter, so the
+# kernel's K is that slice's length; W holds every slice's partial tiles (not ``restrict``:
+# other work-groups write it), ``tickets`` one counter per output tile.
+_SPLIT_PARAMS = (",\n    const int ks, __global CT* W, const int offW,"
+                 " volatile __global int* restrict tickets")
+_SPLIT_K = """    const int K = min(ks, Kall - b2 * ks);
+    W += offW;
+"""
+
+
 def _signature(p: GemmParams, attrs: str = "") -> str:
     extra = f",\n    {p.extra_params}" if p.extra_params else ""
+    extra += _SPLIT_PARAMS if p.split_merge else ""
+    k_name, k_slice = ("Kall", _SPLIT_K) if p.split_merge else ("K", "")
     return f"""__kernel {attrs}void {gemm_kernel_name(p)}(
     __global const T* restrict A, const int offA, const int lda, const int sA1, const int sA2,
     __global const T* restrict B, const int offB, const int ldb, const int sB1, const int sB2,
     __global T* restrict C, const int offC, const int ldc, const int sC1, const int sC2,
-    const int M, const int N, const int K, const int nb2,
+    const int M, const int N, const int {k_name}, const int nb2,
     __global const T* restrict bias, const int bias_mode, const int sbias{extra})
 {{
     const int bz = get_global_id(2);
@@ -161,7 +182,7 @@ def _signature(p: GemmParams, attrs: str = "") -> str:
     B += offB + (long)b1 * sB1 + (long)b2 * sB2;
     C += offC + (long)b1 * sC1 + (long)b2 * sC2;
     bias += (long)b2 * sbias;
-"""
+{k_slice}"""
 
 
 def _defines(**values: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from netcl.core.env import env_choice
 from netcl.core.kernel_selector import KernelConfig, get_kernel_selector
 from netcl.core.kernels.cache import ContextCache
 from netcl.core.kernels.primitives import launch, launch_values
@@ -34,8 +35,9 @@ from ._matmul_family import (
     uses_fma,
 )
 from ._matmul_params import GemmParams
+from ._split_sync import ptx_fence, tickets
 
-__all__ = ["Operand", "operand", "run_gemm", "select_gemm", "vector_flags"]
+__all__ = ["Operand", "operand", "run_gemm", "select_gemm", "split_merge_mode", "vector_flags"]
 
 BATCH_ROWS_MIN = 128  # rows per matrix from which a GPU selects for the batch's rows
 
@@ -279,11 +281,55 @@ def _transposed(queue: Any, dtype: str, x: Operand, rows: int, cols: int,
 # NOTE [ Split-K ]
 # A GEMM with few output tiles and a long K (128 x 4096 x 4096 has 32 tiles of 128 x 128 for
 # an H100's 132 compute units) leaves most of the GPU idle. ``config.extra["split_k"] = S``
-# cuts K into S slices (a multiple of the tile depth each): the slices run as S batch entries
-# of one launch (the last, shorter one as a second launch), each writing its partial product
-# into an S x M x N workspace, and a third kernel sums the slices into C (adding the bias).
-# float16 storage keeps one pass (its partial sums would round to half). A ``by_layout`` entry
-# (NOTE [ Per-layout GEMM tiles ]) may set its own ``split_k`` (and tiles).
+# cuts K into S slices (a multiple of the tile depth each, the last one shorter) that run as
+# S batch entries of one launch. float16 storage keeps one pass (its partial sums would round
+# to half). A ``by_layout`` entry (NOTE [ Per-layout GEMM tiles ]) may set its own ``split_k``
+# (and tiles). The slices' partial products are merged in one of two ways:
+# - "group" (the default; register-tiled kernels): the last work-group of each output tile
+#   merges them in the same launch (NOTE [ Last group merges ] in ._split_sync). Each group
+#   writes its TM x TN accumulators per work-item into its slice's slot of the tile in a
+#   pooled workspace (slices x tiles x BM x BN, laid out so that each work-item reads back the
+#   same positions: coalesced, no bounds checks), fences (``GL_FENCE``), and its first
+#   work-item takes the tile's ticket (one int per tile, :func:`._split_sync.tickets`); the
+#   group drawing the last ticket resets it to 0, sums the slots from 0 in slice order and
+#   stores C (+ bias) as an unsplit launch does. The kernel's K is its slice's length, so the
+#   shorter last slice needs no launch of its own, and the sums are the same additions in the
+#   same order as the "launch" path's: both give the same bits (tested), whichever group
+#   finishes last. The merging group reads the workspace with plain loads after its fence
+#   (the fence orders them after the ticket; the workspace is not read before in the launch).
+# - "launch": each slice writes its partial into an S x M x N workspace (the last, shorter
+#   slice as a second launch) and ``gemm_split_k_sum`` sums them into C (adding the bias): up
+#   to three launches, and the S x M x N partials written and read once more.
+# ``config.extra["split_merge"]`` ("group" or "launch"; a ``by_layout`` entry may set it), else
+# NETCL_GEMM_SPLIT_MERGE, else "group" chooses; kernels other than the register-tiled one
+# always take "launch".
+SPLIT_MERGE_ENV = "NETCL_GEMM_SPLIT_MERGE"
+SPLIT_MERGES = ("group", "launch")
+
+
+def split_merge_mode(config: KernelConfig) -> str:
+    """How a split K of ``config`` merges its slices: ``"group"`` or ``"launch"``
+    (NOTE [ Split-K ]).
+
+    Raises:
+        ValueError: ``config.extra["split_merge"]`` or NETCL_GEMM_SPLIT_MERGE is another value.
+
+    Examples:
+        >>> from netcl.core.kernel_selector import KernelConfig, KernelVariant
+        >>> cfg = KernelConfig(KernelVariant.MATMUL_REGISTER_TILED, extra={"split_k": 4})
+        >>> split_merge_mode(cfg)
+        'group'
+        >>> cfg.extra["split_merge"] = "launch"
+        >>> split_merge_mode(cfg)
+        'launch'
+    """
+    mode = config.extra.get("split_merge")
+    if mode is None:
+        return env_choice(SPLIT_MERGE_ENV, SPLIT_MERGES) or "group"
+    if mode not in SPLIT_MERGES:
+        raise ValueError(f"run_gemm: extra['split_merge'] must be one of "
+                         f"{', '.join(SPLIT_MERGES)}, got {mode!r}")
+    return str(mode)
 
 
 def _split_k(config: KernelConfig, dtype: str, M: int, N: int, K: int,
@@ -301,20 +347,34 @@ def _split_k(config: KernelConfig, dtype: str, M: int, N: int, K: int,
     return min(want, K // step)
 
 
+def _slices(config: KernelConfig, K: int, split: int, trans_a: bool, trans_b: bool
+            ) -> tuple[int, int, int]:
+    """``(ks, full, rest)``: the slice length (whole k tiles), the number of full slices and
+    the length of a shorter last one (0: none)."""
+    step = max(4, layout_config(config, trans_a, trans_b).tile_k)
+    ks = -(-K // split)
+    ks = -(-ks // step) * step  # each slice a whole number of k tiles
+    full, rest = divmod(K, ks)
+    return ks, full, rest
+
+
 def _run_split_k(
     queue: Any, config: KernelConfig, dtype: str, a: Operand, b: Operand, c: Operand,
     M: int, N: int, K: int, split: int, trans_a: bool, trans_b: bool, bias: Any,
     bias_mode: int,
 ) -> Any:
-    step = max(4, layout_config(config, trans_a, trans_b).tile_k)
-    ks = -(-K // split)
-    ks = -(-ks // step) * step  # each slice a whole number of k tiles
-    full, rest = divmod(K, ks)
+    ks, full, rest = _slices(config, K, split, trans_a, trans_b)
     slices = full + (1 if rest else 0)
-    work = empty(queue, (slices, M, N), dtype)
     # element strides of one K slice in A and B
     sa = ks * (a.ld if trans_a else 1)
     sb = ks * (1 if trans_b else b.ld)
+    if split_merge_mode(layout_config(config, trans_a, trans_b)) == "group":
+        event = _run_split_merge(queue, config, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
+                                 Operand(b.buffer, b.offset, b.ld, 0, sb), c, M, N, K, ks,
+                                 slices, trans_a, trans_b, bias, bias_mode)
+        if event is not None:
+            return event
+    work = empty(queue, (slices, M, N), dtype)
     plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0, "no_split": True})
     ws = Operand(work.buffer, work.offset, N, 0, M * N)
     run_gemm(queue, plain, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
@@ -331,6 +391,50 @@ def _run_split_k(
         np.int32(total),
         c.buffer, np.int32(c.offset), np.int32(c.ld),
         c.buffer if bias is None else bias, np.int32(bias_mode),
+    )
+
+
+def _run_split_merge(
+    queue: Any, config: KernelConfig, dtype: str, a: Operand, b: Operand, c: Operand,
+    M: int, N: int, K: int, ks: int, slices: int, trans_a: bool, trans_b: bool, bias: Any,
+    bias_mode: int,
+) -> Any:
+    """Launch a split K whose last group per tile merges the slices (NOTE [ Split-K ]);
+    ``a``/``b`` step one slice per second-level batch index. None where the config's kernel
+    is not register-tiled (the caller runs the "launch" path)."""
+    key = ("split", id(config), dtype, trans_a, trans_b, _low_bit(*_dims(a)),
+           _low_bit(*_dims(b)), _low_bit(*_dims(c)), _low_bit(M), _low_bit(N), _low_bit(K),
+           bias_mode)
+    prepared = _prepared.of(queue.context)
+    hit = prepared.get(key)
+    if hit is not None and hit[0] is config:
+        grid, kernel, slot = hit[1], hit[2], hit[3]
+    else:
+        device = queue.device
+        p = gemm_params(config, dtype, trans_a, trans_b, int(device.max_work_group_size))
+        grid = kernel = None
+        slot = p.bm * p.bn
+        if p.variant == mk.REGISTER_TILED:
+            p = dataclasses.replace(p, split_merge=True, ptx_fence=ptx_fence(device))
+            p = vector_flags(for_device(p, device), a, b, c, M, N, K, bias_mode, 0)
+            kernel, geometry = gemm_launch(queue.context, p)
+            grid = geometry.grid
+        if len(prepared) >= _MAX_PREPARED:
+            prepared.clear()
+        prepared[key] = (config, grid, kernel, slot)
+    if grid is None or slices > _MAX_GRID_Z:
+        return None
+    gsize, lsize = grid(M, N, slices)
+    tiles = (gsize[0] // lsize[0]) * (gsize[1] // lsize[1])
+    work = empty(queue, (slices * tiles * slot,), dtype)
+    return launch(
+        queue, kernel, gsize, lsize,
+        a.buffer, np.int32(a.offset), np.int32(a.ld), np.int32(0), np.int32(a.s2),
+        b.buffer, np.int32(b.offset), np.int32(b.ld), np.int32(0), np.int32(b.s2),
+        c.buffer, np.int32(c.offset), np.int32(c.ld), np.int32(0), np.int32(0),
+        np.int32(M), np.int32(N), np.int32(K), np.int32(slices),
+        c.buffer if bias is None else bias, np.int32(bias_mode), np.int32(0),
+        np.int32(ks), work.buffer, np.int32(work.offset), tickets(queue, tiles),
     )
 
 

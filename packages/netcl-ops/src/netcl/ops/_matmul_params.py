@@ -24,7 +24,10 @@ class GemmParams:
     kernel's work-groups down columns of ``swizzle`` tile rows (L2 reuse, NOTE there);
     ``lds_pad`` >= 0 (a multiple of 4) pads both of its local tiles' rows by that many
     elements instead of the automatic choice (-1); -2: no padding when both operands are
-    vector-loaded, else the automatic choice.
+    vector-loaded, else the automatic choice. ``split_merge``: the register-tiled kernel runs
+    one K slice per batch entry and the last work-group of each output tile merges the slices
+    (NOTE [ Split-K ] in :mod:`._matmul_launch`); ``ptx_fence``: its device-wide fence in
+    NVIDIA's inline PTX (NOTE [ Device-wide fence ] in :mod:`._split_sync`).
     """
 
     variant: str
@@ -48,3 +51,5 @@ class GemmParams:
     warp_n: int = 0
     swizzle: int = 0
     lds_pad: int = -1
+    split_merge: bool = False
+    ptx_fence: bool = False
