@@ -263,17 +263,21 @@ def test_norms_read_views_with_an_element_offset(dev: DeviceHandle, dtype: str) 
         np.testing.assert_array_equal(got.to_host(), want.to_host())
 
 
-@pytest.mark.parametrize("per_row", [True, False], ids=["item-per-row", "group-per-row"])
+@pytest.mark.parametrize("layout", ["item", "warp", "group"])
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
-def test_layer_norm_both_kernel_layouts(dev: DeviceHandle, per_row: bool, affine: bool,
+@pytest.mark.parametrize("d", [1, 67, 1024])
+def test_layer_norm_both_kernel_layouts(dev: DeviceHandle, layout: str, affine: bool, d: int,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each OpenCL device runs both layer-norm layouts (NOTE [ Layer norm on CPU devices ]):
-    one work-item per row (CPU devices' default) and one work-group per row (GPUs')."""
+    """Each OpenCL device runs every layer-norm layout (NOTE [ Layer norm on CPU devices ],
+    NOTE [ Layer norm rows in warps ]): one work-item per row (CPU devices' default), one warp
+    per row (GPUs' up to 1024 elements; shuffles emulated off NVIDIA) and one work-group per
+    row (GPUs' beyond)."""
     if dev.backend == "cpu":
         pytest.skip("the NumPy backend runs no OpenCL kernels")
-    monkeypatch.setattr(_normalization, "ln_per_row", lambda device: per_row)
+    monkeypatch.setattr(_normalization, "ln_per_row", lambda device: layout == "item")
+    monkeypatch.setattr(_normalization, "ln_warp_rows", lambda dd: layout == "warp")
     rng = np.random.default_rng(11)
-    rows, d = 37, 67
+    rows = 37
     x = rng.standard_normal((rows, d)) * 3 + 5
     g = rng.standard_normal((rows, d))
     w = rng.standard_normal(d) if affine else None

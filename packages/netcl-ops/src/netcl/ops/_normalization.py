@@ -28,12 +28,14 @@ from ._norm_kernels import (
     GROUP,
     LNP_COLUMNS,
     LNP_ROWS,
+    LNW_ROWS,
     bn_geometry,
     bn_lanes,
     bn_launch_2d,
     bn_splits,
     ln_param_splits,
     ln_per_row,
+    ln_warp_rows,
     normalization_family,
 )
 from ._split_sync import ptx_fence, tickets
@@ -353,6 +355,9 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     if rows and ln_per_row(q.device):
         launch_1d(q, kernels["ln_forward_row"], rows, *args, rows, d,
                   kernel_scalar(op, eps, sdt), int(affine))
+    elif rows and ln_warp_rows(d):
+        launch(q, kernels["ln_forward_warp"], (-(-rows // LNW_ROWS) * 32 * LNW_ROWS,),
+               (32 * LNW_ROWS,), *args, rows, d, kernel_scalar(op, eps, sdt), int(affine))
     elif rows:
         launch(q, kernels["ln_forward"], (rows * GROUP,), (GROUP,), *args, d,
                kernel_scalar(op, eps, sdt), int(affine))
@@ -384,6 +389,9 @@ def layer_norm_backward(grad: Tensor, x: Tensor, normalized_shape: int | Sequenc
         if ln_per_row(q.device):
             launch_1d(q, kernels["ln_backward_dx_row"], rows, *args, rows, d,
                       int(weight is not None))
+        elif ln_warp_rows(d):
+            launch(q, kernels["ln_backward_dx_warp"], (-(-rows // LNW_ROWS) * 32 * LNW_ROWS,),
+                   (32 * LNW_ROWS,), *args, rows, d, int(weight is not None))
         else:
             launch(q, kernels["ln_backward_dx"], (rows * GROUP,), (GROUP,), *args, d,
                    int(weight is not None))

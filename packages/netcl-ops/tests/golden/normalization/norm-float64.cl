@@ -23,6 +23,7 @@
 #define LD4(p, i) CVT4(CT)(((__global const V4(T)*)(p))[(i)])
 #define ST4(p, i, v) (((__global V4(T)*)(p))[(i)] = CVT4(T)(v))
 #define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#define GL_PTX 0
 
 #define GROUP 256
 // Every tensor argument comes with its element offset (x, xo): each kernel first moves its
@@ -297,6 +298,109 @@ __kernel void ln_backward_dx_row(__global const T* g, const long go, __global co
     const CT xhat = ((CT)LD(x, base + j) - mu) * inv;
     const CT dxh = (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1);
     ST(dx, base + j, inv * (dxh - m1 - xhat * m2));
+  }
+}
+
+// GPUs, rows of up to LNW_MAX elements (NOTE [ Layer norm rows in warps ]): one warp of 32
+// lanes per row, LNW_ROWS rows per work-group, the row in registers (lane l holds elements
+// l, l + 32, ...), sums by a butterfly (shfl.sync.bfly on NVIDIA, local memory elsewhere).
+#define LNW_ROWS 4
+#define LNW_NPL 32
+#if GL_PTX
+inline CT lnw_xor(const CT v, const int mask) {
+  CT r;
+  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                   : "=f"(r) : "f"(v), "r"(mask));
+  return r;
+}
+#define LNW_XOR(v, mask) lnw_xor((v), (mask))
+#define LNW_LOCALS
+#else
+inline CT lnw_emu(const CT v, const int mask, __local CT* sc, const int l) {
+  barrier(CLK_LOCAL_MEM_FENCE);
+  sc[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return sc[l ^ mask];
+}
+#define LNW_XOR(v, mask) lnw_emu((v), (mask), sc, l)
+#define LNW_LOCALS __local CT sc[LNW_ROWS * 32];
+#endif
+#define LNW_SUM(a) do { for (int o_ = 16; o_ > 0; o_ >>= 1) (a) += LNW_XOR((a), o_); } while (0)
+
+__kernel void ln_forward_warp(__global const T* x, const long xo, __global T* y, const long yo,
+                              __global CT* mean, const long meano, __global CT* rstd,
+                              const long rstdo, __global const T* w, const long wo,
+                              __global const T* b, const long bo, const int R, const int D,
+                              const CT eps, const int affine) {
+  LNW_LOCALS
+  x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
+  const int l = get_local_id(0), lane = l & 31;
+  const int r = get_group_id(0) * LNW_ROWS + (l >> 5);
+  const int live = r < R;
+  const __global T* xr = x + (long)r * D;
+  CT v[LNW_NPL];
+  CT s = (CT)0;
+#pragma unroll
+  for (int k = 0; k < LNW_NPL; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = live && j < D ? (CT)LD(xr, j) : (CT)0;
+    s += v[k];
+  }
+  LNW_SUM(s);
+  const CT mu = s / D;
+  CT q = (CT)0;
+#pragma unroll
+  for (int k = 0; k < LNW_NPL; ++k) {
+    const CT d = lane + 32 * k < D ? v[k] - mu : (CT)0;
+    q += d * d;
+  }
+  LNW_SUM(q);
+  const CT inv = rsqrt(q / D + eps);
+  if (!live) return;
+#pragma unroll
+  for (int k = 0; k < LNW_NPL; ++k) {
+    const int j = lane + 32 * k;
+    if (j < D) {
+      CT t = (v[k] - mu) * inv;
+      if (affine) t = t * (CT)LD(w, j) + (CT)LD(b, j);
+      ST(y, (long)r * D + j, t);
+    }
+  }
+  if (lane == 0) { mean[r] = mu; rstd[r] = inv; }
+}
+
+__kernel void ln_backward_dx_warp(__global const T* g, const long go, __global const T* x,
+                                  const long xo, __global T* dx, const long dxo,
+                                  __global const CT* mean, const long meano,
+                                  __global const CT* rstd, const long rstdo,
+                                  __global const T* w, const long wo, const int R, const int D,
+                                  const int affine) {
+  LNW_LOCALS
+  g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
+  const int l = get_local_id(0), lane = l & 31;
+  const int r = get_group_id(0) * LNW_ROWS + (l >> 5);
+  const int live = r < R;
+  const long base = (long)r * D;
+  const CT mu = live ? mean[r] : (CT)0, inv = live ? rstd[r] : (CT)0;
+  CT dh[LNW_NPL], xh[LNW_NPL];
+  CT s1 = (CT)0, s2 = (CT)0;
+#pragma unroll
+  for (int k = 0; k < LNW_NPL; ++k) {
+    const int j = lane + 32 * k;
+    const int in = live && j < D;
+    dh[k] = in ? (CT)LD(g, base + j) * (affine ? (CT)LD(w, j) : (CT)1) : (CT)0;
+    xh[k] = in ? ((CT)LD(x, base + j) - mu) * inv : (CT)0;
+    s1 += dh[k];
+    s2 += dh[k] * xh[k];
+  }
+  LNW_SUM(s1);
+  LNW_SUM(s2);
+  if (!live) return;
+  const CT m1 = s1 / D, m2 = s2 / D;
+#pragma unroll
+  for (int k = 0; k < LNW_NPL; ++k) {
+    const int j = lane + 32 * k;
+    if (j < D) ST(dx, base + j, inv * (dh[k] - m1 - xh[k] * m2));
   }
 }
 
