@@ -3,8 +3,9 @@
 Rows: sum / mean over all, the last and the first axis, max; softmax and log_softmax (as
 ``ops`` runs them, the pre-softmax_mrow plan ``old``, and each row kernel of
 ``--softmax-kernels`` with its default plan: ``row`` softmax_row, ``mrow`` softmax_mrow,
-``warp`` softmax_warp, ``warp-emu`` softmax_warp with emulated shuffles, or a path of
-``ROW_PATHS`` such as ``rows1``; float32 and one float16 shape; the ``plans`` group sweeps
+``warp`` softmax_warp, ``warp-emu`` softmax_warp with emulated shuffles, ``warp-r<N>`` with
+at most N registers a lane, or a path of ``ROW_PATHS`` such as ``rows1``; float32 and float16
+shapes; on NVIDIA, softmax_warp's registers from ptxas first; the ``plans`` group sweeps
 every softmax kernel's lanes and rows per work-group); cross-entropy
 (``old``: log_softmax + NLL gather + mean; fused: xent_row in one launch, ``2 launches``:
 xent_row + xent_sum, ``+logp`` also writing the log-probabilities); batch norm forward
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -61,9 +63,9 @@ from netcl.core.kernel_selector import KernelVariant, force_variant
 from netcl.core.tensor import Tensor
 from netcl.ops import _reduce
 from netcl.ops._cross_entropy import softmax_cross_entropy
-from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_rows
+from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_family, softmax_rows
 from netcl.ops._softmax_rows import mrow_plan
-from netcl.ops._softmax_warp import warp_plan
+from netcl.ops._softmax_warp import REGS_ENV, warp_plan
 from netcl.runtime import profile
 
 Arrays = dict[str, np.ndarray[Any, Any]]
@@ -153,7 +155,7 @@ def softmax_cases(quick: bool, kernels: str = SOFTMAX_KERNELS) -> list[Case]:
     shapes = ([(512, 256), (1024, 1000), (128, 10), (512, 128), (8, 50257), (512, 2048),
                (512, 4096)] if quick else
               [(4096, 1024), (32768, 1000), (128, 10), (16384, 128), (256, 50257),
-               (4096, 256), (8192, 2048), (4096, 4096), (4096, 4095)])
+               (4096, 256), (8192, 2048), (4096, 4096), (4096, 4095), (1024, 16384)])
     half = [(512, 1024)] if quick else [(4096, 1024), (32768, 1000)]
     names = [k for k in kernels.split(",") if k]
     cases = []
@@ -489,16 +491,56 @@ def _plan_call(lanes: int | None, path: int | None, rows: int | None = None, log
 
 def _kernel_call(name: str, log: bool) -> Callable[[dict[str, Tensor]], Any]:
     """A row kernel by name with its default plan: ``row``, ``mrow``, ``warp`` (``warp-emu``:
-    its shuffles emulated in local memory), or a path of ``ROW_PATHS`` (``rows1``, ``warp1``:
-    the scalar loads; ...)."""
+    its shuffles emulated in local memory; ``warp-r<N>``: built with at most N registers a
+    lane, ``NETCL_SOFTMAX_WARP_REGS``), or a path of ``ROW_PATHS`` (``rows1``, ``warp1``: the
+    scalar loads; ...)."""
     if name == "warp-emu":
         return _plan_call(None, None, None, log, "warp", "emulate")
+    if name.startswith("warp-r") and name[6:].isdigit():
+        warp = _plan_call(None, None, None, log, "warp")
+
+        def capped(t: dict[str, Tensor]) -> Any:
+            saved = os.environ.get(REGS_ENV)
+            os.environ[REGS_ENV] = name[6:]
+            try:
+                return warp(t)
+            finally:
+                if saved is None:
+                    del os.environ[REGS_ENV]
+                else:
+                    os.environ[REGS_ENV] = saved
+        return capped
     if name in ROW_PATHS:
         return _plan_call(None, ROW_PATHS.index(name), None, log)
     if name in ("row", "mrow", "warp"):
         return _plan_call(None, None, None, log, name)
     raise SystemExit(f"--softmax-kernels: unknown kernel {name!r} (row, mrow, warp, warp-emu, "
-                     f"{', '.join(ROW_PATHS)})")
+                     f"warp-r<N>, {', '.join(ROW_PATHS)})")
+
+
+def warp_ptxas(queue: Any) -> None:
+    """On NVIDIA's OpenCL, print what ptxas reports for the PTX softmax_warp programs
+    (``-cl-nv-verbose``): registers per lane and spills, which set how many rows an SM holds."""
+    import pyopencl as cl
+
+    device = queue.device
+    if "NVIDIA" not in device.platform.name:
+        return
+    for dtype in ("float32", "float16"):
+        for vec4 in (1, 2, 4, 8):
+            src = softmax_family.source("softmax_warp", dtype, False, 1024, "", True, vec4)
+            try:
+                prg = cl.Program(queue.context, src.render(queue.context)).build(
+                    options="-cl-nv-verbose")
+                log = str(prg.get_build_info(device, cl.program_build_info.LOG))
+            except Exception as exc:  # a build failure: say so, the rows will fail too
+                print(f"ptxas softmax_warp {dtype} vec4={vec4}: BUILD FAILED {exc!r}"[:400])
+                continue
+            regs = re.search(r"Used (\d+) registers", log)
+            spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+            print(f"ptxas softmax_warp {dtype} vec4={vec4} (rows to {128 * vec4} a warp): "
+                  f"regs={regs.group(1) if regs else '?'} "
+                  f"spill={spill.group(1) + '/' + spill.group(2) if spill else '?'}")
 
 
 def split_cases(quick: bool) -> list[Case]:
@@ -533,7 +575,7 @@ def _line(r: dict[str, Any]) -> str:
         v = r.get(key)
         return f"{v:{width}{fmt}}" if isinstance(v, float) else " " * (width - 1) + "-"
 
-    head = f"{r['op']:<18} {r['shape']:<17}"
+    head = f"{r['op']:<24} {r['shape']:<17}"
     if "error" in r:
         return f"{head} FAILED {r['error']}"
     tail = " ".join(r.get("kernels", []))
@@ -542,7 +584,7 @@ def _line(r: dict[str, Any]) -> str:
             f" {num('err', '.1e', 8)}  {tail}")
 
 
-HEADER = (f"{'op':<18} {'shape':<17} {'ms':>9} {'wall ms':>9} {'torch ms':>9} {'x torch':>7}"
+HEADER = (f"{'op':<24} {'shape':<17} {'ms':>9} {'wall ms':>9} {'torch ms':>9} {'x torch':>7}"
           f" {'GB/s':>7} {'%copy':>6} {'err':>8}  kernels")
 
 
@@ -572,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     copy = bench.rows[-1]
     print(f"copy {copy['shape']}: {copy.get('ms', 0):.4f} ms, {copy.get('gbs', 0):.0f} GB/s "
           f"(torch {copy.get('torch_ms', 0):.4f} ms)")
+    if bench.cl and "softmax" in args.only.split(","):
+        warp_ptxas(bench.q)
     print(HEADER)
     rng = np.random.default_rng(0)
     for group in args.only.split(","):

@@ -24,7 +24,14 @@ from netcl.core.testing import supports_dtype
 from netcl.ops import _launch, _softmax_warp, _split_sync
 from netcl.ops import _softmax as softmax_mod
 from netcl.ops._softmax import ROW_PATHS, softmax_rows
-from netcl.ops._softmax_warp import KERNEL_ENV, SHUFFLE_ENV, forced_kernel, warp_plan
+from netcl.ops._softmax_warp import (
+    KERNEL_ENV,
+    REGS_ENV,
+    SHUFFLE_ENV,
+    forced_kernel,
+    register_cap,
+    warp_plan,
+)
 from netcl.ops.testing import check_op
 
 LENGTHS = [1, 7, 33, 255, 256, 257, 1000, 1024, 1025, 4095, 4096]
@@ -290,6 +297,20 @@ def test_forced_kernel_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KERNEL_ENV, "auto")
     assert forced_kernel() is None
     assert ROW_PATHS[5:] == ("warp4", "warp1")
+
+
+def test_register_cap(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NETCL_SOFTMAX_WARP_REGS: an integer from 16 to 255 (the PTX build's
+    -cl-nv-maxrregcount; the emulated kernel is built without it), else ValueError."""
+    assert register_cap() == 0
+    monkeypatch.setenv(REGS_ENV, " 64 ")
+    assert register_cap() == 64
+    if dev.backend == "cl":
+        _check(dev, 1000, 0, "float32", kernel="warp")
+    for bad in ("8", "256", "lots"):
+        monkeypatch.setenv(REGS_ENV, bad)
+        with pytest.raises(ValueError, match="NETCL_SOFTMAX_WARP_REGS must be an integer"):
+            register_cap()
 
 
 def test_doctests() -> None:

@@ -73,12 +73,14 @@ from ._launch import (
 from ._softmax_rows import MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
 from ._softmax_warp import (
     KERNEL_ENV,
+    REGS_ENV,
     SHUFFLE_ENV,
     WARP_MAX,
     WARP_MIN,
     WARP_SOURCE,
     forced_kernel,
     hardware_shuffle,
+    register_cap,
     warp_plan,
 )
 from ._split_sync import fence_defines, ptx_fence
@@ -338,14 +340,18 @@ def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str, bool, i
 
 @kernel_family("ops.softmax", golden=_softmax_golden)
 def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
-                   labels: str = "", ptx: bool = False, vec4: int = 0) -> KernelSource:
+                   labels: str = "", ptx: bool = False, vec4: int = 0, regs: int = 0
+                   ) -> KernelSource:
     """``softmax_row`` (one work-group of ``local`` items per row; with ``softmax_row_online``
     and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column),
-    ``softmax_warp`` (W lanes per row, ``vec4`` 4-vectors each, shuffles in PTX if ``ptx``)
-    or ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
+    ``softmax_warp`` (W lanes per row, ``vec4`` 4-vectors each, shuffles in PTX if ``ptx``,
+    at most ``regs`` registers a lane if given: NVIDIA's ``-cl-nv-maxrregcount``) or
+    ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
     ``xent_sum``)."""
     if kernel == "softmax_warp":
-        return KernelSource(_warp_source(local, wide, dtype, ptx, vec4), (kernel,), dtype)
+        options = f"-cl-nv-maxrregcount={regs}" if regs else ""
+        return KernelSource(_warp_source(local, wide, dtype, ptx, vec4), (kernel,), dtype,
+                            options=options)
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide, dtype, ptx),
                             ("nll_k", "xent_row", "xent_sum"), dtype)
@@ -359,7 +365,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     if isinstance(x, Tensor) and x.array is None:  # NOTE [ Remembered launches ] in ._launch
         key = (op, x.shape, x.dtype, x.offset, x.queue, axis,
                queue_facts(x.queue)[1].epoch("reduction"), env_raw(KERNEL_ENV),
-               env_raw(SHUFFLE_ENV))
+               env_raw(SHUFFLE_ENV), env_raw(REGS_ENV))
         entry = remembered(key)
         if entry is not None:
             return run_remembered(entry, x.queue, x)[0]
@@ -493,8 +499,9 @@ def _warp_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int
     device = x.queue.device
     vec = None if path is None else path == 5
     vec4 = warp_plan(R, x.offset, _ROW_LANES_MAX, lanes, rows, vec)[3]
+    ptx = hardware_shuffle(device, shuffle)
     warp = softmax_family(x.queue.context, "softmax_warp", x.dtype, wide, _ROW_LANES_MAX, "",
-                          hardware_shuffle(device, shuffle), vec4).kernel
+                          ptx, vec4, register_cap() if ptx else 0).kernel
     W, per, vec, _ = warp_plan(R, x.offset, _most_lanes(warp, device), lanes, rows, vec)
     return (warp, (-(-nrows // per) * W * per,), (W * per,),
             [idx(R), idx(nrows), np.int32(W), np.int32(vec)])

@@ -27,13 +27,17 @@ that choose it (``NETCL_SOFTMAX_KERNEL``, ``NETCL_SOFTMAX_SHUFFLE``).
 # choice is the compile-time ``SHFL_PTX``. Where it runs by default: NVIDIA GPUs, rows of
 # ``WARP_MIN``..``WARP_MAX`` elements of float32 or float16 (float64 keeps softmax_row);
 # ``NETCL_SOFTMAX_KERNEL=row|mrow|warp`` forces a kernel (see :func:`forced_kernel`).
+# Registers decide how many rows an SM holds at once (4096x1024 is 4096 warps; an H200 holds
+# 132 x 64 at most, fewer the more registers a lane uses): ``NETCL_SOFTMAX_WARP_REGS=N``
+# builds the PTX kernel with ``-cl-nv-maxrregcount=N`` (:func:`register_cap`) to measure that.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from netcl.core.env import env_choice
+from netcl.core.env import env_choice, env_raw
 
 from ._softmax_rows import ROW_READ, ROW_STORE
 from ._split_sync import ptx_fence
@@ -41,6 +45,7 @@ from ._split_sync import ptx_fence
 __all__ = [
     "KERNEL_ENV",
     "KERNELS",
+    "REGS_ENV",
     "SHUFFLE_ENV",
     "WARP_LOCAL",
     "WARP_MAX",
@@ -48,6 +53,7 @@ __all__ = [
     "WARP_SOURCE",
     "forced_kernel",
     "hardware_shuffle",
+    "register_cap",
     "warp_plan",
 ]
 
@@ -55,6 +61,7 @@ KERNEL_ENV = "NETCL_SOFTMAX_KERNEL"  # row | mrow | warp | auto: the row kernel 
 KERNELS = ("auto", "row", "mrow", "warp")
 SHUFFLE_ENV = "NETCL_SOFTMAX_SHUFFLE"  # hardware | emulate: softmax_warp's shuffles
 SHUFFLES = ("hardware", "emulate")
+REGS_ENV = "NETCL_SOFTMAX_WARP_REGS"  # N: -cl-nv-maxrregcount=N for the PTX kernel
 WARP_LOCAL = 128  # work-group size by default (4 warps, as PyTorch's), or W where larger
 WARP_MIN = 256  # rows this long to ...
 WARP_MAX = 4096  # ... this long take softmax_warp by default on NVIDIA GPUs (float32, float16)
@@ -222,3 +229,24 @@ def hardware_shuffle(device: Any, shuffle: str | None = None) -> bool:
                            f"NVIDIA's OpenCL (inline PTX), device {device.name!r} has none; "
                            f"use emulate")
     return ptx and shuffle != "emulate"
+
+
+def register_cap() -> int:
+    """``NETCL_SOFTMAX_WARP_REGS``: the registers per lane NVIDIA's compiler may give the PTX
+    softmax_warp (``-cl-nv-maxrregcount``; 0, unset: its own choice).
+
+    Raises:
+        ValueError: not an integer from 16 to 255.
+
+    Examples:
+        >>> register_cap()
+        0
+    """
+    if env_raw(REGS_ENV) is None:  # the common case, cheap
+        return 0
+    raw = os.environ.get(REGS_ENV, "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or not 16 <= int(raw) <= 255:
+        raise ValueError(f"softmax: {REGS_ENV} must be an integer from 16 to 255, got {raw!r}")
+    return int(raw)
