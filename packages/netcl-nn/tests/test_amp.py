@@ -213,14 +213,18 @@ def test_scale_multiplies_and_casts_float16_losses_up(dev: DeviceHandle) -> None
         scaler.scale(_t(dev, np.array(1), "int32"))
 
 
-def test_step_unscales_on_the_device_and_steps(dev: DeviceHandle) -> None:
+@pytest.mark.parametrize("foreach", ["1", "0"])
+def test_step_unscales_on_the_device_and_steps(dev: DeviceHandle, foreach: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETCL_FOREACH", foreach)
     model, opt = _model_with_grads(dev, scale=8.0)
     before = _host_params(model)
     scaler = GradScaler(init_scale=8.0)
     with count_launches() as launches:
         scaler.unscale_(opt)
-    # one kernel per gradient on OpenCL (the new flag starts cleared); nothing on NumPy
-    assert launches[0] == (0 if dev.backend == "cpu" else 2)
+    # on OpenCL one kernel for both gradients (NETCL_FOREACH=0: one per gradient; the new flag
+    # starts cleared); nothing on NumPy
+    assert launches[0] == (0 if dev.backend == "cpu" else 1 if foreach == "1" else 2)
     for i, p in enumerate(model.parameters()):
         np.testing.assert_array_equal(p.grad.to_host(), 0.25 * (i + 1))  # type: ignore[union-attr]
     assert scaler.step(opt) == "stepped" and opt.steps == 1
@@ -481,3 +485,45 @@ def test_update_with_a_new_scale_tensor_and_state_after_device_use(dev: DeviceHa
     assert scaler.state_dict() == {"scale": 16.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                                    "growth_interval": 3, "_growth_tracker": 0}
     assert repr(scaler).startswith("GradScaler(scale=16.0,")
+
+
+# -- foreach unscaling (NOTE [ Foreach unscaling ] in netcl.nn._grad_scaler) -----------------
+
+UNSCALE_SIZES = (1, 7, 33, 257, 3, 1, 64, 5, 7, 100, 2, 9, 33, 17, 1, 11, 300, 4, 6)
+
+
+def _unscale_all(dev: DeviceHandle, bad: int | None, steps: int) -> tuple[list[Any], int, int]:
+    """The gradients and the found-inf flag after ``steps`` iterations of ``unscale_`` and
+    ``update`` over 19 gradients (gradient ``bad`` holds an inf in the last), and the launches
+    of the last ``unscale_``."""
+    rng = np.random.default_rng(5)
+    params = [_t(dev, np.zeros(n)) for n in UNSCALE_SIZES]
+    opt = SGD(params, lr=0.1)
+    scaler = GradScaler(init_scale=1024.0)
+    for step in range(steps):
+        for i, p in enumerate(params):
+            grad = 3e3 * rng.standard_normal(p.shape)
+            if i == bad and step == steps - 1:
+                grad[-1] = np.inf
+            p.grad = _t(dev, grad)
+        with count_launches() as launches:
+            scaler.unscale_(opt)
+        scaler.update()
+    return [p.grad.to_host() for p in params], _found_inf(scaler), launches[0]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", [None, 0, 13, 18], ids=["finite", "inf-first", "inf-launch2",
+                                                        "inf-last"])
+def test_foreach_unscale_equals_per_gradient_launches(dev: DeviceHandle, bad: int | None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launches of up to 16 gradients give bit for bit the per-gradient kernel's results and
+    the same found-inf flag, over 19 gradients of odd sizes and three iterations."""
+    monkeypatch.setenv("NETCL_FOREACH", "0")
+    want, want_flag, single = _unscale_all(dev, bad, 3)
+    monkeypatch.setenv("NETCL_FOREACH", "1")
+    got, flag, launches = _unscale_all(dev, bad, 3)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert flag == want_flag == (bad is not None)
+    if dev.backend == "cl":  # amp_clear_flag, then the unscales: 19 or 16 + 3
+        assert (single, launches) == (1 + 19, 1 + 2)

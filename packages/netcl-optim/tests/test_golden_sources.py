@@ -40,7 +40,8 @@ def test_golden_source(name: str) -> None:
 
 def test_the_matrix_is_the_optimizer_family_s() -> None:
     assert [f.name for f in families("optim.")] == ["optim.kernels"]
-    assert len(SOURCES) == 3 * (6 + 1) + 2  # (6 updates + norm) x 3 dtypes + clip, tick
+    # (6 updates, their 6 foreach programs, norm) x 3 dtypes + clip, tick
+    assert len(SOURCES) == 3 * (2 * 6 + 1) + 2
 
 
 def test_no_stale_golden_files() -> None:

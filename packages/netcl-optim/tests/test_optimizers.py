@@ -208,10 +208,14 @@ def test_float16_rule_matches_formula(dev: DeviceHandle, name: str,
     assert_close(p.to_host(), expect, "float16")
 
 
-def test_one_launch_per_parameter_per_step(dev: DeviceHandle) -> None:
-    """One update launch per parameter, plus one ``optim_tick`` for the step counts."""
+@pytest.mark.parametrize("foreach", ["1", "0"])
+def test_launches_per_step(dev: DeviceHandle, foreach: str,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """One foreach update launch for the three parameters (``NETCL_FOREACH=0``: one per
+    parameter), plus one ``optim_tick`` for the step counts."""
     if dev.backend != "cl":
         pytest.skip("counts OpenCL launches")
+    monkeypatch.setenv("NETCL_FOREACH", foreach)
     ps = [Tensor.from_host(dev.queue, np.ones(n, np.float32)) for n in (3, 7, 33)]
     for p in ps:
         p.grad = Tensor.from_host(dev.queue, np.ones(p.shape, np.float32))
@@ -219,7 +223,7 @@ def test_one_launch_per_parameter_per_step(dev: DeviceHandle) -> None:
     opt.step()
     with count_launches() as n:
         opt.step()
-    assert n[0] == 3 + 1
+    assert n[0] == (1 if foreach == "1" else 3) + 1
 
 
 def test_param_groups_and_skip_missing_grads(dev: DeviceHandle) -> None:

@@ -9,9 +9,10 @@
 #
 # NOTE [ Nothing read back ]
 # The scale (float32) and the growth tracker (int32) live on the device, next to the gradients.
-# ``scale(loss)`` multiplies by the scale tensor; ``unscale_`` runs one kernel per gradient that
-# multiplies it by 1/scale in place and sets the optimizer's int32 found-inf flag when a result
-# is not finite; ``step`` hands that flag to ``optimizer.step(found_inf=flag)``, whose kernels
+# ``scale(loss)`` multiplies by the scale tensor; ``unscale_`` runs a kernel per 16 gradients
+# (NOTE [ Foreach unscaling ]) that multiplies them by 1/scale in place and sets the
+# optimizer's int32 found-inf flag when a result is not finite; ``step`` hands that flag to
+# ``optimizer.step(found_inf=flag)``, whose kernels
 # do nothing when it is set; ``update`` is one kernel that backs the scale off or grows it and
 # writes ``found_inf`` (did this iteration skip). No step needs a host read, so an AMP training
 # step can be captured by ``netcl.runtime.capture``. An optimizer without ``supports_found_inf``
@@ -31,6 +32,7 @@ import numpy as np
 
 from netcl.autograd import ops as _ag
 from netcl.core.dtypes import c_type
+from netcl.core.env import env_flag
 from netcl.core.kernels.cache import get_kernel
 from netcl.core.kernels.primitives import PRIMITIVE_PREAMBLE, WorkGroupTuner, launch
 from netcl.core.recording import numpy_update
@@ -40,16 +42,53 @@ __all__ = ["GradScaler"]
 
 _TUNER = WorkGroupTuner()
 
-_SRC = """
-__kernel void amp_unscale(__global T* g, const int n, __global const float* scale,
-                          __global int* found_inf) {
-  int i = get_global_id(0);
-  if (i >= n) return;
+# NOTE [ Foreach unscaling ]
+# A model's gradients are mostly small (biases, norms), so one ``amp_unscale`` launch per
+# gradient costs its launch overhead, not its work: 77 launches, 0.54 ms of device time per step
+# of a GPT of 6 layers x 384 on an H200. ``amp_unscale_x16`` unscales up to 16 gradients in one
+# launch (OpenCL has no arrays of buffers: 16 buffer arguments ``g_k`` and the ends ``end_k``
+# of their ranges in the launch, prefix sums of the sizes; work item ``j`` picks its slot's
+# buffer by a chain of ``j >= end_k`` selects, empty slots repeat the last gradient over an
+# empty range). Both kernels call ``amp_unscale_item``, the formula written once, so they
+# compute the same bits; ``NETCL_FOREACH=0`` forces one launch per gradient (as the optimizers'
+# foreach updates, NOTE [ Foreach updates ] in netcl.optim).
+_UNSCALE_WIDTH = 16
+_INT_MAX = 2**31 - 1  # the kernels index with int: a launch covers fewer elements
+
+
+def _unscale_source(width: int) -> str:
+    """``amp_unscale_item`` (the formula), ``amp_unscale`` (one gradient per launch) and
+    ``amp_unscale_x<width>`` (up to ``width``: NOTE [ Foreach unscaling ])."""
+    slots = ",\n".join(f"    __global T* g_{k}, const int end_{k}" for k in range(width))
+    picks = "".join(f"  if (j >= end_{k - 1}) {{ g = g_{k}; start = end_{k - 1}; }}\n"
+                    for k in range(1, width))
+    return f"""
+void amp_unscale_item(__global T* g, const int i, __global const float* scale,
+                      __global int* found_inf) {{
   T v = g[i] * (T)(1.0f / scale[0]);
   if (!isfinite(v)) found_inf[0] = 1;  // every writer stores the same value: no atomics
   g[i] = v;
-}
+}}
 
+__kernel void amp_unscale(__global T* g, const int n, __global const float* scale,
+                          __global int* found_inf) {{
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  amp_unscale_item(g, i, scale, found_inf);
+}}
+
+__kernel void amp_unscale_x{width}(__global const float* scale, __global int* found_inf,
+{slots}) {{
+  const int j = get_global_id(0);
+  if (j >= end_{width - 1}) return;
+  __global T* g = g_0;
+  int start = 0;
+{picks}  amp_unscale_item(g, j - start, scale, found_inf);
+}}
+"""
+
+
+_SRC = _unscale_source(_UNSCALE_WIDTH) + """
 __kernel void amp_clear_flag(__global int* found_inf) { found_inf[0] = 0; }
 
 // out = flag, or out | flag (accumulate): the found-inf flags of several optimizers in one
@@ -438,18 +477,49 @@ class GradScaler:
     # -- device work ---------------------------------------------------------------------
 
     def _unscale_grads(self, params: list[Tensor], scale: Tensor, flag: Tensor) -> None:
-        """``p.grad *= 1/scale`` in place for every parameter; ``flag`` set to 1 on inf/NaN."""
+        """``p.grad *= 1/scale`` in place for every parameter; ``flag`` set to 1 on inf/NaN
+        (on OpenCL in launches of up to 16 gradients: NOTE [ Foreach unscaling ])."""
+        foreach = env_flag("NETCL_FOREACH", True)
+        chunks: dict[str, list[Tensor]] = {}  # by dtype: the gradients of the next launch
         for p in params:
             g: Any = p.grad
             if g.array is None:
-                if g.size:
-                    kernel = _kernel(g.context, "amp_unscale", g.dtype)
-                    gsize, lsize = _TUNER.launch_1d(g.size)
-                    launch(g.queue, kernel, gsize, lsize, g, np.int32(g.size), scale, flag)
+                if not g.size:
+                    continue
+                if not foreach:
+                    _unscale_launch([g], scale, flag)
+                    continue
+                chunk = chunks.setdefault(g.dtype, [])
+                if len(chunk) == _UNSCALE_WIDTH or sum(c.size for c in chunk) + g.size > _INT_MAX:
+                    _unscale_launch(chunk, scale, flag)
+                    chunk.clear()
+                chunk.append(g)
                 continue
             if not g.array.flags.writeable:  # a read-only view: a grad of its own
                 p.grad = g = Tensor.from_host(g.queue, g.array, dtype=g.dtype)
             numpy_update(_unscale_np, g.array, _host(scale), _host(flag))
+        for chunk in chunks.values():
+            _unscale_launch(chunk, scale, flag)
+
+
+def _unscale_launch(grads: list[Tensor], scale: Tensor, flag: Tensor) -> None:
+    """One ``amp_unscale`` launch for one gradient, else one ``amp_unscale_x16`` (NOTE
+    [ Foreach unscaling ]; empty slots repeat the last gradient over an empty range)."""
+    g = grads[0]
+    if len(grads) == 1:
+        gsize, lsize = _TUNER.launch_1d(g.size)
+        launch(g.queue, _kernel(g.context, "amp_unscale", g.dtype), gsize, lsize, g,
+               np.int32(g.size), scale, flag)
+        return
+    args: list[Any] = [scale, flag]
+    end = 0
+    for grad in grads:
+        end += grad.size
+        args += [grad, np.int32(end)]
+    args += args[-2:] * (_UNSCALE_WIDTH - len(grads))
+    gsize, lsize = _TUNER.launch_1d(end)
+    launch(g.queue, _kernel(g.context, f"amp_unscale_x{_UNSCALE_WIDTH}", g.dtype), gsize, lsize,
+           *args)
 
 
 def _check_config(scale: float, growth: float, backoff: float, interval: int) -> None:

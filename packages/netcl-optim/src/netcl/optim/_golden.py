@@ -1,5 +1,6 @@
-"""Golden kernel sources of netcl.optim: the update and gradient-norm programs, rendered
-through :func:`._kernels.optim_family` (no device needed), which registers them.
+"""Golden kernel sources of netcl.optim: the update (per parameter and foreach) and
+gradient-norm programs, rendered through :func:`._kernels.optim_family` (no device needed),
+which registers them.
 
 ``tests/test_golden_sources.py`` compares them with the checked-in files under
 ``tests/golden`` and builds them on every OpenCL device present (see
@@ -9,7 +10,7 @@ NOTE [ float16 parameters ] in ``_kernels.py``), so they build on devices withou
 
 Examples:
     >>> sorted(golden_sources())[:2]
-    ['clip/clip_factor-float32.cl', 'norm/sum_squares-float16.cl']
+    ['clip/clip_factor-float32.cl', 'foreach/adagrad_x16-float16.cl']
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Device kernels for parameter updates and gradient norms.
 
-Every update is one elementwise kernel per parameter: parameter, gradient and state buffers in,
-updated in place; hyper-parameters that only change when the user changes them (lr, betas,
-momentum) go in as scalars. Nothing is read back to the host.
+Every update is an elementwise kernel: parameter, gradient and state buffers in, updated in
+place; hyper-parameters that only change when the user changes them (lr, betas, momentum) go
+in as scalars. Nothing is read back to the host. One launch updates one parameter
+(:func:`run_update`) or, in foreach launches, up to 16 (:func:`run_updates`: NOTE [ Foreach
+updates ] in ``_update_sources.py``, where the per-element formulas are generated into both).
 
 # NOTE [ Step counts on the device ]
 # An optimizer keeps, per parameter, ``(t, 1 - b1**t, 1 - b2**t)`` in one float32 device buffer
@@ -37,11 +39,12 @@ momentum) go in as scalars. Nothing is read back to the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from netcl.core.dtypes import FLOAT_DTYPES, c_type
+from netcl.core.env import env_choice, env_flag
 from netcl.core.kernels.family import (
     Geometry,
     KernelSource,
@@ -52,10 +55,12 @@ from netcl.core.kernels.family import (
 from netcl.core.kernels.primitives import launch
 from netcl.core.tensor import Tensor
 
-from ._update_sources import UPDATES
+from ._update_sources import UPDATES, Formula, update_program
 
-__all__ = ["EXTENSIONS", "clamp_values", "clip_factor", "optim_family", "program_source",
-           "run_tick", "run_update", "scale_by_factor", "state_dtype", "sum_squares_into"]
+__all__ = ["EXTENSIONS", "FOREACH_ENV", "FOREACH_WIDTH_ENV", "WIDTHS", "DeviceUpdate",
+           "clamp_values", "clip_factor", "foreach_width", "optim_family", "program_source",
+           "run_tick", "run_update", "run_updates", "scale_by_factor", "state_dtype",
+           "sum_squares_into"]
 
 REDUCE_GROUP = 256
 
@@ -73,13 +78,10 @@ def state_dtype(dtype: str) -> str:
 
 _UPDATES = {
     # p, g, buf, steps, skip ; n, index ; lr, momentum, dampening, weight_decay, nesterov
-    "sgd": """
-__kernel void sgd(__global T* p, __global const T* g, __global S* buf,
-                  __global const float* steps, __global const int* skip, const int n,
-                  const int index, const float lr, const float momentum,
-                  const float dampening, const float wd, const int nesterov) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+    "sgd": Formula(
+        ("__global S* buf",),
+        ("const float lr", "const float momentum", "const float dampening", "const float wd",
+         "const int nesterov"), """\
   const int first = steps[3 * index] == 1.0f;
   const CT param = LD(p, i);
   CT grad = LD(g, i) + (CT)wd * param;
@@ -89,16 +91,12 @@ __kernel void sgd(__global T* p, __global const T* g, __global S* buf,
     grad = nesterov ? grad + (CT)momentum * b : b;
   }
   ST(p, i, param - (CT)lr * grad);
-}
-""",
+"""),
     # p, g, m, v, steps, skip ; n, index ; lr, b1, b2, eps, wd, decoupled
-    "adam": """
-__kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                   __global const float* steps, __global const int* skip, const int n,
-                   const int index, const float lr, const float b1, const float b2,
-                   const float eps, const float wd, const int decoupled) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+    "adam": Formula(
+        ("__global S* m", "__global S* v"),
+        ("const float lr", "const float b1", "const float b2", "const float eps",
+         "const float wd", "const int decoupled"), """\
   const CT bc1 = (CT)steps[3 * index + 1], bc2 = (CT)steps[3 * index + 2];  // 1 - b^t
   CT param = LD(p, i);
   CT grad = LD(g, i);
@@ -108,17 +106,12 @@ __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S
   m[i] = (S)mi;
   v[i] = (S)vi;
   ST(p, i, param - (CT)lr * (mi / bc1) / (sqrt(vi / bc2) + (CT)eps));
-}
-""",
+"""),
     # p, g, sq, buf, gavg, steps, skip ; n, index ; lr, alpha, eps, wd, momentum, centered
-    "rmsprop": """
-__kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
-                      __global S* gavg, __global const float* steps,
-                      __global const int* skip, const int n, const int index,
-                      const float lr, const float alpha, const float eps, const float wd,
-                      const float momentum, const int centered) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+    "rmsprop": Formula(
+        ("__global S* sq", "__global S* buf", "__global S* gavg"),
+        ("const float lr", "const float alpha", "const float eps", "const float wd",
+         "const float momentum", "const int centered"), """\
   const CT param = LD(p, i);
   const CT grad = LD(g, i) + (CT)wd * param;
   const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;
@@ -136,8 +129,7 @@ __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __glob
     step = b;
   }
   ST(p, i, param - (CT)lr * step);
-}
-""",
+"""),
     **UPDATES,
 }
 
@@ -213,17 +205,20 @@ __kernel void clip_factor(__global const float* partial, const int count,
 NORM_GROUPS = 64  # work-groups per parameter in sum_squares: partial slots per parameter
 
 
-def program_source(program: str, dtype: str) -> str:
+def program_source(program: str, dtype: str, width: int = 1) -> str:
     """Program ``program`` (an update kind, ``"norm"``, ``"clip"`` or ``"tick"``) with its
     header for ``dtype``: ``T`` (storage), ``CT`` (arithmetic), ``S`` (state), ``LD``/``ST``
-    (see NOTE [ float16 parameters ]). No header needs ``cl_khr_fp16``; float64 ones enable
-    ``cl_khr_fp64``.
+    (see NOTE [ float16 parameters ]); an update's foreach program for ``width > 1`` (NOTE
+    [ Foreach updates ] in ``_update_sources.py``). No header needs ``cl_khr_fp16``; float64
+    ones enable ``cl_khr_fp64``.
 
     Examples:
         >>> program_source("sgd", "float16").count("#pragma")
         0
+        >>> "__kernel void adam_x16(" in program_source("adam", "float32", 16)
+        True
     """
-    return _source(program, dtype).render(EXTENSIONS)
+    return _source(program, dtype, width).render(EXTENSIONS)
 
 
 EXTENSIONS = "cl_khr_fp64"
@@ -234,33 +229,46 @@ _PROGRAMS = {"norm": (_NORM, ("sum_squares", "scale_by", "clamp_by")),
              "clip": (_CLIP, ("clip_factor",)), "tick": (_TICK, ("optim_tick",))}
 
 
-def _source(program: str, dtype: str) -> KernelSource:
-    text, kernels = _PROGRAMS.get(program) or (_UPDATES[program], (program,))
+def _source(program: str, dtype: str, width: int = 1) -> KernelSource:
+    if program in _UPDATES:
+        text = update_program(program, _UPDATES[program], width)
+        kernels: tuple[str, ...] = (program if width == 1 else f"{program}_x{width}",)
+    else:
+        text, kernels = _PROGRAMS[program]
     return KernelSource(f"#define REDUCE_GROUP {REDUCE_GROUP}\n{text}", kernels, dtype,
                         Geometry() if program in _UPDATES else Geometry(local=REDUCE_GROUP),
                         defines=f"#define S {c_type(state_dtype(dtype))}\n")
 
 
-def _optim_golden() -> list[tuple[str, tuple[str, str]]]:
+def _optim_golden() -> list[tuple[str, tuple[str, str, int]]]:
     cases = []
     for dtype in FLOAT_DTYPES:
-        cases += [(f"update/{kind}-{dtype}", (kind, dtype)) for kind in _UPDATES]
-        cases.append((f"norm/sum_squares-{dtype}", ("norm", dtype)))
-    return [*cases, ("clip/clip_factor-float32", ("clip", "float32")),
-            ("tick/optim_tick-float32", ("tick", "float32"))]
+        cases += [(f"update/{kind}-{dtype}", (kind, dtype, 1)) for kind in _UPDATES]
+        cases += [(f"foreach/{kind}_x{GOLDEN_WIDTH}-{dtype}", (kind, dtype, GOLDEN_WIDTH))
+                  for kind in _UPDATES]
+        cases.append((f"norm/sum_squares-{dtype}", ("norm", dtype, 1)))
+    return [*cases, ("clip/clip_factor-float32", ("clip", "float32", 1)),
+            ("tick/optim_tick-float32", ("tick", "float32", 1))]
 
 
 @kernel_family("optim.kernels", golden=_optim_golden)
-def optim_family(program: str, dtype: str) -> KernelSource:
-    """An update program (``program`` = ``"sgd"``, ``"adam"``, ...; one work item per element),
-    the gradient-norm program (``"norm"``: ``sum_squares`` in ``NORM_GROUPS`` work-groups of
-    ``REDUCE_GROUP``, ``scale_by`` per element), ``"clip"`` (one work-group) or ``"tick"``
-    (one work item per parameter: NOTE [ Step counts on the device ])."""
-    return _source(program, dtype)
+def optim_family(program: str, dtype: str, width: int = 1) -> KernelSource:
+    """An update program (``program`` = ``"sgd"``, ``"adam"``, ...; one work item per element
+    of one parameter, or for ``width > 1`` of up to ``width`` parameters: NOTE [ Foreach
+    updates ] in ``_update_sources.py``), the gradient-norm program (``"norm"``:
+    ``sum_squares`` in ``NORM_GROUPS`` work-groups of ``REDUCE_GROUP``, ``scale_by`` per
+    element), ``"clip"`` (one work-group) or ``"tick"`` (one work item per parameter: NOTE
+    [ Step counts on the device ])."""
+    return _source(program, dtype, width)
 
 
 def _kernel(context: Any, name: str, program: str, dtype: str) -> Any:
-    return optim_family(context, program, dtype).kernels[name]
+    return optim_family(context, program, dtype, 1).kernels[name]
+
+
+def _scalar_values(scalars: Sequence[float | bool]) -> list[Any]:
+    """The kernels' hyper-parameters: bools as int, numbers as float (all ``float``)."""
+    return [np.int32(a) if isinstance(a, bool) else np.float32(a) for a in scalars]
 
 
 def run_update(kind: str, param: Tensor, buffers: Sequence[Tensor], steps: Tensor, index: int,
@@ -269,10 +277,121 @@ def run_update(kind: str, param: Tensor, buffers: Sequence[Tensor], steps: Tenso
     the ``steps`` counts and corrections (``param``'s at ``3 * index``), the ``skip`` flag,
     then ``scalars`` (bools as int, numbers as float: the kernels' hyper-parameters are all
     ``float``)."""
-    built = optim_family(param.context, kind, param.dtype)
-    values = [np.int32(a) if isinstance(a, bool) else np.float32(a) for a in scalars]
+    built = optim_family(param.context, kind, param.dtype, 1)
     built.launch(param.queue, param.size, param, *buffers, steps, skip, np.int32(param.size),
-                 np.int32(index), *values)
+                 np.int32(index), *_scalar_values(scalars))
+
+
+# -- foreach updates: NOTE [ Foreach updates ] in _update_sources.py ---------------------------
+
+FOREACH_ENV = "NETCL_FOREACH"
+"""``0`` forces one update launch per parameter (the path the foreach launches are tested and
+timed against); unset or ``1``: foreach launches."""
+FOREACH_WIDTH_ENV = "NETCL_FOREACH_WIDTH"
+"""Forces the foreach width (one of :data:`WIDTHS`, or ``1``: per parameter); unset: the
+widest that :func:`foreach_width` finds fits the device's kernel-argument space."""
+WIDTHS = (16, 8, 4, 2)
+GOLDEN_WIDTH = 16
+_INT_MAX = 2**31 - 1  # the kernels index with int: a launch covers fewer elements
+
+_widths: dict[tuple[Any, str], int] = {}  # (device, kind) -> width: devices live on
+
+
+class DeviceUpdate(NamedTuple):
+    """One parameter's update on an OpenCL device: the kernel ``kind``, the gradient and state
+    ``buffers`` after the parameter, and the ``scalars`` (hyper-parameters, in the kernel's
+    order; parameters whose kind, dtype and scalars match share foreach launches)."""
+
+    kind: str
+    buffers: Sequence[Tensor]
+    scalars: tuple[float | bool, ...]
+
+
+def foreach_width(device: Any, kind: str) -> int:
+    """How many parameters one ``kind`` update launch takes on ``device``: 1 under
+    ``NETCL_FOREACH=0``, the forced ``NETCL_FOREACH_WIDTH``, else the largest of
+    :data:`WIDTHS` whose arguments fit the device's ``max_parameter_size`` (1024 bytes at
+    least by the OpenCL spec: 16 slots of every update kind fit in it with 64-bit pointers).
+
+    Raises:
+        ValueError: ``NETCL_FOREACH`` or ``NETCL_FOREACH_WIDTH`` holds another value.
+
+    Examples:
+        >>> from types import SimpleNamespace as NS
+        >>> foreach_width(NS(max_parameter_size=1024, address_bits=64), "rmsprop")
+        16
+        >>> foreach_width(NS(max_parameter_size=512, address_bits=64), "rmsprop")
+        8
+    """
+    if not env_flag(FOREACH_ENV, True):
+        return 1
+    forced = env_choice(FOREACH_WIDTH_ENV, ("1", *map(str, WIDTHS)))
+    if forced is not None:
+        return int(forced)
+    try:
+        return _widths[device, kind]
+    except (KeyError, TypeError):
+        pass
+    formula = _UPDATES[kind]
+    pointer = int(device.address_bits) // 8
+    limit = int(device.max_parameter_size)
+    fixed = 2 * pointer + 4 * len(formula.scalars)
+    per_slot = pointer * len(formula.buffers) + 8  # the buffers, index_k, end_k
+    width = next((w for w in WIDTHS if fixed + w * per_slot <= limit), 1)
+    try:
+        _widths[device, kind] = width
+    except TypeError:  # an unhashable stand-in
+        pass
+    return width
+
+
+def run_updates(updates: Sequence[tuple[DeviceUpdate, Tensor, int]], steps: Tensor,
+                skip: Tensor) -> None:
+    """Launch the ``(update, param, index)`` updates of one queue's parameters, in foreach
+    launches of up to :func:`foreach_width` parameters each (grouped by kind, dtype and
+    scalars; a lone parameter, or every one under ``NETCL_FOREACH=0``, gets
+    :func:`run_update`). Each computes bit for bit what :func:`run_update` computes."""
+    if not updates:
+        return
+    queue = updates[0][1].queue
+    groups: dict[tuple[Any, ...], list[tuple[DeviceUpdate, Tensor, int]]] = {}
+    for item in updates:
+        update, param = item[0], item[1]
+        if foreach_width(queue.device, update.kind) == 1:
+            run_update(update.kind, param, update.buffers, steps, item[2], skip, *update.scalars)
+        elif param.size:
+            groups.setdefault((update.kind, param.dtype, update.scalars), []).append(item)
+    for (kind, dtype, scalars), members in groups.items():
+        width = foreach_width(queue.device, kind)
+        chunk: list[tuple[DeviceUpdate, Tensor, int]] = []
+        total = 0
+        for item in members:
+            if len(chunk) == width or total + item[1].size > _INT_MAX:
+                _launch_chunk(kind, dtype, width, chunk, scalars, steps, skip)
+                chunk, total = [], 0
+            chunk.append(item)
+            total += item[1].size
+        _launch_chunk(kind, dtype, width, chunk, scalars, steps, skip)
+
+
+def _launch_chunk(kind: str, dtype: str, width: int,
+                  chunk: Sequence[tuple[DeviceUpdate, Tensor, int]],
+                  scalars: tuple[float | bool, ...], steps: Tensor, skip: Tensor) -> None:
+    """One ``<kind>_x<width>`` launch over ``chunk`` (empty slots repeat the last parameter's
+    buffers over an empty range); a chunk of one gets the per-parameter kernel."""
+    if len(chunk) == 1:
+        update, param, index = chunk[0]
+        run_update(kind, param, update.buffers, steps, index, skip, *scalars)
+        return
+    args: list[Any] = [steps, skip, *_scalar_values(scalars)]
+    end = 0
+    for update, param, index in chunk:
+        end += param.size
+        args += [param, *update.buffers, np.int32(index), np.int32(end)]
+    args += args[-(len(chunk[-1][0].buffers) + 3):] * (width - len(chunk))
+    param = chunk[0][1]
+    built = optim_family(param.context, kind, dtype, width)
+    built.launch(param.queue, end, *args)
 
 
 def run_tick(steps: Tensor, hyper: Tensor, index: Tensor, skip: Tensor) -> None:

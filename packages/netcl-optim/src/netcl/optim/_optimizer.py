@@ -2,9 +2,11 @@
 (``RMSProp``: its deprecated old name).
 
 Each update rule follows PyTorch's documented formula. On OpenCL it is one kernel launch per
-parameter plus one per step for the step counts (state and step counts kept on the device: NOTE
-[ Step counts on the device ] in ``_kernels.py``); on the NumPy backend it is a handful of
-in-place array operations. The host never reads a parameter, gradient or step count back, so a
+up to 16 parameters that share a dtype and hyper-parameters (foreach launches: NOTE [ Foreach
+updates ] in ``_update_sources.py``; ``NETCL_FOREACH=0`` launches one per parameter) plus one
+per step for the step counts (state and step counts kept on the device: NOTE [ Step counts on
+the device ] in ``_kernels.py``); on the NumPy backend it is a handful of in-place array
+operations. The host never reads a parameter, gradient or step count back, so a
 step can be captured by ``netcl.runtime.capture``; ``step(found_inf=flag)`` makes the whole
 update a no-op on the device when ``flag`` is set (what ``netcl.nn.amp.GradScaler`` passes).
 
@@ -27,7 +29,7 @@ from netcl.core.recording import numpy_update
 from netcl.core.recording import state as recording_state
 from netcl.core.tensor import Tensor, copy_from_host
 
-from ._kernels import run_update, state_dtype
+from ._kernels import DeviceUpdate, run_updates, state_dtype
 from ._steps import STRIDE, ParamState, StepCounts, StepRef, check_found_inf
 
 __all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "RMSProp", "RMSprop"]
@@ -38,7 +40,9 @@ ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]]
 class Optimizer(abc.ABC):
     """Base class: param groups, per-parameter state, ``zero_grad``, ``state_dict``.
 
-    Subclasses set ``defaults`` and implement :meth:`_update`. Per-parameter state tensors
+    Subclasses set ``defaults`` and implement :meth:`_update` (the NumPy backend) and
+    :meth:`_device_update` (the kernel of an OpenCL device; without it :meth:`_update` is
+    called there too). Per-parameter state tensors
     have the parameter's dtype, except for float16 parameters, whose state is float32 (more
     accurate than PyTorch's float16 state; it is also what :meth:`state_dict` holds).
 
@@ -192,9 +196,15 @@ class Optimizer(abc.ABC):
             if counts.steps.array is None:
                 counts.set_hyper(self._hyper_pairs())
             counts.tick(tuple(item[0] for item in items), skip)
+            launches: list[tuple[DeviceUpdate, Tensor, int]] = []
             for i, p, g, group in items:
-                self._update(p, g, self._state_for(i, p, group), group,
-                             StepRef(counts.steps, i, skip))
+                state = self._state_for(i, p, group)
+                update = None if p.array is not None else self._device_update(p, g, state, group)
+                if update is None:
+                    self._update(p, g, state, group, StepRef(counts.steps, i, skip))
+                else:
+                    launches.append((update, p, i))
+            run_updates(launches, counts.steps, skip)
 
     def _bias_betas(self, group: Mapping[str, Any]) -> tuple[float, float]:
         """The ``(1 - b1, 1 - b2)`` whose bias corrections the tick computes for ``group``'s
@@ -221,7 +231,15 @@ class Optimizer(abc.ABC):
     @abc.abstractmethod
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
-        """Apply the update rule to one parameter (``step``: its count, already ticked)."""
+        """Apply the update rule to one parameter (``step``: its count, already ticked): on the
+        NumPy backend, and on OpenCL when :meth:`_device_update` gives no kernel."""
+
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate | None:
+        """The update kernel of OpenCL parameter ``p``: its kind, gradient and state buffers
+        and hyper-parameters, launched by :meth:`step` with the others' (foreach launches);
+        ``None`` (the default): :meth:`_update` launches it."""
+        return None
 
     def _step_counts(self) -> dict[int, int]:
         """Every parameter's step count by index (one read per device)."""
@@ -330,17 +348,19 @@ class SGD(Optimizer):
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov})
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        return DeviceUpdate("sgd", (g, state["momentum_buffer"]), (
+            group["lr"], group["momentum"], group["dampening"], group["weight_decay"],
+            bool(group["nesterov"])))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
         wd, nesterov = group["weight_decay"], group["nesterov"]
-        buf = state["momentum_buffer"]
-        if p.array is None:
-            run_update("sgd", p, [g, buf], step.steps, step.index, step.skip,
-                       lr, mom, damp, wd, bool(nesterov))
-            return
-        numpy_update(_sgd_np, p.array, g.array, buf.array, step.steps.array,
-                     STRIDE * step.index, step.skip.array, lr, mom, damp, wd, bool(nesterov))
+        numpy_update(_sgd_np, p.array, g.array, state["momentum_buffer"].array,
+                     step.steps.array, STRIDE * step.index, step.skip.array, lr, mom, damp, wd,
+                     bool(nesterov))
 
 
 class Momentum(SGD):
@@ -370,14 +390,17 @@ class Adam(Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
                                   "weight_decay": weight_decay})
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        # the bias corrections are computed on the device from the count
+        b1, b2 = group["betas"]
+        return DeviceUpdate("adam", (g, state["exp_avg"], state["exp_avg_sq"]), (
+            group["lr"], b1, b2, group["eps"], group["weight_decay"], self.decoupled))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if p.array is None:  # the bias corrections are computed on the device from the count
-            run_update("adam", p, [g, m, v], step.steps, step.index, step.skip,
-                       lr, b1, b2, eps, wd, self.decoupled)
-            return
         numpy_update(_adam_np, p.array, g.array, m.array, v.array, step.steps.array,
                      STRIDE * step.index, step.skip.array, lr, b1, b2, eps, wd, self.decoupled)
 
@@ -412,15 +435,18 @@ class RMSprop(Optimizer):
                                   "weight_decay": weight_decay, "momentum": momentum,
                                   "centered": centered})
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        return DeviceUpdate("rmsprop", (
+            g, state["square_avg"], state["momentum_buffer"], state["grad_avg"]), (
+            group["lr"], group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
+            bool(group["centered"])))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
         sq, buf, gavg = state["square_avg"], state["momentum_buffer"], state["grad_avg"]
-        if p.array is None:
-            run_update("rmsprop", p, [g, sq, buf, gavg], step.steps, step.index, step.skip,
-                       lr, alpha, eps, wd, mom, bool(centered))
-            return
         numpy_update(_rmsprop_np, p.array, g.array, sq.array, buf.array, gavg.array,
                      step.skip.array, lr, alpha, eps, wd, mom, bool(centered))
 

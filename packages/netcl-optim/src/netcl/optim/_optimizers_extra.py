@@ -1,7 +1,7 @@
-"""Adagrad, RAdam and NAdam, PyTorch's formulas, as the optimizers of ``_optimizer.py``: one
-device kernel per parameter (``_update_sources.py``), step counts and bias corrections on the
-device, a skip flag for ``GradScaler``, float32 state for float16 parameters; on the NumPy
-backend a few in-place array operations.
+"""Adagrad, RAdam and NAdam, PyTorch's formulas, as the optimizers of ``_optimizer.py``: device
+kernels generated from one formula each (``_update_sources.py``; foreach launches), step
+counts and bias corrections on the device, a skip flag for ``GradScaler``, float32 state for
+float16 parameters; on the NumPy backend a few in-place array operations.
 
 Examples:
     >>> import numpy as np
@@ -24,7 +24,7 @@ import numpy as np
 from netcl.core.recording import numpy_update
 from netcl.core.tensor import Tensor
 
-from ._kernels import run_update
+from ._kernels import DeviceUpdate
 from ._optimizer import Optimizer, ParamsArg, _compute, _store
 from ._steps import STRIDE, StepRef
 
@@ -58,15 +58,15 @@ class Adagrad(Optimizer):
     def _state_fill(self, name: str, group: Mapping[str, Any]) -> float:
         return float(group["initial_accumulator_value"])
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        return DeviceUpdate("adagrad", (g, state["sum"]), (
+            group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
-        acc = state["sum"]
-        if p.array is None:
-            run_update("adagrad", p, [g, acc], step.steps, step.index, step.skip,
-                       lr, decay, eps, wd)
-            return
-        numpy_update(_adagrad_np, p.array, g.array, acc.array, step.steps.array,
+        numpy_update(_adagrad_np, p.array, g.array, state["sum"].array, step.steps.array,
                      STRIDE * step.index, step.skip.array, lr, decay, eps, wd)
 
 
@@ -89,15 +89,18 @@ class RAdam(Optimizer):
         b1, b2 = group["betas"]
         return (1.0 - float(b1), 1.0 - float(b2))
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        b1, b2 = group["betas"]
+        return DeviceUpdate("radam", (g, state["exp_avg"], state["exp_avg_sq"]), (
+            group["lr"], b1, b2, 1.0 - float(b2), group["eps"], group["weight_decay"],
+            bool(group["decoupled_weight_decay"])))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         decoupled = bool(group["decoupled_weight_decay"])
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if p.array is None:
-            run_update("radam", p, [g, m, v], step.steps, step.index, step.skip,
-                       lr, b1, b2, 1.0 - float(b2), eps, wd, decoupled)
-            return
         numpy_update(_radam_np, p.array, g.array, m.array, v.array, step.steps.array,
                      STRIDE * step.index, step.skip.array, lr, b1, b2, eps, wd, decoupled)
 
@@ -132,15 +135,19 @@ class NAdam(Optimizer):
         b1, b2 = group["betas"]
         return (1.0 - float(b1), 1.0 - float(b2))
 
+    def _device_update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                       group: dict[str, Any]) -> DeviceUpdate:
+        b1, b2 = group["betas"]
+        buffers = (g, state["exp_avg"], state["exp_avg_sq"], state["mu_product"])
+        return DeviceUpdate("nadam", buffers, (
+            group["lr"], b1, b2, group["eps"], group["weight_decay"],
+            group["momentum_decay"] * math.log(0.96), bool(group["decoupled_weight_decay"])))
+
     def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], group: dict[str, Any],
                 step: StepRef) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         psi, decoupled = group["momentum_decay"], bool(group["decoupled_weight_decay"])
         m, v, mu = state["exp_avg"], state["exp_avg_sq"], state["mu_product"]
-        if p.array is None:
-            run_update("nadam", p, [g, m, v, mu], step.steps, step.index, step.skip,
-                       lr, b1, b2, eps, wd, psi * math.log(0.96), decoupled)
-            return
         numpy_update(_nadam_np, p.array, g.array, m.array, v.array, mu.array, step.steps.array,
                      STRIDE * step.index, step.skip.array, lr, b1, b2, eps, wd, psi, decoupled)
 

@@ -22,12 +22,9 @@
 #define ST(p, i, v) vstore_half((v), (i), (p))
 #define REDUCE_GROUP 256
 
-__kernel void adagrad(__global T* p, __global const T* g, __global S* acc,
-                      __global const float* steps, __global const int* skip, const int n,
-                      const int index, const float lr, const float lr_decay, const float eps,
-                      const float wd) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void adagrad_item(__global T* p, __global const T* g, __global S* acc,
+                  __global const float* steps, const int i, const int index, const float lr,
+                  const float lr_decay, const float eps, const float wd) {
   const CT t = (CT)steps[3 * index];
   const CT clr = (CT)lr / ((CT)1 + (t - (CT)1) * (CT)lr_decay);
   const CT param = LD(p, i);
@@ -35,4 +32,13 @@ __kernel void adagrad(__global T* p, __global const T* g, __global S* acc,
   const CT s = acc[i] + grad * grad;
   acc[i] = (S)s;
   ST(p, i, param - clr * grad / (sqrt(s) + (CT)eps));
+}
+
+__kernel void adagrad(__global T* p, __global const T* g, __global S* acc,
+                      __global const float* steps, __global const int* skip, const int n,
+                      const int index, const float lr, const float lr_decay, const float eps,
+                      const float wd) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  adagrad_item(p, g, acc, steps, i, index, lr, lr_decay, eps, wd);
 }

@@ -22,12 +22,10 @@
 #define ST(p, i, v) vstore_half((v), (i), (p))
 #define REDUCE_GROUP 256
 
-__kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                   __global const float* steps, __global const int* skip, const int n,
-                   const int index, const float lr, const float b1, const float b2,
-                   const float eps, const float wd, const int decoupled) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void adam_item(__global T* p, __global const T* g, __global S* m, __global S* v,
+               __global const float* steps, const int i, const int index, const float lr,
+               const float b1, const float b2, const float eps, const float wd,
+               const int decoupled) {
   const CT bc1 = (CT)steps[3 * index + 1], bc2 = (CT)steps[3 * index + 2];  // 1 - b^t
   CT param = LD(p, i);
   CT grad = LD(g, i);
@@ -37,4 +35,13 @@ __kernel void adam(__global T* p, __global const T* g, __global S* m, __global S
   m[i] = (S)mi;
   v[i] = (S)vi;
   ST(p, i, param - (CT)lr * (mi / bc1) / (sqrt(vi / bc2) + (CT)eps));
+}
+
+__kernel void adam(__global T* p, __global const T* g, __global S* m, __global S* v,
+                   __global const float* steps, __global const int* skip, const int n,
+                   const int index, const float lr, const float b1, const float b2,
+                   const float eps, const float wd, const int decoupled) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  adam_item(p, g, m, v, steps, i, index, lr, b1, b2, eps, wd, decoupled);
 }

@@ -22,13 +22,10 @@
 #define ST(p, i, v) vstore_half((v), (i), (p))
 #define REDUCE_GROUP 256
 
-__kernel void nadam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                    __global S* mu_product, __global const float* steps,
-                    __global const int* skip, const int n, const int index, const float lr,
-                    const float b1, const float b2, const float eps, const float wd,
-                    const float psi_log, const int decoupled) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void nadam_item(__global T* p, __global const T* g, __global S* m, __global S* v,
+                __global S* mu_product, __global const float* steps, const int i,
+                const int index, const float lr, const float b1, const float b2,
+                const float eps, const float wd, const float psi_log, const int decoupled) {
   const float tf = steps[3 * index];
   const int t = (int)tf;
   const CT bc2 = (CT)steps[3 * index + 2];
@@ -47,4 +44,14 @@ __kernel void nadam(__global T* p, __global const T* g, __global S* m, __global 
   param -= (CT)lr * ((CT)1 - mu) / ((CT)1 - prod) * grad / denom;
   param -= (CT)lr * mu_next / ((CT)1 - prod * mu_next) * mi / denom;
   ST(p, i, param);
+}
+
+__kernel void nadam(__global T* p, __global const T* g, __global S* m, __global S* v,
+                    __global S* mu_product, __global const float* steps,
+                    __global const int* skip, const int n, const int index, const float lr,
+                    const float b1, const float b2, const float eps, const float wd,
+                    const float psi_log, const int decoupled) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  nadam_item(p, g, m, v, mu_product, steps, i, index, lr, b1, b2, eps, wd, psi_log, decoupled);
 }

@@ -23,13 +23,10 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void radam(__global T* p, __global const T* g, __global S* m, __global S* v,
-                    __global const float* steps, __global const int* skip, const int n,
-                    const int index, const float lr, const float b1, const float b2,
-                    const float one_minus_b2, const float eps, const float wd,
-                    const int decoupled) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void radam_item(__global T* p, __global const T* g, __global S* m, __global S* v,
+                __global const float* steps, const int i, const int index, const float lr,
+                const float b1, const float b2, const float one_minus_b2, const float eps,
+                const float wd, const int decoupled) {
   const CT t = (CT)steps[3 * index];
   const CT bc1 = (CT)steps[3 * index + 1], bc2 = (CT)steps[3 * index + 2];  // 1 - b^t
   CT param = LD(p, i);
@@ -48,4 +45,14 @@ __kernel void radam(__global T* p, __global const T* g, __global S* m, __global 
     step *= sqrt(bc2) / (sqrt(vi) + (CT)eps) * rect;
   }
   ST(p, i, param - (CT)lr * step);
+}
+
+__kernel void radam(__global T* p, __global const T* g, __global S* m, __global S* v,
+                    __global const float* steps, __global const int* skip, const int n,
+                    const int index, const float lr, const float b1, const float b2,
+                    const float one_minus_b2, const float eps, const float wd,
+                    const int decoupled) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  radam_item(p, g, m, v, steps, i, index, lr, b1, b2, one_minus_b2, eps, wd, decoupled);
 }

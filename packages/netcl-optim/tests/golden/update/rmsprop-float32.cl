@@ -22,13 +22,10 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
-                      __global S* gavg, __global const float* steps,
-                      __global const int* skip, const int n, const int index,
-                      const float lr, const float alpha, const float eps, const float wd,
-                      const float momentum, const int centered) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void rmsprop_item(__global T* p, __global const T* g, __global S* sq, __global S* buf,
+                  __global S* gavg, __global const float* steps, const int i, const int index,
+                  const float lr, const float alpha, const float eps, const float wd,
+                  const float momentum, const int centered) {
   const CT param = LD(p, i);
   const CT grad = LD(g, i) + (CT)wd * param;
   const CT s = (CT)alpha * sq[i] + (CT)(1.0f - alpha) * grad * grad;
@@ -46,4 +43,13 @@ __kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __glob
     step = b;
   }
   ST(p, i, param - (CT)lr * step);
+}
+
+__kernel void rmsprop(__global T* p, __global const T* g, __global S* sq, __global S* buf,
+                      __global S* gavg, __global const float* steps, __global const int* skip,
+                      const int n, const int index, const float lr, const float alpha,
+                      const float eps, const float wd, const float momentum, const int centered) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  rmsprop_item(p, g, sq, buf, gavg, steps, i, index, lr, alpha, eps, wd, momentum, centered);
 }

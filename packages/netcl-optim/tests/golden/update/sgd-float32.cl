@@ -22,12 +22,9 @@
 #define ST(p, i, v) ((p)[(i)] = (T)(v))
 #define REDUCE_GROUP 256
 
-__kernel void sgd(__global T* p, __global const T* g, __global S* buf,
-                  __global const float* steps, __global const int* skip, const int n,
-                  const int index, const float lr, const float momentum,
-                  const float dampening, const float wd, const int nesterov) {
-  int i = get_global_id(0);
-  if (i >= n || skip[0]) return;
+void sgd_item(__global T* p, __global const T* g, __global S* buf, __global const float* steps,
+              const int i, const int index, const float lr, const float momentum,
+              const float dampening, const float wd, const int nesterov) {
   const int first = steps[3 * index] == 1.0f;
   const CT param = LD(p, i);
   CT grad = LD(g, i) + (CT)wd * param;
@@ -37,4 +34,13 @@ __kernel void sgd(__global T* p, __global const T* g, __global S* buf,
     grad = nesterov ? grad + (CT)momentum * b : b;
   }
   ST(p, i, param - (CT)lr * grad);
+}
+
+__kernel void sgd(__global T* p, __global const T* g, __global S* buf,
+                  __global const float* steps, __global const int* skip, const int n,
+                  const int index, const float lr, const float momentum, const float dampening,
+                  const float wd, const int nesterov) {
+  const int i = get_global_id(0);
+  if (i >= n || skip[0]) return;
+  sgd_item(p, g, buf, steps, i, index, lr, momentum, dampening, wd, nesterov);
 }
