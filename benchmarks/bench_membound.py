@@ -419,9 +419,10 @@ class Bench:
 
 
 def softmax_plan_cases(quick: bool) -> list[Case]:
-    """softmax_row at every lane count and path that can run (``row_plan``), and softmax_mrow
+    """softmax_row at every lane count and path that can run (``row_plan``), softmax_mrow
     (paths ``rows4``/``rows1``) at lanes x rows per work-group of 128 to 1024 items
-    (``mrow_plan``), to pick the default plan per row length; ``default`` is what
+    (``mrow_plan``) and softmax_warp in 4-vectors (``warp4``) at lanes x rows of 64 to 1024
+    items (``warp_plan``), to pick the default plan per row length; ``default`` is what
     ``ops.softmax`` runs. Row names: ``sm L<lanes> <path>`` and ``sm W<lanes>xR<rows> <path>``."""
     shapes = ([(512, 1024), (64, 50257), (64, 50256)] if quick else
               [(4096, 1024), (32768, 1000), (16384, 128), (4096, 4096), (256, 50257),
