@@ -14,10 +14,12 @@ For each layer and computation:
 - ``x torch``: torch's time over netcl's (above 1: netcl is faster);
 - then every variant forced where it applies (each ``CONV2D_*`` for the forward, the column path
   ``CONV2D_IM2COL`` for the gradients, Winograd F(2x2, 3x3) ``WINOGRAD`` and F(4x4, 3x3)
-  ``WINOGRAD_F4`` for all three) and the register-tiled
-  implicit GEMM with each tiling (``IGEMM 64x64`` ...), so the fastest per layer can be read
-  off; each checked against the reference (``err``, max abs difference over max abs value; a row
-  above 1e-3 is marked ``!``).
+  ``WINOGRAD_F4`` for all three, the phase-specialized data gradient ``IGEMM_PHASE`` of
+  strided layers) and the register-tiled implicit GEMM with each tiling (``IGEMM 64x64`` ...;
+  a strided layer's data gradient also by the phase kernel with each, ``PHASE 64x64`` ..., and
+  with one phase per slot, ``PHASE1 64x64`` ...), so
+  the fastest per layer can be read off; each checked against the reference (``err``, max abs
+  difference over max abs value; a row above 1e-3 is marked ``!``).
 
 ``--set`` picks the layers: ``r18`` (ResNet-18 CIFAR and the digits CNN: the default, with
 every variant forced), ``r50`` (ResNet-50 CIFAR), ``r18-imagenet``, ``r50-imagenet``, or
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import platform
@@ -74,14 +77,21 @@ from netcl.ops._conv import (
 )
 from netcl.ops._conv_geometry import ConvGeometry, conv_geometry
 from netcl.ops._conv_igemm_kernels import TILINGS
-from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
+from netcl.ops._conv_rule import (
+    CONV2D_FAMILY,
+    IMPLICIT_TILED,
+    PHASE_DATA,
+    WINOGRAD_F4,
+    ConvQuery,
+    phase_data_applies,
+)
 from netcl.runtime import profile
 
 V = KernelVariant
 FORWARD_VARIANTS: list[Any] = [V.CONV2D_IM2COL, V.CONV2D_IMPLICIT_GEMM, V.CONV2D_TILED_LOCAL,
                                V.CONV2D_WINOGRAD, WINOGRAD_F4, V.CONV2D_NAIVE]
 WINOGRADS = (V.CONV2D_WINOGRAD, WINOGRAD_F4)  # F(2x2, 3x3) and F(4x4, 3x3)
-GRADIENT_VARIANTS: list[Any] = [V.CONV2D_IM2COL, *WINOGRADS]
+GRADIENT_VARIANTS: list[Any] = [V.CONV2D_IM2COL, *WINOGRADS, PHASE_DATA]
 PASSES = ("fwd", "data", "weight")
 DIRECTION = {"fwd": "forward", "data": "data", "weight": "weight"}
 
@@ -293,7 +303,7 @@ class LayerBench:
                 RUNNERS[IMPLICIT_TILED](self.xt, self.wt, None, g, out, config)
             elif which == "data":
                 out = Tensor.from_shape(q, (g.n, g.c, g.h, g.w), "float32", fill=None)
-                DATA_RUNNERS[IMPLICIT_TILED](self.gt, self.wt, g, out, config)
+                DATA_RUNNERS[config.variant](self.gt, self.wt, g, out, config)
             else:
                 out = Tensor.from_shape(q, (g.k, g.cg, g.r, g.s), "float32", fill=None)
                 WEIGHT_RUNNERS[IMPLICIT_TILED](self.xt, self.gt, g, out, config)
@@ -334,27 +344,33 @@ class LayerBench:
             if self.quick:
                 forced = [v for v in forced if v is not V.CONV2D_NAIVE]
             if not self.layer.name.startswith(("r18 ", "digits")):  # large sets: no slow kernels
-                forced = [v for v in forced if v in (V.CONV2D_IM2COL, *WINOGRADS)]
+                forced = [v for v in forced if v in (V.CONV2D_IM2COL, *WINOGRADS, PHASE_DATA)]
             for variant in forced:
                 with force_variant(variant):  # forced where it does not apply: the rule's
                     if self.selector.select(CONV2D_FAMILY, query).variant is not variant:
                         continue
                 self._measure(which, variant.name.replace("CONV2D_", ""), self._netcl(which),
                               forced=variant)
-            for label, t in TILINGS.items():
+            # the implicit GEMM's tilings; a strided data gradient's also by the phase kernel
+            # (PHASE: phases packed into slots, PHASE1: one phase per slot)
+            kernels: list[tuple[Any, str, dict[str, Any]]] = [(IMPLICIT_TILED, "IGEMM", {})]
+            if which == "data" and phase_data_applies(self.g):
+                kernels += [(PHASE_DATA, "PHASE", {}),
+                            (PHASE_DATA, "PHASE1", {"phase_pack": False})]
+            for (kernel, prefix, more), (label, t) in itertools.product(kernels, TILINGS.items()):
                 if self.quick and label != "64x64":
                     continue
                 # the weight gradient's split: the default, and more work-groups per unit
                 split = which == "weight" and not self.quick and label in SPLIT_TILINGS
                 per_units = [None, *SPLIT_PER_UNIT] if split else [None]
                 for per_unit in per_units:
-                    extra: dict[str, Any] = {"dtype": "float32"}
+                    extra: dict[str, Any] = {"dtype": "float32", **more}
                     if per_unit is not None:
                         extra["groups_per_unit"] = per_unit
-                    config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm,
+                    config = KernelConfig(kernel, t.bm, t.bn, t.bk, t.tm,
                                           local_size_2d=(t.lx, t.ly),
                                           use_vectorization=t.vec, extra=extra)
-                    name = f"IGEMM {label}" + ("" if per_unit is None else f" g{per_unit}")
+                    name = f"{prefix} {label}" + ("" if per_unit is None else f" g{per_unit}")
                     self._measure(which, name, self._tiled(which, config))
 
 

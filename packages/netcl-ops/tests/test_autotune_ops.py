@@ -140,7 +140,7 @@ def test_candidate_lists_and_classes() -> None:
     assert [c.variant for c in matmul_candidates(cpu_cl, q, V.MATMUL_NAIVE)] == [V.MATMUL_TILED]
     cq = ConvQuery(parse_conv2d(5, 3, 30, 17, 6, 3, 3, 2, 1).geometry)
     assert conv_class(cq) == (8, 4, 32, 32, 8, 3, 3, (2, 2), (1, 1), (1, 1), 1, "float32",
-                              "forward", 2)
+                              "forward", 3)
     variants = [c.variant for c in conv_candidates(cpu_cl, cq, V.CONV2D_IM2COL)]
     assert V.CONV2D_NAIVE not in variants and IMPLICIT_TILED in variants
     tilings = [c for c in conv_candidates(gpu, cq, IMPLICIT_TILED) if c.params]

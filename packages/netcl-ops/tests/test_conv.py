@@ -543,7 +543,7 @@ def test_winograd_weight_gradient_split(dev: DeviceHandle, xs: tuple[int, ...],
     ((128, 128, 16, 128, 1), "128x128x16/8x8v"),
     ((128, 256, 8, 256, 1), "128x64x16/8x4v"),
     ((128, 512, 4, 512, 1), "128x64x16/8x4v"),
-    ((128, 256, 8, 512, 2), "128x64x16/8x4v"),
+    ((128, 256, 8, 512, 2), "64x64x16/4x4v"),  # CONV2D_IGEMM_PHASE: two slots of taps
     ((128, 64, 32, 128, 2), "64x64x16/4x4v"),
 ])
 def test_data_gradient_tiles(shape: tuple[int, ...], tiles: str,
@@ -561,17 +561,18 @@ def test_data_gradient_tiles(shape: tuple[int, ...], tiles: str,
     ((128, 256, 56, 128, 1, "data"), "CONV2D_IM2COL"),
     ((128, 64, 56, 256, 1, "data"), "CONV2D_IM2COL"),
     ((128, 512, 28, 256, 1, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
-    ((128, 256, 56, 512, 2, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8"),  # wide phases
-    ((128, 1024, 8, 2048, 2, "data"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),  # narrow
-    ((128, 64, 32, 128, 2, "data"), "CONV2D_IMPLICIT_TILED 64x64x16/4x4"),
+    ((128, 256, 56, 512, 2, "data"), "CONV2D_IGEMM_PHASE 128x128x16/8x8"),  # wide phases
+    # narrow: one phase of four has taps, 128 x 128 would leave compute units idle
+    ((128, 1024, 8, 2048, 2, "data"), "CONV2D_IGEMM_PHASE 128x64x16/8x4v"),
+    ((128, 64, 32, 128, 2, "data"), "CONV2D_IGEMM_PHASE 64x64x16/4x4"),
     ((128, 64, 56, 256, 1, "weight"), "CONV2D_IMPLICIT_TILED 128x64x16/8x4v"),
     ((128, 128, 28, 512, 1, "weight"), "CONV2D_IMPLICIT_TILED 128x128x16/8x8v"),
     ((128, 64, 56, 64, 1, "weight"), "CONV2D_IMPLICIT_TILED 64x64x16/4x4v"),
 ])
 def test_pointwise_gradient_gpu_rule(shape: tuple[Any, ...], expected: str) -> None:
     """1x1 gradients on a GPU (NOTE [ GPU implicit-GEMM tiles ]): the column path (a plain
-    GEMM for 1x1) between narrow and wide channel counts, scalar tiles for wide strided
-    phases, 128-row tiles for weight gradients of 64+ columns."""
+    GEMM for 1x1) between narrow and wide channel counts, the phase kernel with scalar tiles
+    for wide strided phases, 128-row tiles for weight gradients of 64+ columns."""
     n, c, h, k, stride, direction = shape
     q = ConvQuery(conv_geometry("conv2d", (n, c, h, h), (k, c, 1, 1), stride, 0), "float32",
                   direction)

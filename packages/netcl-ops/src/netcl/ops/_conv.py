@@ -47,9 +47,14 @@ from . import _conv_kernels as ck
 from ._common import check_tensor, empty, same_device
 from ._conv_family import PlaneGeometry, TileGeometry, conv2d_family, geometry_of
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
-from ._conv_igemm import igemm_backward_data, igemm_backward_weight, igemm_forward
+from ._conv_igemm import (
+    igemm_backward_data,
+    igemm_backward_data_phase,
+    igemm_backward_weight,
+    igemm_forward,
+)
 from ._conv_mma import conv2d_mma, conv2d_mma_applicable
-from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
+from ._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, PHASE_DATA, WINOGRAD_F4, ConvQuery
 from ._conv_winograd import conv2d_winograd, conv2d_winograd_weight, data_geometry
 from ._elementwise_dispatch import host, np_result
 from ._matmul_launch import Operand, operand, run_gemm
@@ -606,6 +611,8 @@ DATA_RUNNERS: dict[AnyVariant, GradRunner] = {
         gy, _whole(w), None, data_geometry(g), dx, flipped=True, tile=4),
     IMPLICIT_TILED: lambda gy, w, g, dx, cfg: igemm_backward_data(_whole(gy), _whole(w), g, dx,
                                                                   cfg),
+    PHASE_DATA: lambda gy, w, g, dx, cfg: igemm_backward_data_phase(_whole(gy), _whole(w), g,
+                                                                    dx, cfg),
 }
 WEIGHT_RUNNERS: dict[AnyVariant, GradRunner] = {
     KernelVariant.CONV2D_IM2COL: _weight_columns,

@@ -14,7 +14,10 @@ Kinds (sources in ``_conv_kernels``):
   ``(r, s, stride_h, stride_w, dilation_h, dilation_w)`` baked in (:class:`TileGeometry`);
 - ``igemm_forward`` / ``igemm_data`` / ``igemm_weight``: the register-tiled implicit GEMM's
   three computations (``_conv_igemm``), the ``window`` ``(r, s, stride_h, stride_w, pad_h,
-  pad_w, dilation_h, dilation_w)`` and the ``tiles`` baked in (launched by ``_conv_igemm``).
+  pad_w, dilation_h, dilation_w)`` and the ``tiles`` baked in (launched by ``_conv_igemm``);
+- ``igemm_data_phase``: the strided data gradient with each input phase's taps compiled in
+  (NOTE [ Phase-specialized data gradient ]), the same window (and a ninth element, ``pack``:
+  1 packs phases into slots, 0 one per slot) and tiles.
 
 The implicit GEMM is a GEMM-family program (``_matmul_family``, with ``_conv_kernels``' B
 loader): ``run_gemm`` builds it, and the GEMM family's golden matrix holds its form.
@@ -38,7 +41,14 @@ from netcl.core.kernels.family import BuiltFamily, Geometry, KernelSource, kerne
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry
-from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles, igemm_source
+from ._conv_igemm_kernels import (
+    DEFAULT_TILES,
+    DIRECTIONS,
+    TILINGS,
+    IgemmTiles,
+    igemm_source,
+    phase_data_source,
+)
 
 __all__ = ["KINDS", "PlaneGeometry", "TileGeometry", "Window", "conv2d_family", "geometry_of"]
 
@@ -48,7 +58,8 @@ Window = tuple[int, ...]
 ``()`` for the other kinds."""
 
 IGEMM = "igemm_"
-IGEMM_KINDS = tuple(IGEMM + d for d in DIRECTIONS)
+PHASE_KIND = "igemm_data_phase"
+IGEMM_KINDS = (*(IGEMM + d for d in DIRECTIONS), PHASE_KIND)
 
 G = TypeVar("G", bound=Geometry)
 
@@ -121,6 +132,10 @@ def _conv_golden() -> Iterator[tuple[str, tuple[str, str] | tuple[str, str, Wind
                                                (3, 3, 2, 2, 1, 1, 1, 1), DEFAULT_TILES)
     yield "conv2d/igemm_weight-float32-5x5-d2-128x128", (
         "igemm_weight", "float32", (5, 5, 1, 1, 2, 2, 2, 2), TILINGS["128x128"])
+    yield "conv2d/igemm_data_phase-float32-3x3-s2-128x128", (
+        PHASE_KIND, "float32", (3, 3, 2, 2, 1, 1, 1, 1), TILINGS["128x128"])
+    yield "conv2d/igemm_data_phase-float16-1x1-s2-64x64v", (
+        PHASE_KIND, "float16", (1, 1, 2, 2, 0, 0, 1, 1), TILINGS["64x64v"])
 
 
 @kernel_family("ops.conv2d", golden=_conv_golden)
@@ -131,8 +146,12 @@ def conv2d_family(kind: str, dtype: str, window: Window = (),
 
     Raises:
         ValueError: an unknown kind; a ``tiled_local`` window that is not six ints; an
-            ``igemm_*`` window that is not eight ints or tiles its loaders cannot cover.
+            ``igemm_*`` window that is not eight ints or tiles its loaders cannot cover; an
+            ``igemm_data_phase`` window that is not strided or is dilated.
     """
+    if kind == PHASE_KIND:
+        return KernelSource(phase_data_source(window, tiles), ("conv2d_igemm_data_phase",),
+                            dtype)
     if kind.startswith(IGEMM):
         direction = kind[len(IGEMM):]
         kernels = (f"conv2d_{kind}", *(("conv2d_igemm_weight_sum",) if direction == "weight"

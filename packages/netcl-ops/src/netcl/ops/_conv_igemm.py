@@ -29,10 +29,11 @@ from netcl.core.tensor import Tensor
 
 from ._conv_family import conv2d_family
 from ._conv_geometry import ConvGeometry
-from ._conv_igemm_kernels import FALLBACK_TILES, IgemmTiles, data_phased
+from ._conv_igemm_kernels import FALLBACK_TILES, IgemmTiles, data_phased, phase_slots
 
 __all__ = [
     "igemm_backward_data",
+    "igemm_backward_data_phase",
     "igemm_backward_weight",
     "igemm_forward",
     "tiles_of",
@@ -102,6 +103,28 @@ def igemm_backward_data(grad_out: Tensor, weight: Tensor, g: ConvGeometry, dx: T
         npix, planes = g.n * -(-g.h // sh) * -(-g.w // sw), g.groups * sh * sw
     else:
         npix, planes = g.n * g.h * g.w, g.groups
+    gsize, lsize = _grid(tiles, g.cg, npix, planes)
+    launch(dx.queue, built.kernel, gsize, lsize, grad_out, weight, dx, *_sizes(g),
+           np.int32(g.n))
+
+
+def igemm_backward_data_phase(grad_out: Tensor, weight: Tensor, g: ConvGeometry, dx: Tensor,
+                              config: KernelConfig) -> None:
+    """Write the data gradient of a strided, undilated convolution into ``dx`` by the
+    phase-specialized kernel (NOTE [ Phase-specialized data gradient ]; tensors at offset 0):
+    its phases packed into slots unless ``config.extra["phase_pack"]`` is False.
+
+    Raises:
+        ValueError: ``g`` is not strided or is dilated.
+    """
+    window = window_of(g)
+    if not data_phased(window):
+        raise ValueError(f"conv2d phase data gradient: needs stride > 1 and dilation 1, got "
+                         f"stride {g.stride}, dilation {g.dilation}")
+    tiles, pack = tiles_of(config), bool(config.extra.get("phase_pack", True))
+    built = conv2d_family(dx.context, "igemm_data_phase", dx.dtype, (*window, int(pack)), tiles)
+    sh, sw = g.stride  # the columns of the phase with the most pixels (ih = iw = 0)
+    npix, planes = g.n * -(-g.h // sh) * -(-g.w // sw), g.groups * len(phase_slots(window, pack))
     gsize, lsize = _grid(tiles, g.cg, npix, planes)
     launch(dx.queue, built.kernel, gsize, lsize, grad_out, weight, dx, *_sizes(g),
            np.int32(g.n))

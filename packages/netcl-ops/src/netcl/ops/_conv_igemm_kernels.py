@@ -24,10 +24,12 @@ stride, padding, dilation) is compile-time, so the tap index divides by constant
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 __all__ = ["DEFAULT_TILES", "DIRECTIONS", "FALLBACK_TILES", "TILINGS", "IgemmTiles",
-           "data_phased", "igemm_source"]
+           "Phase", "data_phased", "igemm_source", "phase_channel_fast", "phase_data_source",
+           "phase_slots", "phase_table"]
 
 DIRECTIONS = ("forward", "data", "weight")
 
@@ -487,3 +489,237 @@ def data_phased(window: tuple[int, ...]) -> bool:
         (True, False)
     """
     return window[2:4] != (1, 1) and window[6:8] == (1, 1)
+
+
+# NOTE [ Phase-specialized data gradient ]
+# The phased kernel above already reduces each input phase over its own taps, but it reads the
+# phase's taps at run time: every gathered element divides its reduction index by the phase's
+# tap count through a float reciprocal (twice), and the phases go in grid order (a, b), so at
+# 3x3 stride 2 padding 1 the 1-tap phase (0, 0) is dispatched first and the 4-tap phase (1, 1)
+# last (its work-groups run 4x longer and form the tail). ``conv2d_igemm_data_phase`` (variant
+# CONV2D_IGEMM_PHASE) is the same decomposition with every phase's geometry compiled in:
+#   - input pixels (ih, iw) with ih = a (mod SH), iw = b (mod SW) receive only the taps
+#     r = rh + i * SH, rh = (a + PH) mod SH, i < NTH = ceil((R - rh) / SH) (likewise s, NTW),
+#     from output rows oh = oh0 - i with oh0 = ihp + (a + PH - rh) / SH (ihp = ih div SH): a
+#     dense implicit GEMM of cg rows, N * ceil((H - a) / SH) * ceil((W - b) / SW) columns and
+#     kg * NTH * NTW reduction steps (3x3 stride 2 padding 1: 4, 2, 2, 1 taps; 1x1 stride 2:
+#     one phase of 1 tap, a plain W^T gY written to the even pixels, and three of none);
+#   - one launch: the grid's third dimension is (slot, group); a slot is one phase or several
+#     run in turn by the same work-group (phase_slots: 3x3 stride 2 packs [4, 1] and [2, 2]
+#     taps into two slots of even work, where four slots of 4, 2, 2, 1 leave the SMs that hold
+#     a 4-tap and a 2-tap work-group running 1.5x the average), heaviest first, the phases of
+#     no taps last; every phase is a block of the kernel with its constants as literals, so
+#     every division by a tap count is one by a constant (a multiply and shift) and a phase of
+#     no taps is a store of zeros with no reduction loop; ``config.extra["phase_pack"] =
+#     False`` runs one phase per slot (bench_conv_layers' ``PHASE1`` rows);
+#   - a 1x1 kernel's weight rows are contiguous in the input channel, so its A tile is
+#     gathered channel-fastest (a warp reads consecutive floats) instead of reduction-fastest
+#     (one float of each of 16 output channels' rows, 16 sectors per warp);
+#   - deterministic (each output written once, no atomics), no scratch: dx is written whole.
+# Dilated strided convolutions keep the phased kernel above (their taps do not split by the
+# input's phase alone); the stride-1 data gradient is the plain gather (_DATA).
+Phase = tuple[int, int, int, int, int, int]
+"""``(a, b, rh, rw, nth, ntw)``: an input phase (ih = a mod SH, iw = b mod SW), its first tap
+and its tap counts."""
+
+
+def phase_table(window: tuple[int, ...]) -> list[Phase]:
+    """``(a, b, rh, rw, nth, ntw)`` of each input phase of a strided window ``(r, s, sh, sw,
+    ph, pw, dh, dw)`` (NOTE [ Phase-specialized data gradient ]), heaviest (most taps) first.
+
+    Examples:
+        >>> [t[4] * t[5] for t in phase_table((3, 3, 2, 2, 1, 1, 1, 1))]
+        [4, 2, 2, 1]
+        >>> phase_table((1, 1, 2, 2, 0, 0, 1, 1))[0], len(phase_table((1, 1, 2, 2, 0, 0, 1, 1)))
+        ((0, 0, 0, 0, 1, 1), 4)
+    """
+    r, s, sh, sw, ph, pw = window[:6]
+    rows = []
+    for a in range(sh):
+        for b in range(sw):
+            rh, rw = (a + ph) % sh, (b + pw) % sw
+            rows.append((a, b, rh, rw, max(0, -(-(r - rh) // sh)), max(0, -(-(s - rw) // sw))))
+    return sorted(rows, key=lambda t: -t[4] * t[5])  # stable: (a, b) order among equals
+
+
+@functools.lru_cache(maxsize=256)
+def phase_slots(window: tuple[int, ...], pack: bool = True) -> tuple[tuple[Phase, ...], ...]:
+    """The grid slots of the phase kernel: lists of :func:`phase_table` rows run in turn by a
+    work-group (NOTE [ Phase-specialized data gradient ]). One phase per slot, heaviest first,
+    the phases of no taps last; ``pack``: the phases with taps packed heaviest first onto the
+    least loaded of ``total taps // most taps`` slots where no slot then carries more than
+    5/4 of the heaviest phase's taps (3x3 stride 2 padding 1: [4, 1] and [2, 2] taps).
+    Remembered per window (the launcher asks on every call).
+
+    Examples:
+        >>> [[p[4] * p[5] for p in slot] for slot in phase_slots((3, 3, 2, 2, 1, 1, 1, 1))]
+        [[4, 1], [2, 2]]
+        >>> [[p[4] * p[5] for p in slot] for slot in phase_slots((3, 3, 2, 2, 1, 1, 1, 1), False)]
+        [[4], [2], [2], [1]]
+        >>> [[p[4] * p[5] for p in slot] for slot in phase_slots((1, 1, 2, 2, 0, 0, 1, 1))]
+        [[1], [0], [0], [0]]
+    """
+    table = phase_table(window)
+    work = [p for p in table if p[4] * p[5]]
+    zeros: list[tuple[Phase, ...]] = [(p,) for p in table if not p[4] * p[5]]
+    slots: list[tuple[Phase, ...]] = [(p,) for p in work]
+    if pack and work:
+        most = work[0][4] * work[0][5]
+        bins = max(1, sum(p[4] * p[5] for p in work) // most)
+        if bins < len(work):
+            loads = [0] * bins
+            packed: list[list[Phase]] = [[] for _ in range(bins)]
+            for p in work:
+                i = loads.index(min(loads))
+                packed[i].append(p)
+                loads[i] += p[4] * p[5]
+            if max(loads) * 4 <= most * 5:
+                slots = [tuple(packed[i]) for i in sorted(range(bins), key=lambda i: -loads[i])]
+    return (*slots, *zeros)
+
+
+def phase_channel_fast(window: tuple[int, ...], t: IgemmTiles) -> bool:
+    """Whether the phase kernel gathers its A tile channel-fastest: a 1x1 kernel (its weight
+    rows are contiguous in the channel) and a tiling whose work-items cover ``BM`` channels
+    ``NT / BM`` reduction steps at a time."""
+    threads = t.threads
+    return (window[0] * window[1] == 1 and threads % t.bm == 0
+            and t.bk % (threads // t.bm) == 0)
+
+
+_PHASE_HEAD = """
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+void conv2d_igemm_data_phase(__global const T* gy, __global const T* w, __global T* dx,
+                             const int C, const int H, const int W, const int K, const int OH,
+                             const int OW, const int G, const int N) {
+""" + _PROLOGUE + """
+    const int z = get_group_id(2), slot = z / G, g = z - slot * G;
+    const __global T* wb = w + (long)g * kg * cg * RS;
+    const int bn = tid % BN, col = n0 + bn;
+"""
+
+# one phase (its own block: a slot may run several in turn): @A@, @B@, @RH@, @RW@, @NTH@, @NTW@,
+# @TAPS@ and @RESET@ (a phase after another in its slot clears the accumulators) are literals
+_PHASE_BODY = """
+    {   // ih = @A@ mod SH, iw = @B@ mod SW: @NTH@ x @NTW@ taps
+        const int pa = @A@, pb = @B@, rh = @RH@, rw = @RW@;
+        const int NTH = @NTH@, NTW = @NTW@, TAPS = NTH * NTW;
+        const int HP = (H - pa + SH - 1) / SH, WP = (W - pb + SW - 1) / SW, QP = HP * WP;
+        const int NPIX = N * QP;
+        if (n0 < NPIX) {  // the whole work-group: no barrier is skipped by some items only
+#if @RESET@
+        #pragma unroll
+        for (int i = 0; i < TM; ++i)
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = (CT)0;
+#endif
+#if @TAPS@
+        const int KD = kg * TAPS, colok = col < NPIX;
+        const int img = colok ? col / QP : 0, qp = col - img * QP;
+        const int ihp = qp / WP, iwp = qp - ihp * WP;
+        const int oh0 = ihp + (pa + PH - rh) / SH, ow0 = iwp + (pb + PW - rw) / SW;
+        const __global T* gb = gy + ((long)img * K + g * kg) * OH * OW;
+""" + "{loop}" + """
+#endif
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int cj = n0 + COL(j);
+            if (cj >= NPIX) continue;
+            const int nj = cj / QP, qj = cj - nj * QP, hj = qj / WP;
+            const int pix = (pa + hj * SH) * W + pb + (qj - hj * WP) * SW;
+            __global T* dp = dx + ((long)nj * C + g * cg) * H * W + pix;
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) {
+                const int c = m0 + ROW(i);
+                if (c < cg) ST(dp, (long)c * H * W, acc[i][j]);
+            }
+        }
+        }
+    }
+"""
+
+_PHASE_LOAD_B = """
+            #pragma unroll
+            for (int i = 0; i < BPT; ++i) {
+                const int k = kt + tid / BN + i * (NT / BN);
+                const int m = k / TAPS, t = k - m * TAPS, th = t / NTW, tw = t - th * NTW;
+                const int oh = oh0 - th, ow = ow0 - tw;
+                const int ok = colok && k < KD && oh >= 0 && ow >= 0 && oh < OH && ow < OW;
+                rb[i] = ok ? LD(gb, (m * OH + oh) * OW + ow) : (CT)0;
+            }"""
+
+# A reduction-fastest (the other kernels' mapping): a work-item keeps one reduction index
+_PHASE_LOAD_A_K = """
+            {
+                const int k = kt + ak, m = k / TAPS, t = k - m * TAPS;
+                const int th = t / NTW, tw = t - th * NTW;
+                const __global T* wk = wb + (long)m * cg * RS + (rh + th * SH) * S + rw
+                    + tw * SW;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int c = m0 + tid / BK + i * (NT / BK);
+                    ra[i] = (c < cg && k < KD) ? LD(wk, c * RS) : (CT)0;
+                }
+            }"""
+
+# A channel-fastest (1x1): a work-item keeps one channel, NT / BM reduction steps apart
+_PHASE_LOAD_A_C = """
+            {
+                const int c = m0 + ac;
+                #pragma unroll
+                for (int i = 0; i < APT; ++i) {
+                    const int k = kt + tid / BM + i * (NT / BM);
+                    ra[i] = (c < cg && k < KD) ? LD(wb, (long)k * cg + c) : (CT)0;
+                }
+            }"""
+
+_PHASE_STORE_C = """
+        #pragma unroll
+        for (int i = 0; i < BPT; ++i) BS(tid / BN + i * (NT / BN), bn) = rb[i];
+        #pragma unroll
+        for (int i = 0; i < APT; ++i) AS(tid / BM + i * (NT / BM), ac) = ra[i];"""
+
+
+def phase_data_source(window: tuple[int, ...], t: IgemmTiles) -> str:
+    """The program (after the dtype header) of ``conv2d_igemm_data_phase`` (NOTE
+    [ Phase-specialized data gradient ]) for a strided, undilated window ``(r, s, sh, sw, ph,
+    pw, dh, dw)`` and ``pack`` (1, the default: :func:`phase_slots` packs phases; 0: one per
+    slot); launched over ``G * len(phase_slots(window, pack))`` planes.
+
+    Raises:
+        ValueError: a window that is not eight ints, unstrided or dilated; a tiling the
+            loaders cannot cover.
+
+    Examples:
+        >>> src = phase_data_source((3, 3, 2, 2, 1, 1, 1, 1), IgemmTiles(64, 64, 16, 16, 16))
+        >>> src.count("NTH = "), src.count("if (slot == "), "conv2d_igemm_data_phase" in src
+        (4, 2, True)
+    """
+    if len(window) == 8:
+        window = (*window, 1)
+    if len(window) != 9 or not data_phased(window[:8]):
+        raise ValueError(f"conv2d phase data gradient: needs a strided, undilated window "
+                         f"(r, s, sh, sw, ph, pw, dh, dw[, pack]), got {window!r}")
+    if not t.valid():
+        raise ValueError(f"conv2d phase data gradient: tiling {t} does not cover its tiles "
+                         f"(see IgemmTiles.valid)")
+    channel_fast = phase_channel_fast(window, t)
+    if channel_fast:
+        loop = _loop("0", "KD", _PHASE_LOAD_B + _PHASE_LOAD_A_C, _PHASE_STORE_C)
+        setup = "    const int ac = tid % BM;\n"
+    else:
+        loop = _loop("0", "KD", _PHASE_LOAD_B + _PHASE_LOAD_A_K, _STORE_COLUMNS)
+        setup = "    const int ak = tid % BK;\n"
+    branches = []
+    for slot, phases in enumerate(phase_slots(window[:8], bool(window[8]))):
+        bodies = []
+        for turn, (a, b, rh, rw, nth, ntw) in enumerate(phases):
+            body = _PHASE_BODY.replace("{loop}", loop)
+            for name, value in (("@A@", a), ("@B@", b), ("@RH@", rh), ("@RW@", rw),
+                                ("@NTH@", nth), ("@NTW@", ntw), ("@TAPS@", nth * ntw),
+                                ("@RESET@", int(turn > 0))):
+                body = body.replace(name, str(value))
+            bodies.append(body)
+        branches.append(f"    {'else ' if slot else ''}if (slot == {slot}) {{"
+                        + "".join(bodies) + "    }\n")
+    return _defines(window[:8], t) + _PHASE_HEAD + setup + "".join(branches) + "}\n"

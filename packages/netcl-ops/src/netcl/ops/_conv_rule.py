@@ -18,8 +18,10 @@ implicit-GEMM kernel per computation, ``_conv_igemm``), which also computes the 
 ``CONV2D_WINOGRAD`` also computes both gradients (of its geometries; the data gradient for a
 padding of at most 2), and so does ``CONV2D_WINOGRAD_F4`` (:data:`WINOGRAD_F4`, registered
 here: Winograd F(4x4, 3x3), the same geometries; the rule picks it where
-:data:`GPU_WINOGRAD_VARIANT` says so, else only when forced); the other variants are
-forward-only.
+:data:`GPU_WINOGRAD_VARIANT` says so, else only when forced); ``CONV2D_IGEMM_PHASE``
+(:data:`PHASE_DATA`, registered here) computes only the data gradient of a strided, undilated
+convolution (any groups): the implicit GEMM by input phases with each phase's taps compiled in
+(NOTE [ Phase-specialized data gradient ]); the other variants are forward-only.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ from netcl.core.selection import (
 
 from . import _conv_kernels as ck
 from ._conv_geometry import ConvGeometry, IntPair, conv_geometry
-from ._conv_igemm_kernels import DEFAULT_TILES, DIRECTIONS, TILINGS, IgemmTiles, data_phased
+from ._conv_igemm_kernels import (
+    DEFAULT_TILES,
+    DIRECTIONS,
+    TILINGS,
+    IgemmTiles,
+    data_phased,
+    phase_slots,
+)
 from ._matmul_rule import (
     NO_LOCAL_PARAMS,
     SCALAR_PARAMS,
@@ -55,6 +64,7 @@ from ._matmul_rule import (
 __all__ = [
     "CONV2D_FAMILY",
     "IMPLICIT_TILED",
+    "PHASE_DATA",
     "WINOGRAD_F4",
     "ConvQuery",
     "implicit_tiles",
@@ -73,6 +83,10 @@ IMPLICIT_TILED = Variant("CONV2D_IMPLICIT_TILED")
 WINOGRAD_F4 = Variant("CONV2D_WINOGRAD_F4")
 """Winograd F(4x4, 3x3) (``_conv_winograd`` with 6x6 tiles): forward and both gradients of the
 geometries ``CONV2D_WINOGRAD`` computes, in float32 and float64 (not float16: too inexact)."""
+PHASE_DATA = Variant("CONV2D_IGEMM_PHASE")
+"""The data gradient of a strided, undilated convolution by input phases, each phase's taps
+compiled in (``_conv_igemm.igemm_backward_data_phase``): the GPU rule's pick for those
+(:func:`phase_data_applies`); dilated ones keep ``CONV2D_IMPLICIT_TILED``'s gather."""
 
 # NOTE [ Conv2d rules ]: each threshold is where bench_selector measured the fastest variant
 # change (PoCL on a 2-core EPYC VM; an H100 through NVIDIA's driver).
@@ -113,6 +127,7 @@ DEFAULTS: dict[AnyVariant, dict[str, Any]] = {
                      "local_size_2d": (DEFAULT_TILES.lx, DEFAULT_TILES.ly),
                      "work_per_thread": DEFAULT_TILES.tm, "use_vectorization": False},
 }
+DEFAULTS[PHASE_DATA] = dict(DEFAULTS[IMPLICIT_TILED])
 
 
 @dataclass(frozen=True)
@@ -183,6 +198,19 @@ def winograd_tiles(g: ConvGeometry) -> int:
     return g.n * -(-g.oh // 2) * -(-g.ow // 2)
 
 
+def phase_data_applies(g: ConvGeometry) -> bool:
+    """Whether ``CONV2D_IGEMM_PHASE`` computes this convolution's data gradient: a stride
+    above 1 on either axis and no dilation (NOTE [ Phase-specialized data gradient ]).
+
+    Examples:
+        >>> phase_data_applies(parse_conv2d(1, 3, 8, 8, 4, 3, 3, stride=2).geometry)
+        True
+        >>> phase_data_applies(parse_conv2d(1, 3, 8, 8, 4, 3, 3, stride=2, dilation=2).geometry)
+        False
+    """
+    return data_phased((g.r, g.s, *g.stride, *g.padding, *g.dilation))
+
+
 def gemm_shaped(g: ConvGeometry) -> bool:
     """A 1x1, stride-1, unpadded, undilated, ungrouped convolution: a plain GEMM per image.
 
@@ -223,8 +251,10 @@ def conv2d_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     at least 16x16, and on a GPU for the data gradient (a convolution of ``grad_out``) with at
     least 64 channels in and out and the weight gradient with at least 128 (64 on planes up to
     32x32; F(2x2) for float16: 256); else the column path
-    (im2col) on CPU devices and for the data gradient of fewer than 9 input channels; else the
-    register-tiled implicit GEMM. The forward, first match wins (each measured fastest for its
+    (im2col) on CPU devices and for the data gradient of fewer than 9 input channels; else, for
+    the data gradient of a strided, undilated convolution, the phase-specialized implicit GEMM
+    (``CONV2D_IGEMM_PHASE``, unless ``NETCL_CONV_PHASE_DATA=0``); else the register-tiled
+    implicit GEMM. The forward, first match wins (each measured fastest for its
     class: PoCL by ``benchmarks/bench_selector.py``, the H100 by
     ``benchmarks/bench_conv_layers.py``): an OpenCL CPU device (PoCL) and a Winograd geometry
     with an output plane of at least 16x16 -> Winograd F(2x2, 3x3) unless
@@ -299,7 +329,8 @@ def _winograd_weight(q: ConvQuery) -> bool:
 def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
     """A gradient's variant (:func:`conv2d_rule`): on GPUs mostly the register-tiled implicit
     GEMM (one kernel, no column buffer: the column path's im2col, col2im and batch sum were 29
-    of the 78 ms of a ResNet-18 step on the H100), on CPU devices mostly the column path."""
+    of the 78 ms of a ResNet-18 step on the H100), its phase-specialized kernel for strided,
+    undilated data gradients, on CPU devices mostly the column path."""
     g = q.geometry
     winograd = env_flag("NETCL_CONV_WINOGRAD", True) and _winograd_applies(profile, q)
     if profile.device_type == "cpu":
@@ -317,6 +348,12 @@ def _gradient_rule(profile: ExtendedDeviceProfile, q: ConvQuery) -> AnyVariant:
             # ResNet-50's 1x1 data gradients as a GEMM: 256 <- 64 on 56x56 0.37 against 0.56
             # ms, 256 <- 128 0.68 against 0.89, 64 <- 256 0.44 against 0.61
             return V.CONV2D_IM2COL
+        if phase_data_applies(g) and env_flag("NETCL_CONV_PHASE_DATA", True):
+            # strided, undilated: the phase-specialized kernel (NOTE [ Phase-specialized data
+            # gradient ]; the phased IMPLICIT_TILED gather: H200 0.66x cuDNN at 128 -> 256
+            # 3x3 stride 2 on 16x16, 0.265 ms against its own forward's 0.150); dilated
+            # strided data gradients keep IMPLICIT_TILED
+            return PHASE_DATA
     elif winograd and _winograd_weight(q):
         return _gpu_winograd(q)
     return IMPLICIT_TILED
@@ -338,7 +375,8 @@ def gemm_rows_columns(q: ConvQuery) -> tuple[int, int, int]:
     return g.kg, g.n * g.pixels, g.crs
 
 
-def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
+def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery,
+                   phase: bool = False) -> IgemmTiles:
     """The implicit GEMM's tiling for ``q``, fastest per class on the H100 (NOTE [ GPU conv2d
     rules ]; ``rows`` of C: output channels, input channels for the data gradient). The
     4-vector tilings (``IgemmTiles.vec``) ran 5-20% faster than the scalar ones except for
@@ -357,6 +395,13 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
       under 128 rows only for a 1x1);
     - any other data gradient: 128 x 128 from 128 rows where that gives every compute unit a
       tile, else 128 x 64 from 128 rows, else 64 x 64.
+
+    ``phase`` (``CONV2D_IGEMM_PHASE``): from 128 rows the largest of 128 x 128, 128 x 64 and
+    64 x 64 that gives every compute unit a tile, counting only its slots that have taps (a
+    1x1 stride 2: one of four; 3x3 stride 2: two, ``phase_slots``), else 32 x 64; scalar or
+    4-vector as above; under 128 rows as above. (Not yet measured on GPUs; the phased
+    kernel's H200 figures: 256 -> 512 1x1 stride 2 on 8x8 best with 32 x 64, 0.062 against
+    0.071-0.097 ms.)
 
     Examples:
         >>> from netcl.core.device_profile import extended_profile
@@ -386,7 +431,9 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
     phased = q.direction == "data" and data_phased(
         (g.r, g.s, *g.stride, *g.padding, *g.dilation))
     if phased:
-        planes *= g.stride[0] * g.stride[1]
+        planes *= (sum(1 for slot in phase_slots(window_of_geometry(g))
+                       if any(p[4] * p[5] for p in slot)) if phase
+                   else g.stride[0] * g.stride[1])
         columns = -(-columns // (g.stride[0] * g.stride[1]))
     scalar = phased and columns >= PHASED_SCALAR_COLUMNS
     if rows < 128:
@@ -397,6 +444,11 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
         t = TILINGS[name]
         return -(-rows // t.bm) * -(-columns // t.bn) * planes
 
+    if q.direction == "data" and phase:
+        for name in ("128x128", "128x64", "64x64"):  # the largest that fills the device
+            if count(name) >= profile.compute_units:
+                return TILINGS[name if scalar else name + "v"]
+        return TILINGS["32x64"]
     if q.direction == "data":
         if count("128x128") >= profile.compute_units:
             return TILINGS["128x128" if scalar else "128x128v"]
@@ -408,6 +460,11 @@ def implicit_tiles(profile: ExtendedDeviceProfile, q: ConvQuery) -> IgemmTiles:
         if 2 * count(name) >= profile.compute_units:
             return TILINGS[name + suffix]
     return TILINGS["64x64"]
+
+
+def window_of_geometry(g: ConvGeometry) -> tuple[int, ...]:
+    """``(r, s, sh, sw, ph, pw, dh, dw)`` of ``g`` (what the implicit GEMM compiles in)."""
+    return (g.r, g.s, *g.stride, *g.padding, *g.dilation)
 
 
 def implicit_split(q: ConvQuery, tiles: IgemmTiles) -> int | None:
@@ -443,8 +500,8 @@ def conv2d_config(profile: ExtendedDeviceProfile, variant: AnyVariant,
     g = q.geometry
     gemm = (g.n * g.pixels, g.kg, g.crs) if q.direction == "forward" else gemm_rows_columns(q)
     cfg = default_config(variant)
-    if variant is IMPLICIT_TILED:
-        t = implicit_tiles(profile, q)
+    if variant is IMPLICIT_TILED or variant is PHASE_DATA:
+        t = implicit_tiles(profile, q, phase=variant is PHASE_DATA)
         split = implicit_split(q, t)
         cfg = dataclasses.replace(cfg, tile_m=t.bm, tile_n=t.bn, tile_k=t.bk,
                                   local_size_2d=(t.lx, t.ly), work_per_thread=t.tm,
@@ -480,6 +537,10 @@ def _winograd4_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     return q.dtype != "float16" and _winograd_applies(profile, q)
 
 
+def _phase_data_applies(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
+    return q.direction == "data" and phase_data_applies(q.geometry)
+
+
 def _forward_only(profile: ExtendedDeviceProfile, q: ConvQuery) -> bool:
     return q.direction == "forward"
 
@@ -488,9 +549,11 @@ CONV2D_FAMILY: SelectionFamily[ConvQuery] = register_family(
     SelectionFamily("conv2d", parse=parse_conv2d, key=ConvQuery.key, rule=conv2d_rule,
                     configure=conv2d_config,
                     switches=lambda: (env_flag("NETCL_CONV_WINOGRAD", True),
-                                      env_flag("NETCL_CONV_TILED_LOCAL", None))),
+                                      env_flag("NETCL_CONV_TILED_LOCAL", None),
+                                      env_flag("NETCL_CONV_PHASE_DATA", True))),
     DEFAULTS,
     applies={V.CONV2D_WINOGRAD: _winograd_applies, WINOGRAD_F4: _winograd4_applies,
              V.CONV2D_TILED_LOCAL: _tiled_local_applies,
-             V.CONV2D_NAIVE: _forward_only, V.CONV2D_IMPLICIT_GEMM: _forward_only},
+             V.CONV2D_NAIVE: _forward_only, V.CONV2D_IMPLICIT_GEMM: _forward_only,
+             PHASE_DATA: _phase_data_applies},
 )

@@ -4,7 +4,8 @@ their bench on scratch tensors (registered by ``_kernel_families``).
 With tuning on (``NETCL_AUTOTUNE``, ``netcl.core.autotune``) the selector times, once per
 shape class and direction (forward, data or weight gradient), every conv2d variant that
 applies to the query (the naive kernel only where the rule picks it) and, on GPUs, the
-register-tiled implicit GEMM (``CONV2D_IMPLICIT_TILED``) in each of its tilings
+register-tiled implicit GEMM (``CONV2D_IMPLICIT_TILED``) and the phase data gradient
+(``CONV2D_IGEMM_PHASE``, where it applies) in each of their tilings
 (``_conv_igemm_kernels.TILINGS``).
 
 A shape class is the batch, the input and output channels and the input plane's height and
@@ -19,7 +20,7 @@ Examples:
     >>> from ._conv_rule import ConvQuery, parse_conv2d
     >>> conv_class(ConvQuery(parse_conv2d(3, 5, 30, 30, 7, 3, 3, 1, 1).geometry, "float32",
     ...                      "data"))
-    (4, 8, 32, 32, 8, 3, 3, (1, 1), (1, 1), (1, 1), 1, 'float32', 'data', 2)
+    (4, 8, 32, 32, 8, 3, 3, (1, 1), (1, 1), (1, 1), 1, 'float32', 'data', 3)
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from netcl.core.selection import (
 
 from ._conv import DATA_RUNNERS, RUNNERS, WEIGHT_RUNNERS, _data_columns, _weight_columns
 from ._conv_igemm_kernels import TILINGS
-from ._conv_rule import IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
+from ._conv_rule import IMPLICIT_TILED, PHASE_DATA, WINOGRAD_F4, ConvQuery, phase_data_applies
 from ._matmul_tuner import queue_for, scratch
 
 __all__ = ["CONV2D_TUNER", "conv_bench", "conv_candidates", "conv_class"]
@@ -50,8 +51,9 @@ __all__ = ["CONV2D_TUNER", "conv_bench", "conv_candidates", "conv_class"]
 
 # The last element of a class: bumped when the candidates change, so winners stored by an
 # earlier version (per device and driver, on disk) are not reused (2: NOTE [ Winograd is not
-# tuned on GPUs ]).
-CLASS_VERSION = 2
+# tuned on GPUs ]; 3: CONV2D_IGEMM_PHASE and its tilings, NOTE [ Phase-specialized data
+# gradient ]).
+CLASS_VERSION = 3
 
 
 def conv_class(q: ConvQuery) -> tuple[Any, ...]:
@@ -83,11 +85,14 @@ def conv_candidates(profile: ExtendedDeviceProfile, q: ConvQuery,
         return [Candidate(rule)]
     out = [Candidate(variant_named(name)) for name in variant_names("conv2d")
            if name != KernelVariant.CONV2D_NAIVE.name]
-    if gpu:
-        for t in TILINGS.values():
-            out.append(Candidate(IMPLICIT_TILED, params_of({
-                "tile_m": t.bm, "tile_n": t.bn, "tile_k": t.bk, "local_size_2d": (t.lx, t.ly),
-                "work_per_thread": t.tm, "use_vectorization": t.vec, "tiles": t.label()})))
+    if gpu:  # the implicit GEMM's tilings, and the phase kernel's (strided data gradients)
+        phase = q.direction == "data" and phase_data_applies(q.geometry)
+        for variant in (IMPLICIT_TILED, *((PHASE_DATA,) if phase else ())):
+            for t in TILINGS.values():
+                out.append(Candidate(variant, params_of({
+                    "tile_m": t.bm, "tile_n": t.bn, "tile_k": t.bk,
+                    "local_size_2d": (t.lx, t.ly), "work_per_thread": t.tm,
+                    "use_vectorization": t.vec, "tiles": t.label()})))
     return out
 
 
