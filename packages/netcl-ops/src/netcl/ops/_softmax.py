@@ -322,8 +322,22 @@ def _warp_source(local: int, wide: bool, dtype: str, ptx: bool, vec4: int) -> st
     """``softmax_warp`` for work-groups of up to ``local`` items, ``vec4`` 4-vectors per lane,
     shuffles in PTX if ``ptx`` (NOTE [ Warp-per-row softmax ] in ._softmax_warp)."""
     defs = index_defs(2**31 if wide else 0)[0]
+    vectors = _vector_defines(dtype)
+    if dtype == "float16":  # 8-byte half4 loads and stores where the device has half
+        vectors += _HALF4_DEFINES
     return (f"{defs}#define LMAX {local}\n#define VPL4 {vec4}\n#define SHFL_PTX {int(ptx)}\n"
-            f"{_vector_defines(dtype)}{WARP_SOURCE}")
+            f"{vectors}{WARP_SOURCE}")
+
+
+# vload_half4 need only be 2-byte aligned, so a compiler may split it into four loads; the
+# 4-vectors of softmax_warp are 8-byte aligned (a multiple of 4 elements from the buffer)
+_HALF4_DEFINES = """#ifdef cl_khr_fp16
+#undef LD4
+#undef ST4
+#define LD4(p, i) convert_float4(((__global const half4*)(p))[(i)])
+#define ST4(p, i, v) (((__global half4*)(p))[(i)] = convert_half4_rte(v))
+#endif
+"""
 
 
 def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str, bool, int]]]:

@@ -27,6 +27,12 @@
 #define CT4 float4
 #define LD4(p, i) vload_half4((i), (p))
 #define ST4(p, i, v) vstore_half4((v), (i), (p))
+#ifdef cl_khr_fp16
+#undef LD4
+#undef ST4
+#define LD4(p, i) convert_float4(((__global const half4*)(p))[(i)])
+#define ST4(p, i, v) (((__global half4*)(p))[(i)] = convert_half4_rte(v))
+#endif
 
 #if SHFL_PTX
 /* the value of lane (this lane ^ mask) of the warp: every lane of the warp calls it */
