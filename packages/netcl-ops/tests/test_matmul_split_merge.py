@@ -204,3 +204,31 @@ def test_public_matmul_and_capture_replay(dev: DeviceHandle) -> None:
     for x, e, r in zip(xs, eager, replayed, strict=True):
         check_close(e, x.astype(np.float64) @ w.to_host().astype(np.float64), "eager")
         same_bits(e, r, "replay")
+
+
+def test_two_queue_replay(dev: DeviceHandle) -> None:
+    """Two independent split products in a graph replayed on two queues: they share the
+    queue's ticket counters, so the replay orders them, and the results are the eager bits."""
+    dev = opencl(dev)
+    runtime = pytest.importorskip("netcl.runtime")
+    q = dev.queue
+    mm = build_matmul_kernel(q, config("64x64x16/4x4", 3, "group"))
+    w1 = Tensor.from_host(q, RNG.standard_normal((600, 20)), dtype="float32")
+    w2 = Tensor.from_host(q, RNG.standard_normal((600, 70)), dtype="float32")
+
+    def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        return mm(x, w1), mm(y, w2)
+
+    data = [(RNG.standard_normal((40, 600)).astype(np.float32),
+             RNG.standard_normal((7, 600)).astype(np.float32)) for _ in range(3)]
+    eager = [[t.to_host().copy() for t in step(Tensor.from_host(q, x), Tensor.from_host(q, y))]
+             for x, y in data]
+    captured = runtime.capture(step, warmup=0)
+    captured(Tensor.from_host(q, data[0][0]), Tensor.from_host(q, data[0][1]))
+    assert captured.graph is not None
+    captured.graph.use_queues(2)
+    for (x, y), want in zip(data, eager, strict=True):
+        got = [t.to_host().copy() for t in captured(Tensor.from_host(q, x),
+                                                    Tensor.from_host(q, y))]
+        for g, e in zip(got, want, strict=True):
+            same_bits(g, e, "two-queue replay")

@@ -295,8 +295,9 @@ def _transposed(queue: Any, dtype: str, x: Operand, rows: int, cols: int,
 #   stores C (+ bias) as an unsplit launch does. The kernel's K is its slice's length, so the
 #   shorter last slice needs no launch of its own, and the sums are the same additions in the
 #   same order as the "launch" path's: both give the same bits (tested), whichever group
-#   finishes last. The merging group reads the workspace with plain loads after its fence
-#   (the fence orders them after the ticket; the workspace is not read before in the launch).
+#   finishes last. The merging group reads the workspace with plain (not volatile) loads
+#   after its fence, which orders them after the ticket; each tile's slots start on a
+#   128-byte line, so no other group has read (cached) a line of them during the launch.
 # - "launch": each slice writes its partial into an S x M x N workspace (the last, shorter
 #   slice as a second launch) and ``gemm_split_k_sum`` sums them into C (adding the bias): up
 #   to three launches, and the S x M x N partials written and read once more.
@@ -394,6 +395,9 @@ def _run_split_k(
     )
 
 
+_LINE = 32  # elements of a 128-byte line of float32 (of two of float64)
+
+
 def _run_split_merge(
     queue: Any, config: KernelConfig, dtype: str, a: Operand, b: Operand, c: Operand,
     M: int, N: int, K: int, ks: int, slices: int, trans_a: bool, trans_b: bool, bias: Any,
@@ -426,7 +430,10 @@ def _run_split_merge(
         return None
     gsize, lsize = grid(M, N, slices)
     tiles = (gsize[0] // lsize[0]) * (gsize[1] // lsize[1])
-    work = empty(queue, (slices * tiles * slot,), dtype)
+    # each tile's slots start on a cache line of their own (with BM x BN a multiple of 32):
+    # no line of the workspace is read by two merging groups
+    work = empty(queue, (slices * tiles * slot + _LINE,), dtype)
+    offset = -(-work.offset // _LINE) * _LINE
     return launch(
         queue, kernel, gsize, lsize,
         a.buffer, np.int32(a.offset), np.int32(a.ld), np.int32(0), np.int32(a.s2),
@@ -434,7 +441,7 @@ def _run_split_merge(
         c.buffer, np.int32(c.offset), np.int32(c.ld), np.int32(0), np.int32(0),
         np.int32(M), np.int32(N), np.int32(K), np.int32(slices),
         c.buffer if bias is None else bias, np.int32(bias_mode), np.int32(0),
-        np.int32(ks), work.buffer, np.int32(work.offset), tickets(queue, tiles),
+        np.int32(ks), work.buffer, np.int32(offset), tickets(queue, tiles),
     )
 
 
