@@ -17,9 +17,11 @@ that choose it (``NETCL_SOFTMAX_KERNEL``, ``NETCL_SOFTMAX_SHUFFLE``).
 # ``shfl.sync.bfly.b32`` over min(W, 32) lanes (inline PTX: NVIDIA's OpenCL has no
 # sub-groups); for W > 32 lane 0 of each warp then puts its warp's value in local memory and,
 # after one barrier, each lane folds its row's W / 32 of them in order. A butterfly leaves the
-# same bits in every lane (each step combines the same pair on both lanes), so every lane
-# scales by the same max and sum. exp is computed once per element (kept in registers for
-# softmax), each element read once and written once. NaN, +inf and all -inf rows: the
+# same bits in every lane (each step combines the same pair on both lanes; a zero max may
+# differ in sign, which changes no result), so every lane scales by the same max and sum.
+# exp is computed once per element (kept in registers for softmax), each element read once
+# and written once; float16 in 8-byte half4 loads and stores where the device has
+# cl_khr_fp16 (vload_half4 elsewhere), computed in float. NaN, +inf and all -inf rows: the
 # semantics of softmax_mrow (a NaN or +inf makes the row NaN, an all -inf row is NaN).
 # Devices without PTX (and ``NETCL_SOFTMAX_SHUFFLE=emulate``) run the same kernel with each
 # shuffle emulated through local memory (two barriers: every lane of the work-group reaches
@@ -30,6 +32,8 @@ that choose it (``NETCL_SOFTMAX_KERNEL``, ``NETCL_SOFTMAX_SHUFFLE``).
 # Registers decide how many rows an SM holds at once (4096x1024 is 4096 warps; an H200 holds
 # 132 x 64 at most, fewer the more registers a lane uses): ``NETCL_SOFTMAX_WARP_REGS=N``
 # builds the PTX kernel with ``-cl-nv-maxrregcount=N`` (:func:`register_cap`) to measure that.
+# Not yet timed on a GPU (benchmarks/bench_membound.py --only softmax,plans times it beside
+# softmax_row, softmax_mrow and PyTorch, and prints its ptxas registers).
 """
 
 from __future__ import annotations
