@@ -46,12 +46,13 @@ _TUNER = WorkGroupTuner()
 # A model's gradients are mostly small (biases, norms), so one ``amp_unscale`` launch per
 # gradient costs its launch overhead, not its work: 77 launches, 0.54 ms of device time per step
 # of a GPT of 6 layers x 384 on an H200. ``amp_unscale_x16`` unscales up to 16 gradients in one
-# launch (OpenCL has no arrays of buffers: 16 buffer arguments ``g_k`` and the ends ``end_k``
-# of their ranges in the launch, prefix sums of the sizes; work item ``j`` picks its slot's
-# buffer by a chain of ``j >= end_k`` selects, empty slots repeat the last gradient over an
-# empty range). Both kernels call ``amp_unscale_item``, the formula written once, so they
-# compute the same bits; ``NETCL_FOREACH=0`` forces one launch per gradient (as the optimizers'
-# foreach updates, NOTE [ Foreach updates ] in netcl.optim).
+# launch (OpenCL has no arrays of buffers: 16 buffer arguments ``g_k``, their sizes ``n_k``
+# and the ends ``end_k`` of their ranges in the launch, each range rounded up to whole
+# work-groups so that a group's slot is found by a chain of ``base >= end_k`` selects on its
+# first item, uniform in the group; empty slots repeat the last gradient over an empty range).
+# Both kernels call ``amp_unscale_item``, the formula written once, so they compute the same
+# bits; ``NETCL_FOREACH=0`` forces one launch per gradient (as the optimizers' foreach
+# updates, NOTE [ Foreach updates ] in netcl.optim).
 _UNSCALE_WIDTH = 16
 _INT_MAX = 2**31 - 1  # the kernels index with int: a launch covers fewer elements
 
@@ -59,8 +60,10 @@ _INT_MAX = 2**31 - 1  # the kernels index with int: a launch covers fewer elemen
 def _unscale_source(width: int) -> str:
     """``amp_unscale_item`` (the formula), ``amp_unscale`` (one gradient per launch) and
     ``amp_unscale_x<width>`` (up to ``width``: NOTE [ Foreach unscaling ])."""
-    slots = ",\n".join(f"    __global T* g_{k}, const int end_{k}" for k in range(width))
-    picks = "".join(f"  if (j >= end_{k - 1}) {{ g = g_{k}; start = end_{k - 1}; }}\n"
+    slots = ",\n".join(f"    __global T* g_{k}, const int n_{k}, const int end_{k}"
+                       for k in range(width))
+    picks = "".join(f"  if (base >= end_{k - 1}) "
+                    f"{{ g = g_{k}; n = n_{k}; start = end_{k - 1}; }}\n"
                     for k in range(1, width))
     return f"""
 void amp_unscale_item(__global T* g, const int i, __global const float* scale,
@@ -79,11 +82,12 @@ __kernel void amp_unscale(__global T* g, const int n, __global const float* scal
 
 __kernel void amp_unscale_x{width}(__global const float* scale, __global int* found_inf,
 {slots}) {{
-  const int j = get_global_id(0);
-  if (j >= end_{width - 1}) return;
+  const int base = get_group_id(0) * get_local_size(0);  // one slot per work-group
   __global T* g = g_0;
-  int start = 0;
-{picks}  amp_unscale_item(g, j - start, scale, found_inf);
+  int n = n_0, start = 0;
+{picks}  const int i = get_global_id(0) - start;
+  if (i >= n) return;
+  amp_unscale_item(g, i, scale, found_inf);
 }}
 """
 
@@ -490,7 +494,8 @@ class GradScaler:
                     _unscale_launch([g], scale, flag)
                     continue
                 chunk = chunks.setdefault(g.dtype, [])
-                if len(chunk) == _UNSCALE_WIDTH or sum(c.size for c in chunk) + g.size > _INT_MAX:
+                if (len(chunk) == _UNSCALE_WIDTH
+                        or sum(_padded(c.size) for c in chunk) + _padded(g.size) > _INT_MAX):
                     _unscale_launch(chunk, scale, flag)
                     chunk.clear()
                 chunk.append(g)
@@ -500,6 +505,12 @@ class GradScaler:
             numpy_update(_unscale_np, g.array, _host(scale), _host(flag))
         for chunk in chunks.values():
             _unscale_launch(chunk, scale, flag)
+
+
+def _padded(size: int) -> int:
+    """``size`` rounded up to whole work-groups of the tuner's 1-D launches: the range of one
+    gradient in an ``amp_unscale_x16`` launch (NOTE [ Foreach unscaling ])."""
+    return _TUNER.launch_1d(size)[0][0]
 
 
 def _unscale_launch(grads: list[Tensor], scale: Tensor, flag: Tensor) -> None:
@@ -514,9 +525,9 @@ def _unscale_launch(grads: list[Tensor], scale: Tensor, flag: Tensor) -> None:
     args: list[Any] = [scale, flag]
     end = 0
     for grad in grads:
-        end += grad.size
-        args += [grad, np.int32(end)]
-    args += args[-2:] * (_UNSCALE_WIDTH - len(grads))
+        end += _padded(grad.size)
+        args += [grad, np.int32(grad.size), np.int32(end)]
+    args += [grads[-1], np.int32(0), np.int32(end)] * (_UNSCALE_WIDTH - len(grads))
     gsize, lsize = _TUNER.launch_1d(end)
     launch(g.queue, _kernel(g.context, f"amp_unscale_x{_UNSCALE_WIDTH}", g.dtype), gsize, lsize,
            *args)

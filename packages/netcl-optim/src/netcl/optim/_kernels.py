@@ -46,6 +46,7 @@ import numpy as np
 from netcl.core.dtypes import FLOAT_DTYPES, c_type
 from netcl.core.env import env_choice, env_flag
 from netcl.core.kernels.family import (
+    LOCAL_1D,
     Geometry,
     KernelSource,
     grid_1d,
@@ -336,7 +337,7 @@ def foreach_width(device: Any, kind: str) -> int:
     pointer = int(device.address_bits) // 8
     limit = int(device.max_parameter_size)
     fixed = 2 * pointer + 4 * len(formula.scalars)
-    per_slot = pointer * len(formula.buffers) + 8  # the buffers, index_k, end_k
+    per_slot = pointer * len(formula.buffers) + 12  # the buffers, index_k, n_k, end_k
     width = next((w for w in WIDTHS if fixed + w * per_slot <= limit), 1)
     try:
         _widths[device, kind] = width
@@ -366,30 +367,33 @@ def run_updates(updates: Sequence[tuple[DeviceUpdate, Tensor, int]], steps: Tens
         chunk: list[tuple[DeviceUpdate, Tensor, int]] = []
         total = 0
         for item in members:
-            if len(chunk) == width or total + item[1].size > _INT_MAX:
+            if len(chunk) == width or total + item[1].size + LOCAL_1D > _INT_MAX:
                 _launch_chunk(kind, dtype, width, chunk, scalars, steps, skip)
                 chunk, total = [], 0
             chunk.append(item)
-            total += item[1].size
+            total += item[1].size + LOCAL_1D  # each rounded up to whole work-groups
         _launch_chunk(kind, dtype, width, chunk, scalars, steps, skip)
 
 
 def _launch_chunk(kind: str, dtype: str, width: int,
                   chunk: Sequence[tuple[DeviceUpdate, Tensor, int]],
                   scalars: tuple[float | bool, ...], steps: Tensor, skip: Tensor) -> None:
-    """One ``<kind>_x<width>`` launch over ``chunk`` (empty slots repeat the last parameter's
-    buffers over an empty range); a chunk of one gets the per-parameter kernel."""
+    """One ``<kind>_x<width>`` launch over ``chunk``, each parameter from a work-group's start
+    (empty slots repeat the last parameter's buffers over an empty range); a chunk of one gets
+    the per-parameter kernel."""
     if len(chunk) == 1:
         update, param, index = chunk[0]
         run_update(kind, param, update.buffers, steps, index, skip, *scalars)
         return
+    param = chunk[0][1]
+    local = local_size_1d(param.queue.device)
     args: list[Any] = [steps, skip, *_scalar_values(scalars)]
     end = 0
     for update, param, index in chunk:
-        end += param.size
-        args += [param, *update.buffers, np.int32(index), np.int32(end)]
-    args += args[-(len(chunk[-1][0].buffers) + 3):] * (width - len(chunk))
-    param = chunk[0][1]
+        end += -(-param.size // local) * local
+        args += [param, *update.buffers, np.int32(index), np.int32(param.size), np.int32(end)]
+    args += [*args[-(len(chunk[-1][0].buffers) + 4):-2], np.int32(0), np.int32(end)] * (
+        width - len(chunk))
     built = optim_family(param.context, kind, dtype, width)
     built.launch(param.queue, end, *args)
 

@@ -15,13 +15,16 @@ NOTE [ float16 parameters ] there).
 # an H200 the 77 ``adam`` launches of one step took 0.43-0.62 ms of device time (5.6-8 us
 # each). PyTorch's answer is ``_foreach``/multi-tensor apply; OpenCL has no arrays of buffers,
 # so the foreach kernel of width ``B`` takes ``B`` sets of buffer arguments (``p_k``, ``g_k``,
-# the state ``_k``), each slot's step-count entry ``index_k`` and its end ``end_k`` in the
-# launch's range (the prefix sums of the sizes). Work item ``j`` picks its slot's pointers by
-# an unrolled chain of ``j >= end_k`` selects (one copy of the formula: no branch per slot)
-# and runs ``<kind>_item`` on element ``j - end_{k-1}`` of that slot: the same function, with
-# the same arguments, as the per-parameter kernel. Slots past the last parameter of a launch
-# repeat its buffers with an empty range, so one program per (kind, dtype, B) serves any
-# group of 2..B parameters.
+# the state ``_k``), each slot's step-count entry ``index_k``, size ``n_k`` and end ``end_k``
+# in the launch's range. Each slot starts a work-group: ``end_k`` is the previous end plus
+# ``n_k`` rounded up to the local size, so the slot is a function of the group id, found by an
+# unrolled chain of ``base >= end_k`` selects on the group's first item (uniform in the group:
+# PoCL hoists it out of its work-item loop and still vectorizes the formula, a GPU keeps it in
+# uniform registers, and a warp's loads stay within one parameter). Work item ``j`` then runs
+# ``<kind>_item`` on element ``j - end_{k-1}`` of its slot (items past ``n_k`` return): the
+# same function, with the same arguments, as the per-parameter kernel. Slots past the last
+# parameter of a launch repeat its buffers with an empty range, so one program per (kind,
+# dtype, B) serves any group of 2..B parameters.
 # Parameters go together when they share the update kind, dtype and hyper-parameter values
 # (one launch's scalars) and the queue; a lone parameter keeps the per-parameter kernel.
 
@@ -36,8 +39,8 @@ NOTE [ float16 parameters ] there).
 Examples:
     >>> sorted(UPDATES)
     ['adagrad', 'nadam', 'radam']
-    >>> print(update_program("adagrad", UPDATES["adagrad"], 2).splitlines()[-3])
-      if (j >= end_0) { p = p_1; g = g_1; acc = acc_1; index = index_1; start = end_0; }
+    >>> print(update_program("adagrad", UPDATES["adagrad"], 2).splitlines()[-5])
+      if (base >= end_0) { p = p_1; g = g_1; acc = acc_1; index = index_1; n = n_1; start = end_0; }
 """
 
 from __future__ import annotations
@@ -113,19 +116,21 @@ def _single(kind: str, formula: Formula) -> str:
 def _foreach(kind: str, formula: Formula, width: int) -> str:
     buffers = formula.buffers
     slots = [f"{d}_{k}" for k in range(width)
-             for d in (*buffers, "const int index", "const int end")]
+             for d in (*buffers, "const int index", "const int n", "const int end")]
     params = [_STEPS, "__global const int* skip", *formula.scalars, *slots]
     pick = "".join(f"  {_type(d)} {_name(d)} = {_name(d)}_0;\n" for d in buffers)
     for k in range(1, width):
         moves = " ".join(f"{_name(d)} = {_name(d)}_{k};" for d in buffers)
-        pick += (f"  if (j >= end_{k - 1}) {{ {moves} index = index_{k}; "
+        pick += (f"  if (base >= end_{k - 1}) {{ {moves} index = index_{k}; n = n_{k}; "
                  f"start = end_{k - 1}; }}\n")
     return (f"{_signature(f'__kernel void {kind}_x{width}', params)} {{\n"
             f"  // up to {width} parameters per launch: NOTE [ Foreach updates ]\n"
-            "  const int j = get_global_id(0);\n"
-            f"  if (j >= end_{width - 1} || skip[0]) return;\n"
-            f"  int index = index_0, start = 0;\n{pick}"
-            f"{_call(kind, formula, 'j - start')}}}\n")
+            "  const int base = get_group_id(0) * get_local_size(0);  // one slot per group\n"
+            "  if (skip[0]) return;\n"
+            f"  int index = index_0, n = n_0, start = 0;\n{pick}"
+            "  const int i = get_global_id(0) - start;\n"
+            "  if (i >= n) return;\n"
+            f"{_call(kind, formula, 'i')}}}\n")
 
 
 def update_program(kind: str, formula: Formula, width: int) -> str:

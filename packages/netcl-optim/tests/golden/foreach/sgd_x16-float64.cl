@@ -40,52 +40,57 @@ void sgd_item(__global T* p, __global const T* g, __global S* buf, __global cons
 __kernel void sgd_x16(__global const float* steps, __global const int* skip, const float lr,
                       const float momentum, const float dampening, const float wd,
                       const int nesterov, __global T* p_0, __global const T* g_0,
-                      __global S* buf_0, const int index_0, const int end_0, __global T* p_1,
-                      __global const T* g_1, __global S* buf_1, const int index_1,
-                      const int end_1, __global T* p_2, __global const T* g_2,
-                      __global S* buf_2, const int index_2, const int end_2, __global T* p_3,
-                      __global const T* g_3, __global S* buf_3, const int index_3,
-                      const int end_3, __global T* p_4, __global const T* g_4,
-                      __global S* buf_4, const int index_4, const int end_4, __global T* p_5,
+                      __global S* buf_0, const int index_0, const int n_0, const int end_0,
+                      __global T* p_1, __global const T* g_1, __global S* buf_1,
+                      const int index_1, const int n_1, const int end_1, __global T* p_2,
+                      __global const T* g_2, __global S* buf_2, const int index_2,
+                      const int n_2, const int end_2, __global T* p_3, __global const T* g_3,
+                      __global S* buf_3, const int index_3, const int n_3, const int end_3,
+                      __global T* p_4, __global const T* g_4, __global S* buf_4,
+                      const int index_4, const int n_4, const int end_4, __global T* p_5,
                       __global const T* g_5, __global S* buf_5, const int index_5,
-                      const int end_5, __global T* p_6, __global const T* g_6,
-                      __global S* buf_6, const int index_6, const int end_6, __global T* p_7,
-                      __global const T* g_7, __global S* buf_7, const int index_7,
-                      const int end_7, __global T* p_8, __global const T* g_8,
-                      __global S* buf_8, const int index_8, const int end_8, __global T* p_9,
-                      __global const T* g_9, __global S* buf_9, const int index_9,
-                      const int end_9, __global T* p_10, __global const T* g_10,
-                      __global S* buf_10, const int index_10, const int end_10,
-                      __global T* p_11, __global const T* g_11, __global S* buf_11,
-                      const int index_11, const int end_11, __global T* p_12,
+                      const int n_5, const int end_5, __global T* p_6, __global const T* g_6,
+                      __global S* buf_6, const int index_6, const int n_6, const int end_6,
+                      __global T* p_7, __global const T* g_7, __global S* buf_7,
+                      const int index_7, const int n_7, const int end_7, __global T* p_8,
+                      __global const T* g_8, __global S* buf_8, const int index_8,
+                      const int n_8, const int end_8, __global T* p_9, __global const T* g_9,
+                      __global S* buf_9, const int index_9, const int n_9, const int end_9,
+                      __global T* p_10, __global const T* g_10, __global S* buf_10,
+                      const int index_10, const int n_10, const int end_10, __global T* p_11,
+                      __global const T* g_11, __global S* buf_11, const int index_11,
+                      const int n_11, const int end_11, __global T* p_12,
                       __global const T* g_12, __global S* buf_12, const int index_12,
-                      const int end_12, __global T* p_13, __global const T* g_13,
-                      __global S* buf_13, const int index_13, const int end_13,
-                      __global T* p_14, __global const T* g_14, __global S* buf_14,
-                      const int index_14, const int end_14, __global T* p_15,
+                      const int n_12, const int end_12, __global T* p_13,
+                      __global const T* g_13, __global S* buf_13, const int index_13,
+                      const int n_13, const int end_13, __global T* p_14,
+                      __global const T* g_14, __global S* buf_14, const int index_14,
+                      const int n_14, const int end_14, __global T* p_15,
                       __global const T* g_15, __global S* buf_15, const int index_15,
-                      const int end_15) {
+                      const int n_15, const int end_15) {
   // up to 16 parameters per launch: NOTE [ Foreach updates ]
-  const int j = get_global_id(0);
-  if (j >= end_15 || skip[0]) return;
-  int index = index_0, start = 0;
+  const int base = get_group_id(0) * get_local_size(0);  // one slot per group
+  if (skip[0]) return;
+  int index = index_0, n = n_0, start = 0;
   __global T* p = p_0;
   __global const T* g = g_0;
   __global S* buf = buf_0;
-  if (j >= end_0) { p = p_1; g = g_1; buf = buf_1; index = index_1; start = end_0; }
-  if (j >= end_1) { p = p_2; g = g_2; buf = buf_2; index = index_2; start = end_1; }
-  if (j >= end_2) { p = p_3; g = g_3; buf = buf_3; index = index_3; start = end_2; }
-  if (j >= end_3) { p = p_4; g = g_4; buf = buf_4; index = index_4; start = end_3; }
-  if (j >= end_4) { p = p_5; g = g_5; buf = buf_5; index = index_5; start = end_4; }
-  if (j >= end_5) { p = p_6; g = g_6; buf = buf_6; index = index_6; start = end_5; }
-  if (j >= end_6) { p = p_7; g = g_7; buf = buf_7; index = index_7; start = end_6; }
-  if (j >= end_7) { p = p_8; g = g_8; buf = buf_8; index = index_8; start = end_7; }
-  if (j >= end_8) { p = p_9; g = g_9; buf = buf_9; index = index_9; start = end_8; }
-  if (j >= end_9) { p = p_10; g = g_10; buf = buf_10; index = index_10; start = end_9; }
-  if (j >= end_10) { p = p_11; g = g_11; buf = buf_11; index = index_11; start = end_10; }
-  if (j >= end_11) { p = p_12; g = g_12; buf = buf_12; index = index_12; start = end_11; }
-  if (j >= end_12) { p = p_13; g = g_13; buf = buf_13; index = index_13; start = end_12; }
-  if (j >= end_13) { p = p_14; g = g_14; buf = buf_14; index = index_14; start = end_13; }
-  if (j >= end_14) { p = p_15; g = g_15; buf = buf_15; index = index_15; start = end_14; }
-  sgd_item(p, g, buf, steps, j - start, index, lr, momentum, dampening, wd, nesterov);
+  if (base >= end_0) { p = p_1; g = g_1; buf = buf_1; index = index_1; n = n_1; start = end_0; }
+  if (base >= end_1) { p = p_2; g = g_2; buf = buf_2; index = index_2; n = n_2; start = end_1; }
+  if (base >= end_2) { p = p_3; g = g_3; buf = buf_3; index = index_3; n = n_3; start = end_2; }
+  if (base >= end_3) { p = p_4; g = g_4; buf = buf_4; index = index_4; n = n_4; start = end_3; }
+  if (base >= end_4) { p = p_5; g = g_5; buf = buf_5; index = index_5; n = n_5; start = end_4; }
+  if (base >= end_5) { p = p_6; g = g_6; buf = buf_6; index = index_6; n = n_6; start = end_5; }
+  if (base >= end_6) { p = p_7; g = g_7; buf = buf_7; index = index_7; n = n_7; start = end_6; }
+  if (base >= end_7) { p = p_8; g = g_8; buf = buf_8; index = index_8; n = n_8; start = end_7; }
+  if (base >= end_8) { p = p_9; g = g_9; buf = buf_9; index = index_9; n = n_9; start = end_8; }
+  if (base >= end_9) { p = p_10; g = g_10; buf = buf_10; index = index_10; n = n_10; start = end_9; }
+  if (base >= end_10) { p = p_11; g = g_11; buf = buf_11; index = index_11; n = n_11; start = end_10; }
+  if (base >= end_11) { p = p_12; g = g_12; buf = buf_12; index = index_12; n = n_12; start = end_11; }
+  if (base >= end_12) { p = p_13; g = g_13; buf = buf_13; index = index_13; n = n_13; start = end_12; }
+  if (base >= end_13) { p = p_14; g = g_14; buf = buf_14; index = index_14; n = n_14; start = end_13; }
+  if (base >= end_14) { p = p_15; g = g_15; buf = buf_15; index = index_15; n = n_15; start = end_14; }
+  const int i = get_global_id(0) - start;
+  if (i >= n) return;
+  sgd_item(p, g, buf, steps, i, index, lr, momentum, dampening, wd, nesterov);
 }
