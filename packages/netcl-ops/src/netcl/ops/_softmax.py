@@ -542,11 +542,11 @@ def _row_kernel(x: Tensor, R: int, lanes: int | None, rows: int | None, kernel: 
     device = x.queue.device
     if not is_gpu(device):
         return "row"
-    if R <= _MROW_MAX:
-        return "mrow"
     if (WARP_MIN <= R <= WARP_MAX and x.dtype in _WARP_DTYPES and ptx_fence(device)
             and x.queue.context not in _warp_refused):
         return "warp"
+    if R <= _MROW_MAX:
+        return "mrow"
     return "row"
 
 

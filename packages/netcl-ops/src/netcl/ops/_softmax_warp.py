@@ -26,7 +26,7 @@ that choose it (``NETCL_SOFTMAX_KERNEL``, ``NETCL_SOFTMAX_SHUFFLE``).
 # Devices without PTX (and ``NETCL_SOFTMAX_SHUFFLE=emulate``) run the same kernel with each
 # shuffle emulated through local memory (two barriers: every lane of the work-group reaches
 # every shuffle, as the kernel is written), so CPU tests exercise the code the GPU runs; the
-# choice is the compile-time ``SHFL_PTX``. Where it runs by default: NVIDIA GPUs, rows of
+# choice is the compile-time ``SHFL_PTX``. Where it runs by default (measured): NVIDIA GPUs, rows of
 # ``WARP_MIN``..``WARP_MAX`` elements of float32 or float16 (float64 keeps softmax_row);
 # ``NETCL_SOFTMAX_KERNEL=row|mrow|warp`` forces a kernel (see :func:`forced_kernel`).
 # Registers decide how many rows an SM holds at once (4096x1024 is 4096 warps; an H200 holds
@@ -67,8 +67,13 @@ SHUFFLE_ENV = "NETCL_SOFTMAX_SHUFFLE"  # hardware | emulate: softmax_warp's shuf
 SHUFFLES = ("hardware", "emulate")
 REGS_ENV = "NETCL_SOFTMAX_WARP_REGS"  # N: -cl-nv-maxrregcount=N for the PTX kernel
 WARP_LOCAL = 128  # work-group size by default (4 warps, as PyTorch's), or W where larger
-WARP_MIN = 256  # rows this long to ...
-WARP_MAX = 4096  # ... this long take softmax_warp by default on NVIDIA GPUs (float32, float16)
+# H200 (bench_membound --only softmax, 2026-11-29, device time; softmax_row / softmax_mrow /
+# softmax_warp, x PyTorch): 16384x128 0.30 / 0.49 / 0.80, 4096x256 0.63 / 0.64 / 1.09,
+# 4096x1024 0.52 / 0.38 / 0.40 (0.44 with 64 registers), 32768x1000 0.59 / 0.49 / 0.57,
+# 8192x2048 0.67 / 0.53 / 0.63, 4096x4096 0.85 / 0.70 / 0.83: the warp kernel wins on short
+# rows only.
+WARP_MIN = 32  # rows this long to ...
+WARP_MAX = 512  # ... this long take softmax_warp by default on NVIDIA GPUs (float32, float16)
 _VEC4 = (1, 2, 4, 8)  # 4-vectors per lane, one program each
 _MIN_W = 8  # the fewest lanes per row (a head and a tail need up to 6)
 
