@@ -191,7 +191,8 @@ CLASSES: dict[str, tuple[list[Shape], list[Any]]] = {
     # a classifier: ResNet's 512 -> 1000 layer at batch 256 (nt) and its weight gradient
     "small": ([(1, 256, 1000, 512), (1, 1000, 512, 256), (1, 512, 512, 512)], SMALL_CONFIGS),
 }
-# each class's share of the budget (a class that ends early leaves its time to the next)
+# each class's share of the budget, relative to the classes run (a class that ends early
+# leaves its time to the next)
 SHARE = {"big": 0.5, "mid": 0.2, "skinny": 0.15, "small": 0.15}
 # shapes only the best few configurations of the class (by the earlier shapes) run
 LATE = {(1, 8192, 8192, 8192): 5, (1, 4095, 4095, 4095): 6}
@@ -427,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped = 0
     share = 0.0
     for cname, (shapes, cfg_rows) in classes.items():
-        share += SHARE.get(cname, 0.1)
+        share += SHARE.get(cname, 0.1) / sum(SHARE.get(k, 0.1) for k in classes)
         deadline = args.budget * min(1.0, share)
         configs = [make_config(c, merge) for c in cfg_rows
                    for merge in (("group", "launch") if is_split(c) else ("group",))]

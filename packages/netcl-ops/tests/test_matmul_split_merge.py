@@ -25,12 +25,14 @@ RNG = np.random.default_rng(7)
 RT = KernelVariant.MATMUL_REGISTER_TILED
 LAYOUTS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 
-# (bm, bn, bk, rows, columns per work-item, warp_n): the tiles GPU rules split with
+# (bm, bn, bk, rows, columns per work-item, warp_n): the tiles GPU rules split with, and a
+# block whose partials are stored as scalars
 TILES = {
     "64x64x16/4x4": (64, 64, 16, 4, 4, 0),
     "64x64x16/8x4": (64, 64, 16, 8, 4, 8),
     "128x128x8/16x8": (128, 128, 8, 16, 8, 8),
     "128x64x16/8x4": (128, 64, 16, 8, 4, 8),
+    "32x32x16/4x2": (32, 32, 16, 4, 2, 0),  # columns per work-item not a multiple of 4
 }
 # (M, N, K, slices asked for, bias mode, tiles): odd sizes, unaligned and 4-aligned (vector
 # loads), K = 1000 / 4095 cut into 2-8 slices of whole k tiles with a shorter last slice
@@ -42,6 +44,7 @@ CASES = [
     (33, 33, 4095, 7, 0, "128x64x16/8x4"),
     (64, 36, 1000, 4, 1, "64x64x16/8x4"),
     (132, 68, 1000, 6, 2, "128x128x8/16x8"),
+    (45, 70, 1000, 4, 1, "32x32x16/4x2"),
 ]
 
 

@@ -136,7 +136,7 @@ def _fragment(t: int, dst: str, src: str, lane: str, threads: str) -> str:
                 {dst}[4 * j + 2] = v.s2; {dst}[4 * j + 3] = v.s3;
             }}"""
     return f"""{UNROLL}
-            for (int j = 0; j < {t}; ++j) {dst}[j] = {src}[{lane} + j * {threads}];"""
+            for (int j = 0; j < {t}; ++j) {dst}[j] = ({src})[{lane} + j * {threads}];"""
 
 
 def _store_c(p: GemmParams) -> str:
@@ -194,17 +194,29 @@ def _merge_slices(p: GemmParams) -> str:
     in the last group to take one, sum every slice's partial in slice order into ``acc``.
 
     The partials of output tile ``tile`` lie in W as ``nb2`` slots (slice order) of
-    TM * TN * NT values, value (i, j) of work-item ``tid`` at ``(i * TN + j) * NT + tid``: each
-    work-item reads back exactly what it and its twins in the other slices wrote (no local
-    memory, coalesced, no bounds checks: a whole tile is stored)."""
+    TM * TN * NT values; with TN a multiple of 4, 4-vector ``q = i * TN / 4 + j / 4`` of
+    work-item ``tid`` (values (i, j..j+3)) at vector ``q * NT + tid`` (else value (i, j) at
+    ``(i * TN + j) * NT + tid``): each work-item reads back exactly what it and its twins in
+    the other slices wrote (no local memory, coalesced, no bounds checks: a whole tile is
+    stored; the slots start 4-vector aligned, NOTE [ Split-K ] in ._matmul_launch)."""
+    if p.tn % 4 == 0:
+        vt, w, at = "CTV", 4, "(i * (TN / 4) + j / 4) * NT"
+        store = "wb[AT] = (CTV)(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);"
+        add = ("{ const CTV v = wz[AT]; acc[i][j] += v.s0; acc[i][j + 1] += v.s1; "
+               "acc[i][j + 2] += v.s2; acc[i][j + 3] += v.s3; }")
+    else:
+        vt, w, at = "CT", 1, "(i * TN + j) * NT"
+        store, add = "wb[AT] = acc[i][j];", "acc[i][j] += wz[AT];"
+    slot = f"(NT * TM * TN / {w})" if w > 1 else "(NT * TM * TN)"
+    store, add = store.replace("AT", at), add.replace("AT", at)
     return f"""{{
         const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
-        __global CT* w = W + (long)tile * nb2 * (NT * TM * TN) + tid;
-        __global CT* wb = w + (long)b2 * (NT * TM * TN);
+        __global {vt}* w = (__global {vt}*)(W + (long)tile * nb2 * (NT * TM * TN)) + tid;
+        __global {vt}* wb = w + (long)b2 * {slot};
         {UNROLL}
         for (int i = 0; i < TM; ++i)
             {UNROLL}
-            for (int j = 0; j < TN; ++j) wb[(i * TN + j) * NT] = acc[i][j];
+            for (int j = 0; j < TN; j += {w}) {store}
         GL_FENCE();  // this work-item's partial is visible device-wide before the ticket
         barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
         if (tid == 0) last_group = atomic_inc(&tickets[tile]) == nb2 - 1;
@@ -217,11 +229,11 @@ def _merge_slices(p: GemmParams) -> str:
             {UNROLL}
             for (int j = 0; j < TN; ++j) acc[i][j] = 0;
         for (int z = 0; z < nb2; ++z) {{  // in slice order: the same bits whoever is last
-            const __global CT* wz = w + (long)z * (NT * TM * TN);
+            const __global {vt}* wz = w + (long)z * {slot};
             {UNROLL}
             for (int i = 0; i < TM; ++i)
                 {UNROLL}
-                for (int j = 0; j < TN; ++j) acc[i][j] += wz[(i * TN + j) * NT];
+                for (int j = 0; j < TN; j += {w}) {add}
         }}
     }}"""
 

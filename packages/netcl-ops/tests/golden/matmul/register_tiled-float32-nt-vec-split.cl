@@ -151,12 +151,12 @@ __kernel __attribute__((reqd_work_group_size(16, 8, 1))) void gemm_register_tile
     }
     {
         const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
-        __global CT* w = W + (long)tile * nb2 * (NT * TM * TN) + tid;
-        __global CT* wb = w + (long)b2 * (NT * TM * TN);
+        __global CTV* w = (__global CTV*)(W + (long)tile * nb2 * (NT * TM * TN)) + tid;
+        __global CTV* wb = w + (long)b2 * (NT * TM * TN / 4);
         #pragma unroll
         for (int i = 0; i < TM; ++i)
             #pragma unroll
-            for (int j = 0; j < TN; ++j) wb[(i * TN + j) * NT] = acc[i][j];
+            for (int j = 0; j < TN; j += 4) wb[(i * (TN / 4) + j / 4) * NT] = (CTV)(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
         GL_FENCE();  // this work-item's partial is visible device-wide before the ticket
         barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
         if (tid == 0) last_group = atomic_inc(&tickets[tile]) == nb2 - 1;
@@ -169,11 +169,11 @@ __kernel __attribute__((reqd_work_group_size(16, 8, 1))) void gemm_register_tile
             #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = 0;
         for (int z = 0; z < nb2; ++z) {  // in slice order: the same bits whoever is last
-            const __global CT* wz = w + (long)z * (NT * TM * TN);
+            const __global CTV* wz = w + (long)z * (NT * TM * TN / 4);
             #pragma unroll
             for (int i = 0; i < TM; ++i)
                 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += wz[(i * TN + j) * NT];
+                for (int j = 0; j < TN; j += 4) { const CTV v = wz[(i * (TN / 4) + j / 4) * NT]; acc[i][j] += v.s0; acc[i][j + 1] += v.s1; acc[i][j + 2] += v.s2; acc[i][j + 3] += v.s3; }
         }
     }
     #pragma unroll
