@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     attntests) NETCL_DEVICE=cl step attntests 200 python3 -m pytest -q -p no:cacheprovider \
       -W error::RuntimeWarning packages/netcl-ops/tests/test_attention.py \
       $(ls packages/netcl-ops/tests/test_attention_*.py) packages/netcl-autograd/tests/test_attention.py ;;
-    softmax) step softmax 150 python3 benchmarks/bench_membound.py --device cl --only softmax --out "$R/softmax.json" ;;
+    softmax) step softmax 200 python3 benchmarks/bench_membound.py --device cl --only softmax --softmax-kernels ${SOFTMAX_KERNELS:-row,mrow,warp,warp-r64} --out "$R/softmax.json" ;;
     reduce) step reduce 150 python3 benchmarks/bench_membound.py --device cl --only reduce --out "$R/reduce.json" ;;
     convs) step convs_r18 300 python3 benchmarks/bench_conv_layers.py --set r18 --variants --repeat 3 --inner 3 ${CONV_ARGS:-} --json "$R/convs_r18.json" ;;
     convs_in) step convs_r18_imagenet 300 python3 benchmarks/bench_conv_layers.py --set r18-imagenet --variants --repeat 3 --inner 3 ${CONV_ARGS:-} --json "$R/convs_r18_imagenet.json" ;;
