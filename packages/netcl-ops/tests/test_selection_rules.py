@@ -174,17 +174,21 @@ def tiles(cfg: KernelConfig) -> tuple[Any, ...]:
         (pocl, (100, 100, 7000), (V.MATMUL_VECTORIZED, 54, 64, 256, 6, (1, 1), 8)),
         # NVIDIA Hopper/Ampere (H100 sweeps, #16): 32x32 tiled below 256**3; register-tiled
         # from 256**3: 32x32x16 4x4 below one 64x64 tile per compute unit, 64x64x16 8x4 below
-        # one 128x128 tile per unit, 128x128x8 16x8 from there (split K: 64x64x16 8x4)
+        # one 128x128 tile per unit, 128x128x8 16x8 from there (split K: 64x64x16 8x4); float32
+        # with K >= 512 below one 128x128 tile per unit: 128x64x16 8x4 in 2 slices, or below one
+        # 64x64 tile per unit 64x64x16 8x4 in 4 (H200 sweep, set 4)
         (hopper, (31, 32, 32), (V.MATMUL_NAIVE, 1, 1, 1, 1, (16, 16), 1)),
         (hopper, (128, 128, 128), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
         (hopper, (255, 256, 256), (V.MATMUL_TILED, 32, 32, 16, 4, (32, 8), 1)),
-        (hopper, (512, 512, 512), (V.MATMUL_REGISTER_TILED, 32, 32, 16, 4, (16, 16), 4)),
-        (hopper, (768, 768, 768), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
+        (hopper, (512, 512, 512), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
+        (hopper, (1000, 512, 256), (V.MATMUL_REGISTER_TILED, 32, 32, 16, 4, (16, 16), 4)),
+        (hopper, (768, 768, 768), (V.MATMUL_REGISTER_TILED, 128, 64, 16, 8, (16, 16), 4)),
+        (hopper, (768, 768, 384), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
         (ampere, (256, 16384, 256), (V.MATMUL_REGISTER_TILED, 128, 128, 8, 16, (16, 16), 4)),
-        (hopper, (1024, 1024, 1024), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
+        (hopper, (1024, 1024, 1024), (V.MATMUL_REGISTER_TILED, 128, 64, 16, 8, (16, 16), 4)),
         (hopper, (2048, 2048, 2048), (V.MATMUL_REGISTER_TILED, 128, 128, 8, 16, (16, 16), 4)),
         (hopper, (4096, 1023, 4096), (V.MATMUL_REGISTER_TILED, 128, 128, 8, 16, (16, 16), 4)),
-        (hopper, (4096, 512, 4096), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
+        (hopper, (4096, 512, 4096), (V.MATMUL_REGISTER_TILED, 128, 64, 16, 8, (16, 16), 4)),
         (hopper, (128, 4096, 4096), (V.MATMUL_REGISTER_TILED, 64, 64, 16, 8, (16, 16), 4)),
         (ampere, (2048, 2048, 2048), (V.MATMUL_REGISTER_TILED, 128, 128, 8, 16, (16, 16), 4)),
         # AMD RDNA2/3: float4 vectorized when N and K are multiples of 4

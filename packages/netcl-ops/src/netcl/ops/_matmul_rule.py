@@ -81,6 +81,15 @@ NVIDIA_MID = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
 NVIDIA_MID_EXTRA: dict[str, Any] = {"swizzle": 4}
 NVIDIA_SMALL = {"tile_m": 32, "tile_n": 32, "tile_k": 16, "work_per_thread": 4,
                 "micro_n": 4}
+# H200, sweep_gemm --set 4 (2026-11-29, split K merged in one launch, "k2m"/"k4m"): with
+# K >= SPLIT_DEEP_K float32 products below one 128x128 tile per compute unit run 128x64x16
+# tiles with 8x4 in 2 slices (1024^3: 0.79-0.85x cuBLAS, 64x64 unsplit 0.71-0.83x; 1000^3:
+# 0.73-0.79x, 0.63-0.74x), and below one 64x64 tile per unit 64x64x16 with 8x4 in 4 slices
+# (512^3: 0.72-0.78x, 32x32 unsplit 0.67-0.68x; 256x1000x512: 0.73-0.77x, 0.67-0.69x);
+# with K = 256 the unsplit tiles stayed ahead (1000x512x256: 0.63-0.74x, split 0.61-0.67x).
+NVIDIA_MID_SPLIT = {"tile_m": 128, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
+                    "micro_n": 4}
+SPLIT_DEEP_K = 512
 NVIDIA_SPLIT = {"tile_m": 64, "tile_n": 64, "tile_k": 16, "work_per_thread": 8,
                 "micro_n": 4}
 # ... but nt and tn with 128x128x8 tiles, 16x8 blocks and twice the slices (sweep 3,
@@ -220,8 +229,13 @@ def _nvidia_tiles(profile: ExtendedDeviceProfile, q: MatmulQuery,
         if q.dtype == "float64":
             return dict(NVIDIA_BIG_FLOAT64), {}
         return dict(NVIDIA_BIG), copy.deepcopy(NVIDIA_BIG_EXTRA)
+    deep = q.dtype == "float32" and q.K >= SPLIT_DEEP_K
     if units <= (q.M // REGISTER_TILE) * (q.N // REGISTER_TILE):
+        if deep:
+            return dict(NVIDIA_MID_SPLIT), {"split_k": 2}
         return dict(NVIDIA_MID), dict(NVIDIA_MID_EXTRA)
+    if deep:
+        return dict(NVIDIA_SPLIT), {"split_k": 4}
     return dict(NVIDIA_SMALL), {}
 
 
