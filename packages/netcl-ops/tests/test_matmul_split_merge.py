@@ -202,6 +202,14 @@ def test_public_matmul_and_capture_replay(dev: DeviceHandle) -> None:
     xs = [RNG.standard_normal((9, 1000)).astype(np.float32) for _ in range(4)]
     eager = [step(Tensor.from_host(q, x)).to_host().copy() for x in xs]
     captured = runtime.capture(step, warmup=0)
+    first = Tensor.from_host(q, xs[0])
+    with count_launches() as launches:
+        captured(first)
+    # one launch per run of the step while capturing too (it runs twice: 2; 8 before the
+    # fix): a recorded launch returns no event, which the split path once took for "not
+    # merged" and then also ran the two-launch path (twice the work in every replay; the H200
+    # GPT step's kernel table showed both)
+    assert launches[0] <= 2
     replayed = [captured(Tensor.from_host(q, x)).to_host().copy() for x in xs]
     assert captured.mode == "graph"
     for x, e, r in zip(xs, eager, replayed, strict=True):

@@ -373,7 +373,8 @@ def _run_split_k(
         event = _run_split_merge(queue, config, dtype, Operand(a.buffer, a.offset, a.ld, 0, sa),
                                  Operand(b.buffer, b.offset, b.ld, 0, sb), c, M, N, K, ks,
                                  slices, trans_a, trans_b, bias, bias_mode)
-        if event is not None:
+        # (a launch under a recorder returns None: only _NOT_MERGED means "run the other path")
+        if event is not _NOT_MERGED:
             return event
     work = empty(queue, (slices, M, N), dtype)
     plain = dataclasses.replace(config, extra={**config.extra, "split_k": 0, "no_split": True})
@@ -396,6 +397,7 @@ def _run_split_k(
 
 
 _LINE = 32  # elements of a 128-byte line of float32 (of two of float64)
+_NOT_MERGED = object()  # _run_split_merge: the merged kernel does not apply
 
 
 def _run_split_merge(
@@ -404,8 +406,11 @@ def _run_split_merge(
     bias_mode: int,
 ) -> Any:
     """Launch a split K whose last group per tile merges the slices (NOTE [ Split-K ]);
-    ``a``/``b`` step one slice per second-level batch index. None where the config's kernel
-    is not register-tiled (the caller runs the "launch" path)."""
+    ``a``/``b`` step one slice per second-level batch index. ``_NOT_MERGED`` where the
+    config's kernel is not register-tiled (the caller runs the "launch" path); else what the
+    launch returns (its event, or None under a recorder: captured or profiled launches, which
+    until 2026-11-29 then ran the two-launch path as well, twice the work in a replayed step).
+    """
     key = ("split", id(config), dtype, trans_a, trans_b, _low_bit(*_dims(a)),
            _low_bit(*_dims(b)), _low_bit(*_dims(c)), _low_bit(M), _low_bit(N), _low_bit(K),
            bias_mode)
@@ -427,7 +432,7 @@ def _run_split_merge(
             prepared.clear()
         prepared[key] = (config, grid, kernel, slot)
     if grid is None or slices > _MAX_GRID_Z:
-        return None
+        return _NOT_MERGED
     gsize, lsize = grid(M, N, slices)
     tiles = (gsize[0] // lsize[0]) * (gsize[1] // lsize[1])
     # each tile's slots start on a cache line of their own (with BM x BN a multiple of 32):
