@@ -14,7 +14,7 @@ import pytest
 
 from netcl.core import autotune
 from netcl.core.device import DeviceHandle, manager
-from netcl.core.kernel_selector import KernelVariant, get_kernel_selector
+from netcl.core.kernel_selector import KernelVariant, get_kernel_selector, register_variant
 from netcl.core.tensor import Tensor
 from netcl.ops import conv2d, conv2d_backward_data, conv2d_backward_weight, matmul
 from netcl.ops._conv_rule import IMPLICIT_TILED, WINOGRAD_F4, ConvQuery, parse_conv2d
@@ -151,6 +151,16 @@ def test_candidate_lists_and_classes() -> None:
     for winograd in (V.CONV2D_WINOGRAD, WINOGRAD_F4):
         assert [c.variant for c in conv_candidates(gpu, three, winograd)] == [winograd]
     assert len(conv_candidates(cpu_cl, three, V.CONV2D_WINOGRAD)) > 1
+
+
+def test_a_variant_without_a_forward_runner_is_no_forward_candidate() -> None:
+    """A conv2d variant registered with no forward runner (a plug-in's, or a test's gone with
+    its monkeypatch) is not timed forward: that raised KeyError in every GPU tuning."""
+    orphan = register_variant("CONV2D_ORPHAN_TEST", {"use_local_memory": False})
+    cq = ConvQuery(parse_conv2d(5, 3, 30, 17, 6, 3, 3, 2, 1).geometry)
+    assert orphan not in [c.variant for c in conv_candidates(_gpu_profile(), cq, IMPLICIT_TILED)]
+    data = ConvQuery(parse_conv2d(5, 3, 30, 17, 6, 3, 3, 2, 1).geometry, direction="data")
+    assert orphan in [c.variant for c in conv_candidates(_gpu_profile(), data, IMPLICIT_TILED)]
 
 
 def _gpu_profile() -> Any:

@@ -83,8 +83,11 @@ def conv_candidates(profile: ExtendedDeviceProfile, q: ConvQuery,
     gpu = not profile.opencl_cpu and profile.device_type != "cpu"
     if gpu and rule in (KernelVariant.CONV2D_WINOGRAD, WINOGRAD_F4):
         return [Candidate(rule)]
-    out = [Candidate(variant_named(name)) for name in variant_names("conv2d")
-           if name != KernelVariant.CONV2D_NAIVE.name]
+    # a variant registered without a forward runner (a plug-in's, gone with its module or its
+    # test) is not a forward candidate: timing it raised KeyError on every GPU tuning
+    named = [variant_named(name) for name in variant_names("conv2d")
+             if name != KernelVariant.CONV2D_NAIVE.name]
+    out = [Candidate(v) for v in named if q.direction != "forward" or v in RUNNERS]
     if gpu:  # the implicit GEMM's tilings, and the phase kernel's (strided data gradients)
         phase = q.direction == "data" and phase_data_applies(q.geometry)
         for variant in (IMPLICIT_TILED, *((PHASE_DATA,) if phase else ())):
