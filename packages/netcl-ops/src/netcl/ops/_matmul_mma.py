@@ -43,7 +43,6 @@ from netcl.core.tensor import Tensor
 from ._common import check_tensor, empty, same_device
 from ._matmul_mma_source import (
     PROBE_SOURCE,
-    SPLIT_SUM_SOURCE,
     MmaConfig,
     hgemm_alignment_ok,
     hgemm_kernel_name,
@@ -175,6 +174,24 @@ def mma_config(
 # second launch), and ``hgemm_split_sum_*`` adds the slices in slice order into C (float16
 # rounded once, from the float32 sum).
 _SPLIT_MIN_DEPTH = 512
+
+# Split-K's sum: C = the S float32 slices of the workspace added in slice order, stored as
+# float16 (``_h``: rounded to nearest even) or float32 (``_f``), one kernel per output type.
+_SPLIT_SUM = """
+__kernel void hgemm_split_sum_NAME(__global const float* w, const long wo, const int S,
+                                   const long MN, __global OUT* c, const long co) {
+  const long i = get_global_id(0);
+  if (i >= MN) return;
+  w += wo;
+  float s = w[i];
+  for (int q = 1; q < S; ++q) s += w[(long)q * MN + i];
+  STORE;
+}
+"""
+_SPLIT_SUM_SOURCE = "".join(
+    _SPLIT_SUM.replace("NAME", name).replace("OUT", out).replace("STORE", store)
+    for name, out, store in (("h", "half", "vstore_half_rte(s, co + i, c)"),
+                             ("f", "float", "c[co + i] = s")))
 
 
 def mma_split_k(M: int, N: int, K: int, batch: int, compute_units: int, config: MmaConfig
@@ -390,7 +407,7 @@ def _split(queue: Any, config: MmaConfig, a: Tensor, b: Tensor, c: Tensor, M: in
                       offsets=(a.offset + full * sa, b.offset + full * sb,
                                work.offset + full * M * N), lds=lds)
     name = "hgemm_split_sum_h" if c.dtype == "float16" else "hgemm_split_sum_f"
-    kernel = get_kernel(queue.context, SPLIT_SUM_SOURCE, name)
+    kernel = get_kernel(queue.context, _SPLIT_SUM_SOURCE, name)
     total = M * N
     launch(queue, kernel, (-(-total // 256) * 256,), (256,), work.buffer,
            np.int64(work.offset), np.int32(slices), np.int64(total), c.buffer,

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from string import Template
 
 __all__ = [
-    "SPLIT_SUM_SOURCE",
     "FRAG_A_TEXT",
     "FRAG_B_TEXT",
     "LOCAL_MEMORY_LIMIT",
@@ -67,29 +66,6 @@ __all__ = [
     "hgemm_kernel_name",
     "hgemm_source",
 ]
-
-# Split-K's sum (NOTE [ Tensor-core split-K ] in ._matmul_mma): C = the S float32 slices of
-# the workspace added in slice order, stored as float16 (round to nearest even) or float32.
-SPLIT_SUM_SOURCE = """
-__kernel void hgemm_split_sum_h(__global const float* w, const long wo, const int S,
-                                const long MN, __global half* c, const long co) {
-  const long i = get_global_id(0);
-  if (i >= MN) return;
-  w += wo;
-  float s = w[i];
-  for (int q = 1; q < S; ++q) s += w[(long)q * MN + i];
-  vstore_half_rte(s, co + i, c);
-}
-__kernel void hgemm_split_sum_f(__global const float* w, const long wo, const int S,
-                                const long MN, __global float* c, const long co) {
-  const long i = get_global_id(0);
-  if (i >= MN) return;
-  w += wo;
-  float s = w[i];
-  for (int q = 1; q < S; ++q) s += w[(long)q * MN + i];
-  c[co + i] = s;
-}
-"""
 
 # The static local memory one OpenCL work-group may use on NVIDIA devices (48 KiB).
 LOCAL_MEMORY_LIMIT = 49152

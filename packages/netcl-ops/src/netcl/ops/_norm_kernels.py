@@ -549,6 +549,17 @@ def normalization_family(dtype: str, ptx: bool = False) -> KernelSource:
 _units: dict[Any, int] = {}
 
 
+def _compute_units(device: Any) -> int:
+    """``device.max_compute_units`` (at least 1), read once per device."""
+    try:
+        return _units[device]
+    except KeyError:
+        units = _units[device] = max(1, int(device.max_compute_units))
+        return units
+    except TypeError:  # an unhashable stand-in
+        return max(1, int(device.max_compute_units))
+
+
 def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
     """``(G, chunk)``: work-groups per channel for ``bn_stats`` and the elements each sums
     (NOTE [ Batch norm kernels ]): about 8 groups per compute unit over all channels, at
@@ -559,12 +570,7 @@ def bn_splits(device: Any, c: int, m: int) -> tuple[int, int]:
         >>> bn_splits(NS(max_compute_units=132), 64, 128 * 1024)
         (17, 7711)
     """
-    try:
-        units = _units[device]
-    except KeyError:
-        units = _units[device] = max(1, int(device.max_compute_units))
-    except TypeError:  # an unhashable stand-in
-        units = max(1, int(device.max_compute_units))
+    units = _compute_units(device)
     groups = max(1, min(-(-_GROUPS_PER_CU * units // max(c, 1)), m // (GROUP * 16)))
     return groups, -(-m // groups)
 
@@ -581,12 +587,7 @@ def ln_param_splits(device: Any, rows: int, d: int) -> tuple[int, int]:
         >>> ln_param_splits(NS(max_compute_units=2), 7, 33)
         (1, 7)
     """
-    try:
-        units = _units[device]
-    except KeyError:
-        units = _units[device] = max(1, int(device.max_compute_units))
-    except TypeError:  # an unhashable stand-in
-        units = max(1, int(device.max_compute_units))
+    units = _compute_units(device)
     tiles = -(-d // LNP_COLUMNS)
     most = max(1, rows // (LNP_ROWS * 16))
     p = max(1, min(-(-_GROUPS_PER_CU * units // tiles), most))
