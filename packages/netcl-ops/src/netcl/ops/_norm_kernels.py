@@ -57,6 +57,7 @@ from netcl.core.tensor import Tensor
 
 from ._launch import view_args
 from ._split_sync import fence_defines
+from ._warp_shuffle import SHUFFLE_SOURCE
 
 __all__ = ["GROUP", "LNP_COLUMNS", "LNP_ROWS", "LNW_ROWS", "bn_geometry", "bn_lanes",
            "bn_launch_2d", "bn_splits", "ln_param_splits", "ln_per_row", "ln_warp_rows",
@@ -348,33 +349,17 @@ __kernel void ln_backward_dx_row(__global const T* g, const long go, __global co
 // l, l + 32, ...), sums by a butterfly (shfl.sync.bfly on NVIDIA, local memory elsewhere).
 #define LNW_ROWS 4
 #define LNW_NPL 32
-#if GL_PTX
-inline CT lnw_xor(const CT v, const int mask) {
-  CT r;
-  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                   : "=f"(r) : "f"(v), "r"(mask));
-  return r;
-}
-#define LNW_XOR(v, mask) lnw_xor((v), (mask))
-#define LNW_LOCALS
-#else
-inline CT lnw_emu(const CT v, const int mask, __local CT* sc, const int l) {
-  barrier(CLK_LOCAL_MEM_FENCE);
-  sc[l] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return sc[l ^ mask];
-}
-#define LNW_XOR(v, mask) lnw_emu((v), (mask), sc, l)
-#define LNW_LOCALS __local CT sc[LNW_ROWS * 32];
-#endif
-#define LNW_SUM(a) do { for (int o_ = 16; o_ > 0; o_ >>= 1) (a) += LNW_XOR((a), o_); } while (0)
+#define XOR_SCRATCH (LNW_ROWS * 32)
+""" + SHUFFLE_SOURCE + """\
+#define LNW_SUM(a) \\
+  do { for (int o_ = 16; o_ > 0; o_ >>= 1) (a) += XOR((a), o_); } while (0)
 
 __kernel void ln_forward_warp(__global const T* x, const long xo, __global T* y, const long yo,
                               __global CT* mean, const long meano, __global CT* rstd,
                               const long rstdo, __global const T* w, const long wo,
                               __global const T* b, const long bo, const int R, const int D,
                               const CT eps, const int affine) {
-  LNW_LOCALS
+  XOR_LOCALS
   x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
   const int l = get_local_id(0), lane = l & 31;
   const int r = get_group_id(0) * LNW_ROWS + (l >> 5);
@@ -417,7 +402,7 @@ __kernel void ln_backward_dx_warp(__global const T* g, const long go, __global c
                                   __global const CT* rstd, const long rstdo,
                                   __global const T* w, const long wo, const int R, const int D,
                                   const int affine) {
-  LNW_LOCALS
+  XOR_LOCALS
   g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
   const int l = get_local_id(0), lane = l & 31;
   const int r = get_group_id(0) * LNW_ROWS + (l >> 5);
@@ -542,7 +527,7 @@ def normalization_family(dtype: str, ptx: bool = False) -> KernelSource:
     of ``GROUP`` items (per channel part, or per row), the elementwise ones 2-D or 1-D;
     ``ptx``: the device-wide fence in inline PTX (NVIDIA; :func:`._split_sync.ptx_fence`)."""
     return KernelSource(_vector_defines(dtype) + fence_defines(ptx)
-                        + f"#define GL_PTX {int(ptx and dtype != 'float64')}\n" + _SRC,
+                        + f"#define SHFL_PTX {int(ptx and dtype != 'float64')}\n" + _SRC,
                         _NORM_KERNELS, dtype, Geometry(local=GROUP))
 
 

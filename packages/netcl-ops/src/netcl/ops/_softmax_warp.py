@@ -45,6 +45,7 @@ from netcl.core.env import env_choice, env_raw
 
 from ._softmax_rows import ROW_READ, ROW_STORE
 from ._split_sync import ptx_fence
+from ._warp_shuffle import SHUFFLE_SOURCE
 
 __all__ = [
     "KERNEL_ENV",
@@ -77,30 +78,7 @@ WARP_MAX = 512  # ... this long take softmax_warp by default on NVIDIA GPUs (flo
 _VEC4 = (1, 2, 4, 8)  # 4-vectors per lane, one program each
 _MIN_W = 8  # the fewest lanes per row (a head and a tail need up to 6)
 
-WARP_SOURCE = """
-#if SHFL_PTX
-/* the value of lane (this lane ^ mask) of the warp: every lane of the warp calls it */
-inline CT warp_xor(const CT v, const int mask)
-{
-  CT r;
-  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                   : "=f"(r) : "f"(v), "r"(mask));
-  return r;
-}
-#define XOR(v, mask) warp_xor((v), (mask))
-#define XOR_LOCALS
-#else
-/* the same through local memory: every lane of the work-group calls it (barriers) */
-inline CT emu_xor(const CT v, const int mask, __local CT* sc, const int l)
-{
-  barrier(CLK_LOCAL_MEM_FENCE);
-  sc[l] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return sc[l ^ mask];
-}
-#define XOR(v, mask) emu_xor((v), (mask), sc, l)
-#define XOR_LOCALS __local CT sc[LMAX];
-#endif
+WARP_SOURCE = "#define XOR_SCRATCH LMAX\n" + SHUFFLE_SOURCE + """
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #define ROW_REDUCE(a, is_max, part) \\

@@ -23,7 +23,7 @@
 #define LD4(p, i) CVT4(CT)(((__global const V4(T)*)(p))[(i)])
 #define ST4(p, i, v) (((__global V4(T)*)(p))[(i)] = CVT4(T)(v))
 #define GL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
-#define GL_PTX 0
+#define SHFL_PTX 0
 
 #define GROUP 256
 // Every tensor argument comes with its element offset (x, xo): each kernel first moves its
@@ -306,33 +306,39 @@ __kernel void ln_backward_dx_row(__global const T* g, const long go, __global co
 // l, l + 32, ...), sums by a butterfly (shfl.sync.bfly on NVIDIA, local memory elsewhere).
 #define LNW_ROWS 4
 #define LNW_NPL 32
-#if GL_PTX
-inline CT lnw_xor(const CT v, const int mask) {
+#define XOR_SCRATCH (LNW_ROWS * 32)
+#if SHFL_PTX
+/* the value of lane (this lane ^ mask) of the warp: every lane of the warp calls it */
+inline CT warp_xor(const CT v, const int mask)
+{
   CT r;
   __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
                    : "=f"(r) : "f"(v), "r"(mask));
   return r;
 }
-#define LNW_XOR(v, mask) lnw_xor((v), (mask))
-#define LNW_LOCALS
+#define XOR(v, mask) warp_xor((v), (mask))
+#define XOR_LOCALS
 #else
-inline CT lnw_emu(const CT v, const int mask, __local CT* sc, const int l) {
+/* the same through local memory: every lane of the work-group calls it (barriers) */
+inline CT emu_xor(const CT v, const int mask, __local CT* sc, const int l)
+{
   barrier(CLK_LOCAL_MEM_FENCE);
   sc[l] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
   return sc[l ^ mask];
 }
-#define LNW_XOR(v, mask) lnw_emu((v), (mask), sc, l)
-#define LNW_LOCALS __local CT sc[LNW_ROWS * 32];
+#define XOR(v, mask) emu_xor((v), (mask), sc, l)
+#define XOR_LOCALS __local CT sc[XOR_SCRATCH];
 #endif
-#define LNW_SUM(a) do { for (int o_ = 16; o_ > 0; o_ >>= 1) (a) += LNW_XOR((a), o_); } while (0)
+#define LNW_SUM(a) \
+  do { for (int o_ = 16; o_ > 0; o_ >>= 1) (a) += XOR((a), o_); } while (0)
 
 __kernel void ln_forward_warp(__global const T* x, const long xo, __global T* y, const long yo,
                               __global CT* mean, const long meano, __global CT* rstd,
                               const long rstdo, __global const T* w, const long wo,
                               __global const T* b, const long bo, const int R, const int D,
                               const CT eps, const int affine) {
-  LNW_LOCALS
+  XOR_LOCALS
   x += xo; y += yo; mean += meano; rstd += rstdo; w += wo; b += bo;
   const int l = get_local_id(0), lane = l & 31;
   const int r = get_group_id(0) * LNW_ROWS + (l >> 5);
@@ -375,7 +381,7 @@ __kernel void ln_backward_dx_warp(__global const T* g, const long go, __global c
                                   __global const CT* rstd, const long rstdo,
                                   __global const T* w, const long wo, const int R, const int D,
                                   const int affine) {
-  LNW_LOCALS
+  XOR_LOCALS
   g += go; x += xo; dx += dxo; mean += meano; rstd += rstdo; w += wo;
   const int l = get_local_id(0), lane = l & 31;
   const int r = get_group_id(0) * LNW_ROWS + (l >> 5);

@@ -26,7 +26,7 @@
 #define CT4 float4
 #define LD4(p, i) (((__global const float4*)(p))[(i)])
 #define ST4(p, i, v) (((__global float4*)(p))[(i)] = (v))
-
+#define XOR_SCRATCH LMAX
 #if SHFL_PTX
 /* the value of lane (this lane ^ mask) of the warp: every lane of the warp calls it */
 inline CT warp_xor(const CT v, const int mask)
@@ -48,8 +48,9 @@ inline CT emu_xor(const CT v, const int mask, __local CT* sc, const int l)
   return sc[l ^ mask];
 }
 #define XOR(v, mask) emu_xor((v), (mask), sc, l)
-#define XOR_LOCALS __local CT sc[LMAX];
+#define XOR_LOCALS __local CT sc[XOR_SCRATCH];
 #endif
+
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #define ROW_REDUCE(a, is_max, part) \
