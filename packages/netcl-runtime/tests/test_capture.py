@@ -28,7 +28,7 @@ from netcl.runtime import (
     UnstableStepError,
     capture,
 )
-from netcl.runtime._checks import MAX_PENDING
+from netcl.runtime._checks import MAX_PENDING, DeviceChecks
 from netcl.runtime._numpy_graph import NumpyGraph
 
 # h = x * k + w;  w -= lr * h;  out = h (a "forward" and an "update" of the state w)
@@ -261,6 +261,27 @@ def test_device_side_check_raises_at_the_next_call(cl_dev: DeviceHandle) -> None
         isinstance(failed.value, DeviceCheckError) and "call(s) ago" in str(failed.value))
     graph(Tensor.from_host(q, ok))
     graph.sync()
+
+
+def test_a_check_read_back_after_the_inputs_changed_does_not_name_them(
+        cl_dev: DeviceHandle) -> None:
+    """The race CI met: a flag's read completes between a call's first look and its input
+    copies; the replay's own poll must not call ``fail`` (it would read the new inputs)."""
+    q = cl_dev.queue
+    flag = Tensor.from_host(q, np.ones(1, np.int32))
+
+    def fail() -> None:
+        raise ValueError("the op's own error")
+
+    for inputs_replaced, error in ((False, ValueError), (True, DeviceCheckError)):
+        checks = DeviceChecks()
+        checks.fails.append(fail)
+        checks.read(q, 0, flag.buffer)
+        checks.end_replay()
+        q.finish()  # the read is complete
+        with pytest.raises(error) as raised:
+            checks.poll(block=False, inputs_replaced=inputs_replaced)
+        assert ("1 call(s) ago" in str(raised.value)) is inputs_replaced
 
 
 def test_graph_holds_its_buffers_until_released(cl_dev: DeviceHandle) -> None:

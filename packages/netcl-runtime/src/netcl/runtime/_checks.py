@@ -9,6 +9,9 @@ without stalling the host.
 # host time per replay with the wait, 1.2 ms without). A failed flag found before any later
 # replay overwrote the inputs calls the check's own ``fail`` (the op's error, naming the bad
 # value); one found later raises DeviceCheckError, which says how many calls ago it failed.
+# A replay polls again after its call copied the new inputs in (a read may complete between
+# the call's first look and its copies): what that poll finds is a DeviceCheckError too, since
+# ``fail`` would read the new inputs and name a value that is not the bad one.
 # ``CapturedStep.sync()`` waits for everything and checks.
 """
 
@@ -54,9 +57,10 @@ class DeviceChecks:
             self._current = []
         self._replays += 1
 
-    def poll(self, block: bool) -> None:
+    def poll(self, block: bool, inputs_replaced: bool = False) -> None:
         """Check the completed reads (all of them, waiting, with ``block``); raise the first
-        failure (see NOTE [ Checks one replay late ])."""
+        failure (see NOTE [ Checks one replay late ]). ``inputs_replaced``: the step's inputs
+        may have changed since the last replay, so no failure can name its value."""
         complete = pyopencl().command_execution_status.COMPLETE
         while self._pending:
             replay, reads = self._pending[0]
@@ -69,10 +73,10 @@ class DeviceChecks:
             failed = [fail for _, host, fail in reads if host[0]]
             if failed:
                 self._pending.clear()
-                self._raise(failed[0], self._replays - 1 - replay)
+                self._raise(failed[0], self._replays - 1 - replay, inputs_replaced)
 
-    def _raise(self, fail: Callable[[], None], later: int) -> None:
-        if later == 0:
+    def _raise(self, fail: Callable[[], None], later: int, inputs_replaced: bool) -> None:
+        if later == 0 and not inputs_replaced:
             fail()  # the step's inputs are still the ones that failed: the op's own error
         raise DeviceCheckError(
             f"a device-side check failed in the replay {later + 1} call(s) ago (its inputs "

@@ -198,7 +198,7 @@ class Graph:
         if self._released:
             raise GraphReleasedError("Graph.replay: the graph was released; capture the step "
                                      "again")
-        self._checks.poll(block=False)
+        self._checks.poll(block=False, inputs_replaced=True)  # the caller may have fed new ones
         for item in self.streams:
             for name, value in item.current():
                 self.set_param(name, value)
