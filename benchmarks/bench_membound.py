@@ -65,7 +65,7 @@ from netcl.ops import _reduce
 from netcl.ops._cross_entropy import softmax_cross_entropy
 from netcl.ops._softmax import ROW_PATHS, row_plan, softmax_family, softmax_rows
 from netcl.ops._softmax_rows import mrow_plan
-from netcl.ops._softmax_warp import REGS_ENV, warp_plan
+from netcl.ops._softmax_warp import MATH_ENV, REGS_ENV, warp_plan
 from netcl.runtime import profile
 
 Arrays = dict[str, np.ndarray[Any, Any]]
@@ -494,29 +494,35 @@ def _kernel_call(name: str, log: bool) -> Callable[[dict[str, Tensor]], Any]:
     """A row kernel by name with its default plan: ``row``, ``mrow``, ``warp`` (``warp-emu``:
     its shuffles emulated in local memory; ``warp-r<N>``: built with at most N registers a
     lane, ``NETCL_SOFTMAX_WARP_REGS``), or a path of ``ROW_PATHS`` (``rows1``, ``warp1``: the
-    scalar loads; ...)."""
+    scalar loads; ...); a ``-fast`` suffix builds it with ``NETCL_SOFTMAX_MATH=fast``."""
+    if name.endswith("-fast"):
+        return _with_env(_kernel_call(name[:-5], log), MATH_ENV, "fast")
     if name == "warp-emu":
         return _plan_call(None, None, None, log, "warp", "emulate")
     if name.startswith("warp-r") and name[6:].isdigit():
-        warp = _plan_call(None, None, None, log, "warp")
-
-        def capped(t: dict[str, Tensor]) -> Any:
-            saved = os.environ.get(REGS_ENV)
-            os.environ[REGS_ENV] = name[6:]
-            try:
-                return warp(t)
-            finally:
-                if saved is None:
-                    del os.environ[REGS_ENV]
-                else:
-                    os.environ[REGS_ENV] = saved
-        return capped
+        return _with_env(_plan_call(None, None, None, log, "warp"), REGS_ENV, name[6:])
     if name in ROW_PATHS:
         return _plan_call(None, ROW_PATHS.index(name), None, log)
     if name in ("row", "mrow", "warp"):
         return _plan_call(None, None, None, log, name)
     raise SystemExit(f"--softmax-kernels: unknown kernel {name!r} (row, mrow, warp, warp-emu, "
-                     f"warp-r<N>, {', '.join(ROW_PATHS)})")
+                     f"warp-r<N>, {', '.join(ROW_PATHS)}; each with -fast)")
+
+
+def _with_env(call: Callable[[dict[str, Tensor]], Any], var: str, value: str
+              ) -> Callable[[dict[str, Tensor]], Any]:
+    """``call`` with the environment variable ``var`` set to ``value`` while it runs."""
+    def wrapped(t: dict[str, Tensor]) -> Any:
+        saved = os.environ.get(var)
+        os.environ[var] = value
+        try:
+            return call(t)
+        finally:
+            if saved is None:
+                del os.environ[var]
+            else:
+                os.environ[var] = saved
+    return wrapped
 
 
 def warp_ptxas(queue: Any) -> None:

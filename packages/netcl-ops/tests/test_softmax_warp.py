@@ -26,6 +26,7 @@ from netcl.ops import _softmax as softmax_mod
 from netcl.ops._softmax import ROW_PATHS, softmax_rows
 from netcl.ops._softmax_warp import (
     KERNEL_ENV,
+    MATH_ENV,
     REGS_ENV,
     SHUFFLE_ENV,
     forced_kernel,
@@ -73,12 +74,13 @@ def _special_rows(n: int, offset: int) -> Any:
     return host
 
 
-def _check(dev: DeviceHandle, n: int, offset: int, dtype: str, **plan: Any) -> None:
+def _check(dev: DeviceHandle, n: int, offset: int, dtype: str,
+           tol: tuple[float, float] | None = None, **plan: Any) -> None:
     host = _special_rows(n, offset)
     x = narrow_view(Tensor.from_host(dev.queue, host, dtype=dtype), offset, (ROWS, n))
     assert x.dtype == dtype
     a = host[offset:].astype(dtype).astype(np.float64).reshape(ROWS, n)
-    rtol, atol = TOL[x.dtype]
+    rtol, atol = tol or TOL[x.dtype]
     for take_log, ref in ((False, _softmax), (True, _log_softmax)):
         got = softmax_rows(x, take_log, **plan).to_host()
         with np.errstate(all="ignore"):
@@ -127,6 +129,25 @@ def test_rows_bitwise_identical(dev: DeviceHandle) -> None:
             got = softmax_rows(x, take_log, kernel="warp").to_host()
             assert (got == got[0]).all(), n
             assert got.tobytes() == softmax_rows(x, take_log, kernel="warp").to_host().tobytes()
+
+
+def test_fast_math(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NETCL_SOFTMAX_MATH=fast (native_exp, a reciprocal: NOTE [ Softmax arithmetic ]) builds
+    softmax_warp and softmax_row with SM_FAST; both agree with float64 NumPy to the accuracy
+    of the device's native_exp (OpenCL leaves it to the device: PoCL's is near 1e-4 relative,
+    NVIDIA's ex2.approx 2^-22), NaN, +inf and all -inf rows included; float64 and the
+    default stay exact; a bad value raises."""
+    _needs_cl(dev)
+    monkeypatch.setenv(MATH_ENV, "fast")
+    assert _softmax_warp.fast_math("float32") and not _softmax_warp.fast_math("float64")
+    assert "#define SM_FAST 1" in softmax_mod.softmax_family.source(
+        "softmax_warp", "float32", False, 1024, "", False, 8, 0, True).program
+    for offset in (0, 3):
+        _check(dev, 1000, offset, "float32", (1e-3, 1e-6), kernel="warp", shuffle="emulate")
+        _check(dev, 1000, offset, "float32", (1e-3, 1e-6), kernel="row")
+    monkeypatch.setenv(MATH_ENV, "quick")
+    with pytest.raises(ValueError, match="NETCL_SOFTMAX_MATH must be one of"):
+        _softmax_warp.fast_math("float32")
 
 
 def _count_warp(monkeypatch: pytest.MonkeyPatch) -> list[int]:

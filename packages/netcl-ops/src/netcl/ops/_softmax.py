@@ -70,7 +70,7 @@ from ._launch import (
     remembered,
     run_remembered,
 )
-from ._softmax_rows import MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
+from ._softmax_rows import MATH_DEFINES, MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
 from ._softmax_warp import (
     KERNEL_ENV,
     REGS_ENV,
@@ -78,6 +78,7 @@ from ._softmax_warp import (
     WARP_MAX,
     WARP_MIN,
     WARP_SOURCE,
+    fast_math,
     forced_kernel,
     hardware_shuffle,
     register_cap,
@@ -97,9 +98,9 @@ _WARP_DTYPES = ("float32", "float16")  # softmax_warp's (float64 keeps softmax_r
 
 # softmax and log_softmax share each kernel (``take_log``), and the row kernel (barriers, slow
 # to compile on PoCL) is a program of its own: fewer, smaller compiles on a first run.
-_SOURCE = (
+_SOURCE = MATH_DEFINES + (
     "#define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))\n"
-    "#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)\n"
+    "#define RESULT (take_log ? v - m - lse : SM_DIV(SM_EXP(v - m), sum))\n"
 )
 
 _KERNELS = {
@@ -129,7 +130,8 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
 #define RESCALE(m4) \\
   if ((m4) > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - (m4)); m = (m4); }
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
-#define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
+#define EXPSUM4(v) ((SM_EXP((v).x - m) + SM_EXP((v).y - m)) + \\
+                    (SM_EXP((v).z - m) + SM_EXP((v).w - m)))
 
 /* Two kernels (the registers one needs many registers, which would limit the other's
    work-group size and occupancy), the same arguments; each lane's (max, sum) pair is merged
@@ -159,7 +161,7 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
   }
   if (m != -INFINITY) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+    for (int k = 0; k < VPL; ++k) sum += SM_EXP(v[k] - m);  /* -inf pads add 0 */
   }
   group_max_sum(&m, &sum, bm, bs, l, L);
   if (m == INFINITY) sum = NAN;
@@ -191,19 +193,20 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
       const CT v3 = LD(xr, r + 3 * L);
       const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
       RESCALE(m4)
-      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+      if (m != -INFINITY)
+        sum += (SM_EXP(v0 - m) + SM_EXP(v1 - m)) + (SM_EXP(v2 - m) + SM_EXP(v3 - m));
     }
     for (; r < R; r += L) {
       const CT u = LD(xr, r);
       RESCALE(u)
-      if (m != -INFINITY) sum += exp(u - m);
+      if (m != -INFINITY) sum += SM_EXP(u - m);
     }
   } else {
     IDX i = l;
     for (IDX k = l; k < h + t; k += L) {  /* the scalar head and tail around the middle */
       const CT u = LD(xr, k < h ? k : (R4 << 2) + k);
       RESCALE(u)
-      if (m != -INFINITY) sum += exp(u - m);
+      if (m != -INFINITY) sum += SM_EXP(u - m);
     }
     for (; i + L < R4; i += 2 * L) {  /* two 4-vectors in flight */
       const CT4 a = LD4(xb, i), b = LD4(xb, i + L);
@@ -231,7 +234,7 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
     }
     for (IDX i = l; i < R4; i += L) {
       const CT4 a = LD4(xb, i);
-      ST4(yb, i, take_log ? a - m - lse : exp(a - m) / sum);
+      ST4(yb, i, take_log ? a - m - lse : SM_DIV(SM_EXP(a - m), sum));
     }
   }
 }
@@ -354,25 +357,27 @@ def _softmax_golden() -> list[tuple[str, tuple[str, str, bool, int, str, bool, i
 
 @kernel_family("ops.softmax", golden=_softmax_golden)
 def softmax_family(kernel: str, dtype: str, wide: bool, local: int = 0,
-                   labels: str = "", ptx: bool = False, vec4: int = 0, regs: int = 0
-                   ) -> KernelSource:
+                   labels: str = "", ptx: bool = False, vec4: int = 0, regs: int = 0,
+                   fast: bool = False) -> KernelSource:
     """``softmax_row`` (one work-group of ``local`` items per row; with ``softmax_row_online``
     and ``softmax_mrow``, several rows per group), ``softmax_col`` (one work item per column),
     ``softmax_warp`` (W lanes per row, ``vec4`` 4-vectors each, shuffles in PTX if ``ptx``,
     at most ``regs`` registers a lane if given: NVIDIA's ``-cl-nv-maxrregcount``) or
     ``nll_k`` (one work item per row, ``labels`` dtype labels; with ``xent_row`` and
-    ``xent_sum``)."""
+    ``xent_sum``); ``fast``: NOTE [ Softmax arithmetic ] in ._softmax_rows."""
+    fast_define = "#define SM_FAST 1\n" if fast else ""
     if kernel == "softmax_warp":
         options = f"-cl-nv-maxrregcount={regs}" if regs else ""
-        return KernelSource(_warp_source(local, wide, dtype, ptx, vec4), (kernel,), dtype,
-                            options=options)
+        return KernelSource(fast_define + _warp_source(local, wide, dtype, ptx, vec4),
+                            (kernel,), dtype, options=options)
     if kernel == "nll_k":
         return KernelSource(_nll_source(labels, wide, dtype, ptx),
                             ("nll_k", "xent_row", "xent_sum"), dtype)
     geometry = Geometry(local=local) if kernel == "softmax_row" else Geometry()
     names = ((kernel, "softmax_row_online", "softmax_mrow") if kernel == "softmax_row" else
              (kernel,))
-    return KernelSource(_program_source(kernel, local, wide, dtype), names, dtype, geometry)
+    return KernelSource(fast_define + _program_source(kernel, local, wide, dtype), names, dtype,
+                        geometry)
 
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
@@ -484,7 +489,7 @@ def _row_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int 
                           f"softmax_row ({exc})", RuntimeWarning, stacklevel=4)
             chosen = "row"
     kernels = softmax_family(x.queue.context, "softmax_row", x.dtype, wide,
-                             _ROW_LANES_MAX).kernels
+                             _ROW_LANES_MAX, fast=fast_math(x.dtype)).kernels
     if chosen == "mrow":
         multi = kernels["softmax_mrow"]
         vec = None if path is None else path == 3
@@ -515,7 +520,8 @@ def _warp_launch(x: Tensor, wide: bool, R: int, nrows: int, idx: Any, lanes: int
     vec4 = warp_plan(R, x.offset, _ROW_LANES_MAX, lanes, rows, vec)[3]
     ptx = hardware_shuffle(device, shuffle)
     warp = softmax_family(x.queue.context, "softmax_warp", x.dtype, wide, _ROW_LANES_MAX, "",
-                          ptx, vec4, register_cap() if ptx else 0).kernel
+                          ptx, vec4, register_cap() if ptx else 0,
+                          fast_math(x.dtype)).kernel
     W, per, vec, _ = warp_plan(R, x.offset, _most_lanes(warp, device), lanes, rows, vec)
     return (warp, (-(-nrows // per) * W * per,), (W * per,),
             [idx(R), idx(nrows), np.int32(W), np.int32(vec)])

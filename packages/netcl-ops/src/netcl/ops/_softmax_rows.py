@@ -29,8 +29,8 @@
 
 from __future__ import annotations
 
-__all__ = ["MROW_LOCAL", "MROW_SOURCE", "ROW_READ", "ROW_STORE", "VPL4", "XENT_SOURCE",
-           "mrow_plan"]
+__all__ = ["MATH_DEFINES", "MROW_LOCAL", "MROW_SOURCE", "ROW_READ", "ROW_STORE", "VPL4",
+           "XENT_SOURCE", "mrow_plan"]
 
 VPL4 = 8  # 4-vectors each lane holds (32 elements)
 MROW_LOCAL = 256  # work-group size of the multi-row kernels (or W where a row needs more)
@@ -80,6 +80,25 @@ _ROW_LOCALS = """
   __local CT bm[LMAX], bs[LMAX], bm2[LMAX], bs2[LMAX];
 """
 
+# NOTE [ Softmax arithmetic ]
+# SM_EXP and SM_DIV are the exponential and the division by the row sum of every softmax row
+# kernel: OpenCL's exp and / (correctly rounded to a few ulp) by default; with SM_FAST (float32
+# and float16 only, NETCL_SOFTMAX_MATH=fast: :func:`netcl.ops._softmax_warp.fast_math`)
+# native_exp (NVIDIA: ex2.approx of x log2 e) and a multiply by native_recip of the sum, the
+# arithmetic PyTorch's persistent softmax spends per element, to measure whether the exact
+# forms bound the kernels on a GPU.
+MATH_DEFINES = """#ifndef SM_FAST
+#define SM_FAST 0
+#endif
+#if SM_FAST
+#define SM_EXP(a) native_exp(a)
+#define SM_DIV(v, s) ((v) * native_recip(s))
+#else
+#define SM_EXP(a) exp(a)
+#define SM_DIV(v, s) ((v) / (s))
+#endif
+"""
+
 ROW_READ = """  const int l = get_local_id(0), lane = l & (W - 1), g0 = l - lane;
   const IDX row = (IDX)get_group_id(0) * (IDX)(get_local_size(0) / W) + (IDX)(l / W);
   const int live = row < nrows;
@@ -123,11 +142,11 @@ ROW_READ = """  const int l = get_local_id(0), lane = l & (W - 1), g0 = l - lane
 
 _ROW_FOLDS = """  const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
   /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
-  CT s = exp(e - M);
+  CT s = SM_EXP(e - M);
   if (keep_exp) e = s;
 #pragma unroll
   for (int j = 0; j < VPL4; ++j) {
-    const CT4 z = exp(v[j] - M);
+    const CT4 z = SM_EXP(v[j] - M);
     if (keep_exp) v[j] = z;
     s += (z.x + z.y) + (z.z + z.w);
   }
@@ -144,17 +163,17 @@ ROW_STORE = """
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX i = (IDX)lane + (IDX)j * W;
-      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : v[j] / S);
+      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : SM_DIV(v[j], S));
     }
-    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : e / S);
+    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : SM_DIV(e, S));
   } else if (live) {
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX r = (IDX)lane + (IDX)(4 * j) * W;
-      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : v[j].x / S);
-      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : v[j].y / S);
-      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : v[j].z / S);
-      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : v[j].w / S);
+      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : SM_DIV(v[j].x, S));
+      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : SM_DIV(v[j].y, S));
+      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : SM_DIV(v[j].z, S));
+      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : SM_DIV(v[j].w, S));
     }
   }
 """

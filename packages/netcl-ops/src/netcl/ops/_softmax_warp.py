@@ -43,7 +43,7 @@ from typing import Any
 
 from netcl.core.env import env_choice, env_raw
 
-from ._softmax_rows import ROW_READ, ROW_STORE
+from ._softmax_rows import MATH_DEFINES, ROW_READ, ROW_STORE
 from ._split_sync import ptx_fence
 from ._warp_shuffle import SHUFFLE_SOURCE
 
@@ -56,6 +56,7 @@ __all__ = [
     "WARP_MAX",
     "WARP_MIN",
     "WARP_SOURCE",
+    "fast_math",
     "forced_kernel",
     "hardware_shuffle",
     "register_cap",
@@ -67,6 +68,8 @@ KERNELS = ("auto", "row", "mrow", "warp")
 SHUFFLE_ENV = "NETCL_SOFTMAX_SHUFFLE"  # hardware | emulate: softmax_warp's shuffles
 SHUFFLES = ("hardware", "emulate")
 REGS_ENV = "NETCL_SOFTMAX_WARP_REGS"  # N: -cl-nv-maxrregcount=N for the PTX kernel
+MATH_ENV = "NETCL_SOFTMAX_MATH"  # exact | fast: NOTE [ Softmax arithmetic ] in ._softmax_rows
+MATHS = ("exact", "fast")
 WARP_LOCAL = 128  # work-group size by default (4 warps, as PyTorch's), or W where larger
 # H200 (bench_membound --only softmax, 2026-11-29, device time; softmax_row / softmax_mrow /
 # softmax_warp, x PyTorch): 16384x128 0.30 / 0.49 / 0.80, 4096x256 0.63 / 0.64 / 1.09,
@@ -78,7 +81,7 @@ WARP_MAX = 512  # ... this long take softmax_warp by default on NVIDIA GPUs (flo
 _VEC4 = (1, 2, 4, 8)  # 4-vectors per lane, one program each
 _MIN_W = 8  # the fewest lanes per row (a head and a tail need up to 6)
 
-WARP_SOURCE = "#define XOR_SCRATCH LMAX\n" + SHUFFLE_SOURCE + """
+WARP_SOURCE = "#define XOR_SCRATCH LMAX\n" + SHUFFLE_SOURCE + MATH_DEFINES + """
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
 #define ROW_REDUCE(a, is_max, part) \\
@@ -124,11 +127,11 @@ __kernel void softmax_warp(__global T* out, __global const T* x, const IDX xo,
 """ + ROW_READ + """
   const CT M = ROW_REDUCE(m, 1, pm);
   /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
-  CT s = exp(e - M);
+  CT s = SM_EXP(e - M);
   if (keep_exp) e = s;
 #pragma unroll
   for (int j = 0; j < VPL4; ++j) {
-    const CT4 z = exp(v[j] - M);
+    const CT4 z = SM_EXP(v[j] - M);
     if (keep_exp) v[j] = z;
     s += (z.x + z.y) + (z.z + z.w);
   }
@@ -237,3 +240,22 @@ def register_cap() -> int:
     if not raw.isdigit() or not 16 <= int(raw) <= 255:
         raise ValueError(f"softmax: {REGS_ENV} must be an integer from 16 to 255, got {raw!r}")
     return int(raw)
+
+
+def fast_math(dtype: str, math: str | None = None) -> bool:
+    """Whether the softmax row kernels of ``dtype`` use the fast exponential and reciprocal
+    (NOTE [ Softmax arithmetic ] in :mod:`._softmax_rows`): ``math`` (else
+    ``NETCL_SOFTMAX_MATH``) ``"fast"``, for float32 and float16 (float64 stays exact).
+
+    Raises:
+        ValueError: an unknown ``math`` (the message lists the choices).
+
+    Examples:
+        >>> fast_math("float32", "fast"), fast_math("float64", "fast"), fast_math("float32")
+        (True, False, False)
+    """
+    if math is None:
+        math = env_choice(MATH_ENV, MATHS)
+    elif math not in MATHS:
+        raise ValueError(f"softmax: math must be one of {', '.join(MATHS)}, got {math!r}")
+    return math == "fast" and dtype != "float64"

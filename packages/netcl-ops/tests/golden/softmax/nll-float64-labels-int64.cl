@@ -28,8 +28,18 @@
 #define CT4 double4
 #define LD4(p, i) (((__global const double4*)(p))[(i)])
 #define ST4(p, i, v) (((__global double4*)(p))[(i)] = (v))
+#ifndef SM_FAST
+#define SM_FAST 0
+#endif
+#if SM_FAST
+#define SM_EXP(a) native_exp(a)
+#define SM_DIV(v, s) ((v) * native_recip(s))
+#else
+#define SM_EXP(a) exp(a)
+#define SM_DIV(v, s) ((v) / (s))
+#endif
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
-#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
+#define RESULT (take_log ? v - m - lse : SM_DIV(SM_EXP(v - m), sum))
 
 __kernel void nll_k(__global T* out, __global const T* logp, const IDX lo,
                     __global const LT* labels, const IDX yo,
@@ -135,11 +145,11 @@ __kernel void xent_row(__global T* loss, __global T* out, __global const T* x, c
   for (int j = 0; j < VPL4; ++j) m = MAXNAN(m, MAX4(v[j]));
   const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
   /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
-  CT s = exp(e - M);
+  CT s = SM_EXP(e - M);
   if (keep_exp) e = s;
 #pragma unroll
   for (int j = 0; j < VPL4; ++j) {
-    const CT4 z = exp(v[j] - M);
+    const CT4 z = SM_EXP(v[j] - M);
     if (keep_exp) v[j] = z;
     s += (z.x + z.y) + (z.z + z.w);
   }
@@ -155,17 +165,17 @@ __kernel void xent_row(__global T* loss, __global T* out, __global const T* x, c
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX i = (IDX)lane + (IDX)j * W;
-      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : v[j] / S);
+      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : SM_DIV(v[j], S));
     }
-    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : e / S);
+    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : SM_DIV(e, S));
   } else if (live) {
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX r = (IDX)lane + (IDX)(4 * j) * W;
-      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : v[j].x / S);
-      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : v[j].y / S);
-      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : v[j].z / S);
-      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : v[j].w / S);
+      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : SM_DIV(v[j].x, S));
+      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : SM_DIV(v[j].y, S));
+      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : SM_DIV(v[j].z, S));
+      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : SM_DIV(v[j].w, S));
     }
   }
 

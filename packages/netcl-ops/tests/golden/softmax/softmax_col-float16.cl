@@ -23,8 +23,18 @@
 #define IDX int
 #define LMAX 256
 #define VPL 32
+#ifndef SM_FAST
+#define SM_FAST 0
+#endif
+#if SM_FAST
+#define SM_EXP(a) native_exp(a)
+#define SM_DIV(v, s) ((v) * native_recip(s))
+#else
+#define SM_EXP(a) exp(a)
+#define SM_DIV(v, s) ((v) / (s))
+#endif
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
-#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
+#define RESULT (take_log ? v - m - lse : SM_DIV(SM_EXP(v - m), sum))
 
 __kernel void softmax_col(__global T* out, __global const T* x, const IDX xo,
                           const int take_log, const IDX outer, const IDX R, const IDX inner)

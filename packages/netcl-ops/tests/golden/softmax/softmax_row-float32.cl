@@ -26,8 +26,18 @@
 #define LD4(p, i) (((__global const float4*)(p))[(i)])
 #define ST4(p, i, v) (((__global float4*)(p))[(i)] = (v))
 #define VPL4 8
+#ifndef SM_FAST
+#define SM_FAST 0
+#endif
+#if SM_FAST
+#define SM_EXP(a) native_exp(a)
+#define SM_DIV(v, s) ((v) * native_recip(s))
+#else
+#define SM_EXP(a) exp(a)
+#define SM_DIV(v, s) ((v) / (s))
+#endif
 #define MAXNAN(a, b) (((b) > (a) || isnan(b)) ? (b) : (a))
-#define RESULT (take_log ? v - m - lse : exp(v - m) / sum)
+#define RESULT (take_log ? v - m - lse : SM_DIV(SM_EXP(v - m), sum))
 
 /* (max, sum of exp(v - max)) pairs merged across the work-group. */
 inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const IDX l,
@@ -54,7 +64,8 @@ inline void group_max_sum(CT* m, CT* s, __local CT* bm, __local CT* bs, const ID
 #define RESCALE(m4) \
   if ((m4) > m || isnan(m4)) { sum = m == -INFINITY ? (CT)0 : sum * exp(m - (m4)); m = (m4); }
 #define MAX4(v) MAXNAN(MAXNAN((v).x, (v).y), MAXNAN((v).z, (v).w))
-#define EXPSUM4(v) ((exp((v).x - m) + exp((v).y - m)) + (exp((v).z - m) + exp((v).w - m)))
+#define EXPSUM4(v) ((SM_EXP((v).x - m) + SM_EXP((v).y - m)) + \
+                    (SM_EXP((v).z - m) + SM_EXP((v).w - m)))
 
 /* Two kernels (the registers one needs many registers, which would limit the other's
    work-group size and occupancy), the same arguments; each lane's (max, sum) pair is merged
@@ -84,7 +95,7 @@ __kernel void softmax_row(__global T* out, __global const T* x, const IDX xo,
   }
   if (m != -INFINITY) {
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) sum += exp(v[k] - m);  /* -inf pads add 0 */
+    for (int k = 0; k < VPL; ++k) sum += SM_EXP(v[k] - m);  /* -inf pads add 0 */
   }
   group_max_sum(&m, &sum, bm, bs, l, L);
   if (m == INFINITY) sum = NAN;
@@ -116,19 +127,20 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
       const CT v3 = LD(xr, r + 3 * L);
       const CT m4 = MAXNAN(MAXNAN(v0, v1), MAXNAN(v2, v3));
       RESCALE(m4)
-      if (m != -INFINITY) sum += (exp(v0 - m) + exp(v1 - m)) + (exp(v2 - m) + exp(v3 - m));
+      if (m != -INFINITY)
+        sum += (SM_EXP(v0 - m) + SM_EXP(v1 - m)) + (SM_EXP(v2 - m) + SM_EXP(v3 - m));
     }
     for (; r < R; r += L) {
       const CT u = LD(xr, r);
       RESCALE(u)
-      if (m != -INFINITY) sum += exp(u - m);
+      if (m != -INFINITY) sum += SM_EXP(u - m);
     }
   } else {
     IDX i = l;
     for (IDX k = l; k < h + t; k += L) {  /* the scalar head and tail around the middle */
       const CT u = LD(xr, k < h ? k : (R4 << 2) + k);
       RESCALE(u)
-      if (m != -INFINITY) sum += exp(u - m);
+      if (m != -INFINITY) sum += SM_EXP(u - m);
     }
     for (; i + L < R4; i += 2 * L) {  /* two 4-vectors in flight */
       const CT4 a = LD4(xb, i), b = LD4(xb, i + L);
@@ -156,7 +168,7 @@ __kernel void softmax_row_online(__global T* out, __global const T* x, const IDX
     }
     for (IDX i = l; i < R4; i += L) {
       const CT4 a = LD4(xb, i);
-      ST4(yb, i, take_log ? a - m - lse : exp(a - m) / sum);
+      ST4(yb, i, take_log ? a - m - lse : SM_DIV(SM_EXP(a - m), sum));
     }
   }
 }
@@ -248,11 +260,11 @@ __kernel void softmax_mrow(__global T* out, __global const T* x, const IDX xo,
   for (int j = 0; j < VPL4; ++j) m = MAXNAN(m, MAX4(v[j]));
   const CT M = row_fold(m, bm, bm2, l, lane, g0, W, 1);
   /* exp(-inf - M) pads add 0; an all -inf row (M = -inf) gets NaN, as a NaN or +inf does */
-  CT s = exp(e - M);
+  CT s = SM_EXP(e - M);
   if (keep_exp) e = s;
 #pragma unroll
   for (int j = 0; j < VPL4; ++j) {
-    const CT4 z = exp(v[j] - M);
+    const CT4 z = SM_EXP(v[j] - M);
     if (keep_exp) v[j] = z;
     s += (z.x + z.y) + (z.z + z.w);
   }
@@ -267,17 +279,17 @@ __kernel void softmax_mrow(__global T* out, __global const T* x, const IDX xo,
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX i = (IDX)lane + (IDX)j * W;
-      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : v[j] / S);
+      if (i < nb) ST4(yb, i, take_log ? v[j] - M - lse : SM_DIV(v[j], S));
     }
-    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : e / S);
+    if (lane < h + t) ST(yr, epos, take_log ? e - M - lse : SM_DIV(e, S));
   } else if (live) {
 #pragma unroll
     for (int j = 0; j < VPL4; ++j) {
       const IDX r = (IDX)lane + (IDX)(4 * j) * W;
-      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : v[j].x / S);
-      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : v[j].y / S);
-      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : v[j].z / S);
-      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : v[j].w / S);
+      if (r < R) ST(yr, r, take_log ? v[j].x - M - lse : SM_DIV(v[j].x, S));
+      if (r + W < R) ST(yr, r + W, take_log ? v[j].y - M - lse : SM_DIV(v[j].y, S));
+      if (r + 2 * W < R) ST(yr, r + 2 * W, take_log ? v[j].z - M - lse : SM_DIV(v[j].z, S));
+      if (r + 3 * W < R) ST(yr, r + 3 * W, take_log ? v[j].w - M - lse : SM_DIV(v[j].w, S));
     }
   }
 }
