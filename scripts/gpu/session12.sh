@@ -12,6 +12,7 @@
 #   gpt                   bench_gpt_step --kernels (GPT step, kernels by device time)
 #   gemmshapes            scripts/gpu/gemm_shapes.py (GPT step GEMMs or $GEMM_SHAPES vs torch.mm)
 #   convprof              scripts/gpu/conv_profile.py ($CONV_LAYERS, $CONV_PASSES, $CONV_VARIANTS)
+#   occupancy             scripts/gpu/occupancy_probe.py (work-groups per SM by local memory)
 #   capture               bench_capture_resnet --both --kernels (ResNet-18 step device time)
 # Results under $OUT/r (and $OUT/r.tgz).
 set -u
@@ -47,6 +48,7 @@ while [ $# -gt 0 ]; do
     gemmshapes) NETCL_PROFILE_EVENTS=1 step gemmshapes 200 python3 scripts/gpu/gemm_shapes.py ${GEMM_SHAPES:+--shapes $GEMM_SHAPES} ;;
     hgemmshapes) NETCL_PROFILE_EVENTS=1 step hgemmshapes 200 python3 scripts/gpu/gemm_shapes.py --dtype float16 ${GEMM_SHAPES:+--shapes $GEMM_SHAPES} ;;
     convprof) NETCL_PROFILE_EVENTS=1 step convprof 200 python3 scripts/gpu/conv_profile.py $(for l in ${CONV_LAYERS:-128,256,256,8,3,1,1}; do echo --layer $l; done) --passes ${CONV_PASSES:-weight} --variants ${CONV_VARIANTS:-auto} ;;
+    occupancy) step occupancy 120 python3 scripts/gpu/occupancy_probe.py ;;
     membound) step membound 300 python3 benchmarks/bench_membound.py --device cl --out "$R/membound.json" ;;
     *) echo "unknown step $1" | tee -a "$R/steps.log" ;;
   esac
