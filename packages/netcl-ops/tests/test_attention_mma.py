@@ -1,9 +1,11 @@
-"""The tensor-core attention kernels (attn_fwd_mma, attn_bwd_dq_mma, attn_bwd_dkdv_mma) with
-their PTX emulated in plain C, in every load variant of NETCL_ATTN_MMA_LOADS (cp.async or
-register copies, ldmatrix or scalar fragments), against the float64 reference: odd lengths
-(1, 7, 33, 257), head dims 16 to 128, causal, bool and float masks, several double-buffered
-key tiles. The GPU runs the instructions; here the tiling, swizzle, fragment maps, staging
-order, masking and softmax are checked."""
+"""The tensor-core attention kernels (attn_fwd_mma, attn_bwd_fused_mma, attn_bwd_dq_mma,
+attn_bwd_dkdv_mma) with their PTX emulated in plain C, in every load variant of
+NETCL_ATTN_MMA_LOADS (cp.async or register copies, ldmatrix or scalar fragments), against the
+float64 reference: odd lengths (1, 7, 33, 257), head dims 16 to 128, causal, bool and float
+masks, several double-buffered key tiles. The GPU runs the instructions; here the tiling,
+swizzle, fragment maps, staging order, masking and softmax are checked. The backward tests
+of both NETCL_ATTENTION_BWD values run the hardware kernels where the device has tensor
+cores (an NVIDIA GPU), the emulated ones on the OpenCL CPU device."""
 
 from __future__ import annotations
 
@@ -18,7 +20,14 @@ from netcl.core.device import DeviceHandle
 from netcl.core.kernels.family import KernelFamily
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
-from netcl.ops import _attention_fused, _attention_kernels, _attention_mma, _attention_plan
+from netcl.ops import (
+    _attention_fused,
+    _attention_kernels,
+    _attention_mma,
+    _attention_plan,
+    _attention_prepared,
+)
+from netcl.ops._matmul_mma import mma_available
 from netcl.ops.testing import one_opencl_cpu_device
 
 if TYPE_CHECKING:
@@ -141,4 +150,118 @@ def test_local_memory_fits() -> None:
         assert _attention_mma.mma_local_bytes(e, ev, False) <= LOCAL_MEMORY_LIMIT, (e, ev)
         if _attention_mma.mma_backward_ok(e, ev):
             assert _attention_mma.mma_local_bytes(e, ev, True) <= LOCAL_MEMORY_LIMIT, (e, ev)
+            assert _attention_mma.mma_fused_local_bytes(e, ev) <= LOCAL_MEMORY_LIMIT, (e, ev)
     assert _attention_mma.mma_local_bytes(128, 128, False) == 32768
+
+
+@pytest.fixture
+def mma_mode(dev: DeviceHandle) -> str:
+    """``"hardware"`` on a device with tensor cores (the GPU runs the PTX), else
+    ``"emulate"`` on one OpenCL CPU device (or a GPU without them)."""
+    if dev.backend == "cpu":
+        pytest.skip("the NumPy backend runs no OpenCL kernels")
+    if mma_available(dev.queue):
+        return "hardware"
+    if one_opencl_cpu_device(dev) is not None:
+        pytest.skip("an emulated OpenCL kernel: one OpenCL CPU device")
+    return "emulate"
+
+
+def _lse(q: Any, k: Any, mask: Any, causal: bool) -> Any:
+    """The row log-sum-exp of the scaled, masked scores in float64 (-inf: no key)."""
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
+    s = s / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tri(*s.shape[-2:]) > 0, s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), 0.0, m)
+    return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+# (L, S, E, Ev, causal, mask kind): one query row over three key blocks of 128 (no mask),
+# causal with L > S and nine query tiles of 32, a 32-wide head with a bool mask (causal over
+# three key blocks, and not). Two (E, mask) pairs: four programs (fused and split).
+BWD_CASES = [(1, 257, 64, 64, False, None), (257, 33, 64, 64, True, None),
+             (33, 257, 32, 32, True, "bool"), (70, 129, 32, 32, False, "bool")]
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=[f"L{c[0]}-S{c[1]}-E{c[2]}-{c[5]}"
+                                                 + ("-causal" if c[4] else "")
+                                                 for c in BWD_CASES])
+def test_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case: Any) -> None:
+    """attn_bwd_fused_mma (dQ by atomic adds into float32) and the two split kernels, each
+    against the float64 gradients (the forward's out and lse from the reference); the launches
+    recorded name the kernels that ran. The fused call's record, repeated by the remembered
+    path (a fresh float32 workspace), gives the same gradients."""
+    L, S, E, Ev, causal, kind = case
+    q = _rand((2, L, E), 1).astype(np.float16)
+    k = _rand((2, S, E), 2).astype(np.float16)
+    v = _rand((2, S, Ev), 3).astype(np.float16)
+    mask = None
+    if kind == "bool":
+        mask = np.random.default_rng(4).random((L, S)) > 0.3
+        mask[:, 0] = True
+    g = _rand((2, L, Ev), 5).astype(np.float16)
+    want, wgrads = ref.sdpa(q, k, v, mask, causal, grad=g)
+    tq, tk, tv, tg = (_up(dev, a, "float16") for a in (q, k, v, g))
+    tout = _up(dev, want.astype(np.float16), "float16")
+    tlse = _up(dev, _lse(q, k, mask, causal), "float32")
+    tm = None if mask is None else _up(dev, mask.astype(np.uint8), "uint8")
+    plan = _attention_plan.plan_attention(tq, tk, tv, tm, 0.0, causal, None, False)
+    for bwd, ran in (("fused", "attn_bwd_fused_mma"), ("split", "attn_bwd_dq_mma")):
+        record = _attention_prepared.Record()
+        record.tensors.update(q=tq, k=tk, v=tv)
+        if tm is not None:
+            record.tensors["mask"] = tm
+        got = _attention_fused.fused_backward(plan, tg, tout, tlse, 0, 0, mma=mma_mode,
+                                              record=record, bwd=bwd)
+        names = [step[0].function_name for step in record.steps]
+        assert ran in names, (bwd, names)
+        for name, t, w in zip(("dq", "dk", "dv"), got, wgrads[:3]):
+            assert w is not None and t.shape == w.shape, (name, t.shape)
+            assert_close(t.to_host(), w, "float16", 3, err_msg=f"{bwd} {name}")
+        if bwd == "fused" and case == BWD_CASES[0]:
+            assert record.scratch == ["dqw"]
+            key = ("test_backward_fused_and_split", id(record))
+            _attention_prepared.remember(key, record, (("dd", (2, L)), ("dq", q.shape),
+                                                       ("dk", k.shape), ("dv", v.shape)), 0)
+            entry = _attention_prepared.lookup(key)
+            assert entry is not None and entry.scratch == (("dqw", (2, L, E), "float32"),)
+            given = {"grad": tg, "q": tq, "k": tk, "v": tv, "out": tout, "lse": tlse}
+            made = _attention_prepared.run(entry, dev.queue, given, 0, 0)
+            _attention_prepared.forget()
+            for name, t, w in zip(("dq", "dk", "dv"), made[1:], wgrads[:3]):
+                assert_close(t.to_host(), w, "float16", 3, err_msg=f"repeated {name}")
+
+
+def test_backward_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NETCL_ATTENTION_BWD picks the tensor-core backward, is part of a remembered call's key
+    and names the op and the choices when it is wrong."""
+    assert "NETCL_ATTENTION_BWD" in _attention_prepared.ENV_SWITCHES
+    monkeypatch.setenv("NETCL_ATTENTION_BWD", " Split ")
+    assert _attention_fused.backward_choice() == "split"
+    assert _attention_fused.backward_choice("fused") == "fused"
+    monkeypatch.setenv("NETCL_ATTENTION_BWD", "both")
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: NETCL_ATTENTION_BWD "
+                                         r"must be one of fused, split, got 'both'"):
+        _attention_fused.backward_choice()
+    with pytest.raises(ValueError, match=r"bwd must be one of fused, split, got 'fast'"):
+        _attention_fused.backward_choice("fast")
+    monkeypatch.delenv("NETCL_ATTENTION_BWD")
+    assert _attention_fused.backward_choice() == "fused"
+
+
+def test_fused_atomics_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """red.global.add.f32 by default; the vector red only with NETCL_ATTN_MMA_RED=v2; the
+    emulated twin a compare-and-swap loop."""
+    src = _attention_mma.mma_source("attn_bwd_fused_mma", emulate=False)
+    assert "#define ATTN_RED_V2" not in src and "red.global.add.f32 [%0]" in src
+    assert "atomic_cmpxchg" in _attention_mma.mma_source("attn_bwd_fused_mma", emulate=True)
+    monkeypatch.setenv("NETCL_ATTN_MMA_RED", "v2")
+    assert "#define ATTN_RED_V2" in _attention_mma.mma_source("attn_bwd_fused_mma", False)
+    assert "#define ATTN_RED_V2" not in _attention_mma.mma_source("attn_bwd_fused_mma", True)
+    monkeypatch.setenv("NETCL_ATTN_MMA_RED", "v4")
+    with pytest.raises(ValueError, match=r"NETCL_ATTN_MMA_RED must be one of f32, v2, got 'v4'"):
+        _attention_mma.mma_red()

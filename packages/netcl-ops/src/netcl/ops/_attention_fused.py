@@ -11,6 +11,12 @@ attention kernels ] in ._attention_tiled; GPU devices). :func:`kernel_choice` pi
 ``NETCL_ATTENTION_KERNEL=rows|tiled|auto`` or the ``kernel=`` argument of
 :func:`fused_forward` / :func:`fused_backward` forces (tests, ``bench_attention.py --kernel``).
 
+The tensor-core backward runs ``attn_bwd_fused_mma`` (dK, dV and dQ in one pass over the
+scores, dQ by atomic adds: NOTE [ Fused attention backward ] in ._attention_mma) or the two
+kernels ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``; ``NETCL_ATTENTION_BWD=fused|split`` or
+the ``bwd=`` argument of :func:`fused_backward` forces (:func:`backward_choice`; the default
+``fused``; ``split`` gives dQ bits that do not depend on the order of the atomic adds).
+
 The backward first computes D = rowsum(dO * O) with ``attn_bwd_d`` (:func:`row_dot`);
 ``NETCL_ATTENTION_DELTA=ops`` or ``delta="ops"`` computes it with the ops instead (four
 launches: the old way, for timing one beside the other). Every launch goes through
@@ -28,15 +34,18 @@ import numpy as np
 
 from netcl.core.env import env_choice
 from netcl.core.kernels.cache import KernelBuildError
+from netcl.core.kernels.family import BuiltFamily, local_size_1d
 from netcl.core.tensor import Tensor, reshape
 
 from . import _elementwise_binary as bi
-from ._attention_kernels import ROW_DOT_ITEMS, ROW_DOT_LANES, attention_family
+from ._attention_kernels import FUSED_HELPERS, ROW_DOT_ITEMS, ROW_DOT_LANES, attention_family
 from ._attention_mma import (
+    FUSED_BLOCK_QUERIES,
     MMA_ROWS,
     MMA_THREADS,
     mma_backward_ok,
     mma_block_keys,
+    mma_fused_local_bytes,
     mma_head_ok,
 )
 from ._attention_plain import sum_to
@@ -50,10 +59,11 @@ from ._movement import broadcast_to
 from ._random import _P_SCALE
 from ._reduce import sum as reduce_sum
 
-__all__ = ["batch_map", "fused_applies", "fused_backward", "fused_forward", "kernel_choice",
-           "mma_applies", "row_dot"]
+__all__ = ["backward_choice", "batch_map", "fused_applies", "fused_backward", "fused_forward",
+           "kernel_choice", "mma_applies", "row_dot"]
 
 _mma_refused: set[Any] = set()  # contexts whose driver would not build attn_fwd_mma
+_fused_refused: set[Any] = set()  # contexts whose driver would not build attn_bwd_fused_mma
 _BM = 64  # work items per group: query rows (forward, dq) or keys (dk, dv)
 _MAX_HEAD = 256  # the largest E and Ev the kernels are built for (registers per item)
 KERNEL_ENV = "NETCL_ATTENTION_KERNEL"  # rows | tiled | auto: the portable kernels' family
@@ -61,6 +71,8 @@ KERNELS = ("auto", "rows", "tiled")
 BLOCK_ENV = "NETCL_ATTENTION_TILED_BLOCK"  # RMxCN: the tiled kernels' preferred register block
 DELTA_ENV = "NETCL_ATTENTION_DELTA"  # kernel | ops: how the backward computes D = rowsum(dO O)
 DELTAS = ("kernel", "ops")
+BWD_ENV = "NETCL_ATTENTION_BWD"  # fused | split: the tensor-core backward's kernels
+BWDS = ("fused", "split")
 # where each kernel's common arguments (:func:`_common_args`) hold q, k, v, the Philox key
 # and the mask: slots of NOTE [ Remembered attention launches ]
 _COMMON_SLOTS = ((0, "q"), (4, "k"), (8, "v"))
@@ -372,6 +384,81 @@ def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
         return None
 
 
+def backward_choice(bwd: str | None = None) -> str:
+    """``"fused"`` or ``"split"``: whether the tensor-core backward runs attn_bwd_fused_mma
+    (one pass, dQ by atomic adds in float32: its bits depend on the order of the adds) or
+    attn_bwd_dq_mma and attn_bwd_dkdv_mma (the same bits on every run). ``bwd``, else
+    ``NETCL_ATTENTION_BWD``, else ``"fused"``. Where the fused kernel does not apply or build,
+    the split kernels run either way.
+
+    Raises:
+        ValueError: ``bwd`` or the variable names neither.
+
+    Examples:
+        >>> backward_choice(), backward_choice("split")
+        ('fused', 'split')
+    """
+    if bwd is None:
+        try:
+            bwd = env_choice(BWD_ENV, BWDS) or "fused"
+        except ValueError as exc:
+            raise ValueError(f"scaled_dot_product_attention: {exc}") from None
+    if bwd not in BWDS:
+        raise ValueError(f"scaled_dot_product_attention: bwd must be one of "
+                         f"{', '.join(BWDS)}, got {bwd!r}")
+    return bwd
+
+
+def _mma_fused_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
+                       ) -> BuiltFamily | None:
+    """The program of ``attn_bwd_fused_mma`` (``mma`` ``"hardware"`` or ``"emulate"``) with its
+    workspace kernels, or ``None`` where its tiles do not fit the device's local memory or a
+    driver refuses it (warned once: the split kernels run on that context from then on)."""
+    q = plan.q
+    if (q.queue.context in _fused_refused
+            or _device_limits(q.queue)[0] < mma_fused_local_bytes(plan.E, plan.Ev)):
+        return None
+    suffix = "_emu" if mma == "emulate" else ""
+    try:
+        return attention_family(q.queue.context, f"attn_bwd_fused_mma{suffix}", q.dtype,
+                                plan.E, plan.Ev, kind, MMA_ROWS, FUSED_BLOCK_QUERIES, wide)
+    except KernelBuildError as exc:
+        if mma == "emulate":
+            raise
+        _fused_refused.add(q.queue.context)
+        warnings.warn(f"scaled_dot_product_attention: the fused tensor-core backward does not "
+                      f"build on this device, using attn_bwd_dq_mma and attn_bwd_dkdv_mma "
+                      f"({exc})", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _fused_mma_launch(plan: AttentionPlan, built: BuiltFamily, dq: Tensor, dkdv_args: list[Any],
+                      dkdv_roles: tuple[str, ...], wide: bool, record: Record | None) -> None:
+    """attn_bwd_dq_zero, attn_bwd_fused_mma and attn_bwd_dq_convert: dK and dV into the
+    buffers of ``dkdv_args`` (attn_bwd_dkdv_mma's arguments), dQ through a float32 workspace
+    (a scratch tensor of ``record``) into ``dq``."""
+    q = plan.q
+    queue = q.queue
+    dqw = empty(queue, (*plan.batch, plan.L, plan.E), "float32")
+    if record is not None:
+        record.tensors["dqw"] = dqw
+        record.scratch.append("dqw")
+    idx = np.int64 if wide else np.int32
+    n4 = plan.batch_size * plan.L * plan.E // 4  # E is a multiple of 16
+    local = local_size_1d(queue.device)
+    grid = (-(-n4 // local) * local,)
+    zero, convert = (built.kernels[name] for name in FUSED_HELPERS)
+    launch(record, queue, zero, grid, (local,), [device_buffer(dqw), idx(n4)],
+           ((0, "dqw"),), -1)
+    args = [*dkdv_args[:2], device_buffer(dqw), *dkdv_args[2:]]
+    roles = (*dkdv_roles[:2], "dqw", *dkdv_roles[2:])
+    groups = (-(-plan.S // MMA_ROWS) * MMA_THREADS, plan.batch_size)
+    _go(plan, record, built.kernel, groups, (MMA_THREADS, 1), args, roles)
+    launch(record, queue, convert, grid, (local,),
+           [device_buffer(dq), device_buffer(dqw), np.float32(plan.scale), idx(n4)],
+           ((0, "dq"), (1, "dqw")), -1)
+
+
 def _row_dot_launch(grad: Tensor, out: Tensor, dd: Tensor, record: Record | None) -> None:
     """``attn_bwd_d`` of ``grad`` and ``out`` (same shape, rows of the last dim) into the
     contiguous ``dd`` (one element per row)."""
@@ -457,16 +544,22 @@ def _delta(plan: AttentionPlan, grad: Tensor, out: Tensor, delta: str | None,
 
 def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, seed: int,
                    offset: int, mma: str | None = None, kernel: str | None = None,
-                   delta: str | None = None, record: Record | None = None
-                   ) -> tuple[Tensor, Tensor, Tensor]:
+                   delta: str | None = None, record: Record | None = None,
+                   bwd: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """``(dq, dk, dv)`` in the (reshaped) operands' shapes from ``attn_bwd_dq`` and
     ``attn_bwd_dkdv`` or their tiled twins (:func:`kernel_choice`; ``kernel`` forces), or
     their tensor-core twins where :func:`mma_applies` and the head dims are at most 64 and
-    no portable family is forced (``mma`` forces as in :func:`fused_forward`); ``grad``,
-    ``out`` are (*batch, L, Ev), ``lse`` (*batch, L). D = rowsum(grad * out) comes from
-    ``attn_bwd_d`` first (``delta`` as in :func:`_delta`). ``record`` keeps the launches
-    (NOTE [ Remembered attention launches ])."""
+    no portable family is forced (``mma`` forces as in :func:`fused_forward`): by default
+    ``attn_bwd_fused_mma``, ``bwd="split"`` (else ``NETCL_ATTENTION_BWD``,
+    :func:`backward_choice`) the two kernels. ``grad``, ``out`` are (*batch, L, Ev), ``lse``
+    (*batch, L). D = rowsum(grad * out) comes from ``attn_bwd_d`` first (``delta`` as in
+    :func:`_delta`). ``record`` keeps the launches (NOTE [ Remembered attention launches ]).
+
+    Raises:
+        ValueError: ``bwd`` or ``NETCL_ATTENTION_BWD`` names neither ``fused`` nor ``split``.
+    """
     q = plan.q
+    bwd = backward_choice(bwd)
     dd = _delta(plan, grad, out, delta, record)
     common, kind, wide = _common_args(plan, seed, offset)
     batch = plan.batch
@@ -480,11 +573,16 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
     if mma is None:
         mma = ("hardware" if mma_applies(plan) and mma_backward_ok(plan.E, plan.Ev)
                and not _forced(kernel) else "off")
-    kernels = None if mma == "off" else _mma_backward_kernels(plan, kind, wide, mma)
     dq_args = [device_buffer(dq), grad_buf, *saved, *common]
     dkdv_args = [device_buffer(dk), device_buffer(dv), grad_buf, *saved, *common]
     dq_roles = ("dq", "grad", "lse", "dd")
     dkdv_roles = ("dk", "dv", "grad", "lse", "dd")
+    fused = None if mma == "off" or bwd == "split" else _mma_fused_kernels(plan, kind, wide,
+                                                                           mma)
+    if fused is not None:
+        _fused_mma_launch(plan, fused, dq, dkdv_args, dkdv_roles, wide, record)
+        return sum_to(dq, plan.q.shape), sum_to(dk, plan.k.shape), sum_to(dv, plan.v.shape)
+    kernels = None if mma == "off" else _mma_backward_kernels(plan, kind, wide, mma)
     if kernels is not None:
         grid = (-(-plan.L // MMA_ROWS) * MMA_THREADS, plan.batch_size)
         _go(plan, record, kernels[0], grid, (MMA_THREADS, 1), dq_args, dq_roles)

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 from netcl.core.kernels.family import KernelSource, kernel_family
 
-from ._attention_mma import mma_source
+from ._attention_mma import FUSED_BLOCK_QUERIES, mma_source
 from ._launch import index_defs
 
-__all__ = ["ROW_DOT_ITEMS", "ROW_DOT_LANES", "attention_family", "attention_source"]
+__all__ = ["FUSED_HELPERS", "ROW_DOT_ITEMS", "ROW_DOT_LANES", "attention_family",
+           "attention_source"]
 
 MASK_KINDS = ("none", "bool", "float")
 
@@ -308,6 +309,8 @@ void attn_bwd_d(__global CT* dd, __global const T* dout, const IDX go,
 """
 
 _KERNELS = {"attn_fwd": _FORWARD, "attn_bwd_dq": _BACKWARD_DQ, "attn_bwd_dkdv": _BACKWARD_DKDV}
+# the other kernels of attn_bwd_fused_mma's program: its float32 dQ workspace zeroed, converted
+FUSED_HELPERS = ("attn_bwd_dq_zero", "attn_bwd_dq_convert")
 ROW_DOT_ITEMS = 64  # attn_bwd_d: work items per group
 ROW_DOT_LANES = 16  # attn_bwd_d: lanes per row
 
@@ -315,8 +318,10 @@ ROW_DOT_LANES = 16  # attn_bwd_d: lanes per row
 def attention_source(kernel: str, E: int, Ev: int, mask: str, bm: int, bn: int,
                      wide: bool) -> str:
     """The program of ``kernel`` (``attn_fwd``, ``attn_bwd_dq``, ``attn_bwd_dkdv`` or
-    ``attn_bwd_d`` (``bm`` items, ``bn`` lanes per row; ``E`` and the mask unused); or
-    ``attn_fwd_mma`` / ``attn_fwd_mma_emu``, NOTE [ Tensor-core attention forward ]) for head
+    ``attn_bwd_d`` (``bm`` items, ``bn`` lanes per row; ``E`` and the mask unused); or a
+    tensor-core kernel, ``attn_fwd_mma``, ``attn_bwd_dq_mma``, ``attn_bwd_dkdv_mma``,
+    ``attn_bwd_fused_mma``, each with ``_emu`` for its emulated twin, NOTE [ Tensor-core
+    attention forward ] and NOTE [ Fused attention backward ]) for head
     dims ``E``/``Ev``, a mask kind of :data:`MASK_KINDS`, work-groups of ``bm`` items (rows
     for the mma kernel) and tiles of ``bn`` rows, 64-bit indices if ``wide``; the dtype header
     comes from :func:`attention_family`."""
@@ -342,7 +347,10 @@ def _attention_golden() -> list[tuple[str, tuple[str, str, int, int, str, int, i
               ("attention/attn_fwd_mma_emu-float16-e64",
                ("attn_fwd_mma_emu", "float16", 64, 64, "none", 64, 64, False)),
               ("attention/attn_bwd_dq_mma_emu-float16-e64-bool",
-               ("attn_bwd_dq_mma_emu", "float16", 64, 64, "bool", 64, 64, False))]
+               ("attn_bwd_dq_mma_emu", "float16", 64, 64, "bool", 64, 64, False)),
+              ("attention/attn_bwd_fused_mma_emu-float16-e64-bool",
+               ("attn_bwd_fused_mma_emu", "float16", 64, 64, "bool", 128,
+                FUSED_BLOCK_QUERIES, False))]
     cases += [(f"attention/attn_bwd_d-{dt}-e64", ("attn_bwd_d", dt, 64, 64, "none",
                                                   ROW_DOT_ITEMS, ROW_DOT_LANES, False))
               for dt in ("float16", "float32", "float64")]
@@ -354,4 +362,5 @@ def attention_family(kernel: str, dtype: str, E: int, Ev: int, mask: str, bm: in
                      wide: bool) -> KernelSource:
     """One fused attention kernel (NOTE [ Fused attention kernels ])."""
     name = kernel.removesuffix("_emu")
-    return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), (name,), dtype)
+    names = (name, *FUSED_HELPERS) if name == "attn_bwd_fused_mma" else (name,)
+    return KernelSource(attention_source(kernel, E, Ev, mask, bm, bn, wide), names, dtype)

@@ -57,14 +57,18 @@ import os
 from ._matmul_mma_source import emulated_ptx, hardware_ptx
 
 __all__ = [
+    "FUSED_BLOCK_QUERIES",
     "LOADS",
     "MMA_ROWS",
     "MMA_THREADS",
+    "REDS",
     "mma_backward_ok",
     "mma_block_keys",
+    "mma_fused_local_bytes",
     "mma_head_ok",
     "mma_loads",
     "mma_local_bytes",
+    "mma_red",
     "mma_source",
 ]
 
@@ -379,8 +383,7 @@ void attn_fwd_mma(__global T* out, __global float* lse, OPERAND_ARGS MASK_ARG)
 }
 """
 
-_BACKWARD = """
-#define FIX_CH (BM * (CW(E) + CW(EV)))
+_BACKWARD_MACROS = """
 /* The scores of a 16 x BN warp tile from A fragments a ((w)/16 of them) and the rows of the
    tile at `off` (w wide) as B: acc = a b^T. */
 #define SCORES(acc, a, off, w) \\
@@ -413,7 +416,39 @@ _BACKWARD = """
 #define ZERO_TILES(acc, n_) \\
   for (int n = 0; n < (n_); ++n) { \\
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
+/* lse (base 2) and D of query rows i0 .. i0 + BN - 1 into slot st of lt and dt (plain loads
+   and stores) */
+#define STAGE_ROW_STATS(st, i0) \\
+  for (int t = tid; t < BN; t += NT) { \\
+    const int i = (i0) + t; \\
+    const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \\
+    lt[st][t] = x == NEG_INF ? INFINITY : x * LOG2E; \\
+    dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \\
+  }
+/* In a key-row tile (keys j the warp's rows, queries i its columns) away from every edge:
+   keys past S get results that are never stored (zero K and V rows); a mask has no entry
+   for them */
+#if MASK_KIND == 0
+#define IN_INNER_T(i, j) 1
+#else
+#define IN_INNER_T(i, j) ((j) < S)
+#endif
+/* Element (n, c) of a key-row tile (keys j the warp's rows, queries i = i0 + il its columns;
+   st the scores K Q^T, dpt the products V dO^T; lse and D in slot st_): st becomes P^T,
+   dpt dS^T = P^T (dP^T - D), zero where `in` says (i, j) takes no part */
+#define KEY_ROW_DS(in) { \\
+    const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il; \\
+    const float p = in(i, j) \\
+      ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f; \\
+    st[n][c] = p; \\
+    dpt[n][c] = p * (dpt[n][c] - dt[st_][il]); \\
+  }
+"""
 
+# the split kernels' local array: K and V (or Q and dO) rows over both stages
+_SPLIT_FIX = "#define FIX_CH (BM * (CW(E) + CW(EV)))\n"
+
+_BACKWARD = """
 /* One row per query (of BM) and one column per key (of BN) tile: dS = P (dP - D) with
    P = exp(S * scale + mask - lse), dQ = scale * dS K. K and V tiles stream through the two
    stages as in attn_fwd_mma; Q and dO arrive over stage 1 first. */
@@ -524,14 +559,6 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
   const int first = causal ? (min(col0, L) / BN) * BN : 0, nt = (L - first + BN - 1) / BN;
-  /* lse and D of query rows i0 .. i0 + BN - 1 into slot st (plain loads and stores) */
-  #define STAGE_ROW_STATS(st, i0) \\
-    for (int t = tid; t < BN; t += NT) { \\
-      const int i = (i0) + t; \\
-      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \\
-      lt[st][t] = x == NEG_INF ? INFINITY : x * LOG2E; \\
-      dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \\
-    }
   STAGE_ROWS(0, kh, kb, col0, BM, S, E)
   STAGE_ROWS(BM * CW(E), vh, vb, col0, BM, S, EV)
   CP_WAIT_ALL();
@@ -550,12 +577,6 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
   const float scale2 = scale * LOG2E;
-  /* keys past S (rows of the warp) get results that are never stored; the mask has them */
-  #if MASK_KIND == 0
-  #define IN_INNER_T(i, j) 1
-  #else
-  #define IN_INNER_T(i, j) ((j) < S)
-  #endif
   for (int it = 0; it < nt; ++it) {
     const int i0 = first + it * BN, st_ = it & 1;
     const int qoff = st_ * STAGE_CH, goff = qoff + BN * CW(E);
@@ -579,11 +600,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       for (int n = 0; n < BN / 8; ++n) {
         #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
-          const float p = IN_EDGE(i, j)
-            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
-          st[n][c] = p;
-          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+          KEY_ROW_DS(IN_EDGE)
         }
       }
     } else {
@@ -591,11 +608,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       for (int n = 0; n < BN / 8; ++n) {
         #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
-          const float p = IN_INNER_T(i, j)
-            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
-          st[n][c] = p;
-          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+          KEY_ROW_DS(IN_INNER_T)
         }
       }
     }
@@ -619,6 +632,261 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       }
     }
   }
+}
+"""
+
+
+# NOTE [ Fused attention backward ]
+# attn_bwd_fused_mma does what attn_bwd_dkdv_mma does (a work-group of eight warps per
+# (batch, BM = 128 keys), 16 keys a warp; Q and dO tiles streamed through two cp.async stages;
+# P^T and dS^T recomputed per tile; dV += P^T dO and dK += dS^T Q in registers) and, from the
+# same dS, the group's share of dQ: dQ[query tile] += dS K. The split kernels compute P and
+# dP twice (attn_bwd_dq_mma: S, dP, dS K; attn_bwd_dkdv_mma: S^T, dP^T, P^T dO, dS^T Q: seven
+# matmuls per tile pair); the fused one does FlashAttention-2's five. H200, L 4096, B*H 32,
+# E 64: dkdv 1359 us + dq 959 us, each ~200 TFLOP/s, before it.
+# - The transpose. A warp holds dS^T of its 16 keys as mma C fragments (keys x queries); dQ
+#   needs dS (queries x keys) as the A operand and a sum over all BM keys of the group. The
+#   warps store their rows of dS^T to local memory as float16 (the words they pack for dK's
+#   A fragments anyway: 32-bit stores, conflict-free under the 4-chunk swizzle); after a
+#   barrier they split the BN x E tile of dQ into 16 x 16 pieces (one a warp at E 64), each
+#   summing over the BM keys with A from the stored dS^T by ldmatrix .trans (FRAG_BV's
+#   addressing: the (key, query) rows transposed are dS's A fragment) and B from K. Each
+#   element of dQ gets one atomic add per work-group, FlashAttention-2's way; per-warp
+#   transposes (movmatrix) would need no local tile but 8x the atomics.
+# - Local memory, within NVIDIA's 48 KiB of static local memory: K stays for the whole kernel
+#   (BM x E float16: 16 KiB at E 64) beside two stages of Q and dO, the dS^T tile (BM x BN)
+#   and two slots of lse and D. With 64-query tiles that is 16 + 32 + 16 + 1 = 65 KiB; with
+#   BN = 32 (FUSED_BLOCK_QUERIES) 16 + 16 + 8 + 0.5 = 40.5 KiB (mma_fused_local_bytes), so
+#   the fused kernel steps 32 query rows at a time where the split ones step 64. V's rows pass
+#   through the stages' place into registers before the loop.
+# - Work per tile and warp at E 64: 16 + 16 mma for S^T and dP^T, 16 + 16 for dV and dK, 16
+#   for dQ (80; 48 ldmatrix.x4), three barriers (the other stage free, this stage landed,
+#   dS^T stored). Registers: K and V fragments 32, dK and dV accumulators 64, S^T and dP^T 32
+#   (half the split kernel's 64 at BN 64), packed dS^T 8, a dQ piece 8: about 150-170 a
+#   work-item with addresses (attn_bwd_dkdv_mma: about 200).
+# - The atomics. dQ goes to a float32 workspace (B, L, E), zeroed by attn_bwd_dq_zero before
+#   and scaled by the softmax scale into float16 by attn_bwd_dq_convert after (where
+#   attn_bwd_dq_mma applies the scale); each element takes S / BM adds (32 at S 4096,
+#   FlashAttention-2's count with 128-key blocks). On NVIDIA: red.global.add.f32 (no value
+#   returned, so the warp does not wait; the L2 adds). A lane's two adjacent floats could go
+#   as one red.global.add.v2.f32 (PTX ISA 8.1, sm_90): ATTN_RED_V2, set by
+#   NETCL_ATTN_MMA_RED=v2, off by default since nothing here can run it and a driver with an
+#   older PTX would refuse the program (the split kernels then run, warned once). Emulated:
+#   a compare-and-swap loop on the float's bits (OpenCL 1.2 atomic_cmpxchg), as PoCL runs
+#   work-groups on parallel threads.
+# - Order. Float adds in the order the hardware takes them make dQ's low bits vary from run
+#   to run (dK and dV do not). NETCL_ATTENTION_BWD=split (or fused_backward's bwd="split")
+#   runs the two kernels, the same bits every run; the default is fused.
+# - Edges. Keys past S are zero rows of K whose scores inner tiles do not mask (the split
+#   kernels never store their results); a group whose keys cross S takes every tile as an
+#   edge tile, so their dS is 0 and nothing of theirs reaches dQ.
+# GPU figures are the lead's to measure: ``scripts/gpu/attn_profile.py --bwd fused split``
+# times both beside torch SDPA with each kernel's device time.
+_FUSED_FIX = """
+/* attn_bwd_fused_mma's local array (NOTE [ Fused attention backward ]): the work-group's BM
+   rows of K for the whole kernel from chunk 0, the two stages of Q and dO tiles (BN query
+   rows) from K_CH, the dS^T tile (BM keys x BN queries, float16) from DS_OFF; the group's
+   rows of V pass through the stages' place before the loop */
+#define K_CH (BM * CW(E))
+#define DS_OFF (K_CH + 2 * STAGE_CH)
+#define FIX_CH (DS_OFF + BM * CW(BN) > K_CH + BM * CW(EV) ? DS_OFF + BM * CW(BN) \\
+                                                         : K_CH + BM * CW(EV))
+/* word (r, e) of the tile at `off` (w = 8 cw elements wide) in sA as uints */
+#define WORD_IX(off, cw, r, e) ((CHUNK(off, cw, r, (e) >> 3) * 8 + ((e) & 7)) >> 1)
+/* the BN x E tile of dQ a work-group adds per query tile, in pieces of 16 x 16, one per warp
+   (a warp may take several, or none) */
+#define DQ_PIECES ((BN / 16) * (E / 16))
+/* acc (w/8 tiles) += the 16 x BN A fragments already packed to float16 words (pw[n][r]: row
+   g + 8 r, columns 8 n + 2 t4 and the next) times the BN x w tile at `off` */
+#define ACCUMULATE_PACKED(acc, pw, off, w) \\
+  for (int s = 0; s < BN / 16; ++s) { \\
+    const uint pa[4] = {pw[2 * s][0], pw[2 * s][1], pw[2 * s + 1][0], pw[2 * s + 1][1]}; \\
+    for (int n = 0; n < (w) / 8; n += 2) { \\
+      uint b0_[2], b1_[2]; \\
+      FRAG_BV(b0_, b1_, off, CW(w), s * 16, n * 8); \\
+      MMA_16816(acc[n], pa, b0_); \\
+      MMA_16816(acc[n + 1], pa, b1_); \\
+    } \\
+  }
+
+/* RED_ADD2(p, x, y): p[0] += x, p[1] += y in global memory, atomically, nothing returned.
+   NVIDIA: red.global.add.f32, fire and forget (the L2 does the adding); with ATTN_RED_V2 one
+   red.global.add.v2.f32 (PTX ISA 8.1, sm_90: off by default, never run here). Emulated: a
+   compare-and-swap loop on the float's bits (OpenCL 1.2 atomic_cmpxchg). */
+#ifdef EMULATED
+inline void red_add_f32(__global float* p, const float v) {
+  volatile __global int* ip = (volatile __global int*)p;
+  int old = *ip, seen;
+  do {
+    seen = old;
+    old = atomic_cmpxchg(ip, seen, as_int(as_float(seen) + v));
+  } while (old != seen);
+}
+#define RED_ADD2(p, x, y) do { red_add_f32((p), (x)); red_add_f32((p) + 1, (y)); } while (0)
+#elif defined(ATTN_RED_V2)
+#define RED_ADD2(p, x, y) __asm__ volatile("red.global.add.v2.f32 [%0], {%1, %2};" \\
+                                           :: "l"((ulong)(p)), "f"(x), "f"(y))
+#else
+#define RED_ADD2(p, x, y) do { \\
+    __asm__ volatile("red.global.add.f32 [%0], %1;" :: "l"((ulong)(p)), "f"(x)); \\
+    __asm__ volatile("red.global.add.f32 [%0], %1;" :: "l"((ulong)((p) + 1)), "f"(y)); \\
+  } while (0)
+#endif
+"""
+
+_FUSED = """
+/* One row per key (of BM) and one column per query (of BN) tile, as attn_bwd_dkdv_mma:
+   dV = P^T dO, dK = scale * dS^T Q; and per query tile dS K added into the float32 dQ
+   workspace dqw (scaled by attn_bwd_dq_convert). K stays in local memory from chunk 0. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attn_bwd_fused_mma(__global T* dk, __global T* dv, __global float* dqw,
+                        __global const T* dout, __global const float* lse,
+                        __global const float* dd, OPERAND_ARGS MASK_ARG)
+{
+  __local float lt[2][BN], dt[2][BN];
+  TILES_HEAD
+  __local uint* sw = (__local uint*)sA;
+  const int col0 = get_group_id(0) * BM;
+  OPERAND_BASES(b)
+  MASK_BASE(b)
+  __global const ushort* qh = (__global const ushort*)q;
+  __global const ushort* kh = (__global const ushort*)k;
+  __global const ushort* vh = (__global const ushort*)v;
+  __global const ushort* gh = (__global const ushort*)dout;
+  const int first = causal ? (min(col0, L) / BN) * BN : 0, nt = (L - first + BN - 1) / BN;
+  STAGE_ROWS(0, kh, kb, col0, BM, S, E)
+  STAGE_ROWS(K_CH, vh, vb, col0, BM, S, EV)
+  CP_WAIT_ALL();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint ka[E / 16][4], va[EV / 16][4];
+  for (int s = 0; s < E / 16; ++s) FRAG_A(ka[s], 0, CW(E), w0, s);
+  for (int s = 0; s < EV / 16; ++s) FRAG_A(va[s], K_CH, CW(EV), w0, s);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (nt > 0) {
+    STAGE_ROWS(K_CH, qh, qb, first, BN, L, E)
+    STAGE_ROWS(K_CH + BN * CW(E), gh, (IDX)b * L * EV, first, BN, L, EV)
+    STAGE_ROW_STATS(0, first)
+  }
+  CP_COMMIT();
+  float ak[E / 8][4], av[EV / 8][4];
+  ZERO_TILES(ak, E / 8)
+  ZERO_TILES(av, EV / 8)
+  const float scale2 = scale * LOG2E;
+  /* a group whose keys cross S takes every tile as an edge tile: the zero rows of K past S
+     must get dS = 0, or dQ would take 0 * (what their scores give) */
+  const int keys_edge = col0 + BM > S;
+  for (int it = 0; it < nt; ++it) {
+    const int i0 = first + it * BN, st_ = it & 1;
+    const int qoff = K_CH + st_ * STAGE_CH, goff = qoff + BN * CW(E);
+    /* every warp has left the other stage and the dS tile */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (it + 1 < nt) {
+      const int nx = K_CH + (st_ ^ 1) * STAGE_CH;
+      STAGE_ROWS(nx, qh, qb, i0 + BN, BN, L, E)
+      STAGE_ROWS(nx + BN * CW(E), gh, (IDX)b * L * EV, i0 + BN, BN, L, EV)
+      STAGE_ROW_STATS(st_ ^ 1, i0 + BN)
+    }
+    CP_COMMIT();
+    CP_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float st[BN / 8][4], dpt[BN / 8][4];
+    SCORES(st, ka, qoff, E)
+    SCORES(dpt, va, goff, EV)
+    if (keys_edge || i0 + BN > L || (causal && i0 < col0 + w0 + 15)) {
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          KEY_ROW_DS(IN_EDGE)
+        }
+      }
+    } else {
+      #pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          KEY_ROW_DS(IN_INNER_T)
+        }
+      }
+    }
+    /* dS^T in float16, once: the A fragments of dK's mma and the warp's 16 rows of the dS^T
+       tile (32-bit stores, conflict-free under the swizzle) */
+    uint dsw[BN / 8][2];
+    #pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+      dsw[n][0] = pack_h2(dpt[n][0], dpt[n][1]);
+      dsw[n][1] = pack_h2(dpt[n][2], dpt[n][3]);
+      sw[WORD_IX(DS_OFF, CW(BN), wr, n * 8 + 2 * t4)] = dsw[n][0];
+      sw[WORD_IX(DS_OFF, CW(BN), wr + 8, n * 8 + 2 * t4)] = dsw[n][1];
+    }
+    ACCUMULATE(av, st, goff, EV)
+    ACCUMULATE_PACKED(ak, dsw, qoff, E)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* dQ[i0 .., :] += dS K over the group's BM keys: A from the dS^T tile (ldmatrix .trans of
+       the stored rows, as FRAG_BV), B from K; one red per element and work-group. Emulated,
+       every warp runs the same number of pieces (the emulation's barriers), only real ones
+       add. */
+    for (int p0 = 0; p0 < DQ_PIECES; p0 += NT / 32) {
+      const int pc = p0 + warp;
+#ifndef EMULATED
+      if (pc >= DQ_PIECES) break;
+#endif
+      const int pv = pc < DQ_PIECES ? pc : 0;
+      const int qr = (pv / (E / 16)) * 16, d0 = (pv % (E / 16)) * 16;
+      float dqa[2][4];
+      ZERO_TILES(dqa, 2)
+      #pragma unroll
+      for (int ks = 0; ks < BM / 16; ++ks) {
+        uint x[2], y[2], kf0[2], kf1[2];
+        FRAG_BV(x, y, DS_OFF, CW(BN), ks * 16, qr);
+        const uint a[4] = {x[0], y[0], x[1], y[1]};
+        FRAG_BV(kf0, kf1, 0, CW(E), ks * 16, d0);
+        MMA_16816(dqa[0], a, kf0);
+        MMA_16816(dqa[1], a, kf1);
+      }
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = i0 + qr + g + r * 8;
+        if (pc < DQ_PIECES && i < L) {
+          __global float* p = dqw + ((IDX)b * L + i) * E + d0 + 2 * t4;
+          RED_ADD2(p, dqa[0][2 * r], dqa[0][2 * r + 1]);
+          RED_ADD2(p + 8, dqa[1][2 * r], dqa[1][2 * r + 1]);
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = col0 + wr + r * 8;
+    if (j < S) {
+      const IDX cb = (IDX)b * S + j;
+      for (int n = 0; n < E / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dk, cb * E + d, ak[n][2 * r] * scale);
+        ST(dk, cb * E + d + 1, ak[n][2 * r + 1] * scale);
+      }
+      for (int n = 0; n < EV / 8; ++n) {
+        const int d = n * 8 + 2 * t4;
+        ST(dv, cb * EV + d, av[n][2 * r]);
+        ST(dv, cb * EV + d + 1, av[n][2 * r + 1]);
+      }
+    }
+  }
+}
+
+/* The float32 dQ workspace, four floats an item (B L E is a multiple of 16): zeroed before
+   attn_bwd_fused_mma, scaled into dq after it. */
+__kernel void attn_bwd_dq_zero(__global float* dqw, const IDX n4)
+{
+  const IDX i = get_global_id(0);
+  if (i < n4) vstore4((float4)(0.0f), i, dqw);
+}
+
+__kernel void attn_bwd_dq_convert(__global T* dq, __global const float* dqw, const float scale,
+                                  const IDX n4)
+{
+  const IDX i = get_global_id(0);
+  if (i < n4) vstore_half4_rte(vload4(i, dqw) * scale, i, dq);
 }
 """
 
@@ -655,6 +923,45 @@ def mma_local_bytes(E: int, Ev: int, backward: bool) -> int:
     return max(2 * stage, kept) + (4 * bn * 4 if backward else 0)
 
 
+FUSED_BLOCK_QUERIES = 32  # attn_bwd_fused_mma: query rows per tile (BN)
+
+
+def mma_fused_local_bytes(E: int, Ev: int) -> int:
+    """Static local memory of one attn_bwd_fused_mma work-group on the GPU (NOTE [ Fused
+    attention backward ]): the group's K rows, two stages of Q and dO tiles of
+    :data:`FUSED_BLOCK_QUERIES` rows, the float16 dS^T tile and two slots of lse and D (the
+    group's V rows pass through the stages' place first).
+
+    Examples:
+        >>> mma_fused_local_bytes(64, 64), mma_fused_local_bytes(16, 64)
+        (41472, 23040)
+    """
+    bn = FUSED_BLOCK_QUERIES
+    kept = MMA_ROWS * E * 2
+    tiles = max(2 * bn * (E + Ev) * 2 + MMA_ROWS * bn * 2, MMA_ROWS * Ev * 2)
+    return kept + tiles + 4 * bn * 4
+
+
+# NETCL_ATTN_MMA_RED: the fused backward's atomics on NVIDIA (NOTE [ Fused attention backward ])
+REDS = ("f32", "v2")
+
+
+def mma_red() -> str:
+    """The atomic adds ``NETCL_ATTN_MMA_RED`` names for attn_bwd_fused_mma on NVIDIA (read when
+    its program is first built): ``f32`` (the default: two ``red.global.add.f32``) or ``v2``
+    (one ``red.global.add.v2.f32``: PTX ISA 8.1 and sm_90; never run on a GPU by the tests).
+
+    Examples:
+        >>> mma_red() in REDS
+        True
+    """
+    name = os.environ.get("NETCL_ATTN_MMA_RED", "").strip().lower() or "f32"
+    if name not in REDS:
+        raise ValueError(f"scaled_dot_product_attention: NETCL_ATTN_MMA_RED must be one of "
+                         f"{', '.join(REDS)}, got {name!r}")
+    return name
+
+
 # NETCL_ATTN_MMA_LOADS: how the kernels fill local tiles and fragments (the GPU comparison
 # of NOTE [ Tensor-core attention forward ]): cp.async copies and/or ldmatrix fragments.
 LOADS = {"fast": (True, True), "sync": (False, True), "scalar": (True, False),
@@ -679,10 +986,12 @@ def mma_loads() -> str:
 
 
 def mma_source(kernel: str, emulate: bool, loads: str | None = None) -> str:
-    """The PTX (or emulated) helpers and ``kernel`` (``attn_fwd_mma``, or the backward
-    ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``, which share one program); the defines of
-    the common attention header (``E``, ``EV``, ``BM``, ``BN``, ``MASK_KIND``, ...) come
-    before it. ``loads`` is a key of :data:`LOADS` (default :func:`mma_loads`).
+    """The PTX (or emulated) helpers and ``kernel`` (``attn_fwd_mma``; the backward
+    ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``, which share one program; or
+    ``attn_bwd_fused_mma``, whose program also holds ``attn_bwd_dq_zero`` and
+    ``attn_bwd_dq_convert``: NOTE [ Fused attention backward ]); the defines of the common
+    attention header (``E``, ``EV``, ``BM``, ``BN``, ``MASK_KIND``, ...) come before it.
+    ``loads`` is a key of :data:`LOADS` (default :func:`mma_loads`).
 
     Examples:
         >>> src = mma_source("attn_fwd_mma", emulate=False, loads="fast")
@@ -690,6 +999,8 @@ def mma_source(kernel: str, emulate: bool, loads: str | None = None) -> str:
         True
         >>> "#define ATTN_LDSM" in mma_source("attn_bwd_dq_mma", emulate=True, loads="legacy")
         False
+        >>> "red.global.add.f32" in mma_source("attn_bwd_fused_mma", emulate=False)
+        True
     """
     async_copy, ldmatrix = LOADS[loads or mma_loads()]
     # one copy group may stay in flight: the next tile's, issued before this tile's work
@@ -697,6 +1008,12 @@ def mma_source(kernel: str, emulate: bool, loads: str | None = None) -> str:
     flags = "#define EMULATED\n" if emulate else "#define PACK_PTX\n"
     flags += "#define ATTN_ASYNC\n" if async_copy else ""
     flags += "#define ATTN_LDSM\n" if ldmatrix else ""
-    body = _KERNEL if kernel == "attn_fwd_mma" else _BACKWARD
+    if kernel == "attn_fwd_mma":
+        body = _KERNEL
+    elif kernel == "attn_bwd_fused_mma":
+        red = "#define ATTN_RED_V2\n" if not emulate and mma_red() == "v2" else ""
+        body = red + _FUSED_FIX + _BACKWARD_MACROS + _FUSED
+    else:
+        body = _SPLIT_FIX + _BACKWARD_MACROS + _BACKWARD
     return (f"#define NT {MMA_THREADS}\n{flags}{_TILES}{ptx}"
             f"{_SHUFFLE_EMU if emulate else _SHUFFLE_HW}{body}")

@@ -18,7 +18,9 @@
 # kept: every buffer slot must hold one of the call's own tensors, checked by identity. The
 # key holds the tensors' queues (so no id is reused), the switches' environment variables and
 # the types of the scalars (``scale=True`` must still raise, not hit ``scale=1``); the table
-# is bounded and cleared when full.
+# is bounded and cleared when full. A workspace a call makes and drops (the fused tensor-core
+# backward's float32 dQ) is a scratch role: a repeat makes a new one from the pool, as the
+# first call did.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ __all__ = ["ENV_SWITCHES", "Prepared", "Record", "call_key", "forget", "lookup",
 # the variables that change which kernels a call gets (read per call, so a test or a bench
 # that sets one gets a new key)
 ENV_SWITCHES = ("NETCL_ATTENTION_KERNEL", "NETCL_ATTENTION_TILED_BLOCK", "NETCL_ATTN_MMA_LOADS",
-                "NETCL_MMA", "NETCL_ATTENTION_DELTA")
+                "NETCL_MMA", "NETCL_ATTENTION_DELTA", "NETCL_ATTENTION_BWD", "NETCL_ATTN_MMA_RED")
 _MAX_PREPARED = 1024
 
 
@@ -49,11 +51,13 @@ class Record:
     """What one fused call launched: ``steps`` of ``(kernel, grid, local, args, slots,
     stream)`` (``slots``: the ``(index, role)`` of each buffer argument, ``stream``: the
     index of the Philox key's first word, or -1) and ``tensors``, the tensor of each role.
-    ``ok`` is cleared by a launch outside the record (the ops' D)."""
+    ``scratch`` names the roles of workspaces the call made and drops (a repeat makes them
+    anew). ``ok`` is cleared by a launch outside the record (the ops' D)."""
 
     steps: list[tuple[Any, tuple[int, ...], tuple[int, ...], list[Any],
                       tuple[tuple[int, str], ...], int]] = field(default_factory=list)
     tensors: dict[str, Tensor] = field(default_factory=dict)
+    scratch: list[str] = field(default_factory=list)
     ok: bool = True
 
     def launch(self, queue: Any, kernel: Any, grid: tuple[int, ...], local: tuple[int, ...],
@@ -85,11 +89,13 @@ class _Step:
 @dataclass(frozen=True)
 class Prepared:
     """A remembered call: its launches, the ``(role, shape, dtype)`` of each tensor it makes
-    (in the order :func:`run` returns them) and the dropout words it draws (0: none)."""
+    (in the order :func:`run` returns them), the dropout words it draws (0: none) and the
+    ``(role, shape, dtype)`` of each workspace it makes and drops."""
 
     steps: tuple[_Step, ...]
     outputs: tuple[tuple[str, tuple[int, ...], str], ...]
     words: int
+    scratch: tuple[tuple[str, tuple[int, ...], str], ...] = ()
 
 
 _prepared: dict[tuple[Any, ...], Prepared] = {}
@@ -159,21 +165,27 @@ def remember(key: tuple[Any, ...] | None, record: Record,
             frozen[stream:stream + 3] = [None, None, None]
         steps.append(_Step(kernel, grid, local, tuple(frozen), slots, stream))
     made = tuple((role, shape, tensors[role].dtype) for role, shape in outputs)
+    scratch = tuple((role, tensors[role].shape, tensors[role].dtype) for role in record.scratch)
     if len(_prepared) >= _MAX_PREPARED:
         _prepared.clear()
-    _prepared[key] = Prepared(tuple(steps), made, words)
+    _prepared[key] = Prepared(tuple(steps), made, words, scratch)
 
 
 def run(entry: Prepared, queue: Any, given: dict[str, Tensor], seed: int,
         offset: int) -> list[Tensor]:
     """Repeat ``entry`` on the tensors ``given`` by role (with the dropout stream ``(seed,
-    offset)`` where it has dropout), into new tensors (``entry.outputs``)."""
+    offset)`` where it has dropout), into new tensors (``entry.outputs``; the workspaces of
+    ``entry.scratch`` are made too and dropped once the launches are queued, as the first call
+    dropped its own and as D is)."""
     buffers = {role: device_buffer(t) for role, t in given.items()}
     made = []
     for role, shape, dtype in entry.outputs:
         t = output_tensor(queue, shape, dtype)
         buffers[role] = t.buffer
         made.append(t)
+    kept = [output_tensor(queue, shape, dtype) for _, shape, dtype in entry.scratch]
+    for (role, _, _), t in zip(entry.scratch, kept):
+        buffers[role] = t.buffer
     for step in entry.steps:
         args = list(step.args)
         for i, role in step.slots:

@@ -300,8 +300,8 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
   return r;
 }
 #define SHFL_XOR(v, mask) emu_shfl_xor((v), (mask), shfl_scratch, tid)
-
 #define FIX_CH (BM * (CW(E) + CW(EV)))
+
 /* The scores of a 16 x BN warp tile from A fragments a ((w)/16 of them) and the rows of the
    tile at `off` (w wide) as B: acc = a b^T. */
 #define SCORES(acc, a, off, w) \
@@ -334,6 +334,33 @@ inline float emu_shfl_xor(const float v, const int mask, __local float* sc, cons
 #define ZERO_TILES(acc, n_) \
   for (int n = 0; n < (n_); ++n) { \
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f; }
+/* lse (base 2) and D of query rows i0 .. i0 + BN - 1 into slot st of lt and dt (plain loads
+   and stores) */
+#define STAGE_ROW_STATS(st, i0) \
+  for (int t = tid; t < BN; t += NT) { \
+    const int i = (i0) + t; \
+    const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \
+    lt[st][t] = x == NEG_INF ? INFINITY : x * LOG2E; \
+    dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \
+  }
+/* In a key-row tile (keys j the warp's rows, queries i its columns) away from every edge:
+   keys past S get results that are never stored (zero K and V rows); a mask has no entry
+   for them */
+#if MASK_KIND == 0
+#define IN_INNER_T(i, j) 1
+#else
+#define IN_INNER_T(i, j) ((j) < S)
+#endif
+/* Element (n, c) of a key-row tile (keys j the warp's rows, queries i = i0 + il its columns;
+   st the scores K Q^T, dpt the products V dO^T; lse and D in slot st_): st becomes P^T,
+   dpt dS^T = P^T (dP^T - D), zero where `in` says (i, j) takes no part */
+#define KEY_ROW_DS(in) { \
+    const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il; \
+    const float p = in(i, j) \
+      ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f; \
+    st[n][c] = p; \
+    dpt[n][c] = p * (dpt[n][c] - dt[st_][il]); \
+  }
 
 /* One row per query (of BM) and one column per key (of BN) tile: dS = P (dP - D) with
    P = exp(S * scale + mask - lse), dQ = scale * dS K. K and V tiles stream through the two
@@ -445,14 +472,6 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
   __global const ushort* vh = (__global const ushort*)v;
   __global const ushort* gh = (__global const ushort*)dout;
   const int first = causal ? (min(col0, L) / BN) * BN : 0, nt = (L - first + BN - 1) / BN;
-  /* lse and D of query rows i0 .. i0 + BN - 1 into slot st (plain loads and stores) */
-  #define STAGE_ROW_STATS(st, i0) \
-    for (int t = tid; t < BN; t += NT) { \
-      const int i = (i0) + t; \
-      const float x = i < L ? lse[(IDX)b * L + i] : NEG_INF; \
-      lt[st][t] = x == NEG_INF ? INFINITY : x * LOG2E; \
-      dt[st][t] = i < L ? dd[(IDX)b * L + i] : 0.0f; \
-    }
   STAGE_ROWS(0, kh, kb, col0, BM, S, E)
   STAGE_ROWS(BM * CW(E), vh, vb, col0, BM, S, EV)
   CP_WAIT_ALL();
@@ -471,12 +490,6 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
   ZERO_TILES(ak, E / 8)
   ZERO_TILES(av, EV / 8)
   const float scale2 = scale * LOG2E;
-  /* keys past S (rows of the warp) get results that are never stored; the mask has them */
-  #if MASK_KIND == 0
-  #define IN_INNER_T(i, j) 1
-  #else
-  #define IN_INNER_T(i, j) ((j) < S)
-  #endif
   for (int it = 0; it < nt; ++it) {
     const int i0 = first + it * BN, st_ = it & 1;
     const int qoff = st_ * STAGE_CH, goff = qoff + BN * CW(E);
@@ -500,11 +513,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       for (int n = 0; n < BN / 8; ++n) {
         #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
-          const float p = IN_EDGE(i, j)
-            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
-          st[n][c] = p;
-          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+          KEY_ROW_DS(IN_EDGE)
         }
       }
     } else {
@@ -512,11 +521,7 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
       for (int n = 0; n < BN / 8; ++n) {
         #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int j = col0 + wr + (c >> 1) * 8, il = n * 8 + 2 * t4 + (c & 1), i = i0 + il;
-          const float p = IN_INNER_T(i, j)
-            ? EXP2(st[n][c] * scale2 + MASK_AT(i, j) * LOG2E - lt[st_][il]) : 0.0f;
-          st[n][c] = p;
-          dpt[n][c] = p * (dpt[n][c] - dt[st_][il]);
+          KEY_ROW_DS(IN_INNER_T)
         }
       }
     }
