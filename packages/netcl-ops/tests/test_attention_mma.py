@@ -167,55 +167,47 @@ def mma_mode(dev: DeviceHandle) -> str:
     return "emulate"
 
 
-def _lse(q: Any, k: Any, mask: Any, causal: bool) -> Any:
-    """The row log-sum-exp of the scaled, masked scores in float64 (-inf: no key)."""
-    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
-    s = s / np.sqrt(q.shape[-1])
-    if causal:
-        s = np.where(np.tri(*s.shape[-2:]) > 0, s, -np.inf)
-    if mask is not None:
-        s = np.where(mask, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), 0.0, m)
-    return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]
-
-
-# (L, S, E, Ev, causal, mask kind): one query row over three key blocks of 128 (no mask),
-# causal with L > S and nine query tiles of 32, a 32-wide head with a bool mask (causal over
-# three key blocks, and not). Two (E, mask) pairs: four programs (fused and split).
-BWD_CASES = [(1, 257, 64, 64, False, None), (257, 33, 64, 64, True, None),
-             (33, 257, 32, 32, True, "bool"), (70, 129, 32, 32, False, "bool")]
+# (L, S, E, Ev, causal, mask kind): one query row over three key blocks of 128, causal with
+# L > S and nine query tiles of 32 (float masks), no mask, a 32-wide head with a bool mask
+# and the causal diagonal across key blocks. The (E, Ev, mask) of CASES: the forward and
+# fused programs are those of test_fast_loads, the split ones three more.
+BWD_CASES = [(1, 257, 64, 64, False, "float"), (257, 33, 64, 64, True, "float"),
+             (70, 129, 64, 32, False, None), (33, 257, 32, 32, True, "bool")]
 
 
 @pytest.mark.parametrize("case", BWD_CASES, ids=[f"L{c[0]}-S{c[1]}-E{c[2]}-{c[5]}"
                                                  + ("-causal" if c[4] else "")
                                                  for c in BWD_CASES])
-def test_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case: Any) -> None:
-    """attn_bwd_fused_mma (dQ by atomic adds into float32) and the two split kernels, each
-    against the float64 gradients (the forward's out and lse from the reference); the launches
-    recorded name the kernels that ran. The fused call's record, repeated by the remembered
-    path (a fresh float32 workspace), gives the same gradients."""
+def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case: Any) -> None:
+    """attn_fwd_mma, then attn_bwd_fused_mma (dQ by atomic adds into float32) and the two
+    split kernels, each against the float64 reference; the launches recorded name the
+    kernels that ran. The fused call's record, repeated by the remembered path (a fresh
+    float32 workspace), gives the same gradients."""
     L, S, E, Ev, causal, kind = case
     q = _rand((2, L, E), 1).astype(np.float16)
     k = _rand((2, S, E), 2).astype(np.float16)
     v = _rand((2, S, Ev), 3).astype(np.float16)
     mask = None
+    tm = None
     if kind == "bool":
         mask = np.random.default_rng(4).random((L, S)) > 0.3
         mask[:, 0] = True
+        tm = _up(dev, mask.astype(np.uint8), "uint8")
+    elif kind == "float":
+        mask = _rand((2, 1, S), 4, 0.5).astype(np.float16)
+        tm = _up(dev, mask, "float16")
     g = _rand((2, L, Ev), 5).astype(np.float16)
     want, wgrads = ref.sdpa(q, k, v, mask, causal, grad=g)
     tq, tk, tv, tg = (_up(dev, a, "float16") for a in (q, k, v, g))
-    tout = _up(dev, want.astype(np.float16), "float16")
-    tlse = _up(dev, _lse(q, k, mask, causal), "float32")
-    tm = None if mask is None else _up(dev, mask.astype(np.uint8), "uint8")
     plan = _attention_plan.plan_attention(tq, tk, tv, tm, 0.0, causal, None, False)
+    out, lse = _attention_fused.fused_forward(plan, 0, 0, mma=mma_mode)
+    assert_close(out.to_host(), want, "float16", 1)
     for bwd, ran in (("fused", "attn_bwd_fused_mma"), ("split", "attn_bwd_dq_mma")):
         record = _attention_prepared.Record()
         record.tensors.update(q=tq, k=tk, v=tv)
         if tm is not None:
             record.tensors["mask"] = tm
-        got = _attention_fused.fused_backward(plan, tg, tout, tlse, 0, 0, mma=mma_mode,
+        got = _attention_fused.fused_backward(plan, tg, out, lse, 0, 0, mma=mma_mode,
                                               record=record, bwd=bwd)
         names = [step[0].function_name for step in record.steps]
         assert ran in names, (bwd, names)
@@ -224,12 +216,14 @@ def test_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case: Any) -
             assert_close(t.to_host(), w, "float16", 3, err_msg=f"{bwd} {name}")
         if bwd == "fused" and case == BWD_CASES[0]:
             assert record.scratch == ["dqw"]
-            key = ("test_backward_fused_and_split", id(record))
+            key = ("test_forward_backward_fused_and_split", id(record))
             _attention_prepared.remember(key, record, (("dd", (2, L)), ("dq", q.shape),
                                                        ("dk", k.shape), ("dv", v.shape)), 0)
             entry = _attention_prepared.lookup(key)
             assert entry is not None and entry.scratch == (("dqw", (2, L, E), "float32"),)
-            given = {"grad": tg, "q": tq, "k": tk, "v": tv, "out": tout, "lse": tlse}
+            given = {"grad": tg, "q": tq, "k": tk, "v": tv, "out": out, "lse": lse}
+            if tm is not None:
+                given["mask"] = tm
             made = _attention_prepared.run(entry, dev.queue, given, 0, 0)
             _attention_prepared.forget()
             for name, t, w in zip(("dq", "dk", "dv"), made[1:], wgrads[:3]):
