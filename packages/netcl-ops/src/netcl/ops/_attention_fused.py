@@ -395,8 +395,8 @@ def backward_choice(bwd: str | None = None) -> str:
         ValueError: ``bwd`` or the variable names neither.
 
     Examples:
-        >>> backward_choice(), backward_choice("split")
-        ('fused', 'split')
+        >>> backward_choice() in BWDS, backward_choice("split")
+        (True, 'split')
     """
     if bwd is None:
         try:
