@@ -178,11 +178,12 @@ BWD_CASES = [(1, 257, 64, 64, False, "float"), (257, 33, 64, 64, True, "float"),
 @pytest.mark.parametrize("case", BWD_CASES, ids=[f"L{c[0]}-S{c[1]}-E{c[2]}-{c[5]}"
                                                  + ("-causal" if c[4] else "")
                                                  for c in BWD_CASES])
-def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case: Any) -> None:
-    """attn_fwd_mma, then attn_bwd_fused_mma (dQ by atomic adds into float32) and the two
-    split kernels, each against the float64 reference; the launches recorded name the
-    kernels that ran. The fused call's record, repeated by the remembered path (a fresh
-    float32 workspace), gives the same gradients."""
+def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str,
+                                          monkeypatch: pytest.MonkeyPatch, case: Any) -> None:
+    """attn_fwd_mma, then attn_bwd_fused_mma (the default: dQ by atomic adds into float32)
+    and the two split kernels (NETCL_ATTENTION_BWD=split), each against the float64
+    reference; the launches recorded name the kernels that ran. The fused call's record,
+    repeated by the remembered path (a fresh float32 workspace), gives the same gradients."""
     L, S, E, Ev, causal, kind = case
     q = _rand((2, L, E), 1).astype(np.float16)
     k = _rand((2, S, E), 2).astype(np.float16)
@@ -202,13 +203,16 @@ def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str, case
     plan = _attention_plan.plan_attention(tq, tk, tv, tm, 0.0, causal, None, False)
     out, lse = _attention_fused.fused_forward(plan, 0, 0, mma=mma_mode)
     assert_close(out.to_host(), want, "float16", 1)
+    monkeypatch.delenv("NETCL_ATTENTION_BWD", raising=False)
     for bwd, ran in (("fused", "attn_bwd_fused_mma"), ("split", "attn_bwd_dq_mma")):
+        if bwd == "split":
+            monkeypatch.setenv("NETCL_ATTENTION_BWD", "split")
         record = _attention_prepared.Record()
         record.tensors.update(q=tq, k=tk, v=tv)
         if tm is not None:
             record.tensors["mask"] = tm
         got = _attention_fused.fused_backward(plan, tg, out, lse, 0, 0, mma=mma_mode,
-                                              record=record, bwd=bwd)
+                                              record=record)
         names = [step[0].function_name for step in record.steps]
         assert ran in names, (bwd, names)
         for name, t, w in zip(("dq", "dk", "dv"), got, wgrads[:3]):
