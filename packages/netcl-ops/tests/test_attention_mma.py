@@ -170,7 +170,7 @@ def mma_mode(dev: DeviceHandle) -> str:
 # (L, S, E, Ev, causal, mask kind): one query row over three key blocks of 128, causal with
 # L > S and nine query tiles of 32 (float masks), no mask, a 32-wide head with a bool mask
 # and the causal diagonal across key blocks. The (E, Ev, mask) of CASES: the forward and
-# fused programs are those of test_fast_loads, the split ones three more.
+# split programs are those of test_fast_loads, the fused ones three more.
 BWD_CASES = [(1, 257, 64, 64, False, "float"), (257, 33, 64, 64, True, "float"),
              (70, 129, 64, 32, False, None), (33, 257, 32, 32, True, "bool")]
 
@@ -180,8 +180,8 @@ BWD_CASES = [(1, 257, 64, 64, False, "float"), (257, 33, 64, 64, True, "float"),
                                                  for c in BWD_CASES])
 def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str,
                                           monkeypatch: pytest.MonkeyPatch, case: Any) -> None:
-    """attn_fwd_mma, then attn_bwd_fused_mma (the default: dQ by atomic adds into float32)
-    and the two split kernels (NETCL_ATTENTION_BWD=split), each against the float64
+    """attn_fwd_mma, then attn_bwd_fused_mma (NETCL_ATTENTION_BWD=fused: dQ by atomic adds
+    into float32) and the two split kernels (the default), each against the float64
     reference; the launches recorded name the kernels that ran. The fused call's record,
     repeated by the remembered path (a fresh float32 workspace), gives the same gradients."""
     L, S, E, Ev, causal, kind = case
@@ -203,10 +203,10 @@ def test_forward_backward_fused_and_split(dev: DeviceHandle, mma_mode: str,
     plan = _attention_plan.plan_attention(tq, tk, tv, tm, 0.0, causal, None, False)
     out, lse = _attention_fused.fused_forward(plan, 0, 0, mma=mma_mode)
     assert_close(out.to_host(), want, "float16", 1)
-    monkeypatch.delenv("NETCL_ATTENTION_BWD", raising=False)
+    monkeypatch.setenv("NETCL_ATTENTION_BWD", "fused")
     for bwd, ran in (("fused", "attn_bwd_fused_mma"), ("split", "attn_bwd_dq_mma")):
         if bwd == "split":
-            monkeypatch.setenv("NETCL_ATTENTION_BWD", "split")
+            monkeypatch.delenv("NETCL_ATTENTION_BWD")
         record = _attention_prepared.Record()
         record.tensors.update(q=tq, k=tk, v=tv)
         if tm is not None:
@@ -248,7 +248,7 @@ def test_backward_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match=r"bwd must be one of fused, split, got 'fast'"):
         _attention_fused.backward_choice("fast")
     monkeypatch.delenv("NETCL_ATTENTION_BWD")
-    assert _attention_fused.backward_choice() == "fused"
+    assert _attention_fused.backward_choice() == "split"
 
 
 def test_fused_atomics_source(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,8 @@ The tensor-core backward runs ``attn_bwd_fused_mma`` (dK, dV and dQ in one pass 
 scores, dQ by atomic adds: NOTE [ Fused attention backward ] in ._attention_mma) or the two
 kernels ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``; ``NETCL_ATTENTION_BWD=fused|split`` or
 the ``bwd=`` argument of :func:`fused_backward` forces (:func:`backward_choice`; the default
-``fused``; ``split`` gives dQ bits that do not depend on the order of the atomic adds).
+``split``, measured on an H200 and the same bits every run; ``fused`` has run only emulated on
+CPU devices so far: no GPU time was left to time or check its PTX there).
 
 The backward first computes D = rowsum(dO * O) with ``attn_bwd_d`` (:func:`row_dot`);
 ``NETCL_ATTENTION_DELTA=ops`` or ``delta="ops"`` computes it with the ops instead (four
@@ -388,8 +389,8 @@ def backward_choice(bwd: str | None = None) -> str:
     """``"fused"`` or ``"split"``: whether the tensor-core backward runs attn_bwd_fused_mma
     (one pass, dQ by atomic adds in float32: its bits depend on the order of the adds) or
     attn_bwd_dq_mma and attn_bwd_dkdv_mma (the same bits on every run). ``bwd``, else
-    ``NETCL_ATTENTION_BWD``, else ``"fused"``. Where the fused kernel does not apply or build,
-    the split kernels run either way.
+    ``NETCL_ATTENTION_BWD``, else ``"split"`` (``fused`` awaits a GPU run). Where the fused
+    kernel does not apply or build, the split kernels run either way.
 
     Raises:
         ValueError: ``bwd`` or the variable names neither.
@@ -400,7 +401,7 @@ def backward_choice(bwd: str | None = None) -> str:
     """
     if bwd is None:
         try:
-            bwd = env_choice(BWD_ENV, BWDS) or "fused"
+            bwd = env_choice(BWD_ENV, BWDS) or "split"
         except ValueError as exc:
             raise ValueError(f"scaled_dot_product_attention: {exc}") from None
     if bwd not in BWDS:
@@ -550,8 +551,8 @@ def fused_backward(plan: AttentionPlan, grad: Tensor, out: Tensor, lse: Tensor, 
     ``attn_bwd_dkdv`` or their tiled twins (:func:`kernel_choice`; ``kernel`` forces), or
     their tensor-core twins where :func:`mma_applies` and the head dims are at most 64 and
     no portable family is forced (``mma`` forces as in :func:`fused_forward`): by default
-    ``attn_bwd_fused_mma``, ``bwd="split"`` (else ``NETCL_ATTENTION_BWD``,
-    :func:`backward_choice`) the two kernels. ``grad``, ``out`` are (*batch, L, Ev), ``lse``
+    the two kernels, ``bwd="fused"`` (else ``NETCL_ATTENTION_BWD``, :func:`backward_choice`)
+    ``attn_bwd_fused_mma``. ``grad``, ``out`` are (*batch, L, Ev), ``lse``
     (*batch, L). D = rowsum(grad * out) comes from ``attn_bwd_d`` first (``delta`` as in
     :func:`_delta`). ``record`` keeps the launches (NOTE [ Remembered attention launches ]).
 

@@ -676,7 +676,8 @@ void attn_bwd_dkdv_mma(__global T* dk, __global T* dv, __global const T* dout,
 #   work-groups on parallel threads.
 # - Order. Float adds in the order the hardware takes them make dQ's low bits vary from run
 #   to run (dK and dV do not). NETCL_ATTENTION_BWD=split (or fused_backward's bwd="split")
-#   runs the two kernels, the same bits every run; the default is fused.
+#   runs the two kernels, the same bits every run, and is the default until the fused
+#   kernel has been checked and timed on a GPU (NETCL_ATTENTION_BWD=fused opts in).
 # - Edges. Keys past S are zero rows of K whose scores inner tiles do not mask (the split
 #   kernels never store their results); a group whose keys cross S takes every tile as an
 #   edge tile, so their dS is 0 and nothing of theirs reaches dQ.
