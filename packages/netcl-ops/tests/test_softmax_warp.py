@@ -4,7 +4,9 @@ runs with ``shfl.sync``): rows of 1..4096 elements from aligned and unaligned of
 4-vectors and scalars, one warp, part of one and several warps per row, partial last
 work-groups, NaN / +inf / -inf / all -inf rows, float32 and float16, softmax and
 log_softmax, against NumPy in float64 from the stored values; ``NETCL_SOFTMAX_KERNEL`` and
-``NETCL_SOFTMAX_SHUFFLE``; the GPU default rule; :func:`warp_plan`."""
+``NETCL_SOFTMAX_SHUFFLE``; the GPU default rule; :func:`warp_plan`. The sweeps of lengths and
+plans run on GPUs and one OpenCL CPU device (Intel's where present: PoCL compiles the kernel
+anew for each work-group size at its first launch; CPU devices never run it by default)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from netcl.ops._softmax_warp import (
     register_cap,
     warp_plan,
 )
-from netcl.ops.testing import check_op
+from netcl.ops.testing import check_op, one_opencl_cpu_device
 
 LENGTHS = [1, 7, 33, 255, 256, 257, 1000, 1024, 1025, 4095, 4096]
 DTYPES = ["float32", "float16"]
@@ -60,6 +62,14 @@ def _needs_cl(dev: DeviceHandle, dtype: str = "float32") -> None:
         pytest.skip("softmax_warp is an OpenCL kernel")
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dev.device_name} has no {dtype}")
+
+
+def _one_cpu_device(dev: DeviceHandle, dtype: str = "float32") -> None:
+    """:func:`_needs_cl`, and skip all but GPUs and the one OpenCL CPU device for sweeps."""
+    _needs_cl(dev, dtype)
+    reason = one_opencl_cpu_device(dev)
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def _special_rows(n: int, offset: int) -> Any:
@@ -97,7 +107,7 @@ def test_warp_rows(dev: DeviceHandle, dtype: str) -> None:
     """Every length from offsets 0 and 4 (4-vectors, a scalar head and tail where the rows
     are not 4-aligned) and 1, 3 (scalars), with the default plan (one warp up to 1024, two
     and four beyond)."""
-    _needs_cl(dev, dtype)
+    _one_cpu_device(dev, dtype)
     for n in LENGTHS:
         for offset in (0, 1, 3, 4):
             _check(dev, n, offset, dtype, kernel="warp", shuffle="emulate")
@@ -106,7 +116,7 @@ def test_warp_rows(dev: DeviceHandle, dtype: str) -> None:
 def test_warp_paths_and_plans(dev: DeviceHandle) -> None:
     """Forced scalars from an aligned offset (path 6), part of a warp per row (8, 16 lanes),
     several warps per row (64..1024 lanes: the exchange of warp values), rows per group."""
-    _needs_cl(dev)
+    _one_cpu_device(dev)
     for n, plans in ((200, [(8, 4), (16, 2)]), (257, [(16, 2), (64, 1), (32, 1)]),
                      (1000, [(64, 2), (128, 1), (256, 1), (1024, 1), (32, 8)]),
                      (4095, [(128, 2), (512, 1)])):
