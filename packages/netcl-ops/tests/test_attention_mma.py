@@ -24,6 +24,7 @@ from netcl.ops import (
     _attention_fused,
     _attention_kernels,
     _attention_mma,
+    _attention_mma_backward,
     _attention_plan,
     _attention_prepared,
 )
@@ -262,4 +263,4 @@ def test_fused_atomics_source(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "#define ATTN_RED_V2" not in _attention_mma.mma_source("attn_bwd_fused_mma", True)
     monkeypatch.setenv("NETCL_ATTN_MMA_RED", "v4")
     with pytest.raises(ValueError, match=r"NETCL_ATTN_MMA_RED must be one of f32, v2, got 'v4'"):
-        _attention_mma.mma_red()
+        _attention_mma_backward.mma_red()

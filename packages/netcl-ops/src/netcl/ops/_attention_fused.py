@@ -12,7 +12,7 @@ attention kernels ] in ._attention_tiled; GPU devices). :func:`kernel_choice` pi
 :func:`fused_forward` / :func:`fused_backward` forces (tests, ``bench_attention.py --kernel``).
 
 The tensor-core backward runs ``attn_bwd_fused_mma`` (dK, dV and dQ in one pass over the
-scores, dQ by atomic adds: NOTE [ Fused attention backward ] in ._attention_mma) or the two
+scores, dQ by atomic adds: NOTE [ Fused attention backward ] in ._attention_mma_backward) or the two
 kernels ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma``; ``NETCL_ATTENTION_BWD=fused|split`` or
 the ``bwd=`` argument of :func:`fused_backward` forces (:func:`backward_choice`; the default
 ``split``, measured on an H200 and the same bits every run; ``fused`` has run only emulated on

@@ -351,6 +351,25 @@ inline void red_add_f32(__global float* p, const float v) {
   } while (0)
 #endif
 
+/* The warp's rows of dK (scaled) and dV from the accumulators ak and av (keys past S are
+   not stored) */
+#define STORE_DKDV \
+  for (int r = 0; r < 2; ++r) { \
+    const int j = col0 + wr + r * 8; \
+    if (j < S) { \
+      const IDX cb = (IDX)b * S + j; \
+      for (int n = 0; n < E / 8; ++n) { \
+        const int d = n * 8 + 2 * t4; \
+        ST(dk, cb * E + d, ak[n][2 * r] * scale); \
+        ST(dk, cb * E + d + 1, ak[n][2 * r + 1] * scale); \
+      } \
+      for (int n = 0; n < EV / 8; ++n) { \
+        const int d = n * 8 + 2 * t4; \
+        ST(dv, cb * EV + d, av[n][2 * r]); \
+        ST(dv, cb * EV + d + 1, av[n][2 * r + 1]); \
+      } \
+    } \
+  }
 /* The scores of a 16 x BN warp tile from A fragments a ((w)/16 of them) and the rows of the
    tile at `off` (w wide) as B: acc = a b^T. */
 #define SCORES(acc, a, off, w) \
@@ -531,23 +550,7 @@ void attn_bwd_fused_mma(__global T* dk, __global T* dv, __global float* dqw,
       }
     }
   }
-  #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int j = col0 + wr + r * 8;
-    if (j < S) {
-      const IDX cb = (IDX)b * S + j;
-      for (int n = 0; n < E / 8; ++n) {
-        const int d = n * 8 + 2 * t4;
-        ST(dk, cb * E + d, ak[n][2 * r] * scale);
-        ST(dk, cb * E + d + 1, ak[n][2 * r + 1] * scale);
-      }
-      for (int n = 0; n < EV / 8; ++n) {
-        const int d = n * 8 + 2 * t4;
-        ST(dv, cb * EV + d, av[n][2 * r]);
-        ST(dv, cb * EV + d + 1, av[n][2 * r + 1]);
-      }
-    }
-  }
+  STORE_DKDV
 }
 
 /* The float32 dQ workspace, four floats an item (B L E is a multiple of 16): zeroed before
