@@ -33,7 +33,9 @@ def _tie(loses: str) -> str:
 
 
 _SIGMOID = "(LIT(1.0) / (LIT(1.0) + exp(-a)))"
-_GELU_U = "LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)"
+_GELU_U = "(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))"
+# gelu_tanh's tanh, saturated as netcl.ops' forward row is (PoCL's tanh stops short of +-1)
+_GELU_T = f"(fabs({_GELU_U}) >= LIT(20.0) ? copysign(LIT(1.0), {_GELU_U}) : tanh({_GELU_U}))"
 
 _ROWS: dict[str, tuple[str, ...]] = {
     "neg": ("-g",),
@@ -50,8 +52,8 @@ _ROWS: dict[str, tuple[str, ...]] = {
     "tanh": ("g * (LIT(1.0) - out * out)",),
     "gelu": ("g * (LIT(0.5) * (LIT(1.0) + erf(a * LIT(0.7071067811865476))) "
              "+ a * LIT(0.3989422804014327) * exp(LIT(-0.5) * a * a))",),
-    "gelu_tanh": (f"g * (LIT(0.5) * (LIT(1.0) + tanh({_GELU_U})) + LIT(0.5) * a * (LIT(1.0) "
-                  f"- tanh({_GELU_U}) * tanh({_GELU_U})) * LIT(0.7978845608028654) "
+    "gelu_tanh": (f"g * (LIT(0.5) * (LIT(1.0) + {_GELU_T}) + LIT(0.5) * a * (LIT(1.0) "
+                  f"- {_GELU_T} * {_GELU_T}) * LIT(0.7978845608028654) "
                   "* (LIT(1.0) + LIT(0.134145) * a * a))",),
     "silu": (f"g * {_SIGMOID} * (LIT(1.0) + a * (LIT(1.0) - {_SIGMOID}))",),
     "clamp": ("a >= q0 && a <= q1 ? g : (CT)0", "a < q0 ? g : (CT)0",

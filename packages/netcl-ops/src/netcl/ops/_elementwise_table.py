@@ -62,6 +62,14 @@ def _erf(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return out.reshape(shape)
 
 
+# tanh(sqrt(2 / pi) (a + 0.044715 a^3)), saturated to +-1 from |u| >= 20 (where tanh rounds to
+# +-1 in float16, float32 and float64 alike): OpenCL allows tanh 5 ulp, and PoCL's float32 tanh
+# stops at 0.99999994, which made gelu_tanh(-inf) -inf there and NaN (-inf * 0) on NumPy and
+# Intel's runtime, gelu_tanh(-20) -6e-7 instead of -0. netcl.autograd's derivative does the same.
+_GELU_U = "(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))"
+_GELU_TANH = f"(fabs({_GELU_U}) >= LIT(20.0) ? copysign(LIT(1.0), {_GELU_U}) : tanh({_GELU_U}))"
+
+
 def _gelu_tanh(a: Any) -> Any:
     return 0.5 * a * (1 + np.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
 
@@ -104,9 +112,8 @@ OPS: dict[str, EwOp] = {op.name: op for op in (
     EwOp("tanh", 1, "arith", "tanh(a)", None, np.tanh),
     EwOp("gelu", 1, "arith", "LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476)))",
          None, lambda a: 0.5 * a * (1 + _erf(a * 0.7071067811865476))),
-    EwOp("gelu_tanh", 1, "arith",
-         "LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a"
-         " * a)))", None, _gelu_tanh),
+    EwOp("gelu_tanh", 1, "arith", f"LIT(0.5) * a * (LIT(1.0) + {_GELU_TANH})", None,
+         _gelu_tanh),
     EwOp("silu", 1, "arith", "a / (LIT(1.0) + exp(-a))", None, lambda a: a / (1 + np.exp(-a))),
     EwOp("clamp", 1, "arith", _CLAMP, _CLAMP, _clamp, nparams=2),
     EwOp("square", 1, "arith", "a * a", "a * a", np.square),

@@ -64,7 +64,7 @@ __kernel void ew_arith1(
     case 10: { STO(out, io, (LIT(1.0) / (LIT(1.0) + exp(-a)))); } break;
     case 11: { STO(out, io, (tanh(a))); } break;
     case 12: { STO(out, io, (LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476))))); } break;
-    case 13: { STO(out, io, (LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))); } break;
+    case 13: { STO(out, io, (LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))))); } break;
     case 14: { STO(out, io, (a / (LIT(1.0) + exp(-a)))); } break;
     case 15: { STO(out, io, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
     case 16: { STO(out, io, (a * a)); } break;

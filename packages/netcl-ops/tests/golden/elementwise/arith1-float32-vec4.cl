@@ -95,10 +95,10 @@ __kernel void ew_arith1(
         { const CT a = (CT)v0.s1; r.s1 = (float)(LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476)))); }
         { const CT a = (CT)v0.s2; r.s2 = (float)(LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476)))); }
         { const CT a = (CT)v0.s3; r.s3 = (float)(LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476)))); } } break;
-      case 13: { { const CT a = (CT)v0.s0; r.s0 = (float)(LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))); }
-        { const CT a = (CT)v0.s1; r.s1 = (float)(LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))); }
-        { const CT a = (CT)v0.s2; r.s2 = (float)(LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))); }
-        { const CT a = (CT)v0.s3; r.s3 = (float)(LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))); } } break;
+      case 13: { { const CT a = (CT)v0.s0; r.s0 = (float)(LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))))); }
+        { const CT a = (CT)v0.s1; r.s1 = (float)(LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))))); }
+        { const CT a = (CT)v0.s2; r.s2 = (float)(LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))))); }
+        { const CT a = (CT)v0.s3; r.s3 = (float)(LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a)))))); } } break;
       case 14: { { const CT a = (CT)v0.s0; r.s0 = (float)(a / (LIT(1.0) + exp(-a))); }
         { const CT a = (CT)v0.s1; r.s1 = (float)(a / (LIT(1.0) + exp(-a))); }
         { const CT a = (CT)v0.s2; r.s2 = (float)(a / (LIT(1.0) + exp(-a))); }
@@ -138,7 +138,7 @@ __kernel void ew_arith1(
         case 10: { STO(out, oo + j, (LIT(1.0) / (LIT(1.0) + exp(-a)))); } break;
         case 11: { STO(out, oo + j, (tanh(a))); } break;
         case 12: { STO(out, oo + j, (LIT(0.5) * a * (LIT(1.0) + erf(a * LIT(0.7071067811865476))))); } break;
-        case 13: { STO(out, oo + j, (LIT(0.5) * a * (LIT(1.0) + tanh(LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))); } break;
+        case 13: { STO(out, oo + j, (LIT(0.5) * a * (LIT(1.0) + (fabs((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) >= LIT(20.0) ? copysign(LIT(1.0), (LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))) : tanh((LIT(0.7978845608028654) * (a + LIT(0.044715) * a * a * a))))))); } break;
         case 14: { STO(out, oo + j, (a / (LIT(1.0) + exp(-a)))); } break;
         case 15: { STO(out, oo + j, (((a < q0 ? q0 : a) > q1 ? q1 : (a < q0 ? q0 : a)))); } break;
         case 16: { STO(out, oo + j, (a * a)); } break;
