@@ -18,7 +18,7 @@ from netcl.autograd.testing import check_grad
 from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close
-from netcl.ops.testing import one_opencl_cpu_device
+from netcl.ops.testing import skip_unless_one_opencl_cpu_device
 
 
 def _ref(q: Any, k: Any, v: Any, mask: Any = None, dropout_p: float = 0.0,
@@ -40,9 +40,7 @@ def _ref(q: Any, k: Any, v: Any, mask: Any = None, dropout_p: float = 0.0,
 def _fused_once(dev: DeviceHandle) -> None:
     """NumPy, a GPU and one OpenCL CPU device (the fused kernels are slow to build)."""
     if dev.backend != "cpu":
-        reason = one_opencl_cpu_device(dev)
-        if reason is not None:
-            pytest.skip(reason)
+        skip_unless_one_opencl_cpu_device(dev)
 
 
 def _r(shape: tuple[int, ...], seed: int) -> Any:

@@ -17,7 +17,7 @@ from netcl.core.device import DeviceHandle
 from netcl.core.tensor import Tensor
 from netcl.core.testing import assert_close, supports_dtype
 from netcl.ops import _attention, _attention_fused, _attention_plain, _attention_plan
-from netcl.ops.testing import one_opencl_cpu_device
+from netcl.ops.testing import one_opencl_cpu_device, skip_unless_one_opencl_cpu_device
 
 if TYPE_CHECKING:
     import test_attention_reference as ref
@@ -32,9 +32,7 @@ def _fused_once(dev: DeviceHandle) -> None:
     """Run on NumPy (the plain path), a GPU and one OpenCL CPU device only: the fused kernels
     are the same program on every OpenCL CPU device, and slow to build (CI time)."""
     if dev.backend != "cpu":
-        reason = one_opencl_cpu_device(dev)
-        if reason is not None:
-            pytest.skip(reason)
+        skip_unless_one_opencl_cpu_device(dev)
 
 
 def _rand(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> Any:

@@ -35,7 +35,7 @@ from netcl.ops._conv_igemm_kernels import (
 )
 from netcl.ops._conv_rule import CONV2D_FAMILY, IMPLICIT_TILED, WINOGRAD_F4, ConvQuery
 from netcl.ops._matmul_family import gemm_family
-from netcl.ops.testing import OpInfo, check_error, check_op, one_opencl_cpu_device
+from netcl.ops.testing import OpInfo, check_error, check_op, skip_unless_one_opencl_cpu_device
 
 RNG = np.random.default_rng(0)
 
@@ -362,9 +362,7 @@ def test_implicit_tiled_every_tiling(dev: DeviceHandle, tiling: str) -> None:
     work-group) computes all three passes; the odd geometry with a split weight gradient.
     On GPUs and one OpenCL CPU device (Intel's where present): PoCL compiles each tiling's
     three programs at their first launch, 15-30 s each."""
-    reason = one_opencl_cpu_device(dev)
-    if reason is not None:
-        pytest.skip(reason)
+    skip_unless_one_opencl_cpu_device(dev)
     t = FALLBACK_TILES if tiling == "fallback" else TILINGS[tiling.split()[0]]
     extra = {"groups_per_unit": 8} if "split" in tiling else {}  # a weight gradient's split
     config = KernelConfig(IMPLICIT_TILED, t.bm, t.bn, t.bk, t.tm, local_size_2d=(t.lx, t.ly),

@@ -30,7 +30,7 @@ from netcl.ops._conv_mma_source import (
     gemm_dims,
 )
 from netcl.ops._matmul_mma import MMA_ENV, mma_available
-from netcl.ops.testing import one_opencl_cpu_device
+from netcl.ops.testing import skip_unless_one_opencl_cpu_device
 
 RNG = np.random.default_rng(16)
 
@@ -179,9 +179,7 @@ def test_config_choice() -> None:
 @pytest.mark.parametrize("case", GEOMETRIES, ids=lambda c: "x".join(map(str, c[0])) + "_"
                          + "x".join(map(str, c[1])))
 def test_emulated_directions_match_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> None:
-    why = one_opencl_cpu_device(dev)  # emulated PTX: slow builds, device-independent math
-    if why:
-        pytest.skip(why)
+    skip_unless_one_opencl_cpu_device(dev)  # emulated PTX: slow builds, the same math
     g = geometry(case)
     x = RNG.uniform(-1, 1, (g.n, g.c, g.h, g.w)).astype(np.float16)
     w = RNG.uniform(-1, 1, (g.k, g.c, g.r, g.s)).astype(np.float16)
@@ -207,9 +205,7 @@ def test_emulated_directions_match_numpy(dev: DeviceHandle, case: tuple[Any, ...
 def test_emulated_split_weight_gradient_and_offsets(dev: DeviceHandle) -> None:
     """A reduction long enough to split (float32 partial sums, then their ordered sum), with
     every tensor a view some elements into its buffer."""
-    why = one_opencl_cpu_device(dev)  # emulated PTX: slow builds, device-independent math
-    if why:
-        pytest.skip(why)
+    skip_unless_one_opencl_cpu_device(dev)  # emulated PTX: slow builds, the same math
     g = conv_geometry("conv2d", (6, 3, 16, 12), (4, 3, 3, 3), padding=1)
     dims = conv_dims(g)
     assert weight_split(dims, EMULATED, 8)[0] > 1

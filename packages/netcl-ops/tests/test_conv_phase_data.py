@@ -41,7 +41,7 @@ from netcl.ops._conv_rule import (
     ConvQuery,
     phase_data_applies,
 )
-from netcl.ops.testing import check_op, one_opencl_cpu_device
+from netcl.ops.testing import check_op, skip_unless_one_opencl_cpu_device
 
 RNG = np.random.default_rng(7)
 SCALE = 10.0  # test_conv's tolerance multiplier for convolutions
@@ -123,15 +123,6 @@ def _opencl(dev: DeviceHandle) -> None:
         pytest.skip("the NumPy backend has no kernel variants")
 
 
-def _one_cpu_device(dev: DeviceHandle) -> None:
-    """Skip ``dev`` unless it is a GPU or the one OpenCL CPU device that runs slow-to-build
-    programs (see the module's docstring)."""
-    _opencl(dev)
-    reason = one_opencl_cpu_device(dev)
-    if reason is not None:
-        pytest.skip(reason)
-
-
 # the CASES whose programs every OpenCL device builds (1x1 and 3x3 stride 2 windows)
 EVERY_DEVICE = range(9)
 
@@ -142,7 +133,7 @@ def test_phase_data_gradient(dev: DeviceHandle, case: int) -> None:
     if case in EVERY_DEVICE:
         _opencl(dev)
     else:
-        _one_cpu_device(dev)
+        skip_unless_one_opencl_cpu_device(dev)
     got, want = _run(dev, CASES[case], TILINGS["32x64"])
     assert not np.isnan(got).any()
     assert_close(got, want, "float32", scale=SCALE)
@@ -157,7 +148,7 @@ def test_phase_data_tilings(dev: DeviceHandle, case: int, tiling: str) -> None:
     """The tilings the rule picks from and the fallback, on a 3x3 and a 1x1 stride 2 (the
     1x1's channel-fast A loads, :func:`phase_channel_fast`) and the non-square window; one
     phase per slot (``phase_pack`` False) on the two windows whose phases pack."""
-    _one_cpu_device(dev)
+    skip_unless_one_opencl_cpu_device(dev)
     name = tiling.split()[0]
     tiles = FALLBACK_TILES if name == "fallback" else TILINGS[name]
     got, want = _run(dev, CASES[case], tiles, pack="one per slot" not in tiling)
@@ -167,7 +158,7 @@ def test_phase_data_tilings(dev: DeviceHandle, case: int, tiling: str) -> None:
 @pytest.mark.parametrize(("case", "dtype"), [(5, "float16"), (0, "float16"), (5, "float64")])
 def test_phase_data_dtypes(dev: DeviceHandle, case: int, dtype: str) -> None:
     """float16 storage (float accumulation) and float64."""
-    _one_cpu_device(dev)
+    skip_unless_one_opencl_cpu_device(dev)
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dtype} unsupported on {dev.device_name}")
     got, want = _run(dev, CASES[case], TILINGS["64x64"], dtype)

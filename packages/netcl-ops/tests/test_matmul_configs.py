@@ -24,7 +24,7 @@ from netcl.ops import build_matmul_kernel
 from netcl.ops._matmul_family import gemm_params
 from netcl.ops._matmul_kernels import gemm_source
 from netcl.ops._matmul_launch import Operand, run_gemm
-from netcl.ops.testing import one_opencl_cpu_device
+from netcl.ops.testing import skip_unless_one_opencl_cpu_device
 
 RNG = np.random.default_rng(7)
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
@@ -74,9 +74,7 @@ def _one_cpu_device(dev: DeviceHandle) -> None:
     """Skip ``dev`` unless it is a GPU or the one OpenCL CPU device these big kernels (16x8
     outputs per work-item, all four layouts, scalar and vector loads) are built on
     (:func:`netcl.ops.testing.one_opencl_cpu_device`)."""
-    why = one_opencl_cpu_device(dev)
-    if why:
-        pytest.skip(why)
+    skip_unless_one_opencl_cpu_device(dev)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))

@@ -27,7 +27,7 @@ from netcl.ops._matmul_mma import (
     run_hgemm_mma,
 )
 from netcl.ops._matmul_mma_source import hgemm_alignment_ok, hgemm_kernel_name, hgemm_source
-from netcl.ops.testing import one_opencl_cpu_device
+from netcl.ops.testing import skip_unless_one_opencl_cpu_device
 
 RNG = np.random.default_rng(16)
 
@@ -46,13 +46,6 @@ CASES = [
 
 def is_opencl(dev: DeviceHandle) -> bool:
     return dev.backend != "cpu"
-
-
-def one_emulating_device(dev: DeviceHandle) -> None:
-    """Skip all but GPUs and the one OpenCL CPU device that runs slow-to-build programs."""
-    reason = one_opencl_cpu_device(dev)
-    if reason is not None:
-        pytest.skip(reason)
 
 
 def operands(batch: int, M: int, N: int, K: int, ta: bool, tb: bool
@@ -141,7 +134,7 @@ def test_config_choice_fills_the_device() -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:4])) + "_"
                          + ("t" if c[4] else "n") + ("t" if c[5] else "n") + "_" + c[6])
 def test_emulated_kernel_matches_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> None:
-    one_emulating_device(dev)
+    skip_unless_one_opencl_cpu_device(dev)
     batch, M, N, K, ta, tb, out_dtype = case
     a, b, ref = operands(batch, M, N, K, ta, tb)
     squeeze = batch == 1
@@ -266,7 +259,7 @@ SPLIT_CASES = [
 def test_emulated_split_k_matches_numpy(dev: DeviceHandle, case: tuple[Any, ...]) -> None:
     """NOTE [ Tensor-core split-K ]: K slices as batch entries, a shorter last slice, their
     float32 sum rounded once to the output dtype; repeated calls give the same bits."""
-    one_emulating_device(dev)
+    skip_unless_one_opencl_cpu_device(dev)
     M, N, K, ta, tb, out_dtype, split = case
     a, b, ref = operands(1, M, N, K, ta, tb)
     ta_, tb_ = (Tensor.from_host(dev.queue, x[0], dtype="float16") for x in (a, b))

@@ -35,7 +35,7 @@ from netcl.ops._softmax_warp import (
     register_cap,
     warp_plan,
 )
-from netcl.ops.testing import check_op, one_opencl_cpu_device
+from netcl.ops.testing import check_op, skip_unless_one_opencl_cpu_device
 
 LENGTHS = [1, 7, 33, 255, 256, 257, 1000, 1024, 1025, 4095, 4096]
 DTYPES = ["float32", "float16"]
@@ -62,14 +62,6 @@ def _needs_cl(dev: DeviceHandle, dtype: str = "float32") -> None:
         pytest.skip("softmax_warp is an OpenCL kernel")
     if not supports_dtype(dev, dtype):
         pytest.skip(f"{dev.device_name} has no {dtype}")
-
-
-def _one_cpu_device(dev: DeviceHandle, dtype: str = "float32") -> None:
-    """:func:`_needs_cl`, and skip all but GPUs and the one OpenCL CPU device for sweeps."""
-    _needs_cl(dev, dtype)
-    reason = one_opencl_cpu_device(dev)
-    if reason is not None:
-        pytest.skip(reason)
 
 
 def _special_rows(n: int, offset: int) -> Any:
@@ -107,7 +99,8 @@ def test_warp_rows(dev: DeviceHandle, dtype: str) -> None:
     """Every length from offsets 0 and 4 (4-vectors, a scalar head and tail where the rows
     are not 4-aligned) and 1, 3 (scalars), with the default plan (one warp up to 1024, two
     and four beyond)."""
-    _one_cpu_device(dev, dtype)
+    _needs_cl(dev, dtype)
+    skip_unless_one_opencl_cpu_device(dev)
     for n in LENGTHS:
         for offset in (0, 1, 3, 4):
             _check(dev, n, offset, dtype, kernel="warp", shuffle="emulate")
@@ -116,7 +109,8 @@ def test_warp_rows(dev: DeviceHandle, dtype: str) -> None:
 def test_warp_paths_and_plans(dev: DeviceHandle) -> None:
     """Forced scalars from an aligned offset (path 6), part of a warp per row (8, 16 lanes),
     several warps per row (64..1024 lanes: the exchange of warp values), rows per group."""
-    _one_cpu_device(dev)
+    _needs_cl(dev)
+    skip_unless_one_opencl_cpu_device(dev)
     for n, plans in ((200, [(8, 4), (16, 2)]), (257, [(16, 2), (64, 1), (32, 1)]),
                      (1000, [(64, 2), (128, 1), (256, 1), (1024, 1), (32, 8)]),
                      (4095, [(128, 2), (512, 1)])):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unittest
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -35,8 +36,8 @@ from netcl.core.tensor import Tensor, reshape
 from netcl.core.testing import assert_close, available_devices
 
 __all__ = ["Kink", "OpInfo", "Sample", "away_from_kinks", "check_error", "check_op",
-           "one_opencl_cpu_device",
-           "offset_view", "to_device"]
+           "one_opencl_cpu_device", "offset_view", "skip_unless_one_opencl_cpu_device",
+           "to_device"]
 
 #: ``(args, kwargs)``: ndarray args become Tensors of the tested dtype.
 Sample: TypeAlias = tuple[tuple[Any, ...], dict[str, Any]]
@@ -278,3 +279,19 @@ def one_opencl_cpu_device(dev: DeviceHandle) -> str | None:
     if (chosen.device_name, chosen.platform_name) != (dev.device_name, dev.platform_name):
         return f"built on {chosen.platform_name} only (one OpenCL CPU device per machine)"
     return None
+
+
+def skip_unless_one_opencl_cpu_device(dev: DeviceHandle) -> None:
+    """Skip the calling test (``unittest.SkipTest``, which pytest reports as a skip) with
+    :func:`one_opencl_cpu_device`'s reason for ``dev``, where it gives one.
+
+    Examples:
+        >>> from netcl.core.device import manager
+        >>> skip_unless_one_opencl_cpu_device(manager.default("cpu"))
+        Traceback (most recent call last):
+        ...
+        unittest.case.SkipTest: the NumPy backend runs no OpenCL kernels
+    """
+    reason = one_opencl_cpu_device(dev)
+    if reason is not None:
+        raise unittest.SkipTest(reason)
