@@ -149,6 +149,18 @@ def test_fast_math(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
     for offset in (0, 3):
         _check(dev, 1000, offset, "float32", (1e-3, 1e-6), kernel="warp", shuffle="emulate")
         _check(dev, 1000, offset, "float32", (1e-3, 1e-6), kernel="row")
+    planned: list[int] = []  # a remembered call sees the switch too: it plans anew
+    real = softmax_mod._row_launch
+    monkeypatch.setattr(softmax_mod, "_row_launch",
+                        lambda *a, **k: planned.append(1) or real(*a, **k))
+    x = Tensor.from_host(dev.queue, _x((3, 1000)).astype(np.float32))
+    monkeypatch.delenv(MATH_ENV)
+    with force_variant(KernelVariant.REDUCTION_PARALLEL):  # the row kernels, not softmax_col
+        exact = ops.softmax(x).to_host()
+        assert ops.softmax(x).to_host().tobytes() == exact.tobytes() and len(planned) == 1
+        monkeypatch.setenv(MATH_ENV, "fast")
+        np.testing.assert_allclose(ops.softmax(x).to_host(), exact, rtol=1e-3)
+        assert len(planned) == 2
     monkeypatch.setenv(MATH_ENV, "quick")
     with pytest.raises(ValueError, match="NETCL_SOFTMAX_MATH must be one of"):
         _softmax_warp.fast_math("float32")

@@ -73,6 +73,7 @@ from ._launch import (
 from ._softmax_rows import MATH_DEFINES, MROW_SOURCE, VPL4, XENT_SOURCE, mrow_plan
 from ._softmax_warp import (
     KERNEL_ENV,
+    MATH_ENV,
     REGS_ENV,
     SHUFFLE_ENV,
     WARP_MAX,
@@ -384,7 +385,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     if isinstance(x, Tensor) and x.array is None:  # NOTE [ Remembered launches ] in ._launch
         key = (op, x.shape, x.dtype, x.offset, x.queue, axis,
                queue_facts(x.queue)[1].epoch("reduction"), env_raw(KERNEL_ENV),
-               env_raw(SHUFFLE_ENV), env_raw(REGS_ENV))
+               env_raw(SHUFFLE_ENV), env_raw(REGS_ENV), env_raw(MATH_ENV))
         entry = remembered(key)
         if entry is not None:
             return run_remembered(entry, x.queue, x)[0]
