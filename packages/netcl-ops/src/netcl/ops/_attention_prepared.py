@@ -19,8 +19,8 @@
 # key holds the tensors' queues (so no id is reused), the switches' environment variables and
 # the types of the scalars (``scale=True`` must still raise, not hit ``scale=1``); the table
 # is bounded and cleared when full. A workspace a call makes and drops (the fused tensor-core
-# backward's float32 dQ) is a scratch role: a repeat makes a new one from the pool, as the
-# first call did.
+# backward's float32 dQ) is a scratch role: remembered as one more output after the caller's
+# (which a repeat makes from the pool and the caller drops, as it drops D).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class Record:
     """What one fused call launched: ``steps`` of ``(kernel, grid, local, args, slots,
     stream)`` (``slots``: the ``(index, role)`` of each buffer argument, ``stream``: the
     index of the Philox key's first word, or -1) and ``tensors``, the tensor of each role.
-    ``scratch`` names the roles of workspaces the call made and drops (a repeat makes them
-    anew). ``ok`` is cleared by a launch outside the record (the ops' D)."""
+    ``scratch`` names the roles of workspaces the call made and drops (remembered as outputs
+    after the caller's). ``ok`` is cleared by a launch outside the record (the ops' D)."""
 
     steps: list[tuple[Any, tuple[int, ...], tuple[int, ...], list[Any],
                       tuple[tuple[int, str], ...], int]] = field(default_factory=list)
@@ -89,13 +89,12 @@ class _Step:
 @dataclass(frozen=True)
 class Prepared:
     """A remembered call: its launches, the ``(role, shape, dtype)`` of each tensor it makes
-    (in the order :func:`run` returns them), the dropout words it draws (0: none) and the
-    ``(role, shape, dtype)`` of each workspace it makes and drops."""
+    (in the order :func:`run` returns them: the caller's outputs, then the record's scratch
+    workspaces) and the dropout words it draws (0: none)."""
 
     steps: tuple[_Step, ...]
     outputs: tuple[tuple[str, tuple[int, ...], str], ...]
     words: int
-    scratch: tuple[tuple[str, tuple[int, ...], str], ...] = ()
 
 
 _prepared: dict[tuple[Any, ...], Prepared] = {}
@@ -145,7 +144,8 @@ def lookup(key: tuple[Any, ...] | None) -> Prepared | None:
 def remember(key: tuple[Any, ...] | None, record: Record,
              outputs: tuple[tuple[str, tuple[int, ...]], ...], words: int) -> None:
     """Keep ``record`` under ``key`` when every buffer slot of it holds its role's tensor;
-    ``outputs`` are the roles (and final shapes) of the tensors a repeat makes, in order."""
+    ``outputs`` are the roles (and final shapes) of the tensors a repeat makes, in order (the
+    record's scratch roles follow them)."""
     if key is None or not record.ok or not record.steps:
         return
     try:
@@ -164,28 +164,24 @@ def remember(key: tuple[Any, ...] | None, record: Record,
         if stream >= 0:
             frozen[stream:stream + 3] = [None, None, None]
         steps.append(_Step(kernel, grid, local, tuple(frozen), slots, stream))
+    outputs += tuple((role, tensors[role].shape) for role in record.scratch)
     made = tuple((role, shape, tensors[role].dtype) for role, shape in outputs)
-    scratch = tuple((role, tensors[role].shape, tensors[role].dtype) for role in record.scratch)
     if len(_prepared) >= _MAX_PREPARED:
         _prepared.clear()
-    _prepared[key] = Prepared(tuple(steps), made, words, scratch)
+    _prepared[key] = Prepared(tuple(steps), made, words)
 
 
 def run(entry: Prepared, queue: Any, given: dict[str, Tensor], seed: int,
         offset: int) -> list[Tensor]:
     """Repeat ``entry`` on the tensors ``given`` by role (with the dropout stream ``(seed,
-    offset)`` where it has dropout), into new tensors (``entry.outputs``; the workspaces of
-    ``entry.scratch`` are made too and dropped once the launches are queued, as the first call
-    dropped its own and as D is)."""
+    offset)`` where it has dropout), into new tensors (``entry.outputs``: a caller drops the
+    ones it does not return, D and the scratch workspaces, once the launches are queued)."""
     buffers = {role: device_buffer(t) for role, t in given.items()}
     made = []
     for role, shape, dtype in entry.outputs:
         t = output_tensor(queue, shape, dtype)
         buffers[role] = t.buffer
         made.append(t)
-    kept = [output_tensor(queue, shape, dtype) for _, shape, dtype in entry.scratch]
-    for (role, _, _), t in zip(entry.scratch, kept):
-        buffers[role] = t.buffer
     for step in entry.steps:
         args = list(step.args)
         for i, role in step.slots:
