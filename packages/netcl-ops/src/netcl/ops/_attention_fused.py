@@ -343,21 +343,13 @@ def fused_forward(plan: AttentionPlan, seed: int, offset: int, mma: str | None =
         else:
             _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args, roles, record)
         return out, lse
-    name = "attn_fwd_mma_emu" if mma == "emulate" else "attn_fwd_mma"
-    try:
-        kernel = attention_family(q.queue.context, name, q.dtype, plan.E, plan.Ev, kind,
-                                  MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
-    except KernelBuildError as exc:
-        if mma == "emulate":
-            raise
-        # a driver that passed the GEMM probe yet refuses this program: say so once, and
-        # run the portable kernel from now on
-        _mma_refused.add(q.queue.context)
-        warnings.warn(f"scaled_dot_product_attention: the tensor-core forward does not build "
-                      f"on this device, using the portable kernel ({exc})", RuntimeWarning,
-                      stacklevel=2)
+    program = _mma_program(plan, "attn_fwd_mma", kind, wide, mma,
+                           mma_block_keys(plan.E, plan.Ev), _mma_refused,
+                           "the tensor-core forward", "the portable kernel", depth=0)
+    if program is None:
         _launch(plan, _kernel(plan, "attn_fwd", kind, wide), plan.L, args, roles, record)
         return out, lse
+    kernel = program.kernel
     groups = -(-plan.L // MMA_ROWS)
     _go(plan, record, kernel, (groups * MMA_THREADS, plan.batch_size), (MMA_THREADS, 1), args,
         roles)
@@ -368,20 +360,33 @@ def _mma_backward_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
                           ) -> tuple[Any, Any] | None:
     """The tensor-core ``attn_bwd_dq_mma`` and ``attn_bwd_dkdv_mma`` (``mma`` ``"hardware"``
     or ``"emulate"``), or ``None`` where a driver refuses them (warned once)."""
+    kernels = []
+    for name in ("attn_bwd_dq_mma", "attn_bwd_dkdv_mma"):
+        built = _mma_program(plan, name, kind, wide, mma, mma_block_keys(plan.E, plan.Ev),
+                             _mma_refused, "the tensor-core backward", "the portable kernels")
+        if built is None:
+            return None
+        kernels.append(built.kernel)
+    return kernels[0], kernels[1]
+
+
+def _mma_program(plan: AttentionPlan, name: str, kind: str, wide: bool, mma: str, bn: int,
+                 refused: set[Any], what: str, instead: str, depth: int = 1
+                 ) -> BuiltFamily | None:
+    """The program of tensor-core kernel ``name`` (its ``_emu`` twin where ``mma`` is
+    ``"emulate"``), or ``None`` where a driver that passed the GEMM probe refuses it: the
+    context joins ``refused`` (``instead`` runs there from now on) and one warning says so, at
+    the op's caller (``depth``: this call's frames below the op's)."""
     q = plan.q
-    suffix = "_emu" if mma == "emulate" else ""
     try:
-        return tuple(
-            attention_family(q.queue.context, f"{name}{suffix}", q.dtype, plan.E, plan.Ev,
-                             kind, MMA_ROWS, mma_block_keys(plan.E, plan.Ev), wide).kernel
-            for name in ("attn_bwd_dq_mma", "attn_bwd_dkdv_mma"))
+        return attention_family(q.queue.context, f"{name}_emu" if mma == "emulate" else name,
+                                q.dtype, plan.E, plan.Ev, kind, MMA_ROWS, bn, wide)
     except KernelBuildError as exc:
         if mma == "emulate":
             raise
-        _mma_refused.add(q.queue.context)
-        warnings.warn(f"scaled_dot_product_attention: the tensor-core backward does not "
-                      f"build on this device, using the portable kernels ({exc})",
-                      RuntimeWarning, stacklevel=3)
+        refused.add(q.queue.context)
+        warnings.warn(f"scaled_dot_product_attention: {what} does not build on this device, "
+                      f"using {instead} ({exc})", RuntimeWarning, stacklevel=3 + depth)
         return None
 
 
@@ -419,18 +424,9 @@ def _mma_fused_kernels(plan: AttentionPlan, kind: str, wide: bool, mma: str
     if (q.queue.context in _fused_refused
             or _device_limits(q.queue)[0] < mma_fused_local_bytes(plan.E, plan.Ev)):
         return None
-    suffix = "_emu" if mma == "emulate" else ""
-    try:
-        return attention_family(q.queue.context, f"attn_bwd_fused_mma{suffix}", q.dtype,
-                                plan.E, plan.Ev, kind, MMA_ROWS, FUSED_BLOCK_QUERIES, wide)
-    except KernelBuildError as exc:
-        if mma == "emulate":
-            raise
-        _fused_refused.add(q.queue.context)
-        warnings.warn(f"scaled_dot_product_attention: the fused tensor-core backward does not "
-                      f"build on this device, using attn_bwd_dq_mma and attn_bwd_dkdv_mma "
-                      f"({exc})", RuntimeWarning, stacklevel=3)
-        return None
+    return _mma_program(plan, "attn_bwd_fused_mma", kind, wide, mma, FUSED_BLOCK_QUERIES,
+                        _fused_refused, "the fused tensor-core backward",
+                        "attn_bwd_dq_mma and attn_bwd_dkdv_mma")
 
 
 def _fused_mma_launch(plan: AttentionPlan, built: BuiltFamily, dq: Tensor, dkdv_args: list[Any],
