@@ -151,8 +151,12 @@ def test_fast_math(dev: DeviceHandle, monkeypatch: pytest.MonkeyPatch) -> None:
         _check(dev, 1000, offset, "float32", (1e-3, 1e-6), kernel="row")
     planned: list[int] = []  # a remembered call sees the switch too: it plans anew
     real = softmax_mod._row_launch
-    monkeypatch.setattr(softmax_mod, "_row_launch",
-                        lambda *a, **k: planned.append(1) or real(*a, **k))
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        planned.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(softmax_mod, "_row_launch", spy)
     x = Tensor.from_host(dev.queue, _x((3, 1000)).astype(np.float32))
     monkeypatch.delenv(MATH_ENV)
     with force_variant(KernelVariant.REDUCTION_PARALLEL):  # the row kernels, not softmax_col
